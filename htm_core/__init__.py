@@ -1,0 +1,48 @@
+"""htm: a two-tier memory for LLM applications.
+
+A token-budgeted working memory that is always ready for the prompt, over a long-term
+memory that never forgets and is searched by hybrid (vector + full-text) recall.
+
+>>> from htm_core import HTM
+>>> with HTM(database_url=":memory:", embedder="hashing") as htm:
+...     _ = htm.add("User prefers Vim keybindings", importance=9.0, key="pref-vim")
+...     htm.recall("vim", limit=1)[0].memory.key
+'pref-vim'
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .clock import FrozenClock
+from .embeddings import Embedder, HashingEmbedder, LocalEmbedder
+from .errors import HTMError
+from .htm import HTM
+from .models import Context, Hit, Memory, Operation, Robot, Stats
+from .retrieval import RetrievalConfig
+from .tokens import CallableCounter, TiktokenCounter, TokenCounter
+from .working import WorkingMemory
+
+try:
+    __version__ = version("htm")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.0.0"
+
+__all__ = [
+    "HTM",
+    "CallableCounter",
+    "Context",
+    "Embedder",
+    "FrozenClock",
+    "HTMError",
+    "HashingEmbedder",
+    "Hit",
+    "LocalEmbedder",
+    "Memory",
+    "Operation",
+    "RetrievalConfig",
+    "Robot",
+    "Stats",
+    "TiktokenCounter",
+    "TokenCounter",
+    "WorkingMemory",
+    "__version__",
+]

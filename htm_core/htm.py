@@ -1,0 +1,594 @@
+"""``HTM``: the facade over working memory and long-term memory.
+
+::
+
+    from htm_core import HTM
+
+    with HTM(robot="assistant") as htm:
+        htm.add("User prefers Vim keybindings", importance=9.0, tags=["user:preferences"],
+                key="pref-vim")
+        hits = htm.recall("editor preferences", timeframe="last week")
+        ctx = htm.create_context(strategy="balanced", max_tokens=8_000)
+
+Every write reaches the long-term store (committed) before working memory changes.
+Working memory is per robot and per process; its membership is persisted so a new
+``HTM`` for the same robot on the same store starts with the working memory it had.
+Eviction only clears membership; only ``forget(key, confirm=True)`` hides a memory and
+only ``purge(confirm=True)`` removes a forgotten one for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .clock import Clock, local_now, to_aware, to_timestamp
+from .config import Settings
+from .embeddings import embedder_name, resolve_embedder
+from .errors import (
+    ConfirmationRequiredError,
+    EmbedderMismatchError,
+    EmbeddingError,
+    HTMError,
+    InvalidContentError,
+    MemoryTooLargeError,
+    ValidationError,
+)
+from .models import Context, Hit, Memory, Operation, Robot, Stats
+from .retrieval import RetrievalConfig, check_recall_strategy, search
+from .store import LongTermStore, NewMemory, SearchFilters, open_store
+from .store.base import content_hash, generated_key
+from .timeframe import parse_timeframe
+from .tokens import TokenCounter, resolve_counter
+from .validation import (
+    check_content,
+    check_importance,
+    check_key,
+    check_limit,
+    check_max_tokens,
+    check_tags,
+)
+from .working import WorkingMemory
+from .working.context import check_strategy
+from .working.memory import SEPARATOR
+
+__all__ = ["HTM"]
+
+logger = logging.getLogger(__name__)
+
+_EMBED_CACHE_SIZE = 10_000
+
+
+class HTM:
+    """A two-tier memory for one robot over a (possibly shared) long-term store.
+
+    Args:
+        robot: this instance's name. Robots on one store share long-term memory and each
+            has its own working memory. Default ``HTM_ROBOT`` or ``"default"``.
+        database_url: a SQLite path / ``sqlite:///`` URL / ``":memory:"``, or a
+            ``postgresql://`` URL. Default ``HTM_DATABASE_URL``, else a SQLite file in
+            the user data directory.
+        working_memory_tokens: the working-memory budget (default 128,000).
+        embedder: an object with ``embed_documents``/``embed_query`` (any LangChain
+            ``Embeddings``), or ``"auto"``, ``"hashing"``, ``"local"``, ``"ollama[:model]"``.
+            Default ``HTM_EMBEDDER``, else the best local embedder installed.
+        token_counter: a counter with ``count(text)``, any ``str -> int`` callable, or a
+            tiktoken encoding name. Default tiktoken ``cl100k_base``, offline.
+        eviction: working-memory policy: ``hybrid``, ``lru``, ``importance``, ``frequency``.
+        clock: returns the current aware ``datetime``; timeframes are computed in its
+            time zone. Default: local time.
+        store: an already-open :class:`~htm_core.store.LongTermStore` (instead of a URL).
+        context_margin: fraction of ``max_tokens`` that ``create_context`` leaves free.
+        retrieval: how hybrid recall fuses its arms.
+    """
+
+    def __init__(
+        self,
+        robot: str | None = None,
+        database_url: str | Path | None = None,
+        working_memory_tokens: int | None = None,
+        embedder: Any = None,
+        token_counter: TokenCounter | Any = None,
+        eviction: str | None = None,
+        clock: Clock | None = None,
+        *,
+        store: LongTermStore | None = None,
+        context_margin: float | None = None,
+        retrieval: RetrievalConfig | None = None,
+    ) -> None:
+        settings = Settings.resolve(
+            robot=robot,
+            database_url=str(database_url) if database_url is not None else None,
+            working_memory_tokens=working_memory_tokens,
+            eviction=eviction,
+            context_margin=context_margin,
+            embedder=embedder if isinstance(embedder, str) else None,
+        )
+        self.settings = settings
+        self.robot = check_key(settings.robot)
+        self._clock: Clock = clock or local_now
+        self._lock = threading.RLock()
+        self._retrieval = retrieval or RetrievalConfig()
+        self._wm = WorkingMemory(
+            check_max_tokens(settings.working_memory_tokens, name="working_memory_tokens"),
+            settings.eviction,
+            clock=self._clock,
+            safety_margin=settings.context_margin,
+        )
+        self._counter = resolve_counter(token_counter)
+        self._embedder, self._embedder_choice = resolve_embedder(
+            embedder if embedder is not None and not isinstance(embedder, str)
+            else settings.embedder)
+        self._embedder_name = embedder_name(self._embedder)
+        self._embed_cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._embedding_calls = 0
+        self._cache_hits = 0
+        self._owns_store = store is None
+        self._store: LongTermStore = store if store is not None else open_store(
+            settings.database_url)
+        try:
+            self._check_store_embedder()
+            self._store.ensure_robot(self.robot)
+            self._wm_memories: dict[str, Memory] = {}
+            self._restore_working_memory()
+        except BaseException:
+            if self._owns_store:
+                self._store.close()
+            raise
+        self._closed = False
+        logger.info("htm robot=%s store=%s embedder=%s counter=%s", self.robot, self._store.url,
+                    self._embedder_name, self._counter.name)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def __enter__(self) -> HTM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the store (if this instance opened it). Everything is already durable."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        if self._owns_store:
+            self._store.close()
+
+    def __repr__(self) -> str:
+        return (f"HTM(robot={self.robot!r}, store={self._store.url!r}, "
+                f"working_memory={self._wm.tokens}/{self._wm.max_tokens} tokens)")
+
+    @property
+    def store(self) -> LongTermStore:
+        """The long-term store."""
+        return self._store
+
+    @property
+    def working_memory(self) -> WorkingMemory:
+        """This robot's working memory (read it; change it through ``HTM``'s methods)."""
+        return self._wm
+
+    @property
+    def embedder(self) -> Any:
+        """The embedder in use."""
+        return self._embedder
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The token counter in use."""
+        return self._counter
+
+    def migrate(self) -> int:
+        """Create or upgrade the store's schema; return the version now in place."""
+        return self._store.migrate()
+
+    # -- embeddings ------------------------------------------------------------------
+
+    def _check_store_embedder(self) -> None:
+        info = self._store.embedding_info()
+        if info is None:
+            return
+        name, dim = info
+        if name != self._embedder_name:
+            raise EmbedderMismatchError(
+                f"this store's vectors were made by {name!r} ({dim} dimensions) but the "
+                f"embedder is {self._embedder_name!r}; pass embedder matching the store, or "
+                "call HTM(...).reembed() to rebuild every vector with the new one"
+            )
+
+    def _call_embedder(self, texts: list[str]) -> list[list[float]]:
+        try:
+            vectors = self._embedder.embed_documents(texts)
+        except HTMError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(
+                f"embedder {self._embedder_name} failed: {exc}; check it is reachable and "
+                "configured, nothing was stored") from exc
+        self._embedding_calls += 1
+        return [self._checked_vector(v) for v in vectors]
+
+    def _checked_vector(self, vector: Sequence[float]) -> list[float]:
+        values = [float(x) for x in vector]
+        if not values or not all(math.isfinite(x) for x in values):
+            raise EmbeddingError(
+                f"embedder {self._embedder_name} returned an empty vector or one with NaN/inf")
+        return values
+
+    def _embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for ``texts``: from the cache, the store, then the embedder in one call."""
+        out: dict[str, list[float]] = {}
+        todo: list[str] = []
+        for text in texts:
+            h = content_hash(text)
+            if h in out:
+                continue
+            cached = self._embed_cache.get(h)
+            if cached is None:
+                cached = self._store.find_embedding(h, self._embedder_name)
+            if cached is not None:
+                self._cache_hits += 1
+                out[h] = cached
+                self._remember(h, cached)
+            elif text not in todo:
+                todo.append(text)
+        if todo:
+            for text, vec in zip(todo, self._call_embedder(todo), strict=True):
+                h = content_hash(text)
+                out[h] = vec
+                self._remember(h, vec)
+        return [out[content_hash(t)] for t in texts]
+
+    def _remember(self, h: str, vec: list[float]) -> None:
+        self._embed_cache[h] = vec
+        self._embed_cache.move_to_end(h)
+        while len(self._embed_cache) > _EMBED_CACHE_SIZE:
+            self._embed_cache.popitem(last=False)
+
+    def _embed_query(self, text: str) -> list[float]:
+        try:
+            vector = self._embedder.embed_query(text)
+        except Exception as exc:
+            raise EmbeddingError(f"embedder {self._embedder_name} failed on the query: {exc}"
+                                 ) from exc
+        self._embedding_calls += 1
+        return self._checked_vector(vector)
+
+    # -- adding ----------------------------------------------------------------------
+
+    def _record(self, content: Any, *, importance: Any = 1.0, key: Any = None,
+                tags: Iterable[str] | str | None = (), metadata: Any = None,
+                created_at: Any = None) -> NewMemory:
+        content = check_content(content)
+        importance = check_importance(importance)
+        explicit = key is not None
+        key = check_key(key) if explicit else generated_key(self.robot, content)
+        if metadata is None:
+            metadata = {}
+        if not isinstance(metadata, Mapping):
+            raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
+        try:
+            json.dumps(metadata, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
+        if created_at is None:
+            when = self._clock()
+        elif isinstance(created_at, datetime):
+            when = to_aware(created_at, self._clock().tzinfo)
+        else:
+            raise ValidationError(f"created_at must be a datetime, got {created_at!r}")
+        return NewMemory(
+            key=key, content=content, robot=self.robot, importance=importance,
+            token_count=self._counter.count(content),
+            created_at=when.astimezone(timezone.utc), tags=check_tags(tags),
+            metadata=dict(metadata), explicit_key=explicit,
+        )
+
+    def add(
+        self,
+        content: str,
+        *,
+        importance: float = 1.0,
+        key: str | None = None,
+        tags: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
+    ) -> Memory:
+        """Remember ``content``: durable in the long-term store, then in working memory.
+
+        Args:
+            content: the text; not empty, no NUL characters.
+            importance: 0 to 10 (default 1.0); drives eviction and the ``important`` /
+                ``balanced`` contexts.
+            key: a unique key (any robot); default a stable key from robot + content, so
+                the same content added again by this robot touches the existing memory.
+            tags: hierarchical tags such as ``"user:preferences:editor"``.
+            metadata: any JSON-serialisable dict.
+            created_at: when it happened (to import history); default now.
+
+        Returns:
+            The stored :class:`~htm_core.models.Memory`; ``in_working_memory`` is False
+            when it is larger than the whole working-memory budget (it is stored long-term
+            only and a warning is logged).
+
+        >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
+        ...     htm.add("User prefers Vim keybindings", importance=9.0, key="pref-vim").key
+        'pref-vim'
+        """
+        return self.add_many([{"content": content, "importance": importance, "key": key,
+                               "tags": tags, "metadata": metadata, "created_at": created_at}])[0]
+
+    def add_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[Memory]:
+        """Add a batch in one transaction, embedding in one call: all or nothing.
+
+        Each item is a string or a dict of :meth:`add`'s keyword arguments (with
+        ``content``). Every item is validated before anything is written.
+        """
+        records = []
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                item = {"content": item}
+            if not isinstance(item, Mapping) or "content" not in item:
+                raise InvalidContentError(
+                    f"item {i} must be a string or a dict with 'content', got {item!r:.80}")
+            unknown = set(item) - {"content", "importance", "key", "tags", "metadata",
+                                   "created_at"}
+            if unknown:
+                raise ValidationError(f"item {i} has unknown fields {sorted(unknown)}")
+            records.append(self._record(**{k: v for k, v in item.items()
+                                           if v is not None or k == "content"}))
+        if not records:
+            return []
+        vectors = self._embed_documents([r.content for r in records])
+        records = [NewMemory(**{**r.__dict__, "embedding": v, "embedder": self._embedder_name})
+                   for r, v in zip(records, vectors, strict=True)]
+        with self._lock:
+            results = self._store.add_many(records)
+            memories = [r.memory for r in results]
+            self._enter_working(memories)
+        return memories
+
+    # -- working memory --------------------------------------------------------------
+
+    def _enter_working(self, memories: Sequence[Memory], *, accessed: datetime | None = None
+                       ) -> None:
+        """Put memories into working memory and persist the membership change."""
+        added: dict[str, int] = {}
+        evicted: dict[str, int] = {}
+        for memory in memories:
+            try:
+                gone = self._wm.add(
+                    memory.key, memory.content, tokens=memory.token_count,
+                    importance=memory.importance, created_at=to_timestamp(memory.created_at),
+                    last_accessed=to_timestamp(accessed) if accessed else None,
+                    access_count=memory.access_count,
+                )
+            except MemoryTooLargeError as exc:
+                logger.warning("%s", exc)
+                memory.in_working_memory = False
+                continue
+            memory.in_working_memory = True
+            self._wm_memories[memory.key] = memory
+            added[memory.key] = memory.id
+            for item in gone:
+                old = self._wm_memories.pop(item.key, None)
+                if item.key in added:
+                    del added[item.key]
+                elif old is not None:
+                    evicted[item.key] = old.id
+        self._store.update_working(self.robot, add=list(added.values()),
+                                   remove=list(evicted.values()), at=self._clock())
+
+    def _restore_working_memory(self) -> None:
+        resident = self._store.working_set(self.robot)
+        if resident:
+            self._enter_working(resident)
+            for memory in resident:
+                if memory.key in self._wm:
+                    self._wm.touch(memory.key, at=to_timestamp(memory.last_accessed))
+            logger.info("restored %d memories into %s's working memory", len(self._wm),
+                        self.robot)
+
+    def clear_working_memory(self) -> int:
+        """Empty this robot's working memory. Long-term memory is untouched (never-forget)."""
+        with self._lock:
+            gone = self._wm.clear()
+            self._wm_memories.clear()
+            self._store.clear_working(self.robot)
+            return len(gone)
+
+    # -- recall ----------------------------------------------------------------------
+
+    def recall(
+        self,
+        query: str,
+        *,
+        timeframe: Any = None,
+        limit: int = 10,
+        strategy: str = "hybrid",
+        tags: Iterable[str] | str | None = None,
+        robot: str | None = None,
+    ) -> list[Hit]:
+        """Find the memories most relevant to ``query``; they enter working memory.
+
+        Args:
+            query: plain text; any characters are safe (they are never parsed as a query
+                language).
+            timeframe: ``None``, a phrase (``"last week"``, ``"May 2023"``,
+                ``"2023-05-01..2023-06-01"``), a ``timedelta`` or a (start, end) pair; see
+                :mod:`htm_core.timeframe`.
+            limit: how many hits at most (1 to 10,000).
+            strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
+            tags: only memories carrying one of these tags or a tag below one.
+            robot: only memories written by this robot (default: every robot).
+
+        Returns:
+            :class:`~htm_core.models.Hit` objects, best first.
+        """
+        filters, strategy, limit = self._recall_args(query, timeframe, limit, strategy, tags,
+                                                     robot)
+        ranked = search(self._store, query=query, query_vector=lambda: self._embed_query(query),
+                        strategy=strategy, limit=limit, filters=filters, config=self._retrieval)
+        memories = self._store.get_many([r.id for r in ranked])
+        now = self._clock()
+        by_id = {m.id: m for m in memories}
+        with self._lock:
+            self._store.touch(list(by_id), at=now)
+            for m in memories:
+                m.access_count += 1
+                m.last_accessed = now.astimezone(timezone.utc)
+            # Least relevant first, so a later (better) hit never evicts an earlier one.
+            self._enter_working(memories[::-1], accessed=now)
+        return [Hit(memory=by_id[r.id], score=r.score, ranks=dict(r.ranks))
+                for r in ranked if r.id in by_id]
+
+    def _recall_args(self, query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any,
+                     robot: Any) -> tuple[SearchFilters, str, int]:
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidContentError("query is empty; give some text to recall by")
+        check_content(query)
+        strategy = check_recall_strategy(strategy)
+        limit = check_limit(limit)
+        start, end = parse_timeframe(timeframe, clock=self._clock)
+        if robot is not None:
+            check_key(robot)
+        return SearchFilters(start=start, end=end, robot=robot, tags=check_tags(tags)), \
+            strategy, limit
+
+    def retrieve(self, key: str) -> Memory | None:
+        """The memory under ``key`` (exact lookup), or None; counts as an access."""
+        memory = self._store.get(check_key(key))
+        if memory is not None:
+            now = self._clock()
+            self._store.touch([memory.id], at=now)
+            memory.access_count += 1
+            memory.last_accessed = now.astimezone(timezone.utc)
+            self._wm.touch(memory.key, at=to_timestamp(now))
+        return memory
+
+    # -- context ---------------------------------------------------------------------
+
+    def create_context(self, strategy: str = "balanced", max_tokens: int | None = None) -> Context:
+        """Assemble working memory into prompt text within ``max_tokens``.
+
+        ``strategy`` is ``"balanced"`` (importance × recency, default), ``"recent"`` or
+        ``"important"``. ``max_tokens`` defaults to the working-memory budget; the text
+        stays within it less the safety margin, counted by this instance's token
+        counter. Deterministic for the same state.
+        """
+        check_strategy(strategy)
+        limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
+        budget = self._wm.budget_for(limit)
+        with self._lock:
+            items = self._wm.select(strategy, limit)
+            memories = [self._wm_memories[i.key] for i in items if i.key in self._wm_memories]
+        text = SEPARATOR.join(m.content for m in memories)
+        tokens = self._counter.count(text) if text else 0
+        while memories and tokens > budget:
+            memories.pop()
+            text = SEPARATOR.join(m.content for m in memories)
+            tokens = self._counter.count(text) if text else 0
+        return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
+                       max_tokens=limit, budget=budget)
+
+    # -- never forget ----------------------------------------------------------------
+
+    def forget(self, key: str, *, confirm: bool = False) -> Memory:
+        """Hide a memory from recall, recoverably (``restore``), until ``purge``.
+
+        Raises :class:`~htm_core.errors.ConfirmationRequiredError` unless ``confirm=True``
+        and :class:`~htm_core.errors.NotFoundError` for an unknown key.
+        """
+        key = check_key(key)
+        if confirm is not True:
+            raise ConfirmationRequiredError(
+                f"forget({key!r}) hides the memory from recall; call forget({key!r}, "
+                "confirm=True) to do it (it stays recoverable with restore until purge)")
+        with self._lock:
+            memory = self._store.forget(key, robot=self.robot, at=self._clock())
+            self._wm.remove(key)
+            self._wm_memories.pop(key, None)
+        return memory
+
+    def restore(self, key: str) -> Memory:
+        """Bring back a forgotten memory. Raises ``NotFoundError`` for an unknown key."""
+        return self._store.restore(check_key(key), robot=self.robot)
+
+    def purge(self, *, confirm: bool = False, key: str | None = None) -> int:
+        """Delete forgotten memories for good (all of them, or only ``key``).
+
+        Only memories already forgotten are purged; returns how many were removed.
+        """
+        if confirm is not True:
+            raise ConfirmationRequiredError(
+                "purge() deletes forgotten memories permanently; call purge(confirm=True)")
+        return self._store.purge(robot=self.robot, key=check_key(key) if key else None)
+
+    # -- introspection ---------------------------------------------------------------
+
+    def stats(self) -> Stats:
+        """Working-memory and long-term figures for this robot and the whole store."""
+        counts = self._store.counts(self.robot)
+        info = self._store.embedding_info()
+        return Stats(
+            robot=self.robot, backend=self._store.backend, database=self._store.url,
+            working_memory_count=len(self._wm), working_memory_tokens=self._wm.tokens,
+            working_memory_max_tokens=self._wm.max_tokens, eviction_policy=self._wm.policy,
+            long_term_total=counts.total, long_term_robot=counts.robot,
+            forgotten=counts.forgotten, robots=counts.robots,
+            embedder=self._embedder_name, embedding_dim=info[1] if info else None,
+            embedder_choice=self._embedder_choice, token_counter=self._counter.name,
+            pending_embeddings=counts.missing_embeddings,
+            embedding_calls=self._embedding_calls, embedding_cache_hits=self._cache_hits,
+            evictions=self._wm.evictions, schema_version=self._store.schema_version(),
+        )
+
+    def robots(self) -> list[Robot]:
+        """Every robot on the store."""
+        return self._store.robots()
+
+    def tags(self) -> dict[str, int]:
+        """Every tag with its count of visible memories."""
+        return self._store.tags()
+
+    def operations(self, *, limit: int = 100, op: str | None = None,
+                   robot: str | None = None) -> list[Operation]:
+        """The operations log, newest first (add, touch, evict, forget, restore, purge...)."""
+        return self._store.operations(limit=check_limit(limit), robot=robot, op=op)
+
+    # -- async twins -----------------------------------------------------------------
+
+    async def aadd(self, content: str, **kwargs: Any) -> Memory:
+        """Async :meth:`add` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.add, content, **kwargs)
+
+    async def aadd_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[Memory]:
+        """Async :meth:`add_many`."""
+        return await asyncio.to_thread(self.add_many, list(items))
+
+    async def arecall(self, query: str, **kwargs: Any) -> list[Hit]:
+        """Async :meth:`recall`."""
+        return await asyncio.to_thread(self.recall, query, **kwargs)
+
+    async def aretrieve(self, key: str) -> Memory | None:
+        """Async :meth:`retrieve`."""
+        return await asyncio.to_thread(self.retrieve, key)
+
+    async def acreate_context(self, strategy: str = "balanced",
+                              max_tokens: int | None = None) -> Context:
+        """Async :meth:`create_context`."""
+        return await asyncio.to_thread(self.create_context, strategy, max_tokens)
+
+    async def aforget(self, key: str, *, confirm: bool = False) -> Memory:
+        """Async :meth:`forget`."""
+        return await asyncio.to_thread(self.forget, key, confirm=confirm)
+

@@ -1,0 +1,151 @@
+"""Plain data types shared by every part of htm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+__all__ = [
+    "Context",
+    "ContextItem",
+    "Hit",
+    "Memory",
+    "Operation",
+    "Robot",
+    "Stats",
+]
+
+
+@dataclass(kw_only=True)
+class Memory:
+    """One memory as the long-term store keeps it.
+
+    Times are timezone-aware and in UTC. ``embedding`` is ``None`` until it has been
+    computed (for instance in background mode); ``forgotten_at`` is set while a memory
+    is forgotten but not yet purged.
+    """
+
+    id: int
+    key: str
+    content: str
+    robot: str
+    importance: float = 1.0
+    token_count: int = 0
+    created_at: datetime
+    last_accessed: datetime
+    access_count: int = 0
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    content_hash: str = ""
+    embedder: str | None = None
+    embedding: list[float] | None = field(default=None, repr=False)
+    forgotten_at: datetime | None = None
+    #: Set by :meth:`htm_core.HTM.add`: whether the memory is now in working memory
+    #: (False when it is larger than the whole working-memory budget).
+    in_working_memory: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hit:
+    """A recalled memory and its fused relevance score (higher is better)."""
+
+    memory: Memory
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+
+
+class ContextItem(Protocol):
+    """What a context is assembled from: a :class:`Memory` or a working-memory item."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def importance(self) -> float: ...
+    @property
+    def token_count(self) -> int: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Context:
+    """Working memory assembled for a prompt.
+
+    ``text`` is what goes into the prompt. ``memories`` are the items it holds, in the
+    order they appear: :class:`Memory` objects when built by :class:`~htm_core.HTM`,
+    working-memory items when :class:`~htm_core.working.WorkingMemory` is used alone.
+    ``tokens`` is the token count of ``text`` by the facade's counter (the sum of the item
+    counts when the working memory is used on its own). ``budget`` is ``max_tokens`` less
+    the safety margin: the figure the assembly had to stay within.
+    """
+
+    text: str
+    memories: tuple[ContextItem, ...]
+    tokens: int
+    strategy: str
+    max_tokens: int
+    budget: int
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The keys of the memories in the context, in order."""
+        return tuple(m.key for m in self.memories)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Robot:
+    """A named writer on a store; every :class:`~htm_core.HTM` instance is one."""
+
+    id: int
+    name: str
+    created_at: datetime
+    last_active: datetime | None = None
+    memory_count: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Operation:
+    """One line of the operations log."""
+
+    id: int
+    at: datetime
+    op: str
+    robot: str | None
+    key: str | None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stats:
+    """Figures for one robot's working memory and the shared long-term store."""
+
+    robot: str
+    backend: str
+    database: str
+    working_memory_count: int
+    working_memory_tokens: int
+    working_memory_max_tokens: int
+    eviction_policy: str
+    long_term_total: int
+    long_term_robot: int
+    forgotten: int
+    robots: int
+    embedder: str
+    embedding_dim: int | None
+    embedder_choice: str
+    token_counter: str
+    pending_embeddings: int = 0
+    failed_embeddings: int = 0
+    embedding_calls: int = 0
+    embedding_cache_hits: int = 0
+    evictions: int = 0
+    schema_version: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def working_memory_utilisation(self) -> float:
+        """Fraction of the working-memory budget in use (0 to 1)."""
+        if self.working_memory_max_tokens <= 0:
+            return 0.0
+        return self.working_memory_tokens / self.working_memory_max_tokens

@@ -1,0 +1,41 @@
+"""Long-term stores behind the :class:`~htm_core.store.base.LongTermStore` protocol."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import SCHEMA_VERSION, AddResult, LongTermStore, NewMemory, SearchFilters, StoreCounts
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AddResult",
+    "LongTermStore",
+    "NewMemory",
+    "SearchFilters",
+    "StoreCounts",
+    "is_postgres_url",
+    "open_store",
+]
+
+
+def is_postgres_url(url: str | Path | None) -> bool:
+    """Whether ``url`` names a PostgreSQL database."""
+    return isinstance(url, str) and url.split(":", 1)[0].split("+", 1)[0] in ("postgresql",
+                                                                              "postgres")
+
+
+def open_store(url: str | Path | None, *, migrate: bool = True) -> LongTermStore:
+    """Open the store ``url`` names: PostgreSQL for ``postgresql://``, else SQLite.
+
+    SQLite (a path, ``sqlite:///...``, ``:memory:`` or None for the default file) creates
+    its schema on open. PostgreSQL creates it too unless ``migrate=False``, in which case
+    an unmigrated database is an error naming ``htm migrate``.
+    """
+    if is_postgres_url(url):
+        from .postgres import PostgresStore
+
+        store: LongTermStore = PostgresStore(str(url), migrate=migrate)
+        return store
+    from .sqlite import SQLiteStore
+
+    return SQLiteStore(url, migrate=migrate)

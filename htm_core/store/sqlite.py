@@ -1,0 +1,867 @@
+"""The embedded long-term store: one SQLite file (or ``:memory:``), no server.
+
+- WAL journal, a busy timeout, foreign keys on; writes take the write lock up front
+  (``BEGIN IMMEDIATE``) so concurrent writers queue instead of failing half-way.
+- Full text: an FTS5 table (porter stemming, unicode61) kept in step by triggers, ranked
+  by bm25. User text is reduced to plain quoted words before it reaches ``MATCH``.
+- Vectors: float32 BLOBs in the ``memories`` table and an in-process exact numpy index
+  (:class:`~htm_core.store.vector_index.VectorIndex`) built on open and kept in step
+  with adds, forgets, restores and purges. New rows written by other processes are
+  picked up before each vector search.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.pool import StaticPool
+
+from ..clock import to_timestamp, utc_from_timestamp
+from ..errors import (
+    DatabaseUnavailableError,
+    DimensionMismatchError,
+    DuplicateKeyError,
+    NotFoundError,
+    SchemaError,
+    StoreError,
+)
+from ..models import Memory, Operation, Robot
+from ._common import chunks, mask_url, query_terms
+from .base import SCHEMA_VERSION, AddResult, NewMemory, SearchFilters, StoreCounts, tag_patterns
+from .vector_index import VectorIndex, normalise
+
+__all__ = ["SQLiteStore", "default_sqlite_path", "sqlite_url"]
+
+logger = logging.getLogger(__name__)
+
+_SCHEMA_V1 = [
+    """CREATE TABLE IF NOT EXISTS htm_meta (
+        key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS robots (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        created_at REAL NOT NULL,
+        last_active REAL)""",
+    """CREATE TABLE IF NOT EXISTS memories (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL UNIQUE,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        robot_id INTEGER NOT NULL REFERENCES robots(id),
+        importance REAL NOT NULL DEFAULT 1.0 CHECK (importance >= 0 AND importance <= 10),
+        token_count INTEGER NOT NULL CHECK (token_count >= 0),
+        created_at REAL NOT NULL,
+        last_accessed REAL NOT NULL,
+        access_count INTEGER NOT NULL DEFAULT 0,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        embedding BLOB,
+        embedder TEXT,
+        forgotten_at REAL)""",
+    "CREATE INDEX IF NOT EXISTS memories_created_at ON memories(created_at)",
+    "CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash, embedder)",
+    "CREATE INDEX IF NOT EXISTS memories_robot ON memories(robot_id)",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+        content, content='memories', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_ai AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_ad AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, content)
+        VALUES ('delete', old.id, old.content); END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_au AFTER UPDATE OF content ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, content)
+        VALUES ('delete', old.id, old.content);
+        INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END""",
+    """CREATE TABLE IF NOT EXISTS tags (
+        id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)""",
+    """CREATE TABLE IF NOT EXISTS memory_tags (
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        tag_id INTEGER NOT NULL REFERENCES tags(id),
+        PRIMARY KEY (memory_id, tag_id)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS memory_tags_tag ON memory_tags(tag_id)",
+    """CREATE TABLE IF NOT EXISTS working_memory (
+        robot_id INTEGER NOT NULL REFERENCES robots(id),
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        added_at REAL NOT NULL,
+        PRIMARY KEY (robot_id, memory_id)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS operations (
+        id INTEGER PRIMARY KEY,
+        at REAL NOT NULL,
+        op TEXT NOT NULL,
+        robot_id INTEGER,
+        memory_id INTEGER,
+        key TEXT,
+        detail TEXT NOT NULL DEFAULT '{}')""",
+    "CREATE INDEX IF NOT EXISTS operations_at ON operations(at)",
+]
+
+_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1}
+
+_MEMORY_COLUMNS = (
+    "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
+    "m.created_at, m.last_accessed, m.access_count, m.metadata, m.embedder, m.forgotten_at"
+)
+
+
+def default_sqlite_path() -> Path:
+    """Where ``HTM()`` keeps its memory by default: ``<user data dir>/htm/htm.db``."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("htm", appauthor=False)) / "htm.db"
+
+
+def sqlite_url(database: str | Path | None) -> str:
+    """Normalise a path, ``:memory:`` or ``sqlite:///...`` URL into an SQLAlchemy URL."""
+    if database is None:
+        path = default_sqlite_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{path}"
+    value = str(database)
+    if value == ":memory:":
+        return "sqlite://"
+    if value.startswith("sqlite"):
+        return value
+    return f"sqlite:///{Path(value).expanduser()}"
+
+
+def _is_locked(exc: BaseException) -> bool:
+    return "locked" in str(exc).lower() or "busy" in str(exc).lower()
+
+
+class SQLiteStore:
+    """The embedded default backend. See the module docstring for how it works.
+
+    Args:
+        database: a file path, ``":memory:"``, an ``sqlite:///`` URL, or None for the
+            default file under the user data directory.
+        busy_timeout_ms: how long a writer waits for another process's write lock.
+        migrate: create or upgrade the schema on open (the default for SQLite).
+    """
+
+    backend = "sqlite"
+
+    def __init__(
+        self,
+        database: str | Path | None = None,
+        *,
+        busy_timeout_ms: int = 10_000,
+        migrate: bool = True,
+    ) -> None:
+        self._url = sqlite_url(database)
+        self.url = mask_url(self._url)
+        self._memory_db = self._url in ("sqlite://", "sqlite:///:memory:")
+        self._busy_timeout_ms = busy_timeout_ms
+        self._lock = threading.RLock()
+        self._robot_ids: dict[str, int] = {}
+        self._index: VectorIndex | None = None
+        self._engine = self._make_engine()
+        try:
+            version = self.schema_version()
+        except OperationalError as exc:
+            raise DatabaseUnavailableError(
+                f"cannot open SQLite database {self.url}: {exc.orig}; check the path exists "
+                "and is writable"
+            ) from exc
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"database {self.url} has schema version {version}, newer than this htm "
+                f"understands ({SCHEMA_VERSION}); upgrade htm"
+            )
+        if version < SCHEMA_VERSION:
+            if not migrate:
+                raise SchemaError(
+                    f"database {self.url} has schema version {version}; run HTM(...).migrate() "
+                    "or `htm migrate` to create or upgrade it"
+                )
+            self.migrate()
+        self._load_index()
+
+    # -- engine and transactions -----------------------------------------------------
+
+    def _make_engine(self) -> Engine:
+        kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False,
+                                                   "timeout": self._busy_timeout_ms / 1000}}
+        if self._memory_db:
+            kwargs["poolclass"] = StaticPool
+        else:
+            path = self._url.split("///", 1)[-1].split("?", 1)[0]
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(self._url, **kwargs)
+        busy = self._busy_timeout_ms
+        memory_db = self._memory_db
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            if not memory_db:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={int(busy)}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            if conn.get_execution_options().get("htm_write"):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.exec_driver_sql("BEGIN")
+
+        return engine
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction: all or nothing. Waits (bounded) for another process's lock."""
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        with self._lock:
+            conn = self._engine.connect().execution_options(htm_write=True)
+            try:
+                while True:
+                    try:
+                        trans = conn.begin()
+                        break
+                    except OperationalError as exc:
+                        if _is_locked(exc) and time.monotonic() < deadline:
+                            time.sleep(0.01)
+                            continue
+                        raise StoreError(
+                            f"SQLite database {self.url} stayed locked by another writer: "
+                            f"{exc.orig}") from exc
+                try:
+                    yield conn
+                except BaseException:
+                    trans.rollback()
+                    raise
+                try:
+                    trans.commit()
+                except DBAPIError as exc:
+                    raise StoreError(f"SQLite commit failed on {self.url}: {exc.orig}") from exc
+            except DBAPIError as exc:
+                raise StoreError(f"SQLite write failed on {self.url}: {exc.orig}") from exc
+            finally:
+                conn.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._lock, self._engine.connect() as conn:
+            try:
+                yield conn
+            except OperationalError as exc:
+                raise StoreError(f"SQLite read failed on {self.url}: {exc.orig}") from exc
+
+    # -- schema ----------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        with self._engine.connect() as conn:
+            exists = conn.execute(
+                text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='htm_meta'")
+            ).first()
+            if not exists:
+                return 0
+            row = conn.execute(
+                text("SELECT value FROM htm_meta WHERE key='schema_version'")
+            ).first()
+            return int(row[0]) if row else 0
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema step by step; never drops anything."""
+        current = self.schema_version()
+        if current > SCHEMA_VERSION:
+            raise SchemaError(
+                f"database {self.url} has schema version {current}, newer than this htm "
+                f"understands ({SCHEMA_VERSION}); upgrade htm"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            with self._write() as conn:
+                for statement in _MIGRATIONS[version]:
+                    conn.exec_driver_sql(statement)
+                conn.execute(
+                    text("INSERT INTO htm_meta(key, value) VALUES ('schema_version', :v) "
+                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
+                    {"v": str(version)},
+                )
+                self._log(conn, "migrate", robot_id=None, detail={"to": version})
+            logger.info("migrated %s to schema version %d", self.url, version)
+        return SCHEMA_VERSION
+
+    def close(self) -> None:
+        self._engine.dispose()
+        self._index = None
+
+    # -- meta ------------------------------------------------------------------------
+
+    def _meta(self, conn: Connection, key: str) -> str | None:
+        row = conn.execute(text("SELECT value FROM htm_meta WHERE key = :k"), {"k": key}).first()
+        return None if row is None else str(row[0])
+
+    def _set_meta(self, conn: Connection, key: str, value: str) -> None:
+        conn.execute(
+            text("INSERT INTO htm_meta(key, value) VALUES (:k, :v) "
+                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
+            {"k": key, "v": value},
+        )
+
+    def embedding_info(self) -> tuple[str, int] | None:
+        with self._read() as conn:
+            name = self._meta(conn, "embedder")
+            dim = self._meta(conn, "embedding_dim")
+        if name is None or dim is None:
+            return None
+        return name, int(dim)
+
+    def _check_embedding(self, conn: Connection, embedder: str, dim: int) -> None:
+        name = self._meta(conn, "embedder")
+        stored_dim = self._meta(conn, "embedding_dim")
+        if stored_dim is None:
+            self._set_meta(conn, "embedder", embedder)
+            self._set_meta(conn, "embedding_dim", str(dim))
+            return
+        if int(stored_dim) != dim:
+            raise DimensionMismatchError(
+                f"embedding has dimension {dim} but this store holds {stored_dim}-dimensional "
+                f"vectors from {name}; use the same embedder or re-embed the store "
+                "(HTM.reembed())"
+            )
+
+    # -- robots ----------------------------------------------------------------------
+
+    def _robot_id(self, conn: Connection, name: str) -> int:
+        rid = self._robot_ids.get(name)
+        if rid is not None:
+            return rid
+        row = conn.execute(text("SELECT id FROM robots WHERE name = :n"), {"n": name}).first()
+        if row is None:
+            row = conn.execute(
+                text("INSERT INTO robots(name, created_at, last_active) VALUES (:n, :t, :t) "
+                     "ON CONFLICT(name) DO UPDATE SET name = excluded.name RETURNING id"),
+                {"n": name, "t": time.time()},
+            ).first()
+        assert row is not None
+        self._robot_ids[name] = int(row[0])
+        return int(row[0])
+
+    def _known_robot_id(self, name: str) -> int | None:
+        if name in self._robot_ids:
+            return self._robot_ids[name]
+        with self._read() as conn:
+            row = conn.execute(text("SELECT id FROM robots WHERE name = :n"), {"n": name}).first()
+        if row is not None:
+            self._robot_ids[name] = int(row[0])
+            return int(row[0])
+        return None
+
+    def ensure_robot(self, name: str) -> Robot:
+        with self._write() as conn:
+            self._robot_id(conn, name)
+        return next(r for r in self.robots() if r.name == name)
+
+    def robots(self) -> list[Robot]:
+        with self._read() as conn:
+            rows = conn.execute(text(
+                "SELECT r.id, r.name, r.created_at, r.last_active, "
+                "(SELECT count(*) FROM memories m WHERE m.robot_id = r.id "
+                " AND m.forgotten_at IS NULL) FROM robots r ORDER BY r.name"
+            )).all()
+        return [
+            Robot(id=r[0], name=r[1], created_at=utc_from_timestamp(r[2]),
+                  last_active=utc_from_timestamp(r[3]) if r[3] else None, memory_count=r[4])
+            for r in rows
+        ]
+
+    # -- log -------------------------------------------------------------------------
+
+    def _log(self, conn: Connection, op: str, *, robot_id: int | None, memory_id: int | None = None,
+             key: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        conn.execute(
+            text("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
+                 "VALUES (:at, :op, :r, :m, :k, :d)"),
+            {"at": time.time(), "op": op, "r": robot_id, "m": memory_id, "k": key,
+             "d": json.dumps(detail or {})},
+        )
+
+    def log(self, op: str, *, robot: str | None, key: str | None = None,
+            detail: dict[str, Any] | None = None) -> None:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot) if robot else None
+            self._log(conn, op, robot_id=rid, key=key, detail=detail)
+
+    def operations(self, *, limit: int = 100, robot: str | None = None,
+                   op: str | None = None) -> list[Operation]:
+        where, params = [], {"limit": limit}
+        if robot is not None:
+            where.append("r.name = :robot")
+            params["robot"] = robot  # type: ignore[assignment]
+        if op is not None:
+            where.append("o.op = :op")
+            params["op"] = op  # type: ignore[assignment]
+        sql = ("SELECT o.id, o.at, o.op, r.name, o.key, o.detail FROM operations o "
+               "LEFT JOIN robots r ON r.id = o.robot_id "
+               + (f"WHERE {' AND '.join(where)} " if where else "")
+               + "ORDER BY o.id DESC LIMIT :limit")
+        with self._read() as conn:
+            rows = conn.execute(text(sql), params).all()
+        return [Operation(id=r[0], at=utc_from_timestamp(r[1]), op=r[2], robot=r[3], key=r[4],
+                          detail=json.loads(r[5])) for r in rows]
+
+    # -- writing ---------------------------------------------------------------------
+
+    def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
+        if not records:
+            return []
+        with self._write() as conn:
+            outcomes = self._add_many(conn, records)
+        self._index_new(outcomes)
+        ids = [mid for mid, _created, _vec in outcomes]
+        by_id = {m.id: m for m in self.get_many(ids)}
+        return [AddResult(by_id[mid], created) for mid, created, _ in outcomes]
+
+    def _add_many(self, conn: Connection, records: Sequence[NewMemory]
+                  ) -> list[tuple[int, bool, tuple[np.ndarray, float, int] | None]]:
+        now = time.time()
+        dims = {len(r.embedding) for r in records if r.embedding is not None}
+        if len(dims) > 1:
+            raise DimensionMismatchError(f"embeddings in one batch have different dimensions: {dims}")
+        if dims:
+            embedder = next(r.embedder for r in records if r.embedding is not None)
+            self._check_embedding(conn, embedder or "unknown", dims.pop())
+        keys = list(dict.fromkeys(r.key for r in records))
+        existing: dict[str, tuple[int, str, float | None]] = {}
+        for part in chunks(keys, 500):
+            params = {f"k{i}": k for i, k in enumerate(part)}
+            marks = ", ".join(f":k{i}" for i in range(len(part)))
+            for row in conn.execute(
+                text(f"SELECT key, id, content, forgotten_at FROM memories WHERE key IN ({marks})"),
+                params,
+            ):
+                existing[row[0]] = (row[1], row[2], row[3])
+        results: list[tuple[int, bool, tuple[np.ndarray, float, int] | None]] = []
+        inserted: dict[str, int] = {}
+        for rec in records:
+            rid = self._robot_id(conn, rec.robot)
+            prior = existing.get(rec.key)
+            if prior is None and rec.key in inserted:
+                prior = (inserted[rec.key], rec.content, None)
+            if prior is not None:
+                mid, old_content, forgotten = prior
+                if old_content != rec.content:
+                    state = " (forgotten; purge it to reuse the key)" if forgotten else ""
+                    raise DuplicateKeyError(
+                        f"key {rec.key!r} already holds different content{state}; choose "
+                        "another key"
+                    )
+                conn.execute(
+                    text("UPDATE memories SET last_accessed = :t, access_count = access_count + 1, "
+                         "forgotten_at = NULL WHERE id = :id"), {"t": now, "id": mid})
+                self._log(conn, "restore" if forgotten else "touch", robot_id=rid, memory_id=mid,
+                          key=rec.key, detail={"reason": "added again"})
+                if forgotten and self._index is not None:
+                    self._index.set_alive(mid, True)
+                results.append((mid, False, None))
+                continue
+            created = to_timestamp(rec.created_at)
+            blob, vec = None, None
+            if rec.embedding is not None:
+                unit = normalise(rec.embedding)
+                if not np.isfinite(unit).all():
+                    raise DimensionMismatchError(
+                        f"embedding for key {rec.key!r} contains NaN or infinity")
+                blob, vec = unit.tobytes(), (unit, created, rid)
+            new_row = conn.execute(
+                text("INSERT INTO memories(key, content, content_hash, robot_id, importance, "
+                     "token_count, created_at, last_accessed, access_count, metadata, embedding, "
+                     "embedder) VALUES (:key, :content, :hash, :rid, :imp, :tok, :created, "
+                     ":created, 0, :meta, :emb, :embedder) RETURNING id"),
+                {"key": rec.key, "content": rec.content, "hash": rec.content_hash, "rid": rid,
+                 "imp": rec.importance, "tok": rec.token_count, "created": created,
+                 "meta": json.dumps(rec.metadata or {}), "emb": blob,
+                 "embedder": rec.embedder if blob is not None else None},
+            ).first()
+            assert new_row is not None
+            mid = int(new_row[0])
+            inserted[rec.key] = mid
+            self._link_tags(conn, mid, rec.tags)
+            self._log(conn, "add", robot_id=rid, memory_id=mid, key=rec.key)
+            results.append((mid, True, vec))
+        return results
+
+    def _link_tags(self, conn: Connection, mid: int, tags: Sequence[str]) -> None:
+        for tag in tags:
+            row = conn.execute(
+                text("INSERT INTO tags(name) VALUES (:n) ON CONFLICT(name) DO UPDATE "
+                     "SET name = excluded.name RETURNING id"), {"n": tag}).first()
+            assert row is not None
+            conn.execute(text("INSERT OR IGNORE INTO memory_tags(memory_id, tag_id) VALUES (:m, :t)"),
+                         {"m": mid, "t": row[0]})
+
+    def _index_new(self, outcomes: Sequence[tuple[int, bool, tuple[np.ndarray, float, int] | None]]
+                   ) -> None:
+        rows = [(mid, vec[0], vec[1], vec[2]) for mid, _c, vec in outcomes if vec is not None]
+        if not rows:
+            return
+        if self._index is None:
+            self._index = VectorIndex(len(rows[0][1]))
+        self._index.add(rows)
+
+    def touch(self, ids: Sequence[int], *, at: datetime) -> None:
+        if not ids:
+            return
+        with self._write() as conn:
+            conn.execute(
+                text("UPDATE memories SET last_accessed = max(last_accessed, :t), "
+                     "access_count = access_count + 1 WHERE id = :id"),
+                [{"t": to_timestamp(at), "id": i} for i in ids],
+            )
+
+    def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
+        if not items:
+            return
+        units = [(mid, normalise(vec)) for mid, vec in items]
+        dims = {len(u) for _, u in units}
+        if len(dims) != 1:
+            raise DimensionMismatchError(f"embeddings in one batch have different dimensions: {dims}")
+        with self._write() as conn:
+            self._check_embedding(conn, embedder, dims.pop())
+            conn.execute(
+                text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
+                [{"e": u.tobytes(), "n": embedder, "id": mid} for mid, u in units],
+            )
+            meta = {
+                r[0]: (r[1], r[2], r[3]) for part in chunks([m for m, _ in units], 500)
+                for r in conn.execute(text(
+                    "SELECT id, created_at, robot_id, forgotten_at FROM memories WHERE id IN ("
+                    + ", ".join(str(int(m)) for m in part) + ")"))
+            }
+        if self._index is None:
+            self._index = VectorIndex(len(units[0][1]))
+        self._index.add([(mid, u, meta[mid][0], meta[mid][1]) for mid, u in units if mid in meta])
+        for mid, _u in units:
+            if mid in meta and meta[mid][2] is not None:
+                self._index.set_alive(mid, False)
+
+    def reset_embeddings(self) -> None:
+        with self._write() as conn:
+            conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL"))
+            conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))
+            self._log(conn, "reset_embeddings", robot_id=None)
+        self._index = None
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _to_memory(self, row: Any, tags: Sequence[str], embedding: bytes | None = None) -> Memory:
+        return Memory(
+            id=row.id, key=row.key, content=row.content, content_hash=row.content_hash,
+            robot=row.robot, importance=row.importance, token_count=row.token_count,
+            created_at=utc_from_timestamp(row.created_at),
+            last_accessed=utc_from_timestamp(row.last_accessed),
+            access_count=row.access_count, tags=tuple(tags), metadata=json.loads(row.metadata),
+            embedder=row.embedder,
+            embedding=np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
+            forgotten_at=utc_from_timestamp(row.forgotten_at) if row.forgotten_at else None,
+        )
+
+    def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
+               include_embedding: bool) -> list[Memory]:
+        cols = _MEMORY_COLUMNS + (", m.embedding" if include_embedding else "")
+        rows = conn.execute(text(
+            f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id WHERE {where}"
+        ), params).all()
+        if not rows:
+            return []
+        tags: dict[int, list[str]] = {}
+        for part in chunks([r.id for r in rows], 500):
+            for mid, name in conn.execute(text(
+                "SELECT mt.memory_id, t.name FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+                f"WHERE mt.memory_id IN ({', '.join(str(int(i)) for i in part)}) ORDER BY t.name"
+            )):
+                tags.setdefault(mid, []).append(name)
+        return [self._to_memory(r, tags.get(r.id, ()), r.embedding if include_embedding else None)
+                for r in rows]
+
+    def get(self, key: str, *, include_forgotten: bool = False,
+            include_embedding: bool = False) -> Memory | None:
+        where = "m.key = :key" + ("" if include_forgotten else " AND m.forgotten_at IS NULL")
+        with self._read() as conn:
+            found = self._fetch(conn, where, {"key": key}, include_embedding)
+        return found[0] if found else None
+
+    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False) -> list[Memory]:
+        if not ids:
+            return []
+        found: dict[int, Memory] = {}
+        with self._read() as conn:
+            for part in chunks(list(ids), 500):
+                id_list = ", ".join(str(int(i)) for i in part)
+                for m in self._fetch(conn, f"m.id IN ({id_list}) AND m.forgotten_at IS NULL", {},
+                                     include_embedding):
+                    found[m.id] = m
+        return [found[i] for i in ids if i in found]
+
+    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
+        with self._read() as conn:
+            row = conn.execute(text(
+                "SELECT embedding FROM memories WHERE content_hash = :h AND embedder = :e "
+                "AND embedding IS NOT NULL LIMIT 1"), {"h": content_hash, "e": embedder}).first()
+        return np.frombuffer(row[0], dtype=np.float32).tolist() if row else None
+
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str]]:
+        with self._read() as conn:
+            rows = conn.execute(text(
+                "SELECT id, content FROM memories WHERE embedding IS NULL AND forgotten_at IS NULL "
+                "ORDER BY id LIMIT :l"), {"l": limit}).all()
+        return [(r[0], r[1]) for r in rows]
+
+    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
+                      include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
+        last = after_id
+        visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
+        while True:
+            with self._read() as conn:
+                batch = self._fetch(conn, f"m.id > :last{visible} ORDER BY m.id LIMIT :n",
+                                    {"last": last, "n": batch_size}, include_embedding)
+            if not batch:
+                return
+            yield batch
+            last = batch[-1].id
+
+    # -- searching -------------------------------------------------------------------
+
+    def _filter_sql(self, filters: SearchFilters, params: dict[str, Any]) -> str:
+        clauses = ["m.forgotten_at IS NULL"]
+        if filters.start is not None:
+            clauses.append("m.created_at >= :start")
+            params["start"] = to_timestamp(filters.start)
+        if filters.end is not None:
+            clauses.append("m.created_at < :end")
+            params["end"] = to_timestamp(filters.end)
+        if filters.robot is not None:
+            clauses.append("m.robot_id = (SELECT id FROM robots WHERE name = :robot)")
+            params["robot"] = filters.robot
+        if filters.tags:
+            ors = []
+            for i, tag in enumerate(filters.tags):
+                exact, below = tag_patterns(tag)
+                params[f"tag{i}"], params[f"tagp{i}"] = exact, below
+                ors.append(f"t.name = :tag{i} OR t.name LIKE :tagp{i} ESCAPE '\\'")
+            clauses.append(
+                "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+                f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))"
+            )
+        return " AND ".join(clauses)
+
+    def fulltext_search(self, query: str, *, limit: int,
+                        filters: SearchFilters) -> list[tuple[int, float]]:
+        terms = query_terms(query)
+        if not terms:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        params: dict[str, Any] = {"match": match, "limit": limit}
+        where = self._filter_sql(filters, params)
+        sql = ("SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
+               "JOIN memories m ON m.id = memories_fts.rowid "
+               f"WHERE memories_fts MATCH :match AND {where} ORDER BY rank, m.id LIMIT :limit")
+        try:
+            with self._read() as conn:
+                rows = conn.execute(text(sql), params).all()
+        except DBAPIError as exc:
+            raise StoreError(f"full-text search failed: {exc.orig}") from exc
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def _load_index(self) -> None:
+        with self._read() as conn:
+            dim = self._meta(conn, "embedding_dim")
+        if dim is None:
+            self._index = None
+            return
+        self._index = VectorIndex(int(dim))
+        self._sync_index(include_forgotten_check=True)
+
+    def _sync_index(self, *, include_forgotten_check: bool = False) -> None:
+        """Pull rows other writers added since the index last saw the table."""
+        index = self._index
+        if index is None:
+            return
+        with self._read() as conn:
+            rows = conn.execute(text(
+                "SELECT id, embedding, created_at, robot_id, forgotten_at FROM memories "
+                "WHERE id > :last AND embedding IS NOT NULL ORDER BY id"),
+                {"last": index.max_id}).all()
+        if not rows:
+            return
+        dim = index.dim
+        index.add((r[0], np.frombuffer(r[1], dtype=np.float32)[:dim], r[2], r[3]) for r in rows)
+        for r in rows:
+            if r[4] is not None:
+                index.set_alive(r[0], False)
+
+    def vector_search(self, vector: Sequence[float], *, limit: int,
+                      filters: SearchFilters) -> list[tuple[int, float]]:
+        if self._index is None:
+            self._load_index()
+        index = self._index
+        if index is None:
+            return []
+        query = normalise(vector)
+        if query.shape[0] != index.dim:
+            raise DimensionMismatchError(
+                f"query vector has dimension {query.shape[0]} but the store holds "
+                f"{index.dim}-dimensional vectors; use the store's embedder")
+        self._sync_index()
+        robot_id = None
+        if filters.robot is not None:
+            robot_id = self._known_robot_id(filters.robot)
+            if robot_id is None:
+                return []
+        allowed = None
+        if filters.tags:
+            params: dict[str, Any] = {}
+            where = self._filter_sql(SearchFilters(tags=filters.tags), params)
+            with self._read() as conn:
+                ids = [r[0] for r in conn.execute(text(f"SELECT m.id FROM memories m WHERE {where}"),
+                                                  params)]
+            allowed = np.asarray(ids, dtype=np.int64)
+        return index.search(
+            query, limit,
+            start=to_timestamp(filters.start) if filters.start else None,
+            end=to_timestamp(filters.end) if filters.end else None,
+            robot=robot_id, allowed_ids=allowed,
+        )
+
+    # -- working-memory membership ---------------------------------------------------
+
+    def working_set(self, robot: str) -> list[Memory]:
+        rid = self._known_robot_id(robot)
+        if rid is None:
+            return []
+        with self._read() as conn:
+            order = {r[0]: i for i, r in enumerate(conn.execute(text(
+                "SELECT memory_id FROM working_memory WHERE robot_id = :r "
+                "ORDER BY added_at, memory_id"), {"r": rid}))}
+        memories = self.get_many(list(order))
+        return sorted(memories, key=lambda m: order[m.id])
+
+    def update_working(self, robot: str, *, add: Sequence[int] = (),
+                       remove: Sequence[int] = (), at: datetime) -> None:
+        if not add and not remove:
+            return
+        ts = to_timestamp(at)
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            if remove:
+                conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r AND memory_id = :m"),
+                             [{"r": rid, "m": m} for m in remove])
+                for mid in remove:
+                    self._log(conn, "evict", robot_id=rid, memory_id=mid)
+            if add:
+                conn.execute(text(
+                    "INSERT INTO working_memory(robot_id, memory_id, added_at) VALUES (:r, :m, :t) "
+                    "ON CONFLICT(robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
+                    [{"r": rid, "m": m, "t": ts} for m in add])
+            conn.execute(text("UPDATE robots SET last_active = :t WHERE id = :r"), {"t": ts, "r": rid})
+
+    def clear_working(self, robot: str) -> int:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            n = conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"), {"r": rid}).rowcount
+            self._log(conn, "clear_working", robot_id=rid, detail={"count": n})
+        return int(n)
+
+    # -- never forget ----------------------------------------------------------------
+
+    def _row_for_key(self, conn: Connection, key: str) -> Any:
+        row = conn.execute(text("SELECT id, forgotten_at FROM memories WHERE key = :k"),
+                           {"k": key}).first()
+        if row is None:
+            raise NotFoundError(f"no memory with key {key!r}")
+        return row
+
+    def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            row = self._row_for_key(conn, key)
+            if row.forgotten_at is None:
+                conn.execute(text("UPDATE memories SET forgotten_at = :t WHERE id = :id"),
+                             {"t": to_timestamp(at), "id": row.id})
+                conn.execute(text("DELETE FROM working_memory WHERE memory_id = :id"), {"id": row.id})
+                self._log(conn, "forget", robot_id=rid, memory_id=row.id, key=key)
+        if self._index is not None:
+            self._index.set_alive(row.id, False)
+        memory = self.get(key, include_forgotten=True)
+        assert memory is not None
+        return memory
+
+    def restore(self, key: str, *, robot: str) -> Memory:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            row = self._row_for_key(conn, key)
+            if row.forgotten_at is not None:
+                conn.execute(text("UPDATE memories SET forgotten_at = NULL WHERE id = :id"),
+                             {"id": row.id})
+                self._log(conn, "restore", robot_id=rid, memory_id=row.id, key=key)
+        if self._index is not None:
+            self._index.set_alive(row.id, True)
+        memory = self.get(key)
+        assert memory is not None
+        return memory
+
+    def purge(self, *, robot: str, key: str | None = None) -> int:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            if key is not None:
+                row = self._row_for_key(conn, key)
+                if row.forgotten_at is None:
+                    from ..errors import ConfirmationRequiredError
+
+                    raise ConfirmationRequiredError(
+                        f"memory {key!r} is not forgotten; forget(key, confirm=True) it before "
+                        "purging")
+                targets = [(row.id, key)]
+            else:
+                targets = [(r[0], r[1]) for r in conn.execute(text(
+                    "SELECT id, key FROM memories WHERE forgotten_at IS NOT NULL"))]
+            for mid, mkey in targets:
+                conn.execute(text("DELETE FROM memories WHERE id = :id"), {"id": mid})
+                self._log(conn, "purge", robot_id=rid, memory_id=mid, key=mkey)
+        if self._index is not None:
+            for mid, _ in targets:
+                self._index.remove(mid)
+        return len(targets)
+
+    # -- catalogue -------------------------------------------------------------------
+
+    def tags(self) -> dict[str, int]:
+        with self._read() as conn:
+            rows = conn.execute(text(
+                "SELECT t.name, count(m.id) FROM tags t JOIN memory_tags mt ON mt.tag_id = t.id "
+                "JOIN memories m ON m.id = mt.memory_id AND m.forgotten_at IS NULL "
+                "GROUP BY t.name ORDER BY t.name")).all()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def counts(self, robot: str) -> StoreCounts:
+        with self._read() as conn:
+            row = conn.execute(text(
+                "SELECT "
+                " (SELECT count(*) FROM memories WHERE forgotten_at IS NULL),"
+                " (SELECT count(*) FROM memories m JOIN robots r ON r.id = m.robot_id "
+                "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
+                " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
+                " (SELECT count(*) FROM robots),"
+                " (SELECT count(*) FROM memories WHERE embedding IS NULL AND forgotten_at IS NULL)"
+            ), {"robot": robot}).first()
+        assert row is not None
+        return StoreCounts(total=row[0], robot=row[1], forgotten=row[2], robots=row[3],
+                           missing_embeddings=row[4])

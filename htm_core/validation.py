@@ -1,0 +1,146 @@
+"""Input checks shared by the working memory, the facade and the stores.
+
+Each check returns the normalised value or raises the specific
+:class:`~htm_core.errors.ValidationError` subclass with a message that says what to do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from numbers import Real
+from typing import Any
+
+from .errors import (
+    InvalidBudgetError,
+    InvalidContentError,
+    InvalidImportanceError,
+    InvalidKeyError,
+    InvalidTagError,
+    InvalidTokensError,
+)
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "check_content",
+    "check_importance",
+    "check_key",
+    "check_limit",
+    "check_max_tokens",
+    "check_tags",
+    "check_tokens",
+]
+
+MAX_KEY_LENGTH = 255
+MAX_TAG_LENGTH = 255
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TAG = re.compile(r"^[\w.\-]+(?::[\w.\-]+)*$")
+
+
+def check_content(content: Any) -> str:
+    """Content must be a non-blank string with no NUL and no unpaired surrogate."""
+    if not isinstance(content, str):
+        raise InvalidContentError(
+            f"content must be a string, got {type(content).__name__}"
+        )
+    if not content.strip():
+        raise InvalidContentError("content is empty or whitespace only; give some text")
+    if "\x00" in content:
+        raise InvalidContentError(
+            "content contains a NUL character (\\x00), which databases cannot store; "
+            "remove it or encode binary data first"
+        )
+    if _SURROGATE.search(content):
+        raise InvalidContentError(
+            "content contains an unpaired surrogate, which is not valid Unicode; "
+            "decode your text with errors='replace' first"
+        )
+    return content
+
+
+def check_importance(importance: Any) -> float:
+    """Importance must be a finite number from 0 to 10."""
+    if isinstance(importance, bool) or not isinstance(importance, Real):
+        raise InvalidImportanceError(
+            f"importance must be a number from 0 to 10, got {importance!r}"
+        )
+    value = float(importance)
+    if not math.isfinite(value) or not 0.0 <= value <= 10.0:
+        raise InvalidImportanceError(
+            f"importance must be a number from 0 to 10, got {importance!r}"
+        )
+    return value
+
+
+def check_tokens(tokens: Any) -> int:
+    """A token count must be a non-negative integer."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int):
+        if isinstance(tokens, float) and tokens.is_integer() and tokens >= 0:
+            return int(tokens)
+        raise InvalidTokensError(
+            f"tokens must be a non-negative integer, got {tokens!r}"
+        )
+    if tokens < 0:
+        raise InvalidTokensError(f"tokens must be a non-negative integer, got {tokens!r}")
+    return tokens
+
+
+def check_key(key: Any) -> str:
+    """A key must be a non-blank string of at most 255 characters, without NUL."""
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidKeyError(f"key must be a non-empty string, got {key!r}")
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvalidKeyError(
+            f"key is {len(key)} characters long; keys may have at most {MAX_KEY_LENGTH}"
+        )
+    if "\x00" in key or _SURROGATE.search(key):
+        raise InvalidKeyError("key contains a NUL character or an unpaired surrogate")
+    return key
+
+
+def check_tags(tags: Iterable[str] | str | None) -> tuple[str, ...]:
+    """Tags are ``a:b:c`` paths of letters, digits, ``_``, ``-`` and ``.``; duplicates drop."""
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        tags = (tags,)
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise InvalidTagError(f"tags must be strings, got {tag!r}")
+        tag = tag.strip()
+        if len(tag) > MAX_TAG_LENGTH or not _TAG.match(tag):
+            raise InvalidTagError(
+                f"invalid tag {tag!r}: use colon-separated segments of letters, digits, "
+                "'_', '-' or '.', such as 'user:preferences:editor'"
+            )
+        if tag not in out:
+            out.append(tag)
+    return tuple(out)
+
+
+def check_max_tokens(max_tokens: Any, *, name: str = "max_tokens") -> int:
+    """A token budget must be a positive integer."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        raise InvalidBudgetError(f"{name} must be a positive integer, got {max_tokens!r}")
+    return max_tokens
+
+
+def check_limit(limit: Any, *, maximum: int = 10_000) -> int:
+    """A result limit must be an integer from 1 to ``maximum``."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
+        raise InvalidBudgetError(
+            f"limit must be an integer from 1 to {maximum}, got {limit!r}"
+        )
+    return limit
+
+
+def check_margin(margin: Any) -> float:
+    """A safety margin is a fraction from 0 (inclusive) to 1 (exclusive)."""
+    if isinstance(margin, bool) or not isinstance(margin, Real):
+        raise InvalidBudgetError(f"safety_margin must be a number in [0, 1), got {margin!r}")
+    value = float(margin)
+    if not (math.isfinite(value) and 0.0 <= value < 1.0):
+        raise InvalidBudgetError(f"safety_margin must be a number in [0, 1), got {margin!r}")
+    return value

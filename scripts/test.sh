@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install everything the tests need into .venv, then lint, type-check and run the suite.
+# The suite starts its own PostgreSQL + pgvector server (pgserver) unless
+# HTM_TEST_DATABASE_URL points at one. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/_venv.sh
+source scripts/_venv.sh
+ensure_venv ".[all,dev]"
+echo "== ruff"
+ruff check htm_core htm_integrations tests benchmarks
+echo "== mypy (strict on htm_core)"
+mypy htm_core
+echo "== pytest"
+status=0
+python -m pytest -q -p no:cacheprovider "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+    echo "pytest collected no tests: failing" >&2
+    exit 1
+fi
+exit "$status"

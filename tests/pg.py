@@ -1,0 +1,47 @@
+"""PostgreSQL for the tests: ``HTM_TEST_DATABASE_URL`` if set, else a throwaway pgserver."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+
+def session_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Yield the URL of a server with the ``vector`` extension available."""
+    url = os.environ.get("HTM_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    try:
+        import pgserver
+    except ImportError:
+        pytest.skip("pgserver is not installed and HTM_TEST_DATABASE_URL is not set")
+    server = pgserver.get_server(str(tmp_path_factory.mktemp("pg")), cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def _with_database(url: str, name: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+def fresh_database(server_url: str) -> Iterator[str]:
+    """Create a uniquely named database on the server; drop it afterwards."""
+    import psycopg
+
+    name = f"htm_test_{uuid.uuid4().hex[:12]}"
+    admin = _with_database(server_url, "postgres").replace("postgresql+psycopg", "postgresql")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _with_database(server_url, name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
