@@ -66,6 +66,11 @@ class NewMemory:
     embedding: Sequence[float] | None = None
     embedder: str | None = None
     explicit_key: bool = False
+    #: Import and copy set these to carry a memory's history over; new memories leave
+    #: them at their defaults (last access = creation, no accesses, not forgotten).
+    last_accessed: datetime | None = None
+    access_count: int = 0
+    forgotten_at: datetime | None = None
 
     @property
     def content_hash(self) -> str:

@@ -426,6 +426,10 @@ class SQLiteStore:
         with self._write() as conn:
             outcomes = self._add_many(conn, records)
         self._index_new(outcomes)
+        if self._index is not None:
+            for rec, (mid, created, _vec) in zip(records, outcomes, strict=True):
+                if created and rec.forgotten_at is not None:
+                    self._index.set_alive(mid, False)  # imported forgotten: hidden until restored
         ids = [mid for mid, _created, _vec in outcomes]
         by_id = {m.id: m for m in self.get_many(ids)}
         return [AddResult(by_id[mid], created) for mid, created, _ in outcomes]
@@ -484,10 +488,13 @@ class SQLiteStore:
             new_row = conn.execute(
                 text("INSERT INTO memories(key, content, content_hash, robot_id, importance, "
                      "token_count, created_at, last_accessed, access_count, metadata, embedding, "
-                     "embedder) VALUES (:key, :content, :hash, :rid, :imp, :tok, :created, "
-                     ":created, 0, :meta, :emb, :embedder) RETURNING id"),
+                     "embedder, forgotten_at) VALUES (:key, :content, :hash, :rid, :imp, :tok, "
+                     ":created, :accessed, :count, :meta, :emb, :embedder, :forgotten) RETURNING id"),
                 {"key": rec.key, "content": rec.content, "hash": rec.content_hash, "rid": rid,
                  "imp": rec.importance, "tok": rec.token_count, "created": created,
+                 "accessed": to_timestamp(rec.last_accessed) if rec.last_accessed else created,
+                 "count": rec.access_count,
+                 "forgotten": to_timestamp(rec.forgotten_at) if rec.forgotten_at else None,
                  "meta": json.dumps(rec.metadata or {}), "emb": blob,
                  "embedder": rec.embedder if blob is not None else None},
             ).first()
