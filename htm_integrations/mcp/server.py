@@ -1,0 +1,331 @@
+"""The htm MCP server: one robot's memory as Model Context Protocol tools and a resource.
+
+Run it over stdio (what desktop assistants and IDE agents spawn)::
+
+    python -m htm_integrations.mcp --robot assistant --db ~/htm.db
+    htm mcp --robot assistant --db ~/htm.db                 # the same, through the CLI
+
+or over streamable HTTP on a loopback port (``http://127.0.0.1:8765/mcp``)::
+
+    python -m htm_integrations.mcp --http --port 8765
+
+Tools: ``remember``, ``recall``, ``retrieve``, ``forget`` (needs ``confirm: true``),
+``restore``, ``create_context``, ``stats``, ``list_robots``, ``tags``. Resources:
+``htm://context`` (the working memory assembled with the ``balanced`` strategy) and
+``htm://context/{strategy}``. Every :class:`~htm_core.errors.HTMError` becomes a tool error
+result (``isError: true``) carrying the error's name and message; the server keeps running.
+
+Build a server around an ``HTM`` you already have with :func:`build_server`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from htm_core import HTM, HTMError
+from htm_core import __version__ as htm_version
+from htm_core.errors import missing_extra
+from htm_core.models import Context, Memory, Robot, Stats
+
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+    from mcp.types import ToolAnnotations
+    from pydantic import Field
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise missing_extra("mcp", "mcp") from None
+
+__all__ = ["build_server", "main", "parse_args"]
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "htm"
+CONTEXT_URI = "htm://context"
+DEFAULT_HTTP_PORT = 8765
+LOOPBACK = "127.0.0.1"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat() if when is not None else None
+
+
+def memory_to_dict(memory: Memory) -> dict[str, Any]:
+    """A JSON-ready view of a memory (without its embedding)."""
+    return {
+        "id": memory.id,
+        "key": memory.key,
+        "content": memory.content,
+        "robot": memory.robot,
+        "importance": memory.importance,
+        "token_count": memory.token_count,
+        "created_at": _iso(memory.created_at),
+        "last_accessed": _iso(memory.last_accessed),
+        "access_count": memory.access_count,
+        "tags": list(memory.tags),
+        "metadata": dict(memory.metadata),
+        "forgotten": memory.forgotten_at is not None,
+        "in_working_memory": memory.in_working_memory,
+    }
+
+
+def context_to_dict(context: Context) -> dict[str, Any]:
+    """A JSON-ready view of an assembled context."""
+    return {
+        "text": context.text,
+        "tokens": context.tokens,
+        "strategy": context.strategy,
+        "max_tokens": context.max_tokens,
+        "budget": context.budget,
+        "keys": list(context.keys),
+    }
+
+
+def stats_to_dict(stats: Stats) -> dict[str, Any]:
+    """A JSON-ready view of :meth:`HTM.stats`, with the working-memory utilisation."""
+    out = {name: getattr(stats, name) for name in stats.__dataclass_fields__}
+    out["working_memory_utilisation"] = round(stats.working_memory_utilisation, 6)
+    return out
+
+
+def robot_to_dict(robot: Robot) -> dict[str, Any]:
+    """A JSON-ready view of a robot."""
+    return {"name": robot.name, "created_at": _iso(robot.created_at),
+            "last_active": _iso(robot.last_active), "memory_count": robot.memory_count}
+
+
+def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING") -> MCPServer:
+    """An MCP server exposing ``htm`` as tools and a context resource.
+
+    Calls are serialised (one at a time) because they share one working memory. The
+    caller keeps ownership of ``htm`` and closes it after the server stops.
+
+    Example::
+
+        with HTM(robot="assistant", embedder="hashing") as htm:
+            build_server(htm).run("stdio")
+    """
+    lock = threading.Lock()
+    server: MCPServer = MCPServer(
+        name=name,
+        instructions=(
+            f"Long-term memory for robot {htm.robot!r}. Use `recall` before answering questions "
+            "about the past, `remember` for facts worth keeping, and read `htm://context` for "
+            "what is in working memory now. `forget` needs confirm=true and can be undone with "
+            "`restore`."),
+        version=htm_version,
+        log_level=log_level.upper(),  # type: ignore[arg-type]
+        warn_on_duplicate_tools=True,
+    )
+
+    def guarded(fn: _F) -> _F:
+        """Run ``fn`` under the server lock; turn HTMError into a tool error result."""
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                try:
+                    return fn(*args, **kwargs)
+                except HTMError as exc:
+                    logger.info("tool %s refused: %s: %s", fn.__name__, type(exc).__name__, exc)
+                    raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+        return wrapper  # type: ignore[return-value]
+
+    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
+    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+
+    @server.tool(annotations=writes)
+    @guarded
+    def remember(
+        content: Annotated[str, Field(description="The text to remember.")],
+        importance: Annotated[float, Field(description="0 to 10; higher stays in working "
+                                                       "memory longer.")] = 1.0,
+        tags: Annotated[list[str] | None, Field(description="Hierarchical tags such as "
+                                                            "'user:preferences:editor'.")] = None,
+        key: Annotated[str | None, Field(description="A unique key for exact lookup; default "
+                                                     "derived from the content.")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Any JSON object.")] = None,
+    ) -> dict[str, Any]:
+        """Store a memory durably (long-term) and put it into working memory."""
+        memory = htm.add(content, importance=importance, key=key, tags=tags or (),
+                         metadata=metadata)
+        return memory_to_dict(memory)
+
+    @server.tool(annotations=writes)
+    @guarded
+    def recall(
+        query: Annotated[str, Field(description="What to look for, in plain words.")],
+        timeframe: Annotated[str | None, Field(description="E.g. 'today', 'last week', "
+                                                           "'May 2023', '2024-05-01..2024-05-08'."
+                                               )] = None,
+        limit: Annotated[int, Field(description="How many memories at most.")] = 10,
+        strategy: Annotated[str, Field(description="'hybrid' (default), 'vector' or "
+                                                   "'fulltext'.")] = "hybrid",
+        tags: Annotated[list[str] | None, Field(description="Only memories with one of these "
+                                                            "tags (or a tag below one).")] = None,
+        robot: Annotated[str | None, Field(description="Only memories written by this robot; "
+                                                       "default every robot.")] = None,
+    ) -> dict[str, Any]:
+        """Find the memories most relevant to a query (they enter working memory)."""
+        hits = htm.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
+                          tags=tags, robot=robot)
+        return {"count": len(hits),
+                "hits": [{"score": hit.score, **memory_to_dict(hit.memory)} for hit in hits]}
+
+    @server.tool(annotations=read_only)
+    @guarded
+    def retrieve(key: Annotated[str, Field(description="The memory's key.")]) -> dict[str, Any]:
+        """Look a memory up by its exact key; ``found`` is false when there is none."""
+        memory = htm.retrieve(key)
+        if memory is None:
+            return {"found": False, "key": key}
+        return {"found": True, **memory_to_dict(memory)}
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True,
+                                             idempotentHint=True, openWorldHint=False))
+    @guarded
+    def forget(
+        key: Annotated[str, Field(description="The memory's key.")],
+        confirm: Annotated[bool, Field(description="Must be true: forgetting hides the memory "
+                                                   "from recall until `restore`.")] = False,
+    ) -> dict[str, Any]:
+        """Hide a memory from recall (recoverable with ``restore``); needs confirm=true."""
+        return memory_to_dict(htm.forget(key, confirm=confirm))
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
+                                             idempotentHint=True, openWorldHint=False))
+    @guarded
+    def restore(key: Annotated[str, Field(description="The forgotten memory's key.")]
+                ) -> dict[str, Any]:
+        """Bring back a forgotten memory."""
+        return memory_to_dict(htm.restore(key))
+
+    @server.tool(annotations=read_only)
+    @guarded
+    def create_context(
+        strategy: Annotated[str, Field(description="'balanced' (importance x recency, default), "
+                                                   "'recent' or 'important'.")] = "balanced",
+        max_tokens: Annotated[int | None, Field(description="Token budget for the text; "
+                                                            "default the working-memory "
+                                                            "budget.")] = None,
+    ) -> dict[str, Any]:
+        """Assemble working memory into prompt text within a token budget."""
+        return context_to_dict(htm.create_context(strategy=strategy, max_tokens=max_tokens))
+
+    @server.tool(annotations=read_only)
+    @guarded
+    def stats() -> dict[str, Any]:
+        """Working-memory and long-term figures, embedding use and latency percentiles."""
+        return stats_to_dict(htm.stats())
+
+    @server.tool(annotations=read_only)
+    @guarded
+    def list_robots() -> dict[str, Any]:
+        """Every robot writing to this memory store."""
+        return {"robots": [robot_to_dict(r) for r in htm.robots()]}
+
+    @server.tool(annotations=read_only)
+    @guarded
+    def tags() -> dict[str, Any]:
+        """Every tag with the number of visible memories carrying it."""
+        return {"tags": dict(htm.tags())}
+
+    def context_text(strategy: str) -> str:
+        with lock:
+            try:
+                return htm.create_context(strategy=strategy).text
+            except HTMError as exc:
+                raise ResourceError(f"{type(exc).__name__}: {exc}") from exc
+
+    @server.resource(CONTEXT_URI, name="working-memory", mime_type="text/plain",
+                     description=f"The working memory of robot {htm.robot!r} as prompt text "
+                                 "(balanced strategy).")
+    def working_memory() -> str:
+        return context_text("balanced")
+
+    @server.resource(CONTEXT_URI + "/{strategy}", name="working-memory-by-strategy",
+                     mime_type="text/plain",
+                     description="Working memory as prompt text: strategy is balanced, recent "
+                                 "or important.")
+    def working_memory_by(strategy: str) -> str:
+        return context_text(strategy)
+
+    return server
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="htm mcp",
+        description="Serve an htm memory over the Model Context Protocol (stdio by default).")
+    parser.add_argument("--robot", help="this server's robot name (default $HTM_ROBOT or "
+                                        "'default')")
+    parser.add_argument("--db", "--database-url", dest="db",
+                        help="SQLite path or postgresql:// URL (default $HTM_DATABASE_URL, else "
+                             "a SQLite file in the user data directory)")
+    parser.add_argument("--embedder", help="auto, hashing, local or ollama[:model] (default "
+                                           "$HTM_EMBEDDER or auto)")
+    parser.add_argument("--working-memory-tokens", type=int, default=None,
+                        help="working-memory budget in tokens (default 128000)")
+    parser.add_argument("--http", action="store_true",
+                        help=f"serve streamable HTTP on {LOOPBACK} instead of stdio")
+    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT,
+                        help=f"HTTP port with --http (default {DEFAULT_HTTP_PORT})")
+    parser.add_argument("--telemetry", action="store_true",
+                        help="export OpenTelemetry metrics and spans (extra 'otel')")
+    parser.add_argument("--log-level", default="WARNING",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="log level on stderr (default WARNING)")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the server's command line (see ``htm mcp --help``)."""
+    args = _parser().parse_args(argv)
+    if args.port is not None and not 0 < args.port < 65536:
+        _parser().error(f"--port must be 1..65535, got {args.port}")
+    return args
+
+
+def _open_htm(args: argparse.Namespace) -> HTM:
+    kwargs: dict[str, Any] = {"robot": args.robot, "database_url": args.db,
+                              "working_memory_tokens": args.working_memory_tokens,
+                              "embedder": args.embedder}
+    if args.telemetry:
+        kwargs["telemetry"] = True
+    return HTM(**kwargs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the server until the client disconnects (stdio) or it is interrupted (HTTP).
+
+    Returns the process exit status: 0 after a clean stop, 2 when the memory cannot be
+    opened (the reason is printed on stderr, since stdout belongs to the protocol).
+    """
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        htm = _open_htm(args)
+    except HTMError as exc:
+        sys.stderr.write(f"htm mcp: {type(exc).__name__}: {exc}\n")
+        return 2
+    with htm, contextlib.suppress(KeyboardInterrupt):
+        server = build_server(htm, log_level=args.log_level)
+        if args.http:
+            logger.info("htm mcp robot=%s serving http://%s:%d/mcp", htm.robot, LOOPBACK,
+                        args.port)
+            server.run("streamable-http", host=LOOPBACK, port=args.port)
+        else:
+            logger.info("htm mcp robot=%s serving stdio", htm.robot)
+            server.run("stdio")
+    return 0
