@@ -179,8 +179,9 @@ class LongTermStore(Protocol):
         """The memory under ``key``, or None (forgotten ones only when asked)."""
         ...
 
-    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False) -> list[Memory]:
-        """Visible memories with these ids, in the order of ``ids``."""
+    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
+                 include_forgotten: bool = False) -> list[Memory]:
+        """Memories with these ids (visible ones unless asked), in the order of ``ids``."""
         ...
 
     def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:

@@ -431,7 +431,7 @@ class SQLiteStore:
                 if created and rec.forgotten_at is not None:
                     self._index.set_alive(mid, False)  # imported forgotten: hidden until restored
         ids = [mid for mid, _created, _vec in outcomes]
-        by_id = {m.id: m for m in self.get_many(ids)}
+        by_id = {m.id: m for m in self.get_many(ids, include_forgotten=True)}
         return [AddResult(by_id[mid], created) for mid, created, _ in outcomes]
 
     def _add_many(self, conn: Connection, records: Sequence[NewMemory]
@@ -606,14 +606,16 @@ class SQLiteStore:
             found = self._fetch(conn, where, {"key": key}, include_embedding)
         return found[0] if found else None
 
-    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False) -> list[Memory]:
+    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
+                 include_forgotten: bool = False) -> list[Memory]:
         if not ids:
             return []
         found: dict[int, Memory] = {}
+        visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
         with self._read() as conn:
             for part in chunks(list(ids), 500):
                 id_list = ", ".join(str(int(i)) for i in part)
-                for m in self._fetch(conn, f"m.id IN ({id_list}) AND m.forgotten_at IS NULL", {},
+                for m in self._fetch(conn, f"m.id IN ({id_list}){visible}", {},
                                      include_embedding):
                     found[m.id] = m
         return [found[i] for i in ids if i in found]

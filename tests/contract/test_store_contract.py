@@ -1,0 +1,275 @@
+"""The LongTermStore protocol, checked the same way on every backend (``store_url``)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from htm_core.embeddings import HashingEmbedder
+from htm_core.errors import (
+    ConfirmationRequiredError,
+    DimensionMismatchError,
+    DuplicateKeyError,
+    NotFoundError,
+    SchemaError,
+)
+from htm_core.store import SCHEMA_VERSION, NewMemory, SearchFilters, open_store
+from htm_core.store.base import generated_key
+
+T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
+EMB = HashingEmbedder(dim=64)
+
+
+def rec(content: str, *, key: str | None = None, robot: str = "r1", when: datetime = T0,
+        tags: tuple[str, ...] = (), importance: float = 1.0, embed: bool = True,
+        **extra) -> NewMemory:
+    return NewMemory(
+        key=key or generated_key(robot, content), content=content, robot=robot,
+        importance=importance, token_count=len(content.split()), created_at=when, tags=tags,
+        metadata={"n": len(content)}, embedding=EMB.embed_query(content) if embed else None,
+        embedder=EMB.name if embed else None, explicit_key=key is not None, **extra)
+
+
+@pytest.fixture
+def store(store_url):
+    s = open_store(store_url)
+    s.ensure_robot("r1")
+    yield s
+    s.close()
+
+
+def test_schema_version_and_migrate_is_idempotent(store):
+    assert store.schema_version() == SCHEMA_VERSION
+    assert store.migrate() == SCHEMA_VERSION
+    assert store.schema_version() == SCHEMA_VERSION
+
+
+def test_add_get_roundtrip(store):
+    [result] = store.add_many([rec("Alice likes green tea", key="tea", tags=("user:drinks",),
+                                   importance=7.5)])
+    assert result.created
+    m = store.get("tea")
+    assert m is not None and m.id == result.memory.id
+    assert (m.content, m.robot, m.importance, m.tags) == ("Alice likes green tea", "r1", 7.5,
+                                                          ("user:drinks",))
+    assert m.created_at == T0 and m.created_at.tzinfo is not None
+    assert m.metadata == {"n": 21} and m.embedder == EMB.name
+    with_vec = store.get("tea", include_embedding=True)
+    assert with_vec.embedding is not None and len(with_vec.embedding) == 64
+    assert store.get("nope") is None
+    assert [x.key for x in store.get_many([m.id, 999_999])] == ["tea"]
+
+
+def test_batch_is_one_transaction_all_or_nothing(store):
+    store.add_many([rec("existing", key="k1")])
+    with pytest.raises(DuplicateKeyError, match="k1"):
+        store.add_many([rec("first new"), rec("different content", key="k1"), rec("third new")])
+    assert store.counts("r1").total == 1
+    assert store.get(generated_key("r1", "first new")) is None
+
+
+def test_same_content_same_robot_is_deduplicated_and_touched(store):
+    a = store.add_many([rec("repeat me")])[0]
+    b = store.add_many([rec("repeat me")])[0]
+    assert a.created and not b.created and a.memory.id == b.memory.id
+    assert b.memory.access_count == 1
+    both = store.add_many([rec("twice in one batch"), rec("twice in one batch")])
+    assert both[0].memory.id == both[1].memory.id and [r.created for r in both] == [True, False]
+    assert store.counts("r1").total == 2
+    ops = [o.op for o in store.operations(limit=10)]
+    assert "touch" in ops
+
+
+def test_distinct_keys_give_distinct_memories_for_identical_text(store):
+    store.add_many([rec("ok", key="turn-1"), rec("ok", key="turn-2")])
+    assert store.get("turn-1").id != store.get("turn-2").id
+
+
+def test_keys_are_unique_across_robots(store):
+    store.ensure_robot("r2")
+    store.add_many([rec("mine", key="shared", robot="r1")])
+    with pytest.raises(DuplicateKeyError):
+        store.add_many([rec("theirs", key="shared", robot="r2")])
+
+
+def test_imported_history_is_kept(store):
+    seen = T0 + timedelta(days=3)
+    gone = T0 + timedelta(days=4)
+    store.add_many([rec("old fact", key="old", last_accessed=seen, access_count=7,
+                        forgotten_at=gone)])
+    assert store.get("old") is None
+    m = store.get("old", include_forgotten=True)
+    assert (m.last_accessed, m.access_count, m.forgotten_at) == (seen, 7, gone)
+    store.restore("old", robot="r1")
+    hits = store.vector_search(EMB.embed_query("old fact"), limit=1, filters=SearchFilters())
+    assert hits and hits[0][0] == m.id
+
+
+def test_fulltext_search_ranks_and_escapes(store):
+    store.add_many([rec("PostgreSQL indexes with pgvector HNSW"), rec("Cooking pasta carbonara"),
+                    rec("SQLite FTS5 uses bm25 ranking")])
+    hits = store.fulltext_search("how does bm25 ranking work", limit=5, filters=SearchFilters())
+    assert hits and store.get_many([hits[0][0]])[0].content.startswith("SQLite")
+    for hostile in ['"', 'AND(', '*', 'NEAR/', "'; DROP TABLE memories; --", 'a OR', '\\',
+                    "pasta) OR (", "NOT pasta", "pasta*", "-pasta", "^pasta", "pasta:*"]:
+        result = store.fulltext_search(hostile, limit=5, filters=SearchFilters())
+        assert isinstance(result, list)
+    assert store.fulltext_search('"pasta" AND(', limit=5, filters=SearchFilters())
+    assert store.counts("r1").total == 3
+
+
+def test_vector_search_orders_by_cosine(store):
+    store.add_many([rec("the cat sat on the mat"), rec("stock markets fell sharply"),
+                    rec("a cat sitting on a mat")])
+    hits = store.vector_search(EMB.embed_query("cat on mat"), limit=3, filters=SearchFilters())
+    contents = [m.content for m in store.get_many([h[0] for h in hits])]
+    assert set(contents[:2]) == {"the cat sat on the mat", "a cat sitting on a mat"}
+    assert hits[0][1] >= hits[1][1] >= hits[2][1]
+    with pytest.raises(DimensionMismatchError):
+        store.vector_search([0.1] * 65, limit=3, filters=SearchFilters())
+
+
+def test_dimension_is_fixed_per_store(store):
+    store.add_many([rec("first vector")])
+    assert store.embedding_info() == (EMB.name, 64)
+    other = HashingEmbedder(dim=32)
+    bad = NewMemory(key="k32", content="x", robot="r1", importance=1.0, token_count=1,
+                    created_at=T0, embedding=other.embed_query("x"), embedder=other.name)
+    with pytest.raises(DimensionMismatchError, match="dimension"):
+        store.add_many([bad])
+    assert store.get("k32") is None
+
+
+@pytest.mark.parametrize("arm", ["vector", "fulltext"])
+def test_filters_apply_inside_each_arm(store, arm):
+    store.ensure_robot("r2")
+    # Many matching memories outside the window must not starve the few inside it.
+    store.add_many([rec(f"weather report number {i}", when=T0 - timedelta(days=30)) for i in range(40)])
+    store.add_many([rec("weather report in window", when=T0),
+                    rec("weather report other robot", when=T0, robot="r2"),
+                    rec("weather report tagged", when=T0, tags=("topic:weather:daily",))])
+    def run(filters):
+        if arm == "vector":
+            hits = store.vector_search(EMB.embed_query("weather report"), limit=3, filters=filters)
+        else:
+            hits = store.fulltext_search("weather report", limit=3, filters=filters)
+        return {m.content for m in store.get_many([h[0] for h in hits])}
+
+    window = SearchFilters(start=T0 - timedelta(hours=1), end=T0 + timedelta(hours=1))
+    assert run(window) == {"weather report in window", "weather report other robot",
+                           "weather report tagged"}
+    assert run(SearchFilters(start=T0 - timedelta(hours=1), robot="r2")) == {
+        "weather report other robot"}
+    assert run(SearchFilters(tags=("topic",))) == {"weather report tagged"}
+    assert run(SearchFilters(tags=("topic:weather:daily",))) == {"weather report tagged"}
+    assert run(SearchFilters(tags=("topic:weath",))) == set()  # prefix is by whole segments
+    assert run(SearchFilters(robot="nobody")) == set()
+    old = run(SearchFilters(end=T0 - timedelta(days=1)))
+    assert len(old) == 3 and all("number" in c for c in old)
+
+
+def test_tag_filter_escapes_like_wildcards(store):
+    store.add_many([rec("underscore tag", tags=("a_b",)), rec("plain tag", tags=("axb:c",))])
+    hits = store.fulltext_search("tag", limit=5, filters=SearchFilters(tags=("a_b",)))
+    assert [m.content for m in store.get_many([h[0] for h in hits])] == ["underscore tag"]
+
+
+def test_forget_restore_purge(store):
+    m = store.add_many([rec("secret plan", key="plan")])[0].memory
+    store.update_working("r1", add=[m.id], at=T0)
+    forgotten = store.forget("plan", robot="r1", at=T0)
+    assert forgotten.forgotten_at == T0
+    assert store.get("plan") is None
+    assert store.fulltext_search("secret plan", limit=5, filters=SearchFilters()) == []
+    assert store.vector_search(EMB.embed_query("secret plan"), limit=5, filters=SearchFilters()) == []
+    assert store.working_set("r1") == []
+    assert store.counts("r1").forgotten == 1
+    with pytest.raises(ConfirmationRequiredError):
+        store.purge(robot="r1", key=store.add_many([rec("live one", key="live")])[0].memory.key)
+    store.restore("plan", robot="r1")
+    assert store.fulltext_search("secret plan", limit=5, filters=SearchFilters())
+    assert store.vector_search(EMB.embed_query("secret plan"), limit=1, filters=SearchFilters())[0][0] == m.id
+    store.forget("plan", robot="r1", at=T0)
+    assert store.purge(robot="r1") == 1
+    assert store.get("plan", include_forgotten=True) is None
+    with pytest.raises(NotFoundError):
+        store.restore("plan", robot="r1")
+    with pytest.raises(NotFoundError):
+        store.forget("never-existed", robot="r1", at=T0)
+    ops = [o.op for o in store.operations(limit=50)]
+    for op in ("add", "forget", "restore", "purge"):
+        assert op in ops
+
+
+def test_working_membership_per_robot_and_eviction_log(store):
+    store.ensure_robot("r2")
+    ms = [r.memory for r in store.add_many([rec(f"m{i} text") for i in range(3)])]
+    store.update_working("r1", add=[m.id for m in ms], at=T0)
+    store.update_working("r2", add=[ms[0].id], at=T0)
+    store.update_working("r1", remove=[ms[1].id], at=T0)
+    assert [m.key for m in store.working_set("r1")] == [ms[0].key, ms[2].key]
+    assert [m.key for m in store.working_set("r2")] == [ms[0].key]
+    evictions = store.operations(op="evict", robot="r1")
+    assert len(evictions) == 1
+    assert store.clear_working("r1") == 2
+    assert store.working_set("r1") == [] and len(store.working_set("r2")) == 1
+
+
+def test_touch_updates_access(store):
+    m = store.add_many([rec("touch me")])[0].memory
+    later = T0 + timedelta(hours=1)
+    store.touch([m.id], at=later)
+    again = store.get(m.key)
+    assert again.access_count == 1 and again.last_accessed == later
+
+
+def test_robots_tags_counts(store):
+    store.ensure_robot("r2")
+    store.add_many([rec("a", tags=("x:y",)), rec("b", tags=("x:y", "z")), rec("c", robot="r2")])
+    assert {r.name: r.memory_count for r in store.robots()} == {"r1": 2, "r2": 1}
+    assert store.tags() == {"x:y": 2, "z": 1}
+    counts = store.counts("r1")
+    assert (counts.total, counts.robot, counts.robots, counts.forgotten) == (3, 2, 2, 0)
+
+
+def test_embeddings_can_be_filled_later_and_reset(store):
+    ms = [r.memory for r in store.add_many([rec("later one", embed=False),
+                                            rec("later two", embed=False)])]
+    assert {c for _, c in store.missing_embeddings(limit=10)} == {"later one", "later two"}
+    assert store.counts("r1").missing_embeddings == 2
+    store.set_embeddings([(m.id, EMB.embed_query(m.content)) for m in ms], EMB.name)
+    assert store.missing_embeddings(limit=10) == []
+    assert store.vector_search(EMB.embed_query("later two"), limit=1, filters=SearchFilters())[0][0] == ms[1].id
+    assert store.find_embedding(ms[0].content_hash, EMB.name) is not None
+    store.reset_embeddings()
+    assert store.embedding_info() is None and len(store.missing_embeddings(limit=10)) == 2
+
+
+def test_iter_memories_in_batches(store):
+    store.add_many([rec(f"item {i}") for i in range(25)])
+    store.forget(generated_key("r1", "item 3"), robot="r1", at=T0)
+    batches = list(store.iter_memories(batch_size=10))
+    assert [len(b) for b in batches] == [10, 10, 5]
+    assert len([m for b in store.iter_memories(batch_size=10, include_forgotten=False)
+                for m in b]) == 24
+    resumed = [m for b in store.iter_memories(batch_size=10, after_id=batches[1][-1].id) for m in b]
+    assert len(resumed) == 5
+
+
+def test_reopen_sees_everything(store_url):
+    s = open_store(store_url)
+    s.add_many([rec("durable fact", key="durable")])
+    s.close()
+    s2 = open_store(store_url)
+    try:
+        assert s2.get("durable").content == "durable fact"
+        hits = s2.vector_search(EMB.embed_query("durable fact"), limit=1, filters=SearchFilters())
+        assert hits and hits[0][0] == s2.get("durable").id
+    finally:
+        s2.close()
+
+
+def test_unmigrated_store_without_migrate_is_an_error(store_url):
+    with pytest.raises(SchemaError, match="migrate"):
+        open_store(store_url, migrate=False)
