@@ -1,0 +1,392 @@
+"""Moving memories between stores: JSON Lines export/import and store-to-store copy.
+
+Everything a memory is travels: content, key, importance, token count, robot, created and
+last-accessed times, access count, tags, metadata, the forgotten state and, when asked
+for, the embedding with its embedder's name. Working-memory membership (per process) and
+the operations log (a history of *this* store) stay behind.
+
+Import and copy are resumable: keys are unique, so a key already in the target is
+skipped, never duplicated and never touched. Work is written in batches, each one
+transaction, so an interrupted run leaves whole batches behind and the next run carries
+on where it stopped::
+
+    from htm_core.store import open_store
+    from htm_core.transfer import copy_store, export_jsonl, import_jsonl
+
+    source = open_store("memories.db")
+    export_jsonl(source, "backup.jsonl", with_embeddings=True)
+    target = open_store("postgresql://localhost/htm")
+    copy_store(source, target)          # verified at the end; run again to resume
+
+The export format is one JSON object per line. The first line is a header
+(``{"format": "htm-export", "version": 1, ...}``); every other line is a memory with
+times in ISO 8601 UTC.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from .embeddings import embedder_name
+from .errors import DuplicateKeyError, EmbeddingError, StoreError, ValidationError
+from .models import Memory
+from .store.base import LongTermStore, NewMemory
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "Progress",
+    "TransferResult",
+    "copy_store",
+    "export_jsonl",
+    "import_jsonl",
+    "memory_from_record",
+    "memory_to_record",
+    "verify_copy",
+]
+
+#: The ``format`` field of an export's header line.
+EXPORT_FORMAT = "htm-export"
+#: The version of the export format this code writes and reads.
+EXPORT_VERSION = 1
+
+#: Called after each batch with (memories done so far, total or None when unknown).
+Progress = Callable[[int, "int | None"], None]
+
+_FIELDS = ("key", "content", "robot", "importance", "token_count", "created_at", "last_accessed",
+           "access_count", "tags", "metadata", "forgotten_at")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransferResult:
+    """What an import or a copy did.
+
+    ``seen`` memories were read from the source; ``written`` were new to the target and
+    were written; ``skipped`` were already in the target (a resumed run) and were left
+    alone. ``verified`` is True when the final check ran and passed.
+    """
+
+    seen: int = 0
+    written: int = 0
+    skipped: int = 0
+    verified: bool = False
+    embedded: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.astimezone(timezone.utc).isoformat() if when is not None else None
+
+
+def _parse_time(value: Any, name: str, line: int) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"line {line}: {name} must be an ISO 8601 string, got {value!r}")
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValidationError(f"line {line}: {name}={value!r} is not an ISO 8601 time") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc)
+
+
+def memory_to_record(memory: Memory, *, with_embedding: bool = False) -> dict[str, Any]:
+    """A memory as one JSON-serialisable export record."""
+    record: dict[str, Any] = {
+        "key": memory.key,
+        "content": memory.content,
+        "robot": memory.robot,
+        "importance": memory.importance,
+        "token_count": memory.token_count,
+        "created_at": _iso(memory.created_at),
+        "last_accessed": _iso(memory.last_accessed),
+        "access_count": memory.access_count,
+        "tags": list(memory.tags),
+        "metadata": memory.metadata,
+        "forgotten_at": _iso(memory.forgotten_at),
+    }
+    if with_embedding and memory.embedding is not None:
+        record["embedding"] = [float(x) for x in memory.embedding]
+        record["embedder"] = memory.embedder
+    return record
+
+
+def memory_from_record(record: Any, *, line: int = 0) -> NewMemory:
+    """An export record back as a :class:`~htm_core.store.NewMemory`, checked field by field.
+
+    Raises :class:`~htm_core.errors.ValidationError` naming the line and the field when
+    the record is malformed.
+    """
+    if not isinstance(record, dict):
+        raise ValidationError(f"line {line}: expected a JSON object, got {type(record).__name__}")
+    missing = [f for f in ("key", "content", "robot", "created_at") if f not in record]
+    if missing:
+        raise ValidationError(f"line {line}: missing field(s) {missing}; is this an htm export?")
+    unknown = set(record) - set(_FIELDS) - {"embedding", "embedder"}
+    if unknown:
+        raise ValidationError(f"line {line}: unknown field(s) {sorted(unknown)}")
+    for name in ("key", "content", "robot"):
+        if not isinstance(record[name], str) or not record[name]:
+            raise ValidationError(f"line {line}: {name} must be a non-empty string")
+    created = _parse_time(record["created_at"], "created_at", line)
+    assert created is not None
+    embedding = record.get("embedding")
+    if embedding is not None and (not isinstance(embedding, list)
+                                  or not all(isinstance(x, (int, float)) for x in embedding)):
+        raise ValidationError(f"line {line}: embedding must be a list of numbers")
+    tags = record.get("tags") or []
+    metadata = record.get("metadata") or {}
+    if not isinstance(tags, list) or not isinstance(metadata, dict):
+        raise ValidationError(f"line {line}: tags must be a list and metadata an object")
+    try:
+        return NewMemory(
+            key=record["key"], content=record["content"], robot=record["robot"],
+            importance=float(record.get("importance", 1.0)),
+            token_count=int(record.get("token_count", 0)),
+            created_at=created, tags=tuple(str(t) for t in tags), metadata=metadata,
+            embedding=embedding, embedder=record.get("embedder") if embedding else None,
+            explicit_key=True,
+            last_accessed=_parse_time(record.get("last_accessed"), "last_accessed", line),
+            access_count=int(record.get("access_count", 0)),
+            forgotten_at=_parse_time(record.get("forgotten_at"), "forgotten_at", line),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"line {line}: {exc}") from None
+
+
+def _new_from_memory(memory: Memory) -> NewMemory:
+    return NewMemory(
+        key=memory.key, content=memory.content, robot=memory.robot, importance=memory.importance,
+        token_count=memory.token_count, created_at=memory.created_at, tags=memory.tags,
+        metadata=dict(memory.metadata), embedding=memory.embedding,
+        embedder=memory.embedder if memory.embedding is not None else None, explicit_key=True,
+        last_accessed=memory.last_accessed, access_count=memory.access_count,
+        forgotten_at=memory.forgotten_at,
+    )
+
+
+def _total(store: LongTermStore) -> int:
+    counts = store.counts("")
+    return counts.total + counts.forgotten
+
+
+def _keys(store: LongTermStore) -> set[str]:
+    """Every key in ``store`` (forgotten included): what a resumed run must skip."""
+    return {m.key for batch in store.iter_memories(batch_size=5000) for m in batch}
+
+
+@contextmanager
+def _open_text(target: str | Path | IO[str], mode: str) -> Iterator[IO[str]]:
+    if isinstance(target, (str, Path)):
+        if str(target) == "-":
+            raise ValidationError("give a file path; '-' (standard input/output) is not supported")
+        try:
+            with open(target, mode, encoding="utf-8", newline="\n") as fh:
+                yield fh
+        except OSError as exc:
+            raise ValidationError(f"cannot open {target}: {exc.strerror}") from None
+    else:
+        yield target
+
+
+def export_jsonl(
+    store: LongTermStore,
+    target: str | Path | IO[str],
+    *,
+    with_embeddings: bool = False,
+    include_forgotten: bool = True,
+    batch_size: int = 1000,
+    progress: Progress | None = None,
+) -> int:
+    """Write every memory of ``store`` to ``target`` (a path or a text file) as JSON Lines.
+
+    Returns how many memories were written. Forgotten memories are included (with their
+    ``forgotten_at``) unless ``include_forgotten=False``.
+    """
+    total = _total(store) if include_forgotten else store.counts("").total
+    info = store.embedding_info()
+    header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "count": total,
+              "embedder": info[0] if info and with_embeddings else None,
+              "dim": info[1] if info and with_embeddings else None,
+              "exported_at": datetime.now(timezone.utc).isoformat()}
+    done = 0
+    with _open_text(target, "w") as fh:
+        fh.write(json.dumps(header, ensure_ascii=False) + "\n")
+        for batch in store.iter_memories(batch_size=batch_size, include_forgotten=include_forgotten,
+                                         include_embedding=with_embeddings):
+            fh.writelines(json.dumps(memory_to_record(m, with_embedding=with_embeddings),
+                                     ensure_ascii=False, allow_nan=False) + "\n" for m in batch)
+            done += len(batch)
+            if progress is not None:
+                progress(done, total)
+    return done
+
+
+def _read_records(source: IO[str]) -> Iterator[tuple[int, Any]]:
+    for number, raw in enumerate(source, start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield number, json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"line {number} is not valid JSON ({exc.msg}); is the file "
+                                  "complete? re-export it") from None
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _write_new(target: LongTermStore, records: Sequence[NewMemory], existing: set[str]
+               ) -> int:
+    """Write the records whose keys are not in ``existing``; return how many."""
+    fresh = [r for r in records if r.key not in existing]
+    if fresh:
+        results = target.add_many(fresh)
+        for rec, res in zip(fresh, results, strict=True):
+            if not res.created:  # pragma: no cover - guarded by the key set
+                raise DuplicateKeyError(f"key {rec.key!r} appeared in the target during the copy")
+        existing.update(r.key for r in fresh)
+    return len(fresh)
+
+
+def import_jsonl(
+    target: LongTermStore,
+    source: str | Path | IO[str],
+    *,
+    embedder: Any = None,
+    batch_size: int = 500,
+    progress: Progress | None = None,
+) -> TransferResult:
+    """Load an :func:`export_jsonl` file into ``target``; resumable, never duplicates.
+
+    A key already in the target is skipped (a re-run after an interruption picks up where
+    it stopped). When the file carries no embeddings and ``embedder`` is given, vectors are
+    computed with it, in batches; when it carries embeddings they are used as they are.
+    """
+    existing = _keys(target)
+    seen = written = skipped = embedded = 0
+    total: int | None = None
+    name = embedder_name(embedder) if embedder is not None else None
+    with _open_text(source, "r") as fh:
+        records = _read_records(fh)
+        first = next(records, None)
+        if first is None:
+            raise ValidationError("the file is empty; expected an htm export (JSON Lines)")
+        line, header = first
+        if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+            raise ValidationError("the first line is not an htm export header; create the file "
+                                  "with `htm export`")
+        if header.get("version") != EXPORT_VERSION:
+            raise ValidationError(f"export format version {header.get('version')!r} is not "
+                                  f"supported (this htm reads version {EXPORT_VERSION})")
+        total = header.get("count") if isinstance(header.get("count"), int) else None
+        for batch in _batches(records, batch_size):
+            memories = [memory_from_record(rec, line=n) for n, rec in batch]
+            seen += len(memories)
+            fresh = [m for m in memories if m.key not in existing]
+            skipped += len(memories) - len(fresh)
+            if embedder is not None and name is not None:
+                fresh, count = _embed_missing(fresh, embedder, name)
+                embedded += count
+            written += _write_new(target, fresh, existing)
+            if progress is not None:
+                progress(seen, total)
+    return TransferResult(seen=seen, written=written, skipped=skipped, embedded=embedded)
+
+
+def _embed_missing(records: list[NewMemory], embedder: Any, name: str
+                   ) -> tuple[list[NewMemory], int]:
+    todo = [i for i, r in enumerate(records) if r.embedding is None]
+    if not todo:
+        return records, 0
+    try:
+        vectors = embedder.embed_documents([records[i].content for i in todo])
+    except Exception as exc:
+        raise EmbeddingError(f"embedder {name} failed during import: {exc}; nothing of this "
+                             "batch was written, re-run to resume") from exc
+    out = list(records)
+    for i, vector in zip(todo, vectors, strict=True):
+        out[i] = NewMemory(**{**records[i].__dict__, "embedding": [float(x) for x in vector],
+                              "embedder": name})
+    return out, len(todo)
+
+
+def copy_store(
+    source: LongTermStore,
+    target: LongTermStore,
+    *,
+    batch_size: int = 500,
+    progress: Progress | None = None,
+    verify: bool = True,
+    sample: int = 100,
+) -> TransferResult:
+    """Copy every memory (forgotten ones and embeddings included) from ``source`` to ``target``.
+
+    Batches follow the source's id order (``iter_memories(after_id=...)``), each one
+    transaction in the target. A key already in the target is skipped, so an interrupted
+    copy is resumed by running it again. With ``verify`` (the default) the copy ends with
+    :func:`verify_copy`.
+    """
+    if source.url == target.url and source.backend == target.backend:
+        raise ValidationError(f"source and target are the same database ({source.url}); give "
+                              "two different URLs")
+    total = _total(source)
+    existing = _keys(target)
+    seen = written = skipped = 0
+    for batch in source.iter_memories(batch_size=batch_size, include_forgotten=True,
+                                      include_embedding=True):
+        seen += len(batch)
+        count = _write_new(target, [_new_from_memory(m) for m in batch], existing)
+        written += count
+        skipped += len(batch) - count
+        if progress is not None:
+            progress(seen, total)
+    result = TransferResult(seen=seen, written=written, skipped=skipped)
+    if verify:
+        verify_copy(source, target, sample=sample)
+        result = TransferResult(seen=seen, written=written, skipped=skipped, verified=True)
+    return result
+
+
+def _comparable(memory: Memory) -> dict[str, Any]:
+    record = memory_to_record(memory)
+    record["has_embedding"] = memory.embedding is not None
+    return record
+
+
+def verify_copy(source: LongTermStore, target: LongTermStore, *, sample: int = 100,
+                seed: int = 0) -> None:
+    """Check that every memory of ``source`` is in ``target`` and that a sample is identical.
+
+    Raises :class:`~htm_core.errors.StoreError` describing the first difference.
+    """
+    source_keys = _keys(source)
+    missing = source_keys - _keys(target)
+    if missing:
+        raise StoreError(f"{len(missing)} of {len(source_keys)} memories are missing from the "
+                         f"target (e.g. {sorted(missing)[:3]}); run the copy again to resume")
+    rng = random.Random(seed)
+    for key in rng.sample(sorted(source_keys), min(sample, len(source_keys))):
+        src = source.get(key, include_forgotten=True, include_embedding=True)
+        dst = target.get(key, include_forgotten=True, include_embedding=True)
+        if src is None or dst is None or _comparable(src) != _comparable(dst):
+            raise StoreError(f"memory {key!r} differs between source and target after the copy; "
+                             "the target may have held a different memory under that key")
+
