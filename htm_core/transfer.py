@@ -289,7 +289,7 @@ def import_jsonl(
         first = next(records, None)
         if first is None:
             raise ValidationError("the file is empty; expected an htm export (JSON Lines)")
-        line, header = first
+        _, header = first
         if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
             raise ValidationError("the first line is not an htm export header; create the file "
                                   "with `htm export`")
