@@ -773,8 +773,11 @@ class SQLiteStore:
             if remove:
                 conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r AND memory_id = :m"),
                              [{"r": rid, "m": m} for m in remove])
+                keys = dict(conn.execute(text(
+                    "SELECT id, key FROM memories WHERE id IN ("
+                    + ", ".join(str(int(m)) for m in remove) + ")")).all())
                 for mid in remove:
-                    self._log(conn, "evict", robot_id=rid, memory_id=mid)
+                    self._log(conn, "evict", robot_id=rid, memory_id=mid, key=keys.get(mid))
             if add:
                 conn.execute(text(
                     "INSERT INTO working_memory(robot_id, memory_id, added_at) VALUES (:r, :m, :t) "
