@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .background import EmbeddingWorker
 from .clock import Clock, local_now, to_aware, to_timestamp
 from .config import Settings
 from .embeddings import embedder_name, resolve_embedder
@@ -38,6 +39,7 @@ from .errors import (
     EmbedderMismatchError,
     EmbeddingError,
     HTMError,
+    InvalidBudgetError,
     InvalidContentError,
     MemoryTooLargeError,
     ValidationError,
@@ -88,6 +90,17 @@ class HTM:
         store: an already-open :class:`~htm_core.store.LongTermStore` (instead of a URL).
         context_margin: fraction of ``max_tokens`` that ``create_context`` leaves free.
         retrieval: how hybrid recall fuses its arms.
+        embed_batch_size: texts per embedder call (default 64): ``add_many`` of 1,000 new
+            texts makes 16 calls.
+        background_embeddings: when True, ``add`` stores the memory without a vector and
+            returns at once (full-text recall finds it immediately); a worker thread fills
+            the vectors in batches, retrying failures with backoff. :meth:`flush` waits
+            for it. Memories left without a vector (crash, failing embedder) are picked up
+            by the next ``HTM`` in background mode on the store, or by :meth:`flush`.
+        allow_embedder_mismatch: open a store whose vectors were made by another embedder
+            instead of raising :class:`~htm_core.errors.EmbedderMismatchError`, so that
+            :meth:`reembed` can rebuild them. Until then new memories get no vector and
+            recall uses full text only.
     """
 
     def __init__(
@@ -103,6 +116,9 @@ class HTM:
         store: LongTermStore | None = None,
         context_margin: float | None = None,
         retrieval: RetrievalConfig | None = None,
+        embed_batch_size: int = 64,
+        background_embeddings: bool = False,
+        allow_embedder_mismatch: bool = False,
     ) -> None:
         settings = Settings.resolve(
             robot=robot,
@@ -131,11 +147,21 @@ class HTM:
         self._embed_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._embedding_calls = 0
         self._cache_hits = 0
+        if isinstance(embed_batch_size, bool) or not isinstance(embed_batch_size, int) \
+                or embed_batch_size < 1:
+            raise InvalidBudgetError(
+                f"embed_batch_size must be a positive integer, got {embed_batch_size!r}")
+        self._embed_batch_size = embed_batch_size
+        self._embed_lock = threading.Lock()
+        self._fill_lock = threading.RLock()
+        self._failed_embeddings = 0
+        self._embedder_mismatch = False
+        self._worker: EmbeddingWorker | None = None
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
             settings.database_url)
         try:
-            self._check_store_embedder()
+            self._check_store_embedder(allow_mismatch=allow_embedder_mismatch)
             self._store.ensure_robot(self.robot)
             self._wm_memories: dict[str, Memory] = {}
             self._restore_working_memory()
@@ -144,6 +170,10 @@ class HTM:
                 self._store.close()
             raise
         self._closed = False
+        if background_embeddings:
+            self._worker = EmbeddingWorker(lambda: self._fill_pending(self._embed_batch_size),
+                                           name=f"htm-embedder-{self.robot}")
+            self._worker.start()
         logger.info("htm robot=%s store=%s embedder=%s counter=%s", self.robot, self._store.url,
                     self._embedder_name, self._counter.name)
 
@@ -160,6 +190,8 @@ class HTM:
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        if self._worker is not None:
+            self._worker.stop()
         if self._owns_store:
             self._store.close()
 
@@ -193,16 +225,22 @@ class HTM:
 
     # -- embeddings ------------------------------------------------------------------
 
-    def _check_store_embedder(self) -> None:
+    def _check_store_embedder(self, *, allow_mismatch: bool = False) -> None:
         info = self._store.embedding_info()
         if info is None:
             return
         name, dim = info
         if name != self._embedder_name:
+            if allow_mismatch:
+                self._embedder_mismatch = True
+                logger.warning("store vectors are from %s, embedder is %s: recall is full-text "
+                               "only until reembed()", name, self._embedder_name)
+                return
             raise EmbedderMismatchError(
                 f"this store's vectors were made by {name!r} ({dim} dimensions) but the "
                 f"embedder is {self._embedder_name!r}; pass embedder matching the store, or "
-                "call HTM(...).reembed() to rebuild every vector with the new one"
+                "open it with HTM(..., allow_embedder_mismatch=True) and call .reembed() to "
+                "rebuild every vector with the new one"
             )
 
     def _call_embedder(self, texts: list[str]) -> list[list[float]]:
@@ -214,7 +252,8 @@ class HTM:
             raise EmbeddingError(
                 f"embedder {self._embedder_name} failed: {exc}; check it is reachable and "
                 "configured, nothing was stored") from exc
-        self._embedding_calls += 1
+        with self._embed_lock:
+            self._embedding_calls += 1
         return [self._checked_vector(v) for v in vectors]
 
     def _checked_vector(self, vector: Sequence[float]) -> list[float]:
@@ -225,30 +264,44 @@ class HTM:
         return values
 
     def _embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors for ``texts``: from the cache, the store, then the embedder in one call."""
+        """Vectors for ``texts``: from the LRU cache, the store, then the embedder.
+
+        Each distinct text is embedded at most once, in calls of ``embed_batch_size``.
+        """
         out: dict[str, list[float]] = {}
-        todo: list[str] = []
+        todo: dict[str, str] = {}
         for text in texts:
             h = content_hash(text)
-            if h in out:
+            if h in out or h in todo:
                 continue
-            cached = self._embed_cache.get(h)
+            with self._embed_lock:
+                cached = self._embed_cache.get(h)
             if cached is None:
                 cached = self._store.find_embedding(h, self._embedder_name)
             if cached is not None:
-                self._cache_hits += 1
                 out[h] = cached
-                self._remember(h, cached)
-            elif text not in todo:
-                todo.append(text)
-        if todo:
-            for text, vec in zip(todo, self._call_embedder(todo), strict=True):
-                h = content_hash(text)
-                out[h] = vec
-                self._remember(h, vec)
+                with self._embed_lock:
+                    self._cache_hits += 1
+                    self._remember(h, cached)
+            else:
+                todo[h] = text
+        pending = list(todo.items())
+        size = self._embed_batch_size
+        for start in range(0, len(pending), size):
+            part = pending[start:start + size]
+            vectors = self._call_embedder([text for _, text in part])
+            if len(vectors) != len(part):
+                raise EmbeddingError(
+                    f"embedder {self._embedder_name} returned {len(vectors)} vectors for "
+                    f"{len(part)} texts; nothing was stored")
+            with self._embed_lock:
+                for (h, _), vec in zip(part, vectors, strict=True):
+                    out[h] = vec
+                    self._remember(h, vec)
         return [out[content_hash(t)] for t in texts]
 
     def _remember(self, h: str, vec: list[float]) -> None:
+        """Put a vector in the LRU cache (call with ``_embed_lock`` held)."""
         self._embed_cache[h] = vec
         self._embed_cache.move_to_end(h)
         while len(self._embed_cache) > _EMBED_CACHE_SIZE:
@@ -260,8 +313,104 @@ class HTM:
         except Exception as exc:
             raise EmbeddingError(f"embedder {self._embedder_name} failed on the query: {exc}"
                                  ) from exc
-        self._embedding_calls += 1
+        with self._embed_lock:
+            self._embedding_calls += 1
         return self._checked_vector(vector)
+
+    def _fill_pending(self, limit: int) -> int:
+        """Embed up to ``limit`` stored memories that have no vector; return how many."""
+        with self._fill_lock:
+            if self._embedder_mismatch:
+                return 0
+            batch = self._store.missing_embeddings(limit=limit)
+            if not batch:
+                return 0
+            try:
+                vectors = self._embed_documents([content for _, content in batch])
+            except Exception:
+                with self._embed_lock:
+                    self._failed_embeddings += len(batch)
+                raise
+            self._store.set_embeddings([(mid, vec) for (mid, _), vec in
+                                        zip(batch, vectors, strict=True)], self._embedder_name)
+            return len(batch)
+
+    @property
+    def background_embeddings(self) -> bool:
+        """Whether a worker thread computes embeddings after ``add`` returns."""
+        return self._worker is not None
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every stored memory has a vector.
+
+        In background mode this waits for the worker (at most ``timeout`` seconds) and
+        raises :class:`~htm_core.errors.EmbeddingError` on timeout or when the embedder
+        keeps failing (the memories stay stored and pending). Otherwise it embeds any
+        memories left without a vector (by a crashed background run) right here.
+
+        >>> with HTM(database_url=":memory:", embedder="hashing",
+        ...          background_embeddings=True) as htm:
+        ...     _ = htm.add("User prefers Vim keybindings")
+        ...     htm.flush(timeout=30)
+        ...     htm.stats().pending_embeddings
+        0
+        """
+        if self._embedder_mismatch:
+            raise EmbedderMismatchError(
+                f"the store's vectors are from another embedder than {self._embedder_name!r}; "
+                "call reembed() to rebuild them")
+        if self._worker is not None:
+            self._worker.flush(timeout)
+            return
+        while self._fill_pending(self._embed_batch_size):
+            pass
+
+    def reembed(self, *, batch_size: int = 256, progress: bool = True,
+                force: bool = False) -> int:
+        """Rebuild the store's vectors with this instance's embedder; return how many.
+
+        When the store's vectors come from another embedder (open it with
+        ``allow_embedder_mismatch=True``), every vector is dropped first and then each
+        visible memory is embedded again, ``batch_size`` at a time, with a tqdm progress
+        bar when tqdm is installed and ``progress`` is True. It is resumable: if it is
+        interrupted, calling it again continues with the memories still missing a
+        vector. ``force=True`` starts over even when the store already carries this
+        embedder's name (e.g. the model behind an Ollama name changed).
+
+        >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
+        ...     _ = htm.add("User prefers Vim keybindings")
+        ...     htm.reembed(progress=False, force=True)
+        1
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidBudgetError(f"batch_size must be a positive integer, got {batch_size!r}")
+        with self._fill_lock:
+            info = self._store.embedding_info()
+            if info is not None and (force or info[0] != self._embedder_name):
+                logger.info("re-embedding %s: dropping vectors from %s", self._store.url, info[0])
+                self._store.reset_embeddings()
+            self._embedder_mismatch = False
+        total = self._store.counts(self.robot).missing_embeddings
+        bar: Any = None
+        if progress:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                logger.info("re-embedding %d memories (pip install tqdm for a progress bar)",
+                            total)
+            else:
+                bar = tqdm(total=total, desc=f"re-embedding with {self._embedder_name}",
+                           unit="memory")
+        done = 0
+        try:
+            while n := self._fill_pending(batch_size):
+                done += n
+                if bar is not None:
+                    bar.update(n)
+        finally:
+            if bar is not None:
+                bar.close()
+        return done
 
     # -- adding ----------------------------------------------------------------------
 
@@ -348,13 +497,17 @@ class HTM:
                                            if v is not None or k == "content"}))
         if not records:
             return []
-        vectors = self._embed_documents([r.content for r in records])
-        records = [NewMemory(**{**r.__dict__, "embedding": v, "embedder": self._embedder_name})
-                   for r, v in zip(records, vectors, strict=True)]
+        if self._worker is None and not self._embedder_mismatch:
+            vectors = self._embed_documents([r.content for r in records])
+            records = [NewMemory(**{**r.__dict__, "embedding": v,
+                                    "embedder": self._embedder_name})
+                       for r, v in zip(records, vectors, strict=True)]
         with self._lock:
             results = self._store.add_many(records)
             memories = [r.memory for r in results]
             self._enter_working(memories)
+        if self._worker is not None:
+            self._worker.wake()
         return memories
 
     # -- working memory --------------------------------------------------------------
@@ -363,7 +516,7 @@ class HTM:
                        ) -> None:
         """Put memories into working memory and persist the membership change."""
         added: dict[str, int] = {}
-        evicted: dict[str, int] = {}
+        evicted: list[int] = []  # every eviction is logged, even of an item added in this batch
         for memory in memories:
             try:
                 gone = self._wm.add(
@@ -436,6 +589,12 @@ class HTM:
         """
         filters, strategy, limit = self._recall_args(query, timeframe, limit, strategy, tags,
                                                      robot)
+        if self._embedder_mismatch:
+            if strategy == "vector":
+                raise EmbedderMismatchError(
+                    f"vector recall needs the store re-embedded with {self._embedder_name!r}; "
+                    "call reembed() first, or recall with strategy='fulltext'")
+            strategy = "fulltext"
         ranked = search(self._store, query=query, query_vector=lambda: self._embed_query(query),
                         strategy=strategy, limit=limit, filters=filters, config=self._retrieval)
         memories = self._store.get_many([r.id for r in ranked])
@@ -548,8 +707,12 @@ class HTM:
             embedder=self._embedder_name, embedding_dim=info[1] if info else None,
             embedder_choice=self._embedder_choice, token_counter=self._counter.name,
             pending_embeddings=counts.missing_embeddings,
+            failed_embeddings=self._failed_embeddings,
             embedding_calls=self._embedding_calls, embedding_cache_hits=self._cache_hits,
             evictions=self._wm.evictions, schema_version=self._store.schema_version(),
+            extra={"embed_batch_size": self._embed_batch_size,
+                   "background_embeddings": self._worker is not None,
+                   "embedder_mismatch": self._embedder_mismatch},
         )
 
     def robots(self) -> list[Robot]:
