@@ -1,0 +1,73 @@
+"""The public surface is deliberate: this fails when ``__all__`` drifts."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pathlib
+
+import htm_core
+from htm_core import errors
+
+EXPECTED_CORE = [
+    "HTM", "CallableCounter", "Context", "Embedder", "FrozenClock", "HTMError", "HashingEmbedder",
+    "Hit", "LocalEmbedder", "Memory", "Operation", "RetrievalConfig", "Robot", "Stats",
+    "TiktokenCounter", "TokenCounter", "WorkingMemory", "__version__",
+]
+
+
+def test_core_exports_are_pinned():
+    assert htm_core.__all__ == EXPECTED_CORE
+    for name in htm_core.__all__:
+        assert hasattr(htm_core, name), name
+
+
+def test_version_comes_from_package_metadata():
+    from importlib.metadata import version
+
+    assert htm_core.__version__ == version("htm")
+
+
+def test_every_error_is_an_htm_error_and_exported():
+    classes = [obj for _, obj in inspect.getmembers(errors, inspect.isclass)
+               if obj.__module__ == errors.__name__]
+    assert sorted(c.__name__ for c in classes) == errors.__all__
+    assert all(issubclass(c, errors.HTMError) for c in classes)
+    for cls in classes:
+        assert cls.__doc__, f"{cls.__name__} needs a docstring"
+        assert cls.__name__ in errors.__doc__, f"{cls.__name__} missing from the tree drawing"
+
+
+def _imports(tree: ast.AST) -> list[tuple[str, bool]]:
+    """(module, at module level) for every import in a parsed file."""
+    top = {id(node) for node in getattr(tree, "body", [])}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, id(node) in top) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, id(node) in top))
+    return found
+
+
+def test_core_imports_no_framework():
+    """htm_core never imports LangChain or LlamaIndex; the Ollama client package
+    (langchain-ollama, extra ``ollama``) is imported lazily inside functions only."""
+    root = pathlib.Path(htm_core.__file__).parent
+    for path in root.rglob("*.py"):
+        for module, top_level in _imports(ast.parse(path.read_text())):
+            package = module.split(".")[0]
+            assert package not in {"langchain", "langchain_core", "langchain_classic",
+                                   "langgraph", "llama_index"}, f"{path} imports {module}"
+            if package.startswith(("psycopg", "pgvector")):
+                assert path.name == "postgres.py", f"{path} imports {module}"
+            elif package.startswith(("langchain", "sentence_transformers", "opentelemetry", "mcp")):
+                assert not top_level, f"{path} imports optional {module} at module level"
+
+
+def test_all_lists_are_sorted():
+    for module in ("htm_core.errors", "htm_core.models", "htm_core.working", "htm_core.store"):
+        mod = importlib.import_module(module)
+        names = [n for n in mod.__all__ if not n.startswith("_")]
+        assert names == sorted(names, key=lambda n: (not n.isupper(), n)) or names == sorted(names), module
