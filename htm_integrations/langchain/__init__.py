@@ -1,0 +1,46 @@
+"""LangChain and LangGraph adapters for :class:`htm_core.HTM`.
+
+- :class:`HTMRetriever` (``BaseRetriever``): hybrid recall in LCEL chains.
+- :class:`HTMChatMessageHistory` (``BaseChatMessageHistory``): durable conversations for
+  ``RunnableWithMessageHistory``.
+- :class:`HTMStore` (LangGraph ``BaseStore``): long-term memory for graphs and agents;
+  needs ``pip install "htm[langgraph]"``.
+- :class:`HTMMemory` (classic ``BaseMemory`` from ``langchain-classic``): the bridge for
+  classic chains such as ``ConversationChain``.
+
+Each class is imported on first use, so a missing framework only matters for the class
+that needs it (it raises :class:`~htm_core.errors.MissingDependencyError` naming the extra).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .history import HTMChatMessageHistory
+    from .memory import HTMMemory
+    from .retriever import HTMRetriever
+    from .store import HTMStore
+
+__all__ = ["HTMChatMessageHistory", "HTMMemory", "HTMRetriever", "HTMStore"]
+
+_MODULES = {
+    "HTMChatMessageHistory": ".history",
+    "HTMMemory": ".memory",
+    "HTMRetriever": ".retriever",
+    "HTMStore": ".store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

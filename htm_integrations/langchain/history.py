@@ -1,0 +1,206 @@
+"""``HTMChatMessageHistory``: a LangChain chat history kept in htm's long-term store.
+
+::
+
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+    from htm_integrations.langchain import HTMChatMessageHistory
+
+    chain_with_history = RunnableWithMessageHistory(
+        chain, lambda session_id: HTMChatMessageHistory(htm=htm, session_id=session_id),
+        input_messages_key="question", history_messages_key="history")
+
+Each message is one memory, so the conversation is durable (a new ``HTM`` on the same
+database sees it, in order) and searchable by recall like any other memory:
+
+- key ``chat:<session>:<sequence number, 8 digits>``: explicit and unique, so two turns
+  with the same words stay two memories, and the key order is the message order;
+- content ``"<Role>: <text>"`` (``Human: ...``, ``AI: ...``), which is what recall
+  searches and what working-memory contexts show;
+- tags ``chat:session:<session>`` and ``chat:role:<type>``;
+- metadata ``session_id``, ``seq``, ``role`` and ``message`` (the full serialised
+  message, so tool calls, names and ids come back unchanged).
+
+A session id made only of letters, digits, ``_`` and ``-`` (at most 64 characters) is used
+as is; any other id is replaced by a hash of it in keys and tags (``metadata.session_id``
+keeps the original).
+
+``clear()`` follows htm's never-forget rule: it forgets the session's messages with
+``htm.forget(key, confirm=True)``, so they leave the history and recall but stay
+recoverable with ``htm.restore(key)`` until ``htm.purge(confirm=True)``. Messages added
+after a ``clear()`` continue the numbering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from htm_core.errors import StoreError, ValidationError, missing_extra
+from htm_core.models import Memory
+from htm_core.validation import check_importance
+
+try:
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise missing_extra("langchain-core", "langchain") from None
+
+__all__ = ["HTMChatMessageHistory", "message_content", "session_slug"]
+
+_SAFE_SESSION = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+_ROLE_LABELS = {"human": "Human", "ai": "AI", "system": "System", "tool": "Tool",
+                "function": "Function", "chat": "Chat"}
+#: How many consecutive missing sequence numbers a scan steps over while the session's
+#: tag count says visible messages are still ahead (gaps appear only after ``purge``).
+_MAX_GAP = 100_000
+
+
+def session_slug(session_id: str) -> str:
+    """The form of ``session_id`` used in keys and tags (itself, or ``h-`` + a hash)."""
+    if not isinstance(session_id, str) or not session_id:
+        raise ValidationError(f"session_id must be a non-empty string, got {session_id!r}")
+    if _SAFE_SESSION.match(session_id):
+        return session_id
+    return "h-" + hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:32]
+
+
+def message_content(message: BaseMessage, *, human_prefix: str = "Human",
+                    ai_prefix: str = "AI") -> str:
+    """The text a message is remembered as: ``"<Role>: <text>"``.
+
+    A message with no text (an AI message holding only tool calls) is remembered as
+    ``"<Role>: (no text)"``; the message itself is kept whole in the metadata.
+    """
+    labels = {**_ROLE_LABELS, "human": human_prefix, "ai": ai_prefix}
+    label = labels.get(message.type, message.type)
+    text = message.text.strip()
+    return f"{label}: {text if text else '(no text)'}"
+
+
+class HTMChatMessageHistory(BaseChatMessageHistory):
+    """The messages of one conversation (``session_id``), stored as htm memories.
+
+    Args:
+        htm: the :class:`htm_core.HTM` to store into; messages are written by its robot.
+        session_id: which conversation; any non-empty string.
+        importance: the importance given to each message (0 to 10, default 1.0).
+        human_prefix: the role label of human messages in the remembered text.
+        ai_prefix: the role label of AI messages in the remembered text.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from htm_core import HTM
+        >>> htm = HTM(database_url=":memory:", embedder="hashing")
+        >>> history = HTMChatMessageHistory(htm=htm, session_id="s1")
+        >>> history.add_messages([HumanMessage("hi"), AIMessage("hello")])
+        >>> [m.content for m in history.messages]
+        ['hi', 'hello']
+    """
+
+    def __init__(self, *, htm: Any, session_id: str, importance: float = 1.0,
+                 human_prefix: str = "Human", ai_prefix: str = "AI") -> None:
+        self.htm = htm
+        self.human_prefix = human_prefix
+        self.ai_prefix = ai_prefix
+        self.session_id = session_id
+        self.slug = session_slug(session_id)
+        self.importance = check_importance(importance)
+        self.session_tag = f"chat:session:{self.slug}"
+
+    def __repr__(self) -> str:
+        return f"HTMChatMessageHistory(session_id={self.session_id!r}, robot={self.htm.robot!r})"
+
+    def key_for(self, seq: int) -> str:
+        """The memory key of message number ``seq`` (0-based) of this session."""
+        return f"chat:{self.slug}:{seq:08d}"
+
+    def _scan(self) -> tuple[list[Memory], int]:
+        """The session's visible memories in order, and the next free sequence number.
+
+        Keys are probed in order (forgotten ones included, so numbering continues after
+        ``clear()``). A missing key is a gap left by ``purge``; the scan steps over gaps
+        only while the session's tag count says visible messages remain.
+        """
+        store = self.htm.store
+        found: list[Memory] = []
+        expected: int | None = None
+        seq = 0
+        misses = 0
+        last_existing = -1
+        while True:
+            memory = store.get(self.key_for(seq), include_forgotten=True)
+            if memory is not None:
+                misses = 0
+                last_existing = seq
+                if memory.forgotten_at is None:
+                    found.append(memory)
+            else:
+                if expected is None:
+                    expected = self.htm.tags().get(self.session_tag, 0)
+                if len(found) >= expected:
+                    break
+                misses += 1
+                if misses > _MAX_GAP:
+                    raise StoreError(
+                        f"chat session {self.session_id!r}: {expected} messages are tagged "
+                        f"{self.session_tag!r} but only {len(found)} were found under keys "
+                        f"'chat:{self.slug}:NNNNNNNN'; were memories tagged by hand?")
+            seq += 1
+        return found, last_existing + 1
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The session's messages in the order they were added (forgotten ones left out)."""
+        found, _ = self._scan()
+        return messages_from_dict([m.metadata["message"] for m in found])
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        """Async :attr:`messages`."""
+        return await asyncio.to_thread(lambda: self.messages)
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Append messages, all in one transaction (all stored or none)."""
+        messages = list(messages)
+        if not messages:
+            return
+        for message in messages:
+            if not isinstance(message, BaseMessage):
+                raise ValidationError(
+                    f"add_messages takes LangChain BaseMessage objects, got "
+                    f"{type(message).__name__}; wrap text in HumanMessage/AIMessage")
+        _, seq = self._scan()
+        items = []
+        for offset, message in enumerate(messages):
+            n = seq + offset
+            items.append({
+                "content": message_content(message, human_prefix=self.human_prefix,
+                                           ai_prefix=self.ai_prefix),
+                "key": self.key_for(n),
+                "importance": self.importance,
+                "tags": [self.session_tag, f"chat:role:{message.type}"],
+                "metadata": {"session_id": self.session_id, "seq": n, "role": message.type,
+                             "message": message_to_dict(message)},
+            })
+        self.htm.add_many(items)
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Async :meth:`add_messages`."""
+        await asyncio.to_thread(self.add_messages, list(messages))
+
+    def clear(self) -> None:
+        """Forget every message of the session, recoverably (never-forget).
+
+        Each message is hidden with ``htm.forget(key, confirm=True)``: it leaves this
+        history and recall, and ``htm.restore(key)`` brings it back (keys are
+        :meth:`key_for` ``(seq)``) until ``htm.purge(confirm=True)`` deletes it for good.
+        """
+        found, _ = self._scan()
+        for memory in found:
+            self.htm.forget(memory.key, confirm=True)
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        await asyncio.to_thread(self.clear)

@@ -1,0 +1,219 @@
+"""``HTMMemory``: htm as the classic LangChain ``BaseMemory``, for chains such as
+``ConversationChain`` and ``LLMChain``.
+
+In LangChain 1.x the classic memory interface lives in ``langchain-classic``; new code is
+better served by :class:`~htm_integrations.langchain.HTMRetriever`,
+:class:`~htm_integrations.langchain.HTMChatMessageHistory` and
+:class:`~htm_integrations.langchain.HTMStore`. This class is the bridge for chains that
+take ``memory=``::
+
+    from langchain_classic.chains import ConversationChain
+    from htm_integrations.langchain import HTMMemory
+
+    chain = ConversationChain(llm=llm, memory=HTMMemory(htm=htm, max_tokens=2_000))
+
+Before each call the prompt variable ``history`` receives what htm recalls for the new
+input plus the working-memory context, within ``max_tokens``; after each call the human
+and the AI turn are stored as two memories (through
+:class:`~htm_integrations.langchain.HTMChatMessageHistory`, so they are ordered, tagged
+``chat:session:<session_id>`` and durable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from htm_core.errors import ValidationError, missing_extra
+from htm_core.models import Memory
+from htm_core.validation import check_importance, check_limit, check_max_tokens
+
+from .history import HTMChatMessageHistory
+
+try:
+    from langchain_classic.base_memory import BaseMemory
+    from langchain_classic.memory.utils import get_prompt_input_key
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        messages_from_dict,
+    )
+    from pydantic import ConfigDict, PrivateAttr, field_validator
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise missing_extra("langchain-classic", "langchain") from None
+
+__all__ = ["HTMMemory"]
+
+
+class HTMMemory(BaseMemory):
+    """A classic LangChain memory backed by an :class:`htm_core.HTM`.
+
+    Args:
+        htm: the memory to read and write; turns are written by its robot.
+        memory_key: the prompt variable filled with the history (default ``"history"``).
+        input_key: which input is the human turn; default: the only input that is not a
+            memory variable (as LangChain's own memories decide).
+        output_key: which output is the AI turn; default: the only output, else
+            ``"output"``.
+        return_messages: give ``BaseMessage`` objects instead of one string (chat
+            models). Turns come back as ``HumanMessage``/``AIMessage``; other memories
+            (added directly to htm) as ``SystemMessage``.
+        max_tokens: the token budget of the history, counted by htm's token counter
+            (less htm's context safety margin).
+        recall_limit: how many memories to recall for each new input (default 5).
+        recall_strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
+        context_strategy: how working memory fills the rest of the budget:
+            ``"balanced"`` (default), ``"recent"`` or ``"important"``.
+        importance: importance of the stored turns (0 to 10, default 1.0).
+        session_id: the conversation the turns belong to (default ``"default"``).
+        human_prefix / ai_prefix: role labels in the remembered text.
+
+    The history is what recall finds for the new input (best first), then the
+    working-memory context, each memory once, as long as the joined text fits the budget;
+    it is shown in the order the memories were made.
+
+    Example:
+        >>> from htm_core import HTM
+        >>> htm = HTM(database_url=":memory:", embedder="hashing")
+        >>> memory = HTMMemory(htm=htm)
+        >>> memory.save_context({"input": "My name is Ada"}, {"output": "Hello Ada"})
+        >>> memory.load_memory_variables({"input": "what is my name?"})["history"]
+        'Human: My name is Ada\\nAI: Hello Ada'
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    htm: Any
+    memory_key: str = "history"
+    input_key: str | None = None
+    output_key: str | None = None
+    return_messages: bool = False
+    max_tokens: int = 2_000
+    recall_limit: int = 5
+    recall_strategy: str = "hybrid"
+    context_strategy: str = "balanced"
+    importance: float = 1.0
+    session_id: str = "default"
+    human_prefix: str = "Human"
+    ai_prefix: str = "AI"
+    _history: HTMChatMessageHistory | None = PrivateAttr(default=None)
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _check_max_tokens(cls, value: int) -> int:
+        return check_max_tokens(value)
+
+    @field_validator("recall_limit")
+    @classmethod
+    def _check_recall_limit(cls, value: int) -> int:
+        return check_limit(value)
+
+    @field_validator("importance")
+    @classmethod
+    def _check_importance(cls, value: float) -> float:
+        return check_importance(value)
+
+    @property
+    def memory_variables(self) -> list[str]:
+        """The one prompt variable this memory fills: ``memory_key``."""
+        return [self.memory_key]
+
+    @property
+    def chat_history(self) -> HTMChatMessageHistory:
+        """The message history the turns are saved through."""
+        if self._history is None:
+            self._history = HTMChatMessageHistory(
+                htm=self.htm, session_id=self.session_id, importance=self.importance,
+                human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
+        return self._history
+
+    def _input_text(self, inputs: dict[str, Any]) -> str:
+        key = self.input_key or get_prompt_input_key(inputs, self.memory_variables)
+        if key not in inputs:
+            raise ValidationError(f"HTMMemory input_key {key!r} is not among the inputs "
+                                  f"{sorted(inputs)}; set input_key to one of them")
+        value = inputs[key]
+        return value.text if isinstance(value, BaseMessage) else str(value)
+
+    def selected_memories(self, query: str) -> list[Memory]:
+        """The memories the history is made of for ``query``, in the order they were made."""
+        hits = self.htm.recall(query, limit=self.recall_limit, strategy=self.recall_strategy) \
+            if query.strip() else []
+        context = self.htm.create_context(strategy=self.context_strategy,
+                                          max_tokens=self.max_tokens)
+        candidates = [hit.memory for hit in hits] + [m for m in context.memories
+                                                     if isinstance(m, Memory)]
+        counter = self.htm.token_counter
+        chosen: list[Memory] = []
+        seen: set[str] = set()
+        for memory in candidates:
+            if memory.key in seen:
+                continue
+            text = "\n".join([*(m.content for m in chosen), memory.content])
+            if counter.count(text) <= context.budget:
+                chosen.append(memory)
+                seen.add(memory.key)
+        return sorted(chosen, key=lambda m: (m.created_at, m.id))
+
+    def _as_messages(self, memories: list[Memory]) -> list[BaseMessage]:
+        out: list[BaseMessage] = []
+        for memory in memories:
+            serialised = memory.metadata.get("message")
+            if isinstance(serialised, dict):
+                out.extend(messages_from_dict([serialised]))
+            else:
+                out.append(SystemMessage(content=memory.content))
+        return out
+
+    def load_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """``{memory_key: history}`` for the new input: recalled + working memory, in budget."""
+        memories = self.selected_memories(self._input_text(inputs))
+        if self.return_messages:
+            return {self.memory_key: self._as_messages(memories)}
+        return {self.memory_key: "\n".join(m.content for m in memories)}
+
+    async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Async :meth:`load_memory_variables`."""
+        return await asyncio.to_thread(self.load_memory_variables, inputs)
+
+    def _output_value(self, outputs: dict[str, Any]) -> Any:
+        if self.output_key is not None:
+            key = self.output_key
+        elif len(outputs) == 1:
+            key = next(iter(outputs))
+        elif "output" in outputs:
+            key = "output"
+        else:
+            raise ValidationError(f"HTMMemory got several outputs {sorted(outputs)} and "
+                                  "cannot tell which is the AI turn; set output_key")
+        if key not in outputs:
+            raise ValidationError(f"HTMMemory output_key {key!r} is not among the outputs "
+                                  f"{sorted(outputs)}; set output_key to one of them")
+        return outputs[key]
+
+    def save_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Store the human turn and the AI turn as two memories (one transaction)."""
+        human = self._input_text(inputs)
+        output = self._output_value(outputs)
+        ai = output if isinstance(output, AIMessage) else AIMessage(
+            content=output.text if isinstance(output, BaseMessage) else str(output))
+        self.chat_history.add_messages([HumanMessage(content=human), ai])
+
+    async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
+        """Async :meth:`save_context`."""
+        await asyncio.to_thread(self.save_context, inputs, outputs)
+
+    def clear(self) -> None:
+        """Empty htm's working memory for this robot; long-term memory is untouched.
+
+        htm never forgets on its own: every stored turn stays in the long-term store and
+        can come back through recall. To hide the conversation itself use
+        ``memory.chat_history.clear()`` (recoverable) and ``htm.purge`` (for good).
+        """
+        self.htm.clear_working_memory()
+
+    async def aclear(self) -> None:
+        """Async :meth:`clear`."""
+        await asyncio.to_thread(self.clear)

@@ -1,0 +1,305 @@
+"""``HTMStore``: htm as a LangGraph ``BaseStore`` (long-term memory for graphs and agents).
+
+::
+
+    from langgraph.graph import StateGraph
+    from htm_integrations.langchain import HTMStore
+
+    store = HTMStore(htm=htm)
+    graph = builder.compile(store=store)     # nodes get it as ``store`` / ``runtime.store``
+    store.put(("users", "alice", "memories"), "m1", {"text": "Alice likes teal"})
+    store.search(("users", "alice"), query="favourite colour")
+
+How LangGraph's model maps onto htm:
+
+- **Namespace → tag.** ``("users", "alice")`` is the tag ``lgstore:users:alice``; htm's
+  tags are hierarchical, so ``search(("users",))`` covers every namespace below it.
+  Labels are kept readable: letters, digits, ``_`` and ``-`` as they are, any other
+  character as ``.`` + its UTF-8 bytes in hex (``"a b"`` → ``a.20b``; LangGraph forbids
+  ``.`` in labels, so the encoding is reversible).
+- **Writer → robot.** Items are written by the ``HTM``'s robot; ``search`` covers every
+  robot on the store unless ``HTMStore(robot=...)`` narrows it. Robots on one store share
+  the items (htm's hive mind).
+- **Item → memory.** Key ``lgstore:<namespace tag>|<key>`` (a hash when longer than
+  htm's 255-character limit); content is the text to search: the ``fields`` of the value
+  (store-wide ``fields=`` or ``put(..., index=[...])``) or else the whole value as JSON;
+  metadata ``lgstore`` holds the namespace, key, value and first-creation time.
+- **search with a query** is htm's hybrid recall (vector + full text) inside the
+  namespace prefix, then the ``filter`` on the values; **without a query** it lists the
+  namespace, newest first (a scan of the store: see below).
+- **delete** is htm's ``forget(confirm=True)``: the item disappears but stays recoverable
+  with ``htm.restore(key)`` until ``htm.purge``.
+- **put over an existing item with a different value** (htm has no in-place update): the
+  old value is first copied to an archive memory (key ``<item key>#<uuid>``, tag
+  ``lgstore-archive``, metadata ``archived_from``) which is forgotten at once, so it is
+  recoverable with ``htm.restore``; then the item's memory is forgotten, purged and
+  written again with the new value. The item keeps its ``created_at``. A crash between
+  these steps can leave the item missing, never the old value lost. Putting the same value
+  again only touches the memory.
+
+Listing without a query walks every memory of the store (``htm.store.iter_memories``),
+because htm's public API has no "memories with this tag" call yet; fine for thousands of
+memories, slow for millions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from htm_core.errors import ValidationError, missing_extra
+from htm_core.models import Memory
+from htm_core.validation import MAX_KEY_LENGTH, check_importance
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        validate_op_namespace,
+    )
+    from langgraph.store.base.embed import get_text_at_path
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise missing_extra("langgraph", "langgraph") from None
+
+__all__ = ["HTMStore", "decode_label", "encode_label", "namespace_tag"]
+
+ROOT_TAG = "lgstore"
+ARCHIVE_TAG = "lgstore-archive"
+_PLAIN = re.compile(r"[A-Za-z0-9_\-]")
+_ESCAPED = re.compile(r"((?:\.[0-9a-f]{2})+)")
+_OPERATORS = {
+    "$eq": lambda a, b: a == b,
+    "$ne": lambda a, b: a != b,
+    "$gt": lambda a, b: a is not None and a > b,
+    "$gte": lambda a, b: a is not None and a >= b,
+    "$lt": lambda a, b: a is not None and a < b,
+    "$lte": lambda a, b: a is not None and a <= b,
+}
+
+
+def encode_label(label: str) -> str:
+    """A namespace label as a tag segment (reversible; see the module docstring)."""
+    return "".join(ch if _PLAIN.match(ch) else
+                   "".join(f".{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+                   for ch in label)
+
+
+def decode_label(segment: str) -> str:
+    """Undo :func:`encode_label`."""
+    return _ESCAPED.sub(
+        lambda m: bytes.fromhex(m.group(1).replace(".", "")).decode("utf-8", "surrogatepass"),
+        segment)
+
+
+def namespace_tag(namespace: tuple[str, ...]) -> str:
+    """The htm tag of a namespace (``lgstore`` for the empty prefix)."""
+    return ":".join([ROOT_TAG, *(encode_label(label) for label in namespace)])
+
+
+def _matches(value: dict[str, Any], conditions: dict[str, Any] | None) -> bool:
+    """LangGraph's filter: exact values, or ``{"$op": x}`` with $eq/$ne/$gt/$gte/$lt/$lte."""
+    for field, condition in (conditions or {}).items():
+        actual = value.get(field)
+        if isinstance(condition, dict) and condition and all(k.startswith("$") for k in condition):
+            for op, expected in condition.items():
+                if op not in _OPERATORS:
+                    raise ValidationError(f"unknown filter operator {op!r}; use one of "
+                                          f"{sorted(_OPERATORS)}")
+                try:
+                    if not _OPERATORS[op](actual, expected):
+                        return False
+                except TypeError:
+                    return False
+        elif actual != condition:
+            return False
+    return True
+
+
+def _namespace_matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
+    path = tuple(condition.path)
+    if len(path) > len(namespace):
+        return False
+    part = namespace[:len(path)] if condition.match_type == "prefix" else namespace[-len(path):] \
+        if path else ()
+    return all(p == "*" or p == n for p, n in zip(path, part, strict=True))
+
+
+class HTMStore(BaseStore):
+    """A LangGraph ``BaseStore`` over an :class:`htm_core.HTM`.
+
+    Args:
+        htm: the memory; items are written by its robot.
+        robot: search only items written by this robot (default every robot).
+        fields: JSON paths of the value to make the searchable text of each item (as
+            LangGraph's ``index={"fields": [...]}``); default the whole value as JSON.
+        importance: the importance of stored items (0 to 10, default 1.0).
+
+    Example:
+        >>> from htm_core import HTM
+        >>> store = HTMStore(htm=HTM(database_url=":memory:", embedder="hashing"))
+        >>> store.put(("users", "ada"), "pref", {"text": "Ada prefers tea"})
+        >>> store.search(("users",), query="tea")[0].value
+        {'text': 'Ada prefers tea'}
+    """
+
+    supports_ttl = False
+
+    def __init__(self, *, htm: Any, robot: str | None = None, fields: list[str] | None = None,
+                 importance: float = 1.0) -> None:
+        self.htm = htm
+        self.robot = robot
+        self.fields = list(fields) if fields else None
+        self.importance = check_importance(importance)
+
+    def __repr__(self) -> str:
+        return f"HTMStore(robot={self.htm.robot!r}, store={self.htm.store.url!r})"
+
+    # -- mapping ---------------------------------------------------------------------
+
+    @staticmethod
+    def memory_key(namespace: tuple[str, ...], key: str) -> str:
+        """The htm key of the item ``key`` in ``namespace``."""
+        full = f"{namespace_tag(namespace)}|{key}"
+        if len(full) <= MAX_KEY_LENGTH and "\x00" not in full and full.isprintable():
+            return full
+        digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"{ROOT_TAG}:h:{digest}"
+
+    def _content(self, value: dict[str, Any], index: Any) -> str:
+        fields = index if isinstance(index, list) else self.fields
+        if fields and index is not False:
+            texts = [text for path in fields for text in get_text_at_path(value, path)]
+            joined = "\n".join(t for t in texts if t.strip())
+            if joined:
+                return joined
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    @staticmethod
+    def _item(memory: Memory, score: float | None = None) -> Item:
+        data = memory.metadata["lgstore"]
+        created = datetime.fromisoformat(data["created_at"]) if data.get("created_at") \
+            else memory.created_at
+        kwargs = {"value": data["value"], "key": data["key"],
+                  "namespace": tuple(data["namespace"]), "created_at": created,
+                  "updated_at": memory.created_at}
+        if score is None:
+            return Item(**kwargs)
+        return SearchItem(**kwargs, score=score)
+
+    @staticmethod
+    def _is_item(memory: Memory, tag: str) -> bool:
+        return isinstance(memory.metadata.get("lgstore"), dict) and any(
+            t == tag or t.startswith(tag + ":") for t in memory.tags)
+
+    # -- operations ------------------------------------------------------------------
+
+    def _get(self, op: GetOp) -> Item | None:
+        memory = self.htm.retrieve(self.memory_key(op.namespace, op.key))
+        return None if memory is None else self._item(memory)
+
+    def _put(self, op: PutOp) -> None:
+        key = self.memory_key(op.namespace, op.key)
+        if op.value is None:
+            if self.htm.store.get(key) is not None:
+                self.htm.forget(key, confirm=True)
+            return
+        if op.ttl is not None:
+            raise ValidationError("HTMStore does not expire items (htm never forgets on its own); "
+                                  "put without ttl")
+        if not isinstance(op.value, dict):
+            raise ValidationError(f"a LangGraph store value must be a dict, got "
+                                  f"{type(op.value).__name__}")
+        content = self._content(op.value, op.index)
+        existing = self.htm.store.get(key, include_forgotten=True)
+        record: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key,
+                                  "value": op.value}
+        if existing is not None:
+            previous = existing.metadata.get("lgstore") or {}
+            record["created_at"] = previous.get("created_at") or existing.created_at.isoformat()
+            if (existing.forgotten_at is not None or existing.content != content
+                    or previous.get("value") != op.value):
+                self._archive_and_purge(existing)
+        self.htm.add(content, key=key, importance=self.importance,
+                     tags=[namespace_tag(op.namespace)], metadata={"lgstore": record})
+
+    def _archive_and_purge(self, existing: Memory) -> None:
+        archive_key = f"{existing.key[:MAX_KEY_LENGTH - 33]}#{uuid.uuid4().hex}"
+        self.htm.add(existing.content, key=archive_key, importance=existing.importance,
+                     tags=[ARCHIVE_TAG],
+                     metadata={"archived_from": existing.key,
+                               "archived_metadata": existing.metadata})
+        self.htm.forget(archive_key, confirm=True)
+        if existing.forgotten_at is None:
+            self.htm.forget(existing.key, confirm=True)
+        self.htm.purge(confirm=True, key=existing.key)
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        tag = namespace_tag(op.namespace_prefix)
+        wanted = op.offset + op.limit
+        if op.query:
+            limit = min(10_000, wanted * (4 if op.filter else 1))
+            hits = self.htm.recall(op.query, tags=[tag], limit=limit, robot=self.robot)
+            found = [(h.memory, h.score) for h in hits if self._is_item(h.memory, tag)]
+        else:
+            listed = [m for batch in self.htm.store.iter_memories(include_forgotten=False)
+                      for m in batch if self._is_item(m, tag)
+                      and (self.robot is None or m.robot == self.robot)]
+            listed.sort(key=lambda m: (m.created_at, m.id), reverse=True)
+            found = [(m, None) for m in listed]
+        matching = [(m, s) for m, s in found if _matches(m.metadata["lgstore"]["value"], op.filter)]
+        out = []
+        for memory, score in matching[op.offset:wanted]:
+            item = self._item(memory, score)
+            out.append(item if isinstance(item, SearchItem) else SearchItem(
+                namespace=item.namespace, key=item.key, value=item.value,
+                created_at=item.created_at, updated_at=item.updated_at, score=None))
+        return out
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        prefix = ROOT_TAG + ":"
+        namespaces: set[tuple[str, ...]] = set()
+        for tag, count in self.htm.tags().items():
+            if count <= 0 or not tag.startswith(prefix):
+                continue
+            namespace = tuple(decode_label(s) for s in tag[len(prefix):].split(":"))
+            if all(_namespace_matches(namespace, c) for c in op.match_conditions or ()):
+                namespaces.add(namespace[:op.max_depth] if op.max_depth else namespace)
+        return sorted(namespaces)[op.offset:op.offset + op.limit]
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run LangGraph operations in order; one result per operation."""
+        results: list[Result] = []
+        for op in ops:
+            validate_op_namespace(op)
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, PutOp):
+                self._put(op)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            else:
+                raise ValidationError(f"HTMStore cannot run {type(op).__name__}; expected "
+                                      "GetOp, PutOp, SearchOp or ListNamespacesOp")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async :meth:`batch` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
