@@ -1,0 +1,291 @@
+"""The MCP server end to end: a real server subprocess driven by the mcp SDK's own client.
+
+Each test spawns ``python -m htm_integrations.mcp`` over stdio (or loopback streamable HTTP)
+on a real SQLite file with the hashing embedder; nothing touches the network.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult
+
+from htm_core import HTM, HashingEmbedder
+from htm_integrations.mcp.server import build_server, main, parse_args
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = {"remember", "recall", "retrieve", "forget", "restore", "create_context", "stats",
+         "list_robots", "tags"}
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HTM_")}
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                "PYTHONPATH": str(ROOT)}, **extra)
+    return env
+
+
+@asynccontextmanager
+async def connect(db: str, robot: str, *extra_args: str, errlog: Path | None = None,
+                  env: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    """A client session with a fresh server subprocess over stdio."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "htm_integrations.mcp", "--db", db, "--robot", robot, "--embedder",
+              "hashing", *extra_args],
+        env=env or server_env(), cwd=str(ROOT))
+    with open(errlog or os.devnull, "w") as log:
+        async with Client(stdio_client(params, errlog=log), cache=None,
+                          read_timeout_seconds=60) as client:
+            yield client
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error, result.structured_content
+    assert result.structured_content is None
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+async def test_lists_the_tools_and_the_context_resource(sqlite_url: str) -> None:
+    async with connect(sqlite_url, "lister") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == TOOLS
+        forget = tools["forget"].input_schema
+        assert forget["properties"]["confirm"]["type"] == "boolean"
+        assert forget["required"] == ["key"]
+        assert tools["forget"].annotations is not None
+        assert tools["forget"].annotations.destructive_hint is True
+        assert tools["recall"].input_schema["required"] == ["query"]
+        resources = (await client.list_resources()).resources
+        assert [str(r.uri) for r in resources] == ["htm://context"]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["htm://context/{strategy}"]
+        assert client.server_info is not None
+        assert client.server_info.name == "htm"
+
+
+async def test_every_tool_round_trip(sqlite_url: str, tmp_path: Path) -> None:
+    errlog = tmp_path / "server.log"
+    async with connect(sqlite_url, "assistant", "--log-level", "INFO",
+                       errlog=errlog) as client:
+        vim = ok(await client.call_tool("remember", {
+            "content": "User prefers Vim keybindings", "importance": 9,
+            "tags": ["user:preferences:editor"], "key": "pref-vim",
+            "metadata": {"source": "chat"}}))
+        assert vim["key"] == "pref-vim"
+        assert vim["robot"] == "assistant"
+        assert vim["tags"] == ["user:preferences:editor"]
+        assert vim["metadata"] == {"source": "chat"}
+        assert vim["in_working_memory"] is True
+        ok(await client.call_tool("remember", {"content": "The deploy runs on Fridays",
+                                               "tags": ["ops"]}))
+        ok(await client.call_tool("remember", {"content": "Lunch was a sandwich"}))
+
+        hits = ok(await client.call_tool("recall", {"query": "Vim keybindings", "limit": 2}))
+        assert hits["count"] == len(hits["hits"]) >= 1
+        assert hits["hits"][0]["key"] == "pref-vim"
+        assert hits["hits"][0]["score"] > 0
+        tagged = ok(await client.call_tool("recall", {"query": "deploy Fridays",
+                                                      "tags": ["ops"], "strategy": "fulltext"}))
+        assert [h["content"] for h in tagged["hits"]] == ["The deploy runs on Fridays"]
+        today = ok(await client.call_tool("recall", {"query": "sandwich", "timeframe": "today",
+                                                     "strategy": "fulltext"}))
+        assert [h["content"] for h in today["hits"]] == ["Lunch was a sandwich"]
+        ok_none = ok(await client.call_tool("recall", {"query": "sandwich",
+                                                       "timeframe": "2001-01-01..2001-02-01"}))
+        assert ok_none["count"] == 0
+
+        found = ok(await client.call_tool("retrieve", {"key": "pref-vim"}))
+        assert found["found"] is True
+        assert found["content"] == "User prefers Vim keybindings"
+        assert ok(await client.call_tool("retrieve", {"key": "nope"})) == {"found": False,
+                                                                          "key": "nope"}
+
+        ctx = ok(await client.call_tool("create_context", {"strategy": "important",
+                                                           "max_tokens": 1000}))
+        assert ctx["keys"][0] == "pref-vim"
+        assert "User prefers Vim keybindings" in ctx["text"]
+        assert 0 < ctx["tokens"] <= ctx["budget"] < 1000
+
+        resource = await client.read_resource("htm://context")
+        assert "User prefers Vim keybindings" in resource.contents[0].text
+        by_strategy = await client.read_resource("htm://context/recent")
+        assert "Lunch was a sandwich" in by_strategy.contents[0].text
+
+        refused = error_text(await client.call_tool("forget", {"key": "pref-vim"}))
+        assert "ConfirmationRequiredError" in refused and "confirm=True" in refused
+        assert ok(await client.call_tool("retrieve", {"key": "pref-vim"}))["found"] is True
+        gone = ok(await client.call_tool("forget", {"key": "pref-vim", "confirm": True}))
+        assert gone["forgotten"] is True
+        after = ok(await client.call_tool("recall", {"query": "Vim keybindings"}))
+        assert "pref-vim" not in [h["key"] for h in after["hits"]]
+        back = ok(await client.call_tool("restore", {"key": "pref-vim"}))
+        assert back["forgotten"] is False
+        again = ok(await client.call_tool("recall", {"query": "Vim keybindings"}))
+        assert again["hits"][0]["key"] == "pref-vim"
+
+        stats = ok(await client.call_tool("stats", {}))
+        assert stats["robot"] == "assistant"
+        assert stats["backend"] == "sqlite"
+        assert stats["long_term_total"] == 3
+        assert stats["forgotten"] == 0
+        assert stats["embedder"].startswith("hashing")
+        assert stats["embedding_calls"] >= 3
+        assert 0 < stats["working_memory_utilisation"] < 1
+        metrics = stats["extra"]["metrics"]
+        assert metrics["adds"] == 3
+        assert metrics["forgets"] == 1
+        assert metrics["latency_ms"]["recall"]["count"] == 6
+
+        robots = ok(await client.call_tool("list_robots", {}))["robots"]
+        assert [r["name"] for r in robots] == ["assistant"]
+        assert ok(await client.call_tool("tags", {}))["tags"] == {
+            "user:preferences:editor": 1, "ops": 1}
+    log = errlog.read_text()
+    assert "tool forget refused: ConfirmationRequiredError" in log
+    assert "htm robot=assistant" in log
+
+
+BAD_INPUT = [
+    ("remember", {"content": "   "}, "InvalidContentError"),
+    ("remember", {"content": "nul\x00byte"}, "InvalidContentError"),
+    ("remember", {"content": "x", "importance": 11}, "InvalidImportanceError"),
+    ("remember", {"content": "x", "tags": ["not a tag!"]}, "InvalidTagError"),
+    ("remember", {"content": "x", "metadata": "not an object"}, "validation error"),
+    ("remember", {}, "content"),
+    ("recall", {"query": "x", "strategy": "psychic"}, "UnknownStrategyError"),
+    ("recall", {"query": "x", "timeframe": "when pigs fly"}, "TimeframeError"),
+    ("recall", {"query": "x", "limit": 0}, "InvalidBudgetError"),
+    ("recall", {"query": "x", "limit": "many"}, "valid integer"),
+    ("recall", {"query": ""}, "InvalidContentError"),
+    ("retrieve", {"key": ""}, "InvalidKeyError"),
+    ("forget", {"key": "missing", "confirm": True}, "NotFoundError"),
+    ("restore", {"key": "missing"}, "NotFoundError"),
+    ("create_context", {"strategy": "random"}, "UnknownStrategyError"),
+    ("create_context", {"max_tokens": -5}, "InvalidBudgetError"),
+]
+
+
+async def test_bad_input_is_a_tool_error_and_the_server_survives(sqlite_url: str) -> None:
+    """One server takes every bad call in turn (a server per case would cost seconds each)."""
+    async with connect(sqlite_url, "strict") as client:
+        for tool, args, expected in BAD_INPUT:
+            text = error_text(await client.call_tool(tool, args))
+            assert expected in text, (tool, args, text)
+        assert ok(await client.call_tool("stats", {}))["long_term_total"] == 0  # nothing written
+        assert ok(await client.call_tool("remember", {"content": "still serving"}))["id"] == 1
+
+
+async def test_two_robots_on_one_database_share_long_term_memory(sqlite_url: str) -> None:
+    async with connect(sqlite_url, "alpha") as alpha, \
+            connect(sqlite_url, "beta", "--telemetry") as beta:
+        ok(await alpha.call_tool("remember", {"content": "Alpha learned the wifi password",
+                                              "key": "wifi"}))
+        ok(await beta.call_tool("remember", {"content": "Beta booked the meeting room"}))
+
+        seen = ok(await beta.call_tool("recall", {"query": "wifi password",
+                                                  "robot": "alpha"}))
+        assert [(h["key"], h["robot"]) for h in seen["hits"]] == [("wifi", "alpha")]
+        other = ok(await alpha.call_tool("recall", {"query": "meeting room booked",
+                                                    "strategy": "fulltext"}))
+        assert [h["robot"] for h in other["hits"]] == ["beta"]
+        assert ok(await beta.call_tool("retrieve", {"key": "wifi"}))["robot"] == "alpha"
+
+        robots = ok(await alpha.call_tool("list_robots", {}))["robots"]
+        assert sorted(r["name"] for r in robots) == ["alpha", "beta"]
+        a_stats = ok(await alpha.call_tool("stats", {}))
+        b_stats = ok(await beta.call_tool("stats", {}))
+        assert a_stats["long_term_total"] == b_stats["long_term_total"] == 2
+        assert (a_stats["long_term_robot"], b_stats["long_term_robot"]) == (1, 1)
+        assert b_stats["extra"]["metrics"]["telemetry"] is True
+        assert a_stats["extra"]["metrics"]["telemetry"] is False
+
+        # Working memory is per robot: beta's context holds what beta recalled, not alpha's.
+        alpha_ctx = ok(await alpha.call_tool("create_context", {}))
+        assert "Beta booked the meeting room" in alpha_ctx["text"]  # alpha recalled it
+        beta_ctx = ok(await beta.call_tool("create_context", {"strategy": "recent"}))
+        assert beta_ctx["keys"][0] == "wifi"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_streamable_http_on_loopback(sqlite_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    log = open(tmp_path / "http.log", "w")  # noqa: SIM115 - closed in finally
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "htm_integrations.mcp", "--http", "--port", str(port), "--db",
+         sqlite_url, "--robot", "web", "--embedder", "hashing"],
+        env=server_env(), cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None, (tmp_path / "http.log").read_text()
+            assert time.monotonic() < deadline, "the HTTP server did not start in 30 s"
+            time.sleep(0.1)
+        async with Client(f"http://127.0.0.1:{port}/mcp", cache=None) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            ok(await client.call_tool("remember", {"content": "served over HTTP", "key": "h"}))
+            assert ok(await client.call_tool("retrieve", {"key": "h"}))["robot"] == "web"
+        listening = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True,
+                                   text=True, check=False).stdout
+        if listening:  # `ss` is there: the one listening socket is bound to loopback only
+            assert [line.split()[3] for line in listening.splitlines()] == [f"127.0.0.1:{port}"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), robot="checker") as htm:
+        memory = htm.retrieve("h")
+        assert memory is not None and memory.robot == "web"
+
+
+def test_main_reports_an_unusable_database_and_exits_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(tmp_path), "--embedder", "hashing"]) == 2  # a directory
+    err = capsys.readouterr().err
+    assert err.startswith("htm mcp: DatabaseUnavailableError")
+
+
+def test_arguments_are_checked() -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--port", "70000"])
+    with pytest.raises(SystemExit):
+        parse_args(["--log-level", "LOUD"])
+    args = parse_args(["--robot", "r", "--db", "x.db", "--http", "--port", "9000"])
+    assert (args.robot, args.db, args.http, args.port) == ("r", "x.db", True, 9000)
+
+
+async def test_build_server_in_process(sqlite_url: str) -> None:
+    """``build_server`` wraps an HTM the caller owns; the SDK client connects in process."""
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), robot="inproc") as htm:
+        server = build_server(htm)
+        async with Client(server, cache=None) as client:
+            ok(await client.call_tool("remember", {"content": "in process", "key": "ip"}))
+        assert htm.retrieve("ip") is not None
