@@ -1,0 +1,79 @@
+"""SIGKILL a writer at random moments: every add that returned survives, nothing is half written."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from htm_core import HTM, HashingEmbedder
+
+CHILD = r"""
+import sys
+from htm_core import HTM, HashingEmbedder
+url, log = sys.argv[1], sys.argv[2]
+with HTM(robot="crash", database_url=url, embedder=HashingEmbedder(), working_memory_tokens=200) as htm, \
+        open(log, "a", buffering=1) as out:
+    i = int(sys.argv[3])
+    while True:
+        if i % 10 == 0:
+            htm.add_many([{"content": f"batch {i} item {j}", "key": f"b{i}-{j}"} for j in range(5)])
+            out.write("\n".join(f"b{i}-{j}" for j in range(5)) + "\n")
+        else:
+            htm.add(f"crash test memory {i}", key=f"k{i}")
+            out.write(f"k{i}\n")
+        i += 1
+"""
+
+
+def _check_integrity(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
+        ids = {r[0] for r in conn.execute("SELECT id FROM memories")}
+        fts = {r[0] for r in conn.execute("SELECT rowid FROM memories_fts")}
+        assert ids == fts, "content without its FTS row, or the reverse"
+        for blob, in conn.execute("SELECT embedding FROM memories"):
+            assert blob is not None and len(blob) == 384 * 4
+            assert np.isfinite(np.frombuffer(blob, dtype=np.float32)).all()
+        orphans = conn.execute("SELECT count(*) FROM memory_tags WHERE memory_id NOT IN "
+                               "(SELECT id FROM memories)").fetchone()[0]
+        assert orphans == 0
+    finally:
+        conn.close()
+
+
+def test_sigkill_loses_no_returned_add(tmp_path):
+    db = tmp_path / "crash.db"
+    log = tmp_path / "returned.log"
+    HTM(robot="crash", database_url=str(db), embedder=HashingEmbedder()).close()
+    rng = random.Random(7)
+    start = 0
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for _round in range(4):
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(log), str(start)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while (not log.exists() or log.stat().st_size == 0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.1, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        returned = [k for k in log.read_text().split("\n") if k]
+        _check_integrity(db)
+        with HTM(robot="crash", database_url=str(db), embedder=HashingEmbedder(),
+                 working_memory_tokens=200) as htm:
+            missing = [k for k in returned if htm.retrieve(k) is None]
+            assert not missing, f"adds that returned were lost: {missing[:5]}"
+            assert htm.recall("crash test memory", limit=3)
+            assert htm.working_memory.tokens <= 200
+        start += 100_000
+    assert len(returned) > 20
