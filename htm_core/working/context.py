@@ -18,19 +18,29 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Mapping
 
-from sortedcontainers import SortedKeyList
+from sortedcontainers import SortedList
 
 from ..errors import UnknownStrategyError
 from .eviction import WorkingItem
 
-__all__ = ["STRATEGIES", "balanced_score", "order_items", "recency_key"]
+__all__ = ["STRATEGIES", "RecencyEntry", "balanced_score", "order_items", "recency_entry",
+           "recency_key"]
 
 STRATEGIES = ("balanced", "important", "recent")
+
+#: What the recency indexes hold: ``(last_accessed, seq, item)``; ``seq`` is unique, so
+#: comparisons never reach the item and run entirely in C.
+RecencyEntry = tuple[float, int, WorkingItem]
 
 
 def recency_key(item: WorkingItem) -> tuple[float, int]:
     """Ascending key of the recency indexes: oldest access first."""
     return (item.last_accessed, item.seq)
+
+
+def recency_entry(item: WorkingItem) -> RecencyEntry:
+    """The entry that stands for ``item`` in a recency index."""
+    return (item.last_accessed, item.seq, item)
 
 
 def balanced_score(item: WorkingItem, now: float) -> float:
@@ -51,40 +61,47 @@ def check_strategy(strategy: str) -> str:
 def order_items(
     strategy: str,
     *,
-    by_recency: SortedKeyList,
-    by_importance: Mapping[float, SortedKeyList],
+    by_recency: SortedList,
+    by_importance: Mapping[float, SortedList],
     now: float,
 ) -> Iterator[WorkingItem]:
     """Yield resident items in the order ``strategy`` puts them into a context.
 
-    ``by_recency`` holds every item ordered by :func:`recency_key`; ``by_importance``
-    maps each distinct importance to its items ordered the same way.
+    ``by_recency`` holds a :data:`RecencyEntry` for every item, in ascending order;
+    ``by_importance`` maps each distinct importance to its items' entries, ordered the
+    same way.
     """
     check_strategy(strategy)
     if strategy == "recent":
-        yield from reversed(by_recency)
+        for entry in reversed(by_recency):
+            yield entry[2]
     elif strategy == "important":
         for importance in sorted(by_importance, reverse=True):
-            yield from reversed(by_importance[importance])
+            for entry in reversed(by_importance[importance]):
+                yield entry[2]
     else:
         yield from _balanced(by_importance, now)
 
 
-def _balanced(by_importance: Mapping[float, SortedKeyList], now: float) -> Iterator[WorkingItem]:
+def _balanced(by_importance: Mapping[float, SortedList], now: float) -> Iterator[WorkingItem]:
     # Within one importance level the most recently accessed item always scores highest,
     # so a k-way merge over the levels' newest items yields the global order lazily.
-    heap: list[tuple[float, float, int, float, int]] = []
-    for importance, items in by_importance.items():
-        if items:
-            head = items[-1]
-            heap.append((-balanced_score(head, now), -head.last_accessed, -head.seq,
-                         importance, len(items) - 1))
+    # Heap entries are (-score, -last_accessed, -seq, importance, level iterator, item);
+    # seq is unique, so comparisons stop before the iterator.
+    heap = []
+    for importance, entries in by_importance.items():
+        if entries:
+            level = reversed(entries)
+            la, seq, item = next(level)
+            score = importance * (1.0 / (1.0 + max(0.0, now - la) / 3600.0))
+            heap.append((-score, -la, -seq, importance, level, item))
     heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
     while heap:
-        _, _, _, importance, index = heapq.heappop(heap)
-        items = by_importance[importance]
-        yield items[index]
-        if index > 0:
-            nxt = items[index - 1]
-            heapq.heappush(heap, (-balanced_score(nxt, now), -nxt.last_accessed, -nxt.seq,
-                                  importance, index - 1))
+        _, _, _, importance, level, item = pop(heap)
+        yield item
+        nxt = next(level, None)
+        if nxt is not None:
+            la, seq, item = nxt
+            score = importance * (1.0 / (1.0 + max(0.0, now - la) / 3600.0))
+            push(heap, (-score, -la, -seq, importance, level, item))

@@ -1,8 +1,8 @@
 """Eviction policies: the order in which a full working memory gives items up.
 
-A policy is a sort key: working memory keeps its items in a sorted structure by that
-key and evicts from the front, so each eviction costs O(log n) and nothing is ever
-sorted whole. Policies whose key depends on access (``lru``, ``frequency``) say so with
+A policy is a sort key: working memory keeps its items in a binary heap by that key
+and evicts from the top, so each eviction costs O(log n) and nothing is ever sorted
+whole. Policies whose key depends on access (``lru``, ``frequency``) say so with
 ``tracks_access`` and the item is re-keyed on each access.
 
 ==============  ===========================================================

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 from collections.abc import Iterator
 
-from sortedcontainers import SortedKeyList, SortedList
+from sortedcontainers import SortedList
 
 from ..clock import Clock, local_now, to_timestamp
 from ..errors import MemoryTooLargeError
@@ -19,8 +20,8 @@ from ..validation import (
     check_max_tokens,
     check_tokens,
 )
-from .context import check_strategy, order_items, recency_key
-from .eviction import EvictionPolicy, WorkingItem, get_policy
+from .context import RecencyEntry, check_strategy, order_items, recency_entry
+from .eviction import EvictionPolicy, SortKey, WorkingItem, get_policy
 
 __all__ = ["DEFAULT_SAFETY_MARGIN", "SEPARATOR", "WorkingMemory"]
 
@@ -71,10 +72,18 @@ class WorkingMemory:
         self._tokens = 0
         self._seq = 0
         self._evictions = 0
-        self._by_eviction = SortedKeyList(key=self._policy.sort_key)
-        self._by_recency = SortedKeyList(key=recency_key)
-        self._by_importance: dict[float, SortedKeyList] = {}
-        self._sizes = SortedList()
+        # Eviction order is a binary heap with lazy deletion: an entry is live while it is
+        # the one recorded for its key in ``_entries``; stale entries (removed, replaced or
+        # re-keyed items) are dropped when they reach the top, and the heap is rebuilt when
+        # they outnumber live ones. Recency indexes are sorted lists of plain tuples so
+        # every comparison runs in C. ``_size_counts`` with a lazy min-heap gives the
+        # smallest resident token count in O(1).
+        self._heap: list[_HeapEntry] = []
+        self._entries: dict[str, _HeapEntry] = {}
+        self._by_recency: SortedList = SortedList()
+        self._by_importance: dict[float, SortedList] = {}
+        self._size_counts: dict[int, int] = {}
+        self._size_heap: list[int] = []
 
     # -- inspection -------------------------------------------------------------------
 
@@ -112,12 +121,12 @@ class WorkingMemory:
     def keys(self) -> list[str]:
         """Resident keys, in the order they would be evicted (first to go first)."""
         with self._lock:
-            return [item.key for item in self._by_eviction]
+            return [item.key for item in self._eviction_order()]
 
     def items(self) -> list[WorkingItem]:
         """A snapshot of resident items, in eviction order."""
         with self._lock:
-            return list(self._by_eviction)
+            return self._eviction_order()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.keys())
@@ -175,7 +184,7 @@ class WorkingMemory:
             )
             evicted: list[WorkingItem] = []
             while self._tokens + tokens > self._max_tokens:
-                victim = self._by_eviction[0]
+                victim = self._first_victim()
                 self._unlink(victim)
                 evicted.append(victim)
             self._evictions += len(evicted)
@@ -210,9 +219,15 @@ class WorkingMemory:
     def clear(self) -> list[WorkingItem]:
         """Empty the working memory; return what was resident."""
         with self._lock:
-            gone = list(self._by_eviction)
-            for item in gone:
-                self._unlink(item)
+            gone = self._eviction_order()
+            self._items.clear()
+            self._tokens = 0
+            self._heap.clear()
+            self._entries.clear()
+            self._by_recency.clear()
+            self._by_importance.clear()
+            self._size_counts.clear()
+            self._size_heap.clear()
             return gone
 
     # -- assembly ---------------------------------------------------------------------
@@ -233,7 +248,7 @@ class WorkingMemory:
         with self._lock:
             chosen: list[WorkingItem] = []
             left = budget
-            smallest = self._sizes[0] if self._sizes else 0
+            smallest = self._smallest()
             for item in order_items(
                 strategy,
                 by_recency=self._by_recency,
@@ -270,38 +285,81 @@ class WorkingMemory:
     def _now(self) -> float:
         return to_timestamp(self._clock())
 
+    def _eviction_order(self) -> list[WorkingItem]:
+        return [entry[2] for entry in sorted(self._entries.values())]
+
+    def _first_victim(self) -> WorkingItem:
+        heap = self._heap
+        entries = self._entries
+        while True:
+            entry = heap[0]
+            if entries.get(entry[2].key) is entry:
+                return entry[2]
+            heapq.heappop(heap)
+
+    def _push(self, item: WorkingItem) -> None:
+        entry: _HeapEntry = (self._policy.sort_key(item), item.seq, item)
+        self._entries[item.key] = entry
+        heapq.heappush(self._heap, entry)
+        if len(self._heap) > 2 * len(self._entries) + 1024:
+            self._heap = list(self._entries.values())
+            heapq.heapify(self._heap)
+
+    def _smallest(self) -> int:
+        counts = self._size_counts
+        heap = self._size_heap
+        while heap and heap[0] not in counts:
+            heapq.heappop(heap)
+        return heap[0] if heap else 0
+
     def _link(self, item: WorkingItem) -> None:
         self._items[item.key] = item
         self._tokens += item.token_count
-        self._by_eviction.add(item)
-        self._by_recency.add(item)
+        self._push(item)
+        entry = recency_entry(item)
+        self._by_recency.add(entry)
         level = self._by_importance.get(item.importance)
         if level is None:
-            level = self._by_importance[item.importance] = SortedKeyList(key=recency_key)
-        level.add(item)
-        self._sizes.add(item.token_count)
+            level = self._by_importance[item.importance] = SortedList()
+        level.add(entry)
+        size = item.token_count
+        count = self._size_counts.get(size)
+        if count is None:
+            self._size_counts[size] = 1
+            heapq.heappush(self._size_heap, size)
+        else:
+            self._size_counts[size] = count + 1
 
     def _unlink(self, item: WorkingItem) -> None:
         del self._items[item.key]
+        del self._entries[item.key]
         self._tokens -= item.token_count
-        self._by_eviction.remove(item)
-        self._by_recency.remove(item)
+        entry = recency_entry(item)
+        self._by_recency.remove(entry)
         level = self._by_importance[item.importance]
-        level.remove(item)
+        level.remove(entry)
         if not level:
             del self._by_importance[item.importance]
-        self._sizes.remove(item.token_count)
+        size = item.token_count
+        count = self._size_counts[size]
+        if count == 1:
+            del self._size_counts[size]
+        else:
+            self._size_counts[size] = count - 1
 
     def _touch(self, item: WorkingItem, at: float) -> None:
         # Re-key the item in every index whose order depends on access.
-        if self._policy.tracks_access:
-            self._by_eviction.remove(item)
-        self._by_recency.remove(item)
+        old: RecencyEntry = recency_entry(item)
+        self._by_recency.remove(old)
         level = self._by_importance[item.importance]
-        level.remove(item)
+        level.remove(old)
         item.last_accessed = max(item.last_accessed, at)
         item.access_count += 1
         if self._policy.tracks_access:
-            self._by_eviction.add(item)
-        self._by_recency.add(item)
-        level.add(item)
+            self._push(item)
+        new = recency_entry(item)
+        self._by_recency.add(new)
+        level.add(new)
+
+
+_HeapEntry = tuple[SortKey, int, WorkingItem]

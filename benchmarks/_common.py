@@ -1,0 +1,201 @@
+"""Shared helpers for the benchmark scripts: seeded data, timing, tables, result files.
+
+Data is reproducible from a seed: sentences built from per-topic vocabularies (so the
+full-text arm has real term overlap) paired with clustered 384-d unit vectors (one
+cluster per topic, so nearest neighbours are meaningful; uniform random vectors are the
+worst case of every ANN index and say nothing about real use).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DIM = 384
+TOPICS = 500
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+CACHE_DIR = Path(os.environ.get("HTM_BENCH_CACHE", Path(tempfile.gettempdir()) / "htm-bench"))
+
+_SUBJECTS = ["the user", "Alice", "Bob", "the team", "our client", "the robot", "Carol", "the agent"]
+_VERBS = ["prefers", "asked about", "fixed", "mentioned", "scheduled", "reviewed", "disliked",
+          "deployed", "planned", "documented"]
+_WORDS = [
+    "kernel", "python", "garden", "invoice", "tokyo", "violin", "database", "sailing", "pasta",
+    "budget", "kubernetes", "tennis", "novel", "printer", "vaccine", "bicycle", "espresso",
+    "telescope", "mortgage", "hiking", "compiler", "jazz", "laptop", "salary", "wedding",
+    "router", "yoga", "museum", "spreadsheet", "camera", "chess", "airport", "firmware",
+    "recipe", "dentist", "podcast", "keyboard", "contract", "orchid", "satellite", "pottery",
+    "marathon", "backup", "insurance", "volcano", "sushi", "painting", "migration", "birthday",
+    "password", "thermostat", "library", "concert", "gradient", "tractor", "lantern", "harbor",
+    "quartz", "meadow", "ferry", "glacier", "canyon", "pixel", "socket", "lambda", "vector",
+]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """``n`` texts with unit vectors, topic labels and creation times; plus queries."""
+
+    texts: list[str]
+    vectors: np.ndarray
+    topics: np.ndarray
+    created: list[datetime]
+    query_texts: list[str]
+    query_vectors: np.ndarray
+
+
+def _topic_words(topic: int) -> tuple[str, str, str]:
+    w = _WORDS
+    return (w[topic % len(w)], w[(topic * 7 + 3) % len(w)], w[(topic * 13 + 5) % len(w)])
+
+
+def dataset(n: int, *, queries: int = 50, seed: int = 7) -> Dataset:
+    """A reproducible clustered dataset of ``n`` memories and ``queries`` queries."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((TOPICS, DIM)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    topics = rng.integers(0, TOPICS, n)
+    vectors = centres[topics] + (0.8 / np.sqrt(DIM)) * rng.standard_normal((n, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    subj = rng.integers(0, len(_SUBJECTS), n)
+    verb = rng.integers(0, len(_VERBS), n)
+    extra = rng.integers(0, len(_WORDS), n)
+    texts = []
+    for i in range(n):
+        a, b, c = _topic_words(int(topics[i]))
+        texts.append(f"{_SUBJECTS[subj[i]]} {_VERBS[verb[i]]} the {a} {b} and {c} "
+                     f"with {_WORDS[extra[i]]} (note {i})")
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    created = [start + timedelta(minutes=int(m)) for m in np.sort(rng.integers(0, 200_000, n))]
+    q_topics = topics[rng.integers(0, n, queries)] if n else rng.integers(0, TOPICS, queries)
+    q_vectors = centres[q_topics] + (0.9 / np.sqrt(DIM)) * rng.standard_normal(
+        (queries, DIM)).astype(np.float32)
+    q_vectors /= np.linalg.norm(q_vectors, axis=1, keepdims=True)
+    q_texts = [f"what about the {_topic_words(int(t))[0]} {_topic_words(int(t))[2]}?" for t in q_topics]
+    return Dataset(texts, vectors, topics, created, q_texts, q_vectors)
+
+
+class VectorTableEmbedder:
+    """An embedder that returns precomputed vectors, so timings exclude embedding cost.
+
+    Documents are looked up by text; queries by text too (falling back to the first query
+    vector), which keeps the benchmark about the store, not a model.
+    """
+
+    def __init__(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        self._by_text = {t: vectors[i] for i, t in enumerate(texts)}
+        self.dim = vectors.shape[1]
+
+    def add(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        for i, t in enumerate(texts):
+            self._by_text[t] = vectors[i]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._by_text[t].tolist() for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._by_text[text].tolist()
+
+    def __repr__(self) -> str:
+        return "VectorTableEmbedder()"
+
+
+def median_time(fn: Callable[[], Any], *, runs: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in seconds over ``runs`` calls after ``warmup``."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def fmt_time(seconds: float | None) -> str:
+    """Seconds as a short human figure (µs / ms / s)."""
+    if seconds is None:
+        return "–"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A speed-up ratio, e.g. ``370×``."""
+    if x is None:
+        return "–"
+    return f"{x:,.0f}×" if x >= 10 else f"{x:.1f}×"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process in MB (Linux /proc, else peak)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            pages = int(fh.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were taken on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = -1.0
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpu": cpu,
+            "cores": os.cpu_count(), "load_1min": round(load, 2),
+            "when": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def save_results(name: str, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` (plus the machine) to ``benchmarks/results/<name>.json``."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
+    return path
+
+
+def goal_line(label: str, value: float, goal: float, *, lower_is_better: bool = True,
+              unit: Callable[[float], str] = fmt_time) -> str:
+    """``label: value (goal …) met`` or ``missed by …``."""
+    met = value <= goal if lower_is_better else value >= goal
+    if met:
+        verdict = "met"
+    elif lower_is_better:
+        verdict = f"missed by {value / goal:.1f}×"
+    else:
+        verdict = f"missed: {value / goal:.0%} of the goal"
+    sign = "≤" if lower_is_better else "≥"
+    return f"- {label}: {unit(value)} (goal {sign} {unit(goal)}): **{verdict}**"
