@@ -129,7 +129,7 @@ def resolve_counter(counter: TokenCounter | Callable[[str], int] | str | None) -
         return TiktokenCounter(counter)
     if callable(getattr(counter, "count", None)):
         if not hasattr(counter, "name"):
-            counter.name = type(counter).__name__  # type: ignore[union-attr,attr-defined]
+            counter.name = type(counter).__name__  # type: ignore[attr-defined]
         return counter  # type: ignore[return-value]
     if callable(counter):
         return CallableCounter(counter)

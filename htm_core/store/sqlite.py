@@ -773,7 +773,7 @@ class SQLiteStore:
             if remove:
                 conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r AND memory_id = :m"),
                              [{"r": rid, "m": m} for m in remove])
-                keys = dict(conn.execute(text(
+                keys: dict[int, str] = dict(conn.execute(text(
                     "SELECT id, key FROM memories WHERE id IN ("
                     + ", ".join(str(int(m)) for m in remove) + ")")).all())
                 for mid in remove:

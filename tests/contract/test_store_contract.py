@@ -240,7 +240,8 @@ def test_embeddings_can_be_filled_later_and_reset(store):
     assert store.counts("r1").missing_embeddings == 2
     store.set_embeddings([(m.id, EMB.embed_query(m.content)) for m in ms], EMB.name)
     assert store.missing_embeddings(limit=10) == []
-    assert store.vector_search(EMB.embed_query("later two"), limit=1, filters=SearchFilters())[0][0] == ms[1].id
+    best = store.vector_search(EMB.embed_query("later two"), limit=1, filters=SearchFilters())
+    assert best[0][0] == ms[1].id
     assert store.find_embedding(ms[0].content_hash, EMB.name) is not None
     store.reset_embeddings()
     assert store.embedding_info() is None and len(store.missing_embeddings(limit=10)) == 2
