@@ -1,0 +1,116 @@
+"""``HTMMemoryBlock``: htm long-term recall as a block of LlamaIndex's ``Memory``.
+
+LlamaIndex's ``Memory`` keeps a short-term FIFO of messages; when it outgrows its token
+limit, the oldest messages are flushed to the memory blocks. This block stores what is
+flushed in htm's long-term memory and, on every ``Memory.get``, recalls the memories most
+relevant to the latest user message (from this conversation, older ones, other robots and
+anything else added to htm) into the ``<memory>`` section of the system message.
+
+::
+
+    from llama_index.core.memory import Memory
+    from htm_integrations.llama_index import HTMMemoryBlock
+
+    memory = Memory.from_defaults(
+        session_id="alice", token_limit=4000,
+        memory_blocks=[HTMMemoryBlock(htm=htm, recall_limit=5, priority=1)],
+    )
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.bridge.pydantic import Field, field_validator
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from htm_core import HTM
+from htm_core.errors import ValidationError
+
+from .memory import memory_line, message_text
+
+__all__ = ["HTMMemoryBlock"]
+
+
+class HTMMemoryBlock(BaseMemoryBlock[str]):
+    """A ``BaseMemoryBlock`` that stores flushed messages in htm and recalls from it.
+
+    Attributes:
+        htm: the ``HTM`` instance.
+        name: the block's name (the tag it gets in the ``<memory>`` section).
+        recall_limit: memories recalled per ``get`` at most.
+        recall_strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
+        query_messages: how many trailing messages make the recall query (default 1: the
+            latest message, normally the user's input).
+        max_tokens: the block's own budget (by ``htm.token_counter``); None for no limit
+            beyond ``Memory``'s own truncation (set ``priority`` > 0 to allow it).
+        store_roles: roles of flushed messages that are stored long-term.
+        importance: htm importance of stored messages.
+    """
+
+    htm: Any = Field(exclude=True, description="The htm_core.HTM instance.")
+    name: str = Field(default="long_term_memory", description="The name of the memory block.")
+    recall_limit: int = Field(default=5, ge=1, le=10_000)
+    recall_strategy: str = Field(default="hybrid")
+    query_messages: int = Field(default=1, ge=1)
+    max_tokens: int | None = Field(default=None, gt=0)
+    store_roles: tuple[str, ...] = Field(default=("user", "assistant"))
+    importance: float = Field(default=1.0, ge=0.0, le=10.0)
+
+    @field_validator("htm", mode="before")
+    @classmethod
+    def _check_htm(cls, value: Any) -> Any:
+        if not isinstance(value, HTM):
+            raise ValidationError(
+                f"HTMMemoryBlock needs htm=<htm_core.HTM instance>, got {type(value).__name__}")
+        return value
+
+    async def _aget(self, messages: list[ChatMessage] | None = None,
+                    session_id: str | None = None, **block_kwargs: Any) -> str:
+        """Recall memories for the latest message(s); ``""`` when there is nothing."""
+        if not messages:
+            return ""
+        query = " ".join(message_text(m) for m in messages[-self.query_messages:]).strip()
+        if not query:
+            return ""
+        hits = await self.htm.arecall(query, limit=self.recall_limit,
+                                      strategy=self.recall_strategy)
+        present = {message_text(m) for m in messages}
+        count = self.htm.token_counter.count
+        lines: list[str] = []
+        for hit in hits:
+            if hit.memory.content in present:
+                continue
+            line = memory_line(hit.memory)
+            if self.max_tokens is not None and count("\n".join([*lines, line])) > self.max_tokens:
+                continue
+            lines.append(line)
+        return "\n".join(lines)
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        """Store the flushed messages that have text, in one transaction."""
+        items = []
+        for message in messages:
+            session = message.additional_kwargs.pop("session_id", None)
+            role = message.role.value if isinstance(message.role, MessageRole) else str(message.role)
+            text = message_text(message)
+            if role not in self.store_roles or not text.strip():
+                continue
+            metadata: dict[str, Any] = {"role": role, "source": "llama_index"}
+            if session is not None:
+                metadata["session_id"] = str(session)
+            items.append({"content": text, "key": f"llama_index:{uuid.uuid4().hex}",
+                          "importance": self.importance, "metadata": metadata})
+        if items:
+            await self.htm.aadd_many(items)
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """Drop the least relevant memories (the last lines) until enough tokens are freed."""
+        count = self.htm.token_counter.count
+        lines = content.split("\n") if content else []
+        target = count(content) - tokens_to_truncate if content else 0
+        while lines and count("\n".join(lines)) > target:
+            lines.pop()
+        return "\n".join(lines) if lines else None
