@@ -26,7 +26,9 @@ from typing import Any
 
 from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Memory
+from htm_core.retrieval import check_recall_strategy
 from htm_core.validation import check_importance, check_limit, check_max_tokens
+from htm_core.working.context import check_strategy
 
 from .history import HTMChatMessageHistory
 
@@ -40,7 +42,7 @@ try:
         SystemMessage,
         messages_from_dict,
     )
-    from pydantic import ConfigDict, PrivateAttr, field_validator
+    from pydantic import ConfigDict, PrivateAttr
 except ImportError:  # pragma: no cover - exercised only without the extra
     raise missing_extra("langchain-classic", "langchain") from None
 
@@ -100,20 +102,14 @@ class HTMMemory(BaseMemory):
     ai_prefix: str = "AI"
     _history: HTMChatMessageHistory | None = PrivateAttr(default=None)
 
-    @field_validator("max_tokens")
-    @classmethod
-    def _check_max_tokens(cls, value: int) -> int:
-        return check_max_tokens(value)
-
-    @field_validator("recall_limit")
-    @classmethod
-    def _check_recall_limit(cls, value: int) -> int:
-        return check_limit(value)
-
-    @field_validator("importance")
-    @classmethod
-    def _check_importance(cls, value: float) -> float:
-        return check_importance(value)
+    def __init__(self, **data: Any) -> None:
+        """Build the memory; settings are checked by htm's rules and raise htm's errors."""
+        super().__init__(**data)
+        check_max_tokens(self.max_tokens)
+        check_limit(self.recall_limit)
+        check_importance(self.importance)
+        check_recall_strategy(self.recall_strategy)
+        check_strategy(self.context_strategy)
 
     @property
     def memory_variables(self) -> list[str]:
