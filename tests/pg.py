@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 
 def session_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Yield the URL of a server with the ``vector`` extension available."""
+    """Yield the URL of a server with the ``vector`` extension available.
+
+    The throwaway server's data directory lives outside pytest's ``tmp_path`` tree on
+    purpose: pytest resets that tree's permissions to 0700 (and rotates old runs away)
+    whenever another pytest session starts, and when running as root pgserver runs
+    PostgreSQL as a separate ``pgserver`` user that must be able to reach the directory.
+    """
+    del tmp_path_factory  # kept in the signature for the conftest fixture
     url = os.environ.get("HTM_TEST_DATABASE_URL")
     if url:
         yield url
@@ -19,11 +29,13 @@ def session_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         import pgserver
     except ImportError:
         pytest.skip("pgserver is not installed and HTM_TEST_DATABASE_URL is not set")
-    server = pgserver.get_server(str(tmp_path_factory.mktemp("pg")), cleanup_mode="stop")
+    pgdata = Path(tempfile.mkdtemp(prefix="htm-pg-"))
+    server = pgserver.get_server(str(pgdata), cleanup_mode="stop")
     try:
         yield server.get_uri()
     finally:
         server.cleanup()
+        shutil.rmtree(pgdata, ignore_errors=True)
 
 
 def _with_database(url: str, name: str) -> str:
