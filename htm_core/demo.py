@@ -1,77 +1,211 @@
-"""A short tour of both tiers on the embedded SQLite default: ``python -m htm_core.demo``.
+"""A guided tour of both tiers: ``python -m htm_core.demo`` or ``htm demo``.
 
-Runs with no server and no network, in a throwaway database.
+Runs on the embedded SQLite default in a throwaway database (it never touches your real
+memory), with no server and no network. It replays a small built-in conversation
+(``htm_core/data/demo_conversation.json``) into a deliberately small working memory and
+shows:
+
+1. working memory filling up and evicting (nothing is deleted: eviction is a flag);
+2. a recall that brings an evicted fact back into working memory;
+3. the context assembled for the next prompt, within a token budget;
+4. never-forget (``forget`` is reversible until ``purge``) and the stats.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import logging
+import sys
 import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from importlib import resources
 from pathlib import Path
+from typing import Any, TextIO
 
 from .clock import FrozenClock
+from .errors import HTMError
 from .htm import HTM
 
-__all__ = ["main"]
+__all__ = ["DemoReport", "load_corpus", "main", "run"]
 
-CONVERSATION = [
-    ("The user's name is Dana and she works on the payments team.", 8.0),
-    ("Dana prefers Vim keybindings in every editor.", 9.0),
-    ("We chatted about the weather: rainy again.", 1.0),
-    ("Dana's production database is PostgreSQL 16 with pgvector.", 7.0),
-    ("Small talk about weekend plans: hiking.", 1.0),
-    ("Dana asked for answers with short code examples.", 6.0),
-    ("Lunch today was noodles.", 1.0),
-    ("The staging deploy failed because of a missing migration.", 5.0),
-]
+#: Working-memory budget of the demo: small on purpose, so that it must evict.
+DEMO_BUDGET = 110
+BAR_WIDTH = 24
 
 
-def main() -> None:
-    """Run the demo and print what happens at each step."""
-    logging.basicConfig(level=logging.WARNING)
+@dataclass(frozen=True, kw_only=True)
+class DemoReport:
+    """What the demo observed; tests assert on it."""
+
+    turns: int
+    evicted: tuple[str, ...]
+    recalled_key: str
+    was_evicted_before_recall: bool
+    back_in_working_memory: bool
+    context_keys: tuple[str, ...]
+    context_tokens: int
+    long_term_total: int
+    max_working_tokens_seen: int
+    budget: int
+
+
+def load_corpus() -> dict[str, Any]:
+    """The built-in demo conversation (package data)."""
+    text = resources.files("htm_core").joinpath("data/demo_conversation.json").read_text(
+        encoding="utf-8")
+    corpus: dict[str, Any] = json.loads(text)
+    return corpus
+
+
+def _bar(used: int, total: int) -> str:
+    filled = round(BAR_WIDTH * used / total) if total else 0
+    return "█" * filled + "·" * (BAR_WIDTH - filled)
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class _Printer:
+    def __init__(self, out: TextIO, pause: float) -> None:
+        self.out = out
+        self.pause = pause
+
+    def __call__(self, line: str = "") -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def step(self, title: str) -> None:
+        if self.pause:
+            time.sleep(self.pause)
+        self()
+        self(f"── {title} " + "─" * max(0, 72 - len(title)))
+
+
+def run(*, out: TextIO | None = None, embedder: Any = None, pause: float | None = None,
+        database: str | Path | None = None) -> DemoReport:
+    """Run the demo, printing to ``out`` (default stdout); return what it observed.
+
+    Args:
+        out: where to print.
+        embedder: as for :class:`~htm_core.HTM` (default: the best local embedder).
+        pause: seconds between steps (default 0.6 on a terminal, else 0).
+        database: a database to use instead of a throwaway one (it should be empty).
+    """
+    out = out or sys.stdout
+    if pause is None:
+        pause = 0.6 if out.isatty() else 0.0
+    if database is not None:
+        return _tour(_Printer(out, pause), database, embedder)
+    with tempfile.TemporaryDirectory(prefix="htm-demo-") as tmp:
+        return _tour(_Printer(out, pause), Path(tmp) / "demo.db", embedder)
+
+
+def _tour(say: _Printer, database: str | Path, embedder: Any) -> DemoReport:
+    corpus = load_corpus()
+    turns = corpus["turns"]
+    target = corpus["recall"]["key"]
     clock = FrozenClock(datetime(2024, 5, 15, 9, 0, tzinfo=timezone.utc))
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "demo.db"
-        with HTM(robot="assistant", database_url=db, working_memory_tokens=60,
-                 clock=clock) as htm:
-            print(f"htm demo: {htm!r}\n  embedder: {htm.stats().embedder_choice}\n")
-            keys: dict[str, str] = {}
-            print("1. Adding a conversation to a 60-token working memory")
-            for text, importance in CONVERSATION:
-                clock.advance(minutes=5)
-                keys[text] = htm.add(text, importance=importance).key
-                wm = htm.working_memory
-                print(f"   + [{importance:>4}] {text[:52]:<52} wm {wm.tokens:>2}/{wm.max_tokens}"
-                      f" ({len(wm)} items)")
-            evicted = [op.key for op in htm.operations(op="evict", limit=100)]
-            print(f"\n2. {len(evicted)} memories were evicted from working memory; "
-                  "none was deleted:")
-            print(f"   long-term memories: {htm.stats().long_term_total}")
-            clock.advance(hours=2)
-            lunch = keys["Lunch today was noodles."]
-            print(f"   'Lunch today was noodles.' in working memory: "
-                  f"{lunch in htm.working_memory}")
-            print("\n3. Recall 'what did I eat for lunch?' brings the evicted fact back:")
-            for hit in htm.recall("what did I eat for lunch?", limit=2):
-                print(f"   {hit.score:.4f}  {hit.memory.content}")
-            print(f"   in working memory now: {lunch in htm.working_memory}")
-            ctx = htm.create_context(strategy="balanced", max_tokens=50)
-            print(f"\n4. Context for the next prompt ({ctx.tokens} tokens, strategy balanced):")
-            for line in ctx.text.split("\n\n"):
-                print(f"   | {line}")
-            stats = htm.stats()
-            print("\n5. Stats")
-            print(f"   working memory: {stats.working_memory_count} items, "
-                  f"{stats.working_memory_tokens}/{stats.working_memory_max_tokens} tokens, "
-                  f"{stats.evictions} evictions")
-            print(f"   long-term: {stats.long_term_total} memories, {stats.robots} robot(s)")
-            print(f"   embedder: {stats.embedder}; tokens: {stats.token_counter}")
-            clock.advance(days=1)
-            print("\n6. Timeframe: recall 'deploy' from 'yesterday':")
-            for hit in htm.recall("deploy", timeframe="yesterday", limit=1):
-                print(f"   {hit.memory.created_at:%Y-%m-%d %H:%M}  {hit.memory.content}")
+    with HTM(robot="assistant", database_url=database, working_memory_tokens=DEMO_BUDGET,
+             embedder=embedder, clock=clock) as htm:
+        say(f"htm demo — {corpus['title']}")
+        say(f"database: {htm.store.url} (throwaway SQLite, no server, no network)")
+        say(f"embedder: {htm.stats().embedder_choice}")
+
+        say.step(f"1. A conversation flows into a {DEMO_BUDGET}-token working memory")
+        say("   imp  turn" + " " * 46 + "working memory")
+        evicted_all: list[str] = []
+        peak = 0
+        keys: dict[str, str] = {}
+        for turn in turns:
+            clock.advance(minutes=3)
+            before = set(htm.working_memory.keys())
+            memory = htm.add(f"{turn['speaker'].title()}: {turn['text']}",
+                             importance=float(turn["importance"]), key=turn.get("key"),
+                             tags=turn.get("tags", ()))
+            keys[memory.key] = memory.content
+            wm = htm.working_memory
+            peak = max(peak, wm.tokens)
+            gone = sorted(before - set(wm.keys()))
+            evicted_all.extend(gone)
+            say(f"   {turn['importance']:>3}  {_short(memory.content, 48):<48}  "
+                f"{_bar(wm.tokens, wm.max_tokens)} {wm.tokens:>3}/{wm.max_tokens}")
+            for key in gone:
+                say(f"          ↳ evicted: {_short(keys[key], 60)}")
+
+        stats = htm.stats()
+        say.step("2. Eviction only clears a flag: nothing was deleted")
+        say(f"   {len(evicted_all)} evictions; working memory holds {stats.working_memory_count} "
+            f"memories, long-term memory holds all {stats.long_term_total}.")
+        was_evicted = target not in htm.working_memory and target in evicted_all
+        say(f"   the allergy fact ({target!r}) in working memory: "
+            f"{target in htm.working_memory} (evicted: {target in evicted_all})")
+
+        clock.advance(hours=2)
+        query = corpus["recall"]["query"]
+        say.step("3. Recall brings the evicted fact back")
+        say(f"   recall({query!r}, limit=3)")
+        for hit in htm.recall(query, limit=3):
+            mark = "  ← evicted earlier" if hit.memory.key == target else ""
+            say(f"   {hit.score:.4f}  {_short(hit.memory.content, 58)}{mark}")
+        back = target in htm.working_memory
+        say(f"   the allergy fact in working memory now: {back}")
+
+        say.step("4. The context for the next prompt (strategy 'balanced', 80 tokens)")
+        ctx = htm.create_context(strategy="balanced", max_tokens=80)
+        for item in ctx.memories:
+            say(f"   │ {item.content}")
+        say(f"   {ctx.tokens} tokens of a {ctx.budget}-token budget (80 less a 10% margin), "
+            f"{len(ctx.memories)} memories ranked by importance × recency")
+
+        say.step("5. Never forget: forget is reversible until purge")
+        htm.forget("approver", confirm=True)
+        say(f"   forget('approver', confirm=True) → retrieve('approver') finds it: "
+            f"{htm.retrieve('approver') is not None}")
+        htm.restore("approver")
+        say(f"   restore('approver')              → retrieve('approver') finds it: "
+            f"{htm.retrieve('approver') is not None}")
+        say("   every add, eviction, forget and restore is in the operations log: "
+            f"{len(htm.operations(limit=1000))} entries (htm log)")
+
+        say.step("6. Stats")
+        stats = htm.stats()
+        say(f"   working memory: {stats.working_memory_count} memories, "
+            f"{stats.working_memory_tokens}/{stats.working_memory_max_tokens} tokens "
+            f"({stats.working_memory_utilisation:.0%}), {stats.evictions} evictions, "
+            f"policy {stats.eviction_policy}")
+        say(f"   long-term: {stats.long_term_total} memories, {stats.forgotten} forgotten, "
+            f"{stats.robots} robot(s), schema v{stats.schema_version}, {stats.backend}")
+        say(f"   embedder: {stats.embedder} (dim {stats.embedding_dim}); tokens: "
+            f"{stats.token_counter}")
+        say("\nDone. Try it on your own memory: htm add \"...\"; htm recall \"...\"; htm --help")
+        return DemoReport(
+            turns=len(turns), evicted=tuple(evicted_all), recalled_key=target,
+            was_evicted_before_recall=was_evicted, back_in_working_memory=back,
+            context_keys=ctx.keys, context_tokens=ctx.tokens,
+            long_term_total=stats.long_term_total, max_working_tokens_seen=peak,
+            budget=DEMO_BUDGET)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m htm_core.demo [--embedder SPEC] [--fast]``; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m htm_core.demo",
+                                     description="A guided tour of htm on a throwaway database.")
+    parser.add_argument("--embedder", help="auto (default), hashing, local or ollama[:model]")
+    parser.add_argument("--fast", action="store_true", help="no pauses between steps")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        run(embedder=args.embedder, pause=0.0 if args.fast else None)
+    except HTMError as exc:
+        sys.stderr.write(f"htm demo: error: {exc}\n")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,471 @@
+"""The ``htm`` command: use and manage a memory from the shell.
+
+::
+
+    htm add "User prefers Vim keybindings" --importance 9 --key pref-vim --tag user:preferences
+    htm recall "editor preferences" --timeframe "last week"
+    htm context --strategy balanced --max-tokens 2000
+    htm export backup.jsonl --with-embeddings
+    htm copy memories.db postgresql://localhost/htm
+
+The database comes from ``--db`` or ``HTM_DATABASE_URL`` (default: a SQLite file in the user
+data directory), the robot from ``--robot`` or ``HTM_ROBOT`` and the embedder from
+``--embedder`` or ``HTM_EMBEDDER``. Global options go before or after the subcommand.
+
+Exit status: 0 success, 1 an htm error (the message, on stderr, says what to do),
+2 a usage error, 130 interrupted (``import`` and ``copy`` resume when run again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+from .config import Settings
+from .errors import ConfirmationRequiredError, HTMError, ValidationError, missing_extra
+from .store import LongTermStore, open_store
+from .transfer import Progress
+
+__all__ = ["build_parser", "main"]
+
+RECALL_STRATEGIES = ("hybrid", "vector", "fulltext")
+CONTEXT_STRATEGIES = ("balanced", "recent", "important")
+
+
+# -- argument parsing ------------------------------------------------------------------
+
+
+def _global_options(*, suppress: bool, robot: bool = True) -> argparse.ArgumentParser:
+    """The options every subcommand accepts. Subparsers use SUPPRESS so that a value given
+    before the subcommand is not overwritten by the subparser's default."""
+    parent = argparse.ArgumentParser(add_help=False)
+    default = argparse.SUPPRESS if suppress else None
+    group = parent.add_argument_group("global options")
+    group.add_argument("--db", "--database-url", dest="db", metavar="URL", default=default,
+                       help="SQLite path or URL, or postgresql:// URL (default $HTM_DATABASE_URL, "
+                            "else a SQLite file in the user data directory)")
+    if robot:
+        group.add_argument("--robot", metavar="NAME", default=default,
+                           help="the robot acting (default $HTM_ROBOT or 'default')")
+    group.add_argument("--embedder", metavar="SPEC", default=default,
+                       help="auto, hashing, local or ollama[:model] (default $HTM_EMBEDDER or auto)")
+    group.add_argument("--working-memory-tokens", type=int, metavar="N", default=default,
+                       help="working-memory budget (default $HTM_WORKING_MEMORY_TOKENS or 128000)")
+    group.add_argument("--progress", dest="progress", action="store_true", default=default,
+                       help="always show progress bars (default: only on a terminal)")
+    return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``htm`` argument parser (every subcommand has ``--help``)."""
+    parser = argparse.ArgumentParser(
+        prog="htm", parents=[_global_options(suppress=False)],
+        description="htm: a two-tier memory for LLM applications (working memory over a "
+                    "long-term memory that never forgets).",
+        epilog="Exit status: 0 ok, 1 htm error, 2 usage error, 130 interrupted.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    common = _global_options(suppress=True)
+    no_robot = _global_options(suppress=True, robot=False)
+
+    def add(name: str, help_: str, *, parent: argparse.ArgumentParser = common
+            ) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[parent], help=help_, description=help_)
+
+    p = add("add", "remember a text (long-term, then working memory)")
+    p.add_argument("text", help="what to remember")
+    p.add_argument("--importance", type=float, default=1.0, help="0 to 10 (default 1)")
+    p.add_argument("--key", help="a unique key (default: derived from robot and text)")
+    p.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG",
+                   help="a hierarchical tag such as user:preferences (repeatable)")
+    p.add_argument("--metadata", metavar="JSON", help="a JSON object stored with the memory")
+
+    p = add("recall", "find the memories most relevant to a query", parent=no_robot)
+    p.add_argument("query", help="plain text")
+    p.add_argument("--timeframe", help="'today', 'last week', 'May 2023', '2024-05-01..2024-06-01'")
+    p.add_argument("--limit", type=int, default=10, help="how many hits at most (default 10)")
+    p.add_argument("--strategy", choices=RECALL_STRATEGIES, default="hybrid")
+    p.add_argument("--tag", action="append", default=None, dest="tags", metavar="TAG",
+                   help="only memories with this tag or one below it (repeatable)")
+    p.add_argument("--robot", dest="filter_robot", metavar="NAME",
+                   help="only memories written by this robot (the acting robot is set with "
+                        "--robot before the subcommand, or $HTM_ROBOT)")
+    p.add_argument("--json", action="store_true", help="one JSON object per hit")
+
+    p = add("context", "print working memory assembled for a prompt")
+    p.add_argument("--strategy", choices=CONTEXT_STRATEGIES, default="balanced")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="token budget (default: the working-memory budget)")
+
+    p = add("stats", "working-memory and long-term figures")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+    p = add("forget", "hide a memory from recall (recoverable with restore until purge)")
+    p.add_argument("key")
+    p.add_argument("--yes", action="store_true", help="confirm (required)")
+
+    p = add("restore", "bring back a forgotten memory")
+    p.add_argument("key")
+
+    p = add("purge", "delete forgotten memories for good")
+    p.add_argument("--key", help="purge only this forgotten memory")
+    p.add_argument("--yes", action="store_true", help="confirm (required)")
+
+    p = add("export", "write every memory to a JSON Lines file")
+    p.add_argument("file")
+    p.add_argument("--with-embeddings", action="store_true", help="include the vectors")
+    p.add_argument("--no-forgotten", action="store_true", help="leave forgotten memories out")
+
+    p = add("import", "load a JSON Lines export (resumable: existing keys are skipped)")
+    p.add_argument("file")
+    p.add_argument("--batch-size", type=int, default=500)
+
+    add("migrate", "create or upgrade the database schema")
+
+    p = add("copy", "copy every memory from one database to another (resumable, verified)")
+    p.add_argument("source", metavar="SRC_URL")
+    p.add_argument("target", metavar="DST_URL")
+    p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument("--no-verify", action="store_true", help="skip the final check")
+    p.add_argument("--sample", type=int, default=100,
+                   help="memories compared field by field in the final check (default 100)")
+
+    p = add("log", "the operations log, newest first", parent=no_robot)
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--op", help="only this operation (add, touch, evict, forget, restore, purge)")
+    p.add_argument("--robot", dest="filter_robot", metavar="NAME", help="only this robot")
+
+    p = add("demo", "a guided tour on a throwaway database (no server, no network)")
+    p.add_argument("--fast", action="store_true", help="no pauses between steps")
+
+    p = add("mcp", "run the MCP server (needs the mcp extra); other options go to the server")
+    p.add_argument("server_args", nargs=argparse.REMAINDER, help="options for the server")
+    return parser
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _opt(args: argparse.Namespace, name: str) -> Any:
+    return getattr(args, name, None)
+
+
+def _open_htm(args: argparse.Namespace) -> Any:
+    from .htm import HTM
+
+    return HTM(robot=_opt(args, "robot"), database_url=_opt(args, "db"),
+               embedder=_opt(args, "embedder"),
+               working_memory_tokens=_opt(args, "working_memory_tokens"))
+
+
+def _database_url(args: argparse.Namespace) -> str | None:
+    return Settings.resolve(database_url=_opt(args, "db")).database_url
+
+
+@contextmanager
+def _store(url: str | None) -> Iterator[LongTermStore]:
+    store = open_store(url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def _progress(args: argparse.Namespace, label: str, err: TextIO) -> Iterator[Progress]:
+    """A tqdm bar on a terminal (or with --progress); silence otherwise."""
+    show = bool(_opt(args, "progress")) or err.isatty()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        tqdm = None
+    if not show:
+        yield lambda done, total: None
+        return
+    if tqdm is None:
+        def plain(done: int, total: int | None) -> None:
+            err.write(f"{label}: {done}/{total if total is not None else '?'}\n")
+        yield plain
+        return
+    bar = tqdm(desc=label, unit=" memories", file=err, dynamic_ncols=True)
+    try:
+        def update(done: int, total: int | None) -> None:
+            if total is not None and bar.total != total:
+                bar.total = total
+            bar.update(done - bar.n)
+        yield update
+    finally:
+        bar.close()
+
+
+def _age(when: datetime, now: datetime) -> str:
+    seconds = max(0.0, (now - when).total_seconds())
+    for size, unit in ((86_400 * 365, "y"), (86_400, "d"), (3_600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _shorten(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str], out: TextIO) -> None:
+    """Left-aligned columns; the last column takes the rest of the terminal width."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
+    room = max(20, shutil.get_terminal_size((100, 20)).columns - sum(widths) - 2 * len(widths))
+
+    def line(cells: Sequence[str]) -> str:
+        head = "  ".join(c.ljust(w) if i else c.rjust(w) for i, (c, w) in
+                         enumerate(zip(cells, widths, strict=False)))
+        return f"{head}  {_shorten(cells[-1], room)}".rstrip()
+
+    out.write(line(header) + "\n")
+    for row in rows:
+        out.write(line(row) + "\n")
+
+
+# -- commands --------------------------------------------------------------------------
+
+
+def _cmd_add(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    metadata = None
+    if args.metadata is not None:
+        try:
+            metadata = json.loads(args.metadata)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"--metadata is not valid JSON ({exc.msg}); give an object "
+                                  "such as '{\"source\": \"cli\"}'") from None
+    with _open_htm(args) as htm:
+        memory = htm.add(args.text, importance=args.importance, key=args.key, tags=args.tags,
+                         metadata=metadata)
+        where = "long-term + working memory" if memory.in_working_memory else "long-term only"
+        out.write(f"{memory.key}\t{memory.token_count} tokens\timportance {memory.importance:g}"
+                  f"\t{where}\n")
+    return 0
+
+
+def _cmd_recall(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    with _open_htm(args) as htm:
+        hits = htm.recall(args.query, timeframe=args.timeframe, limit=args.limit,
+                          strategy=args.strategy, tags=args.tags, robot=args.filter_robot)
+        now = datetime.now(timezone.utc)
+    if args.json:
+        for hit in hits:
+            m = hit.memory
+            out.write(json.dumps({"key": m.key, "score": hit.score, "content": m.content,
+                                  "importance": m.importance, "robot": m.robot,
+                                  "created_at": m.created_at.isoformat(), "tags": list(m.tags)},
+                                 ensure_ascii=False) + "\n")
+        return 0
+    if not hits:
+        err.write("no memories matched\n")
+        return 0
+    rows = [(f"{h.score:.4f}", _age(h.memory.created_at, now), f"{h.memory.importance:g}",
+             h.memory.robot, h.memory.content) for h in hits]
+    _table(rows, ("score", "age", "importance", "robot", "text"), out)
+    return 0
+
+
+def _cmd_context(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    with _open_htm(args) as htm:
+        ctx = htm.create_context(strategy=args.strategy, max_tokens=args.max_tokens)
+    if ctx.text:
+        out.write(ctx.text + "\n")
+    err.write(f"[{len(ctx.memories)} memories, {ctx.tokens}/{ctx.budget} tokens, "
+              f"strategy {ctx.strategy}]\n")
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    with _open_htm(args) as htm:
+        stats = htm.stats()
+    if args.json:
+        from dataclasses import asdict
+
+        out.write(json.dumps(asdict(stats), default=str, indent=2) + "\n")
+        return 0
+    rows = [
+        ("robot", stats.robot),
+        ("database", f"{stats.database} ({stats.backend}, schema v{stats.schema_version})"),
+        ("working memory", f"{stats.working_memory_count} memories, {stats.working_memory_tokens}"
+                           f"/{stats.working_memory_max_tokens} tokens "
+                           f"({stats.working_memory_utilisation:.0%}), policy "
+                           f"{stats.eviction_policy}"),
+        ("long-term", f"{stats.long_term_total} memories ({stats.long_term_robot} by "
+                      f"{stats.robot}), {stats.forgotten} forgotten, {stats.robots} robot(s)"),
+        ("embedder", f"{stats.embedder} ({stats.embedder_choice}), dim {stats.embedding_dim}"),
+        ("pending embeddings", str(stats.pending_embeddings)),
+        ("token counter", stats.token_counter),
+    ]
+    width = max(len(k) for k, _ in rows)
+    out.writelines(f"{k.ljust(width)}  {v}\n" for k, v in rows)
+    return 0
+
+
+def _cmd_forget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if not args.yes:
+        raise ConfirmationRequiredError(
+            f"forget hides {args.key!r} from recall (recoverable with `htm restore` until "
+            f"`htm purge`); run `htm forget {args.key} --yes` to do it")
+    with _open_htm(args) as htm:
+        memory = htm.forget(args.key, confirm=True)
+    out.write(f"forgot {memory.key} (restore it with: htm restore {memory.key})\n")
+    return 0
+
+
+def _cmd_restore(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    with _open_htm(args) as htm:
+        memory = htm.restore(args.key)
+    out.write(f"restored {memory.key}\n")
+    return 0
+
+
+def _cmd_purge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if not args.yes:
+        raise ConfirmationRequiredError(
+            "purge deletes forgotten memories permanently; run `htm purge --yes` to do it")
+    with _open_htm(args) as htm:
+        count = htm.purge(confirm=True, key=args.key)
+    out.write(f"purged {count} forgotten memor{'y' if count == 1 else 'ies'}\n")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .transfer import export_jsonl
+
+    with _store(_database_url(args)) as store, _progress(args, "export", err) as progress:
+        count = export_jsonl(store, args.file, with_embeddings=args.with_embeddings,
+                             include_forgotten=not args.no_forgotten, progress=progress)
+    out.write(f"exported {count} memories to {args.file}\n")
+    return 0
+
+
+def _file_has_embeddings(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            header = json.loads(fh.readline() or "{}")
+    except (OSError, json.JSONDecodeError):
+        return False  # import_jsonl reports the problem precisely
+    return isinstance(header, dict) and bool(header.get("embedder"))
+
+
+def _cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .embeddings import resolve_embedder
+    from .transfer import import_jsonl
+
+    embedder = None
+    if not _file_has_embeddings(args.file):
+        spec = Settings.resolve(embedder=_opt(args, "embedder")).embedder
+        embedder, _choice = resolve_embedder(spec)
+    with _store(_database_url(args)) as store, _progress(args, "import", err) as progress:
+        result = import_jsonl(store, args.file, embedder=embedder, batch_size=args.batch_size,
+                              progress=progress)
+    out.write(f"imported {result.written} memories ({result.skipped} already there, "
+              f"{result.embedded} embedded) from {args.file}\n")
+    return 0
+
+
+def _cmd_migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    with _store(_database_url(args)) as store:
+        version = store.migrate()
+        out.write(f"{store.url}: schema version {version}\n")
+    return 0
+
+
+def _cmd_copy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .transfer import copy_store
+
+    with _store(args.source) as source, _store(args.target) as target, \
+            _progress(args, "copy", err) as progress:
+        result = copy_store(source, target, batch_size=args.batch_size, progress=progress,
+                            verify=not args.no_verify, sample=args.sample)
+    check = "verified" if result.verified else "not verified (--no-verify)"
+    out.write(f"copied {result.written} memories ({result.skipped} already there) from "
+              f"{source.url} to {target.url}; {check}\n")
+    return 0
+
+
+def _cmd_log(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .validation import check_limit
+
+    with _store(_database_url(args)) as store:
+        ops = store.operations(limit=check_limit(args.limit), robot=args.filter_robot, op=args.op)
+    if not ops:
+        err.write("no operations logged\n")
+        return 0
+    rows = [(str(o.id), o.at.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), o.op,
+             o.robot or "-", o.key or "-",
+             json.dumps(o.detail, ensure_ascii=False) if o.detail else "") for o in ops]
+    _table(rows, ("id", "at (UTC)", "op", "robot", "key", "detail"), out)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .demo import run
+
+    run(out=out, embedder=_opt(args, "embedder"), pause=0.0 if args.fast else None)
+    return 0
+
+
+def _cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise missing_extra("mcp", "mcp")
+    try:
+        from htm_integrations.mcp.server import main as server_main
+    except ImportError as exc:
+        raise missing_extra(f"the MCP server ({exc.name or exc})", "mcp") from None
+    forwarded: list[str] = []
+    for name in ("db", "robot", "embedder", "working_memory_tokens"):
+        value = _opt(args, name)
+        if value is not None:
+            forwarded += [f"--{name.replace('_', '-')}", str(value)]
+    rest = [a for a in args.server_args if a != "--"]
+    return int(server_main(forwarded + rest) or 0)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
+    "add": _cmd_add, "recall": _cmd_recall, "context": _cmd_context, "stats": _cmd_stats,
+    "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
+    "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate, "copy": _cmd_copy,
+    "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp,
+}
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
+         stderr: TextIO | None = None) -> int:
+    """Run ``htm`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    >>> main(["--db", ":memory:", "--embedder", "hashing", "migrate"])  # doctest: +SKIP
+    0
+    """
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = build_parser()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:  # --help (0) and usage errors (2)
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        return COMMANDS[args.command](args, out, err)
+    except HTMError as exc:
+        err.write(f"htm {args.command}: error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        resumable = " (run the same command again to resume)" if args.command in (
+            "import", "copy") else ""
+        err.write(f"htm {args.command}: interrupted{resumable}\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
