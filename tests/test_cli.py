@@ -231,3 +231,33 @@ def test_mcp_delegates_to_the_server(tmp_path: Path) -> None:
     done = _subprocess("mcp", env_db=tmp_path / "mcp.db", stdin=subprocess.DEVNULL, timeout=60)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "mcp.db").exists()
+
+
+def test_demo_really_evicts_then_recalls_and_stays_in_budget(tmp_path: Path) -> None:
+    from htm_core.demo import DEMO_BUDGET, load_corpus, run
+
+    out = io.StringIO()
+    report = run(out=out, embedder="hashing", pause=0.0, database=tmp_path / "demo.db")
+    assert report.turns == len(load_corpus()["turns"]) == report.long_term_total
+    assert report.recalled_key in report.evicted
+    assert report.was_evicted_before_recall and report.back_in_working_memory
+    assert report.max_working_tokens_seen <= DEMO_BUDGET
+    assert report.recalled_key in report.context_keys
+    assert 0 < report.context_tokens <= 72
+    text = out.getvalue()
+    for step in ("1. A conversation", "2. Eviction only clears a flag", "3. Recall",
+                 "4. The context", "5. Never forget", "6. Stats"):
+        assert step in text
+
+
+def test_python_m_demo_runs_offline_in_a_throwaway_database(tmp_path: Path) -> None:
+    """``scripts/demo.sh``'s entry point, as a subprocess with no HTM_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HTM_")}
+    env["HOME"] = str(tmp_path)  # the user data dir must stay untouched
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    done = subprocess.run([sys.executable, "-m", "htm_core.demo", "--embedder", "hashing",
+                           "--fast"], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "the allergy fact in working memory now: True" in done.stdout
+    assert not (tmp_path / "data").exists()
