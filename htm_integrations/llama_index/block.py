@@ -23,7 +23,7 @@ import uuid
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import Field, field_validator
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from htm_core import HTM
@@ -59,13 +59,12 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
     store_roles: tuple[str, ...] = Field(default=("user", "assistant"))
     importance: float = Field(default=1.0, ge=0.0, le=10.0)
 
-    @field_validator("htm", mode="before")
-    @classmethod
-    def _check_htm(cls, value: Any) -> Any:
-        if not isinstance(value, HTM):
+    def __init__(self, **data: Any) -> None:
+        htm = data.get("htm")
+        if not isinstance(htm, HTM):
             raise ValidationError(
-                f"HTMMemoryBlock needs htm=<htm_core.HTM instance>, got {type(value).__name__}")
-        return value
+                f"HTMMemoryBlock needs htm=<htm_core.HTM instance>, got {type(htm).__name__}")
+        super().__init__(**data)
 
     async def _aget(self, messages: list[ChatMessage] | None = None,
                     session_id: str | None = None, **block_kwargs: Any) -> str:

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from llama_index.core.bridge.pydantic import ConfigDict, Field, field_validator
+from llama_index.core.bridge.pydantic import ConfigDict, Field
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
@@ -184,13 +184,12 @@ class HTMVectorStore(BasePydanticVectorStore):
     date_key: str = Field(default="created_at")
     importance: float = Field(default=1.0, ge=0.0, le=10.0)
 
-    @field_validator("htm", mode="before")
-    @classmethod
-    def _check_htm(cls, value: Any) -> Any:
-        if not isinstance(value, HTM):
+    def __init__(self, **data: Any) -> None:
+        htm = data.get("htm")
+        if not isinstance(htm, HTM):
             raise ValidationError(
-                f"HTMVectorStore needs htm=<htm_core.HTM instance>, got {type(value).__name__}")
-        return value
+                f"HTMVectorStore needs htm=<htm_core.HTM instance>, got {type(htm).__name__}")
+        super().__init__(**data)
 
     @classmethod
     def class_name(cls) -> str:
@@ -292,9 +291,11 @@ class HTMVectorStore(BasePydanticVectorStore):
     def _plan(self, filters: MetadataFilters | None, *, doc_ids: Sequence[str] | None = None,
               node_ids: Sequence[str] | None = None) -> _Plan:
         plan = self._group(filters) if filters is not None and filters.filters else _Plan()
-        if doc_ids is not None:
+        # Empty lists mean "no restriction": VectorStoreIndex.as_retriever passes node_ids=[]
+        # for stores that keep the text.
+        if doc_ids:
             plan = _and(plan, _tag_plan({_doc_tag(d) for d in doc_ids}))
-        if node_ids is not None:
+        if node_ids:
             plan = _and(plan, _tag_plan({_node_tag(n) for n in node_ids}))
         return plan
 
