@@ -1,0 +1,254 @@
+"""``HTMStore``: htm as a LangGraph ``BaseStore``.
+
+Real htm databases (every backend in ``BACKENDS``), LangGraph's own ``StateGraph`` and
+op types, and LangChain's ``GenericFakeChatModel`` as the graph's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, TypedDict
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
+
+from htm_core import HTM, FrozenClock
+from htm_core.errors import ValidationError
+from htm_integrations.langchain import HTMStore
+from htm_integrations.langchain.store import decode_label, encode_label, namespace_tag
+
+
+def all_memories(htm: HTM) -> list[Any]:
+    return [m for batch in htm.store.iter_memories(include_forgotten=True) for m in batch]
+
+
+def test_put_get_round_trip_with_odd_labels(htm_factory: Callable[..., HTM],
+                                            clock: FrozenClock) -> None:
+    htm = htm_factory()
+    store = HTMStore(htm=htm)
+    namespace = ("users", "ada lovelace", "café:notes")
+    store.put(namespace, "first/key", {"text": "Ada likes tea", "n": 1})
+    item = store.get(namespace, "first/key")
+    assert item is not None
+    assert (item.namespace, item.key, item.value) == (namespace, "first/key",
+                                                      {"text": "Ada likes tea", "n": 1})
+    assert item.created_at == item.updated_at == datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
+    assert store.get(namespace, "other") is None
+    assert store.get(("users",), "first/key") is None
+    tag = namespace_tag(namespace)
+    assert tag == "lgstore:users:ada.20lovelace:caf.c3.a9.3anotes"
+    assert [decode_label(s) for s in tag.split(":")[1:]] == list(namespace)
+    assert decode_label(encode_label("a.b")) == "a.b"
+    memory = htm.retrieve(HTMStore.memory_key(namespace, "first/key"))
+    assert memory is not None and memory.tags == (tag,) and memory.robot == htm.robot
+
+
+def test_update_keeps_the_old_value_recoverable(htm_factory: Callable[..., HTM],
+                                                clock: FrozenClock) -> None:
+    htm = htm_factory()
+    store = HTMStore(htm=htm, fields=["text"])
+    ns = ("prefs",)
+    store.put(ns, "drink", {"text": "The user drinks green tea"})
+    clock.advance(hours=1)
+    store.put(ns, "drink", {"text": "The user drinks green tea"})
+    assert len(all_memories(htm)) == 1  # the same value again only touches
+    clock.advance(hours=1)
+    store.put(ns, "drink", {"text": "The user switched to black coffee"})
+    item = store.get(ns, "drink")
+    assert item is not None and item.value == {"text": "The user switched to black coffee"}
+    assert item.created_at == datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
+    assert item.updated_at == datetime(2024, 5, 15, 14, tzinfo=timezone.utc)
+    assert htm.retrieve(HTMStore.memory_key(ns, "drink")).content == \
+        "The user switched to black coffee"  # type: ignore[union-attr]
+    found = store.search(ns, query="green tea")
+    assert [i.value["text"] for i in found] == ["The user switched to black coffee"]
+    archives = [m for m in all_memories(htm) if "lgstore-archive" in m.tags]
+    assert len(archives) == 1 and archives[0].forgotten_at is not None
+    assert archives[0].content == "The user drinks green tea"
+    assert archives[0].metadata["archived_from"] == HTMStore.memory_key(ns, "drink")
+    restored = htm.restore(archives[0].key)
+    assert restored.content == "The user drinks green tea"
+    assert [i.key for i in store.search(ns)] == ["drink"]  # archives never look like items
+
+
+def test_delete_forgets_recoverably(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory()
+    store = HTMStore(htm=htm)
+    store.put(("a",), "k", {"text": "secret plan"})
+    store.delete(("a",), "k")
+    assert store.get(("a",), "k") is None
+    assert store.search(("a",), query="secret plan") == []
+    assert store.list_namespaces() == []
+    store.delete(("a",), "k")  # deleting again is a no-op
+    htm.restore(HTMStore.memory_key(("a",), "k"))
+    assert store.get(("a",), "k").value == {"text": "secret plan"}  # type: ignore[union-attr]
+    store.delete(("a",), "k")
+    store.put(("a",), "k", {"text": "new plan"})
+    assert store.get(("a",), "k").value == {"text": "new plan"}  # type: ignore[union-attr]
+    assert [m.content for m in all_memories(htm) if "lgstore-archive" in m.tags] == \
+        ['{"text": "secret plan"}']
+
+
+def test_search_query_prefix_filter_and_paging(htm_factory: Callable[..., HTM],
+                                               clock: FrozenClock) -> None:
+    htm = htm_factory()
+    store = HTMStore(htm=htm, fields=["text"])
+    rows = [
+        (("users", "ada", "facts"), "f1", {"text": "Ada owns a grey cat", "score": 3}),
+        (("users", "ada", "facts"), "f2", {"text": "Ada rides a red bicycle", "score": 7}),
+        (("users", "bob", "facts"), "f3", {"text": "Bob owns a black cat", "score": 5}),
+        (("docs",), "d1", {"text": "The cat manual", "score": 9}),
+    ]
+    for ns, key, value in rows:
+        store.put(ns, key, value)
+        clock.advance(minutes=1)
+    cats = store.search(("users",), query="owns a cat")
+    assert {i.key for i in cats[:2]} == {"f1", "f3"}
+    assert {i.key for i in cats} == {"f1", "f2", "f3"}
+    assert all(isinstance(i, SearchItem) and i.score and i.score > 0 for i in cats)
+    assert [i.key for i in store.search(("users", "ada"), query="cat")] == ["f1", "f2"]
+    high = store.search(("users",), query="owns a cat", filter={"score": {"$gte": 5}})
+    assert [i.key for i in high] == ["f3", "f2"]
+    assert [i.key for i in store.search(("users",), query="cat", filter={"score": {"$lt": 4}})
+            ] == ["f1"]
+    assert [i.key for i in store.search((), filter={"score": 7})] == ["f2"]
+    listed = store.search(())
+    assert [i.key for i in listed] == ["d1", "f3", "f2", "f1"]  # newest first
+    assert [i.score for i in listed] == [None] * 4
+    assert [i.key for i in store.search((), limit=2, offset=1)] == ["f3", "f2"]
+    with pytest.raises(ValidationError, match="operator"):
+        store.search((), filter={"score": {"$near": 1}})
+
+
+def test_list_namespaces(htm_factory: Callable[..., HTM]) -> None:
+    store = HTMStore(htm=htm_factory())
+    for ns in [("users", "ada", "facts"), ("users", "bob", "facts"), ("users", "bob", "prefs"),
+               ("docs", "v1")]:
+        store.put(ns, "k", {"x": 1})
+    assert store.list_namespaces() == [("docs", "v1"), ("users", "ada", "facts"),
+                                       ("users", "bob", "facts"), ("users", "bob", "prefs")]
+    assert store.list_namespaces(prefix=("users", "bob")) == [("users", "bob", "facts"),
+                                                              ("users", "bob", "prefs")]
+    assert store.list_namespaces(suffix=("facts",)) == [("users", "ada", "facts"),
+                                                        ("users", "bob", "facts")]
+    assert store.list_namespaces(prefix=("users", "*", "prefs")) == [("users", "bob", "prefs")]
+    assert store.list_namespaces(max_depth=1) == [("docs",), ("users",)]
+    assert store.list_namespaces(limit=1, offset=1) == [("users", "ada", "facts")]
+
+
+async def test_batch_and_abatch(htm_factory: Callable[..., HTM]) -> None:
+    store = HTMStore(htm=htm_factory())
+    results = store.batch([
+        PutOp(("n",), "a", {"text": "alpha"}),
+        PutOp(("n",), "b", {"text": "beta"}),
+        GetOp(("n",), "a"),
+        SearchOp(("n",), query="beta", limit=1),
+        ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("n",)),)),
+        PutOp(("n",), "a", None),
+        GetOp(("n",), "a"),
+    ])
+    assert results[0] is None and results[1] is None
+    assert results[2].value == {"text": "alpha"}  # type: ignore[union-attr]
+    assert [i.key for i in results[3]] == ["b"]  # type: ignore[union-attr]
+    assert results[4] == [("n",)]
+    assert results[6] is None
+    again = await store.abatch([GetOp(("n",), "b"), SearchOp(("n",))])
+    assert again[0].value == {"text": "beta"}  # type: ignore[union-attr]
+    assert [i.key for i in again[1]] == ["b"]  # type: ignore[union-attr]
+    await store.aput(("n",), "c", {"text": "gamma"})
+    assert (await store.aget(("n",), "c")).value == {"text": "gamma"}  # type: ignore[union-attr]
+    assert [i.key for i in await store.asearch(("n",), query="gamma", limit=1)] == ["c"]
+
+
+def test_bad_input(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory()
+    store = HTMStore(htm=htm)
+    with pytest.raises(ValidationError, match="must be a dict"):
+        store.batch([PutOp(("n",), "a", ["not", "a", "dict"])])  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="ttl"):
+        store.batch([PutOp(("n",), "a", {"x": 1}, ttl=5.0)])
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([GetOp(("a.b",), "k")])
+    with pytest.raises(ValidationError):
+        HTMStore(htm=htm, fields=["text"]).put(("n",), "a", {"text": "bad \x00 nul"})
+    assert all_memories(htm) == []
+
+
+def test_robots_share_items_and_search_can_be_scoped(htm_factory: Callable[..., HTM]) -> None:
+    alice = htm_factory(robot="alice")
+    bob = htm_factory(robot="bob")
+    HTMStore(htm=alice).put(("team",), "a1", {"text": "Alice fixed the login bug"})
+    HTMStore(htm=bob).put(("team",), "b1", {"text": "Bob fixed the payment bug"})
+    shared = HTMStore(htm=alice)
+    assert {i.key for i in shared.search(("team",), query="fixed bug")} == {"a1", "b1"}
+    only_bob = HTMStore(htm=alice, robot="bob")
+    assert [i.key for i in only_bob.search(("team",), query="fixed bug")] == ["b1"]
+    assert [i.key for i in only_bob.search(("team",))] == ["b1"]
+
+
+class ChatState(TypedDict):
+    user: str
+    question: str
+    answer: str
+
+
+def test_langgraph_graph_writes_and_a_later_run_finds(store_url: str,
+                                                      htm_factory: Callable[..., HTM]) -> None:
+    """Run 1 stores what the user says through HTMStore; run 2, in a new graph over a new
+    HTM on the same database (a restart), finds it with store.search and puts it in the
+    fake chat model's prompt."""
+    prompts: list[list[BaseMessage]] = []
+
+    class RecordingChat(GenericFakeChatModel):
+        def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+            prompts.append(list(messages))
+            return super()._generate(messages, *args, **kwargs)
+
+    model = RecordingChat(messages=iter([AIMessage("I will remember that."),
+                                         AIMessage("Your favourite colour is teal.")]))
+
+    def respond(state: ChatState, runtime: Runtime) -> dict[str, str]:
+        assert runtime.store is not None
+        namespace = ("memories", state["user"])
+        found = runtime.store.search(namespace, query=state["question"], limit=3)
+        notes = "\n".join(f"- {item.value['text']}" for item in found)
+        reply = model.invoke([SystemMessage(f"What you know about the user:\n{notes}"),
+                              HumanMessage(state["question"])])
+        if state["question"].startswith("Remember"):
+            runtime.store.put(namespace, f"fact-{len(found)}",
+                              {"text": state["question"].removeprefix("Remember: ")})
+        return {"answer": str(reply.content)}
+
+    def build(htm: HTM) -> Any:
+        builder = StateGraph(ChatState)
+        builder.add_node("respond", respond)
+        builder.add_edge(START, "respond")
+        builder.add_edge("respond", END)
+        return builder.compile(store=HTMStore(htm=htm, fields=["text"]))
+
+    first = build(htm_factory())
+    out = first.invoke({"user": "u1", "question": "Remember: my favourite colour is teal",
+                        "answer": ""})
+    assert out["answer"] == "I will remember that."
+
+    later_htm = htm_factory(database_url=store_url)
+    later = build(later_htm)
+    out = later.invoke({"user": "u1", "question": "What is my favourite colour?", "answer": ""})
+    assert out["answer"] == "Your favourite colour is teal."
+    assert "- my favourite colour is teal" in str(prompts[1][0].content)
+    hits = HTMStore(htm=later_htm).search(("memories", "u1"), query="favourite colour")
+    assert [i.value for i in hits] == [{"text": "my favourite colour is teal"}]
+    assert HTMStore(htm=later_htm).search(("memories", "someone-else"), query="colour") == []
