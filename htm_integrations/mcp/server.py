@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import importlib.util
 import logging
 import sys
 import threading
@@ -32,16 +33,20 @@ from typing import Annotated, Any, TypeVar
 
 from htm_core import HTM, HTMError
 from htm_core import __version__ as htm_version
-from htm_core.errors import missing_extra
+from htm_core.errors import MissingDependencyError, missing_extra
 from htm_core.models import Context, Memory, Robot, Stats
 
+if importlib.util.find_spec("mcp") is None:
+    raise missing_extra("mcp", "mcp")
 try:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     from mcp.types import ToolAnnotations
     from pydantic import Field
-except ImportError:  # pragma: no cover - exercised only without the extra
-    raise missing_extra("mcp", "mcp") from None
+except ImportError:
+    raise MissingDependencyError(
+        "the htm MCP server needs the mcp SDK 2.x (MCPServer); upgrade it with: "
+        'pip install -U "htm[mcp]"') from None
 
 __all__ = ["build_server", "main", "parse_args"]
 
@@ -141,8 +146,8 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
 
         return wrapper  # type: ignore[return-value]
 
-    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, openWorldHint=False)
-    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
     @server.tool(annotations=writes)
     @guarded
@@ -191,8 +196,8 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
             return {"found": False, "key": key}
         return {"found": True, **memory_to_dict(memory)}
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True,
-                                             idempotentHint=True, openWorldHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                                             idempotent_hint=True, open_world_hint=False))
     @guarded
     def forget(
         key: Annotated[str, Field(description="The memory's key.")],
@@ -202,8 +207,8 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
         """Hide a memory from recall (recoverable with ``restore``); needs confirm=true."""
         return memory_to_dict(htm.forget(key, confirm=confirm))
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False,
-                                             idempotentHint=True, openWorldHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                             idempotent_hint=True, open_world_hint=False))
     @guarded
     def restore(key: Annotated[str, Field(description="The forgotten memory's key.")]
                 ) -> dict[str, Any]:

@@ -289,3 +289,19 @@ async def test_build_server_in_process(sqlite_url: str) -> None:
         async with Client(server, cache=None) as client:
             ok(await client.call_tool("remember", {"content": "in process", "key": "ip"}))
         assert htm.retrieve("ip") is not None
+
+
+@pytest.mark.parametrize(("hide", "expected"), [
+    ("mcp", 'mcp is not installed; install it with: pip install "htm[mcp]"'),
+    ("mcp.server.mcpserver", 'needs the mcp SDK 2.x (MCPServer); upgrade it with: pip install -U'),
+])
+def test_a_missing_or_old_sdk_names_the_extra(hide: str, expected: str) -> None:
+    """The SDK is installed here, so its absence (or a 1.x without MCPServer) is simulated by
+    blocking the module in a fresh interpreter."""
+    code = (f"import sys; sys.modules[{hide!r}] = None\n"
+            "from htm_core.errors import MissingDependencyError\n"
+            "try:\n    import htm_integrations.mcp\n"
+            "except MissingDependencyError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=server_env(), cwd=str(ROOT), timeout=60, check=True)
+    assert expected in out.stdout, out.stderr
