@@ -4,10 +4,12 @@
   (``BEGIN IMMEDIATE``) so concurrent writers queue instead of failing half-way.
 - Full text: an FTS5 table (porter stemming, unicode61) kept in step by triggers, ranked
   by bm25. User text is reduced to plain quoted words before it reaches ``MATCH``.
-- Vectors: float32 BLOBs in the ``memories`` table and an in-process exact numpy index
+- Vectors: float32 BLOBs in the ``memories`` table and an in-process numpy index
   (:class:`~htm_core.store.vector_index.VectorIndex`) built on open and kept in step
   with adds, forgets, restores and purges. New rows written by other processes are
-  picked up before each vector search.
+  picked up before each vector search. Large stores add an HNSW graph in front of it
+  (:class:`~htm_core.store.ann.ApproximateIndex`), persisted beside the database file
+  as ``<file>-vectors.usearch``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ..errors import (
 )
 from ..models import Memory, Operation, Robot
 from ._common import chunks, mask_url, query_terms
+from .ann import ApproximateIndex, make_index
 from .base import SCHEMA_VERSION, AddResult, NewMemory, SearchFilters, StoreCounts, tag_patterns
 from .vector_index import VectorIndex, normalise
 
@@ -301,6 +304,8 @@ class SQLiteStore:
 
     def close(self) -> None:
         self._engine.dispose()
+        if isinstance(self._index, ApproximateIndex):
+            self._index.close()
         self._index = None
 
     # -- meta ------------------------------------------------------------------------
@@ -521,7 +526,7 @@ class SQLiteStore:
         if not rows:
             return
         if self._index is None:
-            self._index = VectorIndex(len(rows[0][1]))
+            self._index = self._new_index(len(rows[0][1]))
         self._index.add(rows)
 
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
@@ -554,7 +559,7 @@ class SQLiteStore:
                     + ", ".join(str(int(m)) for m in part) + ")"))
             }
         if self._index is None:
-            self._index = VectorIndex(len(units[0][1]))
+            self._index = self._new_index(len(units[0][1]))
         self._index.add([(mid, u, meta[mid][0], meta[mid][1]) for mid, u in units if mid in meta])
         for mid, _u in units:
             if mid in meta and meta[mid][2] is not None:
@@ -565,6 +570,8 @@ class SQLiteStore:
             conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL"))
             conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))
             self._log(conn, "reset_embeddings", robot_id=None)
+        if isinstance(self._index, ApproximateIndex):
+            self._index.discard()
         self._index = None
 
     # -- reading ---------------------------------------------------------------------
@@ -696,26 +703,41 @@ class SQLiteStore:
         if dim is None:
             self._index = None
             return
-        self._index = VectorIndex(int(dim))
+        self._index = self._new_index(int(dim))
         self._sync_index(include_forgotten_check=True)
 
+    def _new_index(self, dim: int) -> VectorIndex:
+        path = None
+        if not self._memory_db:
+            db_file = self._url.split("///", 1)[-1].split("?", 1)[0]
+            path = Path(db_file + "-vectors.usearch") if db_file else None
+        return make_index(dim, path=path)
+
     def _sync_index(self, *, include_forgotten_check: bool = False) -> None:
-        """Pull rows other writers added since the index last saw the table."""
+        """Pull rows other writers added since the index last saw the table.
+
+        Rows are streamed in chunks straight into the index's arrays, so opening a large
+        store never holds every row as a Python object.
+        """
         index = self._index
         if index is None:
             return
+        dim = index.dim
+        width = dim * 4
         with self._read() as conn:
-            rows = conn.execute(text(
+            result = conn.execute(text(
                 "SELECT id, embedding, created_at, robot_id, forgotten_at FROM memories "
                 "WHERE id > :last AND embedding IS NOT NULL ORDER BY id"),
-                {"last": index.max_id}).all()
-        if not rows:
-            return
-        dim = index.dim
-        index.add((r[0], np.frombuffer(r[1], dtype=np.float32)[:dim], r[2], r[3]) for r in rows)
-        for r in rows:
-            if r[4] is not None:
-                index.set_alive(r[0], False)
+                {"last": index.max_id})
+            for part in result.partitions(8192):
+                blobs = [r[1] if len(r[1]) == width else bytes(r[1][:width]) for r in part]
+                index.add_arrays(
+                    np.fromiter((r[0] for r in part), dtype=np.int64, count=len(part)),
+                    np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(part), dim),
+                    np.fromiter((r[2] for r in part), dtype=np.float64, count=len(part)),
+                    np.fromiter((r[3] for r in part), dtype=np.int64, count=len(part)),
+                    np.fromiter((r[4] is None for r in part), dtype=bool, count=len(part)),
+                )
 
     def vector_search(self, vector: Sequence[float], *, limit: int,
                       filters: SearchFilters) -> list[tuple[int, float]]:

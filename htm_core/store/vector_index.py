@@ -4,6 +4,10 @@ Used by the SQLite store, which cannot load a vector extension here. Rows are ke
 L2-normalised so a dot product is the cosine similarity. Timeframe and robot filters are
 vectorised masks over parallel columns; an id allow-list (tags) is applied as a mask too,
 so filters are part of the search, never a post-filter.
+
+Large stores put an approximate (HNSW) graph in front of this exact index: see
+:class:`~htm_core.store.ann.ApproximateIndex`, which subclasses it and keeps these rows as
+the source of truth for filtering and for the final exact scores.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy.typing as npt
 __all__ = ["VectorIndex", "normalise"]
 
 FloatArray = npt.NDArray[np.float32]
+IntArray = npt.NDArray[np.int64]
 
 
 def normalise(vector: Sequence[float] | FloatArray) -> FloatArray:
@@ -27,7 +32,16 @@ def normalise(vector: Sequence[float] | FloatArray) -> FloatArray:
 
 
 class VectorIndex:
-    """Exact top-k cosine search over rows that can be added, hidden and shown again."""
+    """Exact top-k cosine search over rows that can be added, hidden and shown again.
+
+    >>> index = VectorIndex(2)
+    >>> index.add([(1, normalise([1.0, 0.0]), 0.0, 1), (2, normalise([0.0, 1.0]), 0.0, 1)])
+    >>> index.search(normalise([0.9, 0.1]), 1)[0][0]
+    1
+    """
+
+    #: Per-row columns, grown together (subclasses add their own).
+    _COLUMNS: tuple[str, ...] = ("_matrix", "_ids", "_created", "_robot", "_alive")
 
     def __init__(self, dim: int, capacity: int = 1024) -> None:
         self.dim = dim
@@ -49,12 +63,18 @@ class VectorIndex:
         if need <= cap:
             return
         new_cap = max(need, cap * 2)
-        for name in ("_matrix", "_ids", "_created", "_robot", "_alive"):
+        for name in self._COLUMNS:
             old = getattr(self, name)
             shape = (new_cap, self.dim) if old.ndim == 2 else (new_cap,)
             fresh = np.zeros(shape, dtype=old.dtype)
             fresh[: self._n] = old[: self._n]
             setattr(self, name, fresh)
+
+    def _replaced(self, row: int) -> None:
+        """Hook: row ``row`` got a new vector (subclasses track stale copies)."""
+
+    def _added(self) -> None:
+        """Hook: rows were added (subclasses may schedule work)."""
 
     def add(self, rows: Iterable[tuple[int, FloatArray, float, int]]) -> None:
         """Add or replace rows of (id, unit vector, created_at timestamp, robot id)."""
@@ -67,11 +87,51 @@ class VectorIndex:
                     self._n += 1
                     self._row_of[mid] = row
                     self._ids[row] = mid
+                else:
+                    self._replaced(row)
                 self._matrix[row] = vec
                 self._created[row] = created
                 self._robot[row] = robot
                 self._alive[row] = True
                 self.max_id = max(self.max_id, mid)
+            self._added()
+
+    def add_arrays(self, ids: IntArray, vectors: FloatArray, created: npt.NDArray[np.float64],
+                   robots: IntArray, alive: npt.NDArray[np.bool_] | None = None) -> None:
+        """Append many rows at once (vectorised); ids already present are replaced.
+
+        ``vectors`` must already be unit length (as stored). ``alive`` defaults to all
+        True; pass False for rows that are forgotten.
+        """
+        with self._lock:
+            count = len(ids)
+            if count == 0:
+                return
+            fresh = np.fromiter((int(i) not in self._row_of for i in ids), dtype=bool, count=count)
+            if not fresh.all():
+                keep = ~fresh
+                self.add((int(i), v, float(c), int(r)) for i, v, c, r in
+                         zip(ids[keep], vectors[keep], created[keep], robots[keep], strict=True))
+                if alive is not None:
+                    for i in ids[keep][~alive[keep]]:
+                        self._alive[self._row_of[int(i)]] = False
+                ids, vectors, created, robots = ids[fresh], vectors[fresh], created[fresh], robots[fresh]
+                alive = None if alive is None else alive[fresh]
+                count = len(ids)
+                if count == 0:
+                    return
+            start = self._n
+            self._grow(start + count)
+            stop = start + count
+            self._matrix[start:stop] = vectors
+            self._ids[start:stop] = ids
+            self._created[start:stop] = created
+            self._robot[start:stop] = robots
+            self._alive[start:stop] = True if alive is None else alive
+            self._row_of.update(zip(ids.tolist(), range(start, stop), strict=True))
+            self._n = stop
+            self.max_id = max(self.max_id, int(ids.max()))
+            self._added()
 
     def set_alive(self, mid: int, alive: bool) -> None:
         """Hide (forget) or show (restore) a row; unknown ids are ignored."""
@@ -84,6 +144,50 @@ class VectorIndex:
         """Hide a row for good (purge); its slot is not reused."""
         self.set_alive(mid, False)
 
+    def _mask(
+        self,
+        n: int,
+        start: float | None,
+        end: float | None,
+        robot: int | None,
+        allowed_ids: IntArray | None,
+    ) -> npt.NDArray[np.bool_]:
+        """Rows (of the first ``n``) that are alive and pass the filters. May be a view."""
+        mask = self._alive[:n]
+        if start is None and end is None and robot is None and allowed_ids is None:
+            return mask
+        mask = mask.copy()
+        if start is not None:
+            mask &= self._created[:n] >= start
+        if end is not None:
+            mask &= self._created[:n] < end
+        if robot is not None:
+            mask &= self._robot[:n] == robot
+        if allowed_ids is not None:
+            mask &= np.isin(self._ids[:n], allowed_ids)
+        return mask
+
+    def _top(self, rows: IntArray | None, query: FloatArray, limit: int, n: int
+             ) -> list[tuple[int, float]]:
+        """Exact top ``limit`` among ``rows`` (all first ``n`` rows when None), best first.
+
+        Ties in score are broken by the smaller id, so results are deterministic.
+        """
+        if rows is None:
+            scores = self._matrix[:n] @ query
+            ids = self._ids[:n]
+        else:
+            if rows.size == 0:
+                return []
+            scores = self._matrix[rows] @ query
+            ids = self._ids[rows]
+        k = min(limit, scores.shape[0])
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+        order = top[np.lexsort((ids[top], -scores[top]))]
+        return [(int(ids[i]), float(scores[i])) for i in order]
+
     def search(
         self,
         query: FloatArray,
@@ -92,32 +196,13 @@ class VectorIndex:
         start: float | None = None,
         end: float | None = None,
         robot: int | None = None,
-        allowed_ids: npt.NDArray[np.int64] | None = None,
+        allowed_ids: IntArray | None = None,
     ) -> list[tuple[int, float]]:
         """Top ``limit`` (id, cosine) among live rows passing the filters, best first."""
         with self._lock:
             n = self._n
             if n == 0:
                 return []
-            mask = self._alive[:n].copy()
-            if start is not None:
-                mask &= self._created[:n] >= start
-            if end is not None:
-                mask &= self._created[:n] < end
-            if robot is not None:
-                mask &= self._robot[:n] == robot
-            if allowed_ids is not None:
-                mask &= np.isin(self._ids[:n], allowed_ids)
-            if mask.all():
-                scores = self._matrix[:n] @ query
-                ids = self._ids[:n]
-            else:
-                rows = np.flatnonzero(mask)
-                if rows.size == 0:
-                    return []
-                scores = self._matrix[rows] @ query
-                ids = self._ids[rows]
-        k = min(limit, scores.shape[0])
-        top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
-        order = top[np.lexsort((ids[top], -scores[top]))]
-        return [(int(ids[i]), float(scores[i])) for i in order]
+            mask = self._mask(n, start, end, robot, allowed_ids)
+            rows = None if mask.all() else np.flatnonzero(mask)
+            return self._top(rows, query, limit, n)
