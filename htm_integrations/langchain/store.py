@@ -47,9 +47,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import operator
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -81,13 +82,13 @@ ROOT_TAG = "lgstore"
 ARCHIVE_TAG = "lgstore-archive"
 _PLAIN = re.compile(r"[A-Za-z0-9_\-]")
 _ESCAPED = re.compile(r"((?:\.[0-9a-f]{2})+)")
-_OPERATORS = {
-    "$eq": lambda a, b: a == b,
-    "$ne": lambda a, b: a != b,
-    "$gt": lambda a, b: a is not None and a > b,
-    "$gte": lambda a, b: a is not None and a >= b,
-    "$lt": lambda a, b: a is not None and a < b,
-    "$lte": lambda a, b: a is not None and a <= b,
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "$eq": operator.eq,
+    "$ne": operator.ne,
+    "$gt": lambda a, b: a is not None and bool(a > b),
+    "$gte": lambda a, b: a is not None and bool(a >= b),
+    "$lt": lambda a, b: a is not None and bool(a < b),
+    "$lte": lambda a, b: a is not None and bool(a <= b),
 }
 
 
