@@ -14,12 +14,13 @@ Built in:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import logging
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -128,6 +129,29 @@ class HashingEmbedder:
 _MODEL_CACHE: dict[tuple[str, str], Any] = {}
 
 
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """Hide transformers' "Loading weights" progress bar while the model loads.
+
+    htm is a library: loading a model it picked on its own should not print to the
+    user's terminal. The bar setting is put back afterwards.
+    """
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    enabled = hf_logging.is_progress_bar_enabled()
+    disable: Any = hf_logging.disable_progress_bar  # untyped in transformers
+    enable: Any = hf_logging.enable_progress_bar
+    disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            enable()
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions) run locally by sentence-transformers, offline.
 
@@ -160,7 +184,8 @@ class LocalEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         cache_key = (model_path, device)
         if cache_key not in _MODEL_CACHE:
-            _MODEL_CACHE[cache_key] = SentenceTransformer(model_path, device=device)
+            with _quiet_loading():
+                _MODEL_CACHE[cache_key] = SentenceTransformer(model_path, device=device)
         self._model = _MODEL_CACHE[cache_key]
         dim_of = getattr(self._model, "get_embedding_dimension", None) or \
             self._model.get_sentence_embedding_dimension
