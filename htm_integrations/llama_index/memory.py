@@ -119,7 +119,7 @@ class HTMMemory(BaseMemory):
         return "HTMMemory"
 
     @classmethod
-    def from_defaults(  # type: ignore[override]
+    def from_defaults(
         cls,
         htm: HTM | None = None,
         chat_history: Sequence[ChatMessage] | None = None,
@@ -265,7 +265,7 @@ class HTMMemory(BaseMemory):
             text, key=f"llama_index:{uuid.uuid4().hex}", importance=self.importance,
             tags=self.tags,
             metadata={"role": role, "session_id": self.session_id, "source": "llama_index"})
-        return memory.key
+        return str(memory.key)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the conversation with ``messages``.

@@ -225,7 +225,7 @@ class HTMVectorStore(BasePydanticVectorStore):
             for v in values:
                 if isinstance(v, (str, int, float, bool)) and not (isinstance(v, float) and v != v):
                     tags.append(metadata_tag(key, v))
-                    if key == "tags" and _is_tag(v):
+                    if key == "tags" and isinstance(v, str) and _is_tag(v):
                         tags.append(v)
         importance = node.metadata.get("importance", self.importance)
         item: dict[str, Any] = {"content": text, "key": node.node_id, "tags": tags,

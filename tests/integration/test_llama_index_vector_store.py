@@ -213,3 +213,20 @@ def test_embedding_adapters(htm_factory: Callable[..., HTM], sqlite_url: str) ->
     assert mock.name == "llama_index:MockEmbedding:unknown:8"
     with pytest.raises(Exception, match="BaseEmbedding"):
         LlamaIndexEmbedder(hashing)  # type: ignore[arg-type]
+
+
+def test_public_surface_and_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    import htm_integrations.llama_index as package
+    from htm_core.errors import MissingDependencyError
+
+    assert package.__all__ == sorted(package.__all__)
+    assert all(hasattr(package, name) for name in package.__all__)
+    for name in list(sys.modules):
+        if name.startswith("htm_integrations.llama_index"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "llama_index.core", None)
+    with pytest.raises(MissingDependencyError, match=r'htm\[llamaindex\]'):
+        importlib.import_module("htm_integrations.llama_index")
