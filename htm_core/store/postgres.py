@@ -32,6 +32,7 @@ How it works:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -51,7 +52,7 @@ except ImportError:
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
 
 from ..errors import (
     ConfirmationRequiredError,
@@ -293,7 +294,8 @@ class PostgresStore:
         """Map a driver error to the htm error a user can act on."""
         code = _sqlstate(exc) or ""
         message = str(exc.orig).strip()
-        if not code or code.startswith(("08", "57P", "53")):
+        lost = isinstance(exc, (OperationalError, InterfaceError)) and not code
+        if lost or code.startswith(("08", "57P", "53")):
             return DatabaseUnavailableError(
                 f"cannot reach PostgreSQL at {self.url} ({what}): {message}; check the server "
                 "is running and accepts connections from this host, and that the host, port, "
@@ -362,11 +364,11 @@ class PostgresStore:
     def migrate(self) -> int:
         """Create or upgrade the schema; return the version now in place. Never drops.
 
-        Safe to run from many processes at once: migrations are serialised by an
-        advisory lock and each runs in one transaction.
+        Safe to run from many processes at once: migrations are serialised by a session
+        advisory lock, and each runs in one transaction started after the lock is held
+        (so it sees whatever the previous holder created).
         """
         def step(conn: Connection) -> int:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK})
             current = self._version(conn)
             if current > SCHEMA_VERSION:
                 raise SchemaError(
@@ -384,7 +386,18 @@ class PostgresStore:
                 logger.info("migrated %s to schema version %d", self.url, version)
             return SCHEMA_VERSION
 
-        return self._run("migrating the schema", step)
+        try:
+            with self._engine.connect() as conn:
+                conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _MIGRATE_LOCK})
+                conn.commit()
+                try:
+                    with conn.begin():
+                        return step(conn)
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _MIGRATE_LOCK})
+                    conn.commit()
+        except DBAPIError as exc:
+            raise self._error(exc, "migrating the schema") from exc
 
     def close(self) -> None:
         """Release every pooled connection."""
@@ -781,10 +794,11 @@ class PostgresStore:
         """Every memory in id order, in batches of ``batch_size`` (keyset pagination)."""
         last = after_id
         visible = "" if include_forgotten else f" AND {_VISIBLE}"
+        where = f"m.id > :last{visible} ORDER BY m.id LIMIT :n"
         while True:
-            batch = self._read("reading memories", lambda conn, last=last: self._fetch(
-                conn, f"m.id > :last{visible} ORDER BY m.id LIMIT :n",
-                {"last": last, "n": batch_size}, include_embedding))
+            params = {"last": last, "n": batch_size}
+            batch = self._read("reading memories", functools.partial(
+                self._fetch, where=where, params=params, include_embedding=include_embedding))
             if not batch:
                 return
             yield batch
