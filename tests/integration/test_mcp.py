@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("mcp")
@@ -196,9 +197,10 @@ async def test_bad_input_is_a_tool_error_and_the_server_survives(sqlite_url: str
         assert ok(await client.call_tool("remember", {"content": "still serving"}))["id"] == 1
 
 
-async def test_two_robots_on_one_database_share_long_term_memory(sqlite_url: str) -> None:
-    async with connect(sqlite_url, "alpha") as alpha, \
-            connect(sqlite_url, "beta", "--telemetry") as beta:
+async def test_two_robots_on_one_database_share_long_term_memory(store_url: str) -> None:
+    """Two server processes, two robots, one database (every backend in ``BACKENDS``)."""
+    async with connect(store_url, "alpha") as alpha, \
+            connect(store_url, "beta", "--telemetry") as beta:
         ok(await alpha.call_tool("remember", {"content": "Alpha learned the wifi password",
                                               "key": "wifi"}))
         ok(await beta.call_tool("remember", {"content": "Beta booked the meeting room"}))
@@ -253,6 +255,9 @@ async def test_streamable_http_on_loopback(sqlite_url: str, tmp_path: Path) -> N
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS
             ok(await client.call_tool("remember", {"content": "served over HTTP", "key": "h"}))
             assert ok(await client.call_tool("retrieve", {"key": "h"}))["robot"] == "web"
+        foreign = httpx.post(f"http://127.0.0.1:{port}/mcp", json={}, timeout=10,
+                             headers={"Host": "attacker.example", "Accept": "application/json"})
+        assert foreign.status_code == 421  # DNS-rebinding protection: foreign Host refused
         listening = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True,
                                    text=True, check=False).stdout
         if listening:  # `ss` is there: the one listening socket is bound to loopback only
