@@ -429,7 +429,10 @@ def _cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if value is not None:
             forwarded += [f"--{name.replace('_', '-')}", str(value)]
     rest = [a for a in args.server_args if a != "--"]
-    return int(server_main(forwarded + rest) or 0)
+    try:
+        return int(server_main(forwarded + rest) or 0)
+    except SystemExit as exc:  # the server's own --help and usage errors
+        return exc.code if isinstance(exc.code, int) else 2
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
@@ -452,7 +455,11 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
     parser = build_parser()
     try:
         with redirect_stdout(out), redirect_stderr(err):
-            args = parser.parse_args(list(argv) if argv is not None else None)
+            args, extra = parser.parse_known_args(list(argv) if argv is not None else None)
+            if extra and args.command != "mcp":
+                parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            if args.command == "mcp":
+                args.server_args = [*args.server_args, *extra]
     except SystemExit as exc:  # --help (0) and usage errors (2)
         return exc.code if isinstance(exc.code, int) else 2
     try:

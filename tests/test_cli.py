@@ -166,6 +166,7 @@ def test_copy_and_migrate(htm_cli: Run, tmp_path: Path) -> None:
     (["add", "x", "--metadata", "{nope"], 1, "--metadata is not valid JSON"),
     (["add", "x", "--tag", "bad tag!"], 1, "tag"),
     (["import", "/no/such/file.jsonl"], 1, "cannot open"),
+    (["add", "x", "--nonsense"], 2, "unrecognized arguments: --nonsense"),
 ])
 def test_bad_input_gives_a_message_and_an_exit_code(htm_cli: Run, argv: list[str], code: int,
                                                     text: str) -> None:
