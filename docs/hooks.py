@@ -52,7 +52,7 @@ class _DoctestFence(Preprocessor):
 class DoctestFenceExtension(Extension):
     """Registers :class:`_DoctestFence` before every other preprocessor."""
 
-    def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 - Markdown's API
+    def extendMarkdown(self, md: Markdown) -> None:
         md.preprocessors.register(_DoctestFence(md), "htm_doctest_fence", 100)
 
 
