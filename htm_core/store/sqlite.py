@@ -41,7 +41,7 @@ from ..errors import (
     StoreError,
 )
 from ..models import Memory, Operation, Robot
-from ._common import chunks, mask_url, query_terms
+from ._common import chunks, informative_terms, mask_url, query_terms
 from .ann import ApproximateIndex, make_index
 from .base import SCHEMA_VERSION, AddResult, NewMemory, SearchFilters, StoreCounts, tag_patterns
 from .vector_index import VectorIndex, normalise
@@ -458,8 +458,16 @@ class SQLiteStore:
                 params,
             ):
                 existing[row[0]] = (row[1], row[2], row[3])
+        # New rows get their ids here (we hold the write lock, so max(id) + 1 onwards is
+        # what SQLite would assign) and are written with executemany on the raw cursor:
+        # one statement per table per batch instead of several per memory.
+        row_ = conn.execute(text("SELECT coalesce(max(id), 0) FROM memories")).first()
+        next_id = int(row_[0]) + 1 if row_ is not None else 1
         results: list[tuple[int, bool, tuple[np.ndarray, float, int] | None]] = []
         inserted: dict[str, int] = {}
+        new_rows: list[tuple[Any, ...]] = []
+        tag_links: list[tuple[int, str]] = []
+        log_rows: list[tuple[Any, ...]] = []
         for rec in records:
             rid = self._robot_id(conn, rec.robot)
             prior = existing.get(rec.key)
@@ -473,11 +481,13 @@ class SQLiteStore:
                         f"key {rec.key!r} already holds different content{state}; choose "
                         "another key"
                     )
+                if rec.key in inserted and new_rows:
+                    self._flush_new(conn, new_rows, tag_links, log_rows)  # the row must exist
                 conn.execute(
                     text("UPDATE memories SET last_accessed = :t, access_count = access_count + 1, "
                          "forgotten_at = NULL WHERE id = :id"), {"t": now, "id": mid})
-                self._log(conn, "restore" if forgotten else "touch", robot_id=rid, memory_id=mid,
-                          key=rec.key, detail={"reason": "added again"})
+                log_rows.append((time.time(), "restore" if forgotten else "touch", rid, mid, rec.key,
+                                 json.dumps({"reason": "added again"})))
                 if forgotten and self._index is not None:
                     self._index.set_alive(mid, True)
                 results.append((mid, False, None))
@@ -490,35 +500,54 @@ class SQLiteStore:
                     raise DimensionMismatchError(
                         f"embedding for key {rec.key!r} contains NaN or infinity")
                 blob, vec = unit.tobytes(), (unit, created, rid)
-            new_row = conn.execute(
-                text("INSERT INTO memories(key, content, content_hash, robot_id, importance, "
-                     "token_count, created_at, last_accessed, access_count, metadata, embedding, "
-                     "embedder, forgotten_at) VALUES (:key, :content, :hash, :rid, :imp, :tok, "
-                     ":created, :accessed, :count, :meta, :emb, :embedder, :forgotten) RETURNING id"),
-                {"key": rec.key, "content": rec.content, "hash": rec.content_hash, "rid": rid,
-                 "imp": rec.importance, "tok": rec.token_count, "created": created,
-                 "accessed": to_timestamp(rec.last_accessed) if rec.last_accessed else created,
-                 "count": rec.access_count,
-                 "forgotten": to_timestamp(rec.forgotten_at) if rec.forgotten_at else None,
-                 "meta": json.dumps(rec.metadata or {}), "emb": blob,
-                 "embedder": rec.embedder if blob is not None else None},
-            ).first()
-            assert new_row is not None
-            mid = int(new_row[0])
+            mid = next_id
+            next_id += 1
+            new_rows.append((
+                mid, rec.key, rec.content, rec.content_hash, rid, rec.importance, rec.token_count,
+                created, to_timestamp(rec.last_accessed) if rec.last_accessed else created,
+                rec.access_count, json.dumps(rec.metadata or {}), blob,
+                rec.embedder if blob is not None else None,
+                to_timestamp(rec.forgotten_at) if rec.forgotten_at else None,
+            ))
             inserted[rec.key] = mid
-            self._link_tags(conn, mid, rec.tags)
-            self._log(conn, "add", robot_id=rid, memory_id=mid, key=rec.key)
+            tag_links.extend((mid, tag) for tag in rec.tags)
+            log_rows.append((time.time(), "add", rid, mid, rec.key, "{}"))
             results.append((mid, True, vec))
+        self._flush_new(conn, new_rows, tag_links, log_rows)
         return results
 
-    def _link_tags(self, conn: Connection, mid: int, tags: Sequence[str]) -> None:
-        for tag in tags:
-            row = conn.execute(
-                text("INSERT INTO tags(name) VALUES (:n) ON CONFLICT(name) DO UPDATE "
-                     "SET name = excluded.name RETURNING id"), {"n": tag}).first()
-            assert row is not None
-            conn.execute(text("INSERT OR IGNORE INTO memory_tags(memory_id, tag_id) VALUES (:m, :t)"),
-                         {"m": mid, "t": row[0]})
+    def _flush_new(self, conn: Connection, new_rows: list[tuple[Any, ...]],
+                   tag_links: list[tuple[int, str]], log_rows: list[tuple[Any, ...]]) -> None:
+        """Write pending new memories, their tags and log entries; empty the lists."""
+        cur = conn.connection.cursor()
+        try:
+            if new_rows:
+                cur.executemany(
+                    "INSERT INTO memories(id, key, content, content_hash, robot_id, importance, "
+                    "token_count, created_at, last_accessed, access_count, metadata, embedding, "
+                    "embedder, forgotten_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    new_rows)
+            if tag_links:
+                names = sorted({tag for _mid, tag in tag_links})
+                cur.executemany("INSERT OR IGNORE INTO tags(name) VALUES (?)",
+                                [(n,) for n in names])
+                tag_ids: dict[str, int] = {}
+                for part in chunks(names, 500):
+                    cur.execute(f"SELECT name, id FROM tags WHERE name IN ({', '.join('?' * len(part))})",
+                                list(part))
+                    tag_ids.update(cur.fetchall())
+                cur.executemany("INSERT OR IGNORE INTO memory_tags(memory_id, tag_id) VALUES (?, ?)",
+                                [(mid, tag_ids[tag]) for mid, tag in tag_links])
+            if log_rows:
+                cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
+                                "VALUES (?, ?, ?, ?, ?, ?)", log_rows)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite write failed on {self.url}: {exc}") from exc
+        finally:
+            cur.close()
+        new_rows.clear()
+        tag_links.clear()
+        log_rows.clear()
 
     def _index_new(self, outcomes: Sequence[tuple[int, bool, tuple[np.ndarray, float, int] | None]]
                    ) -> None:
@@ -684,14 +713,24 @@ class SQLiteStore:
         terms = query_terms(query)
         if not terms:
             return []
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        params: dict[str, Any] = {"match": match, "limit": limit}
+
+        def quoted(term: str) -> str:
+            return '"' + term.replace('"', '""') + '"'
+
+        params: dict[str, Any] = {"limit": limit}
         where = self._filter_sql(filters, params)
         sql = ("SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
                "JOIN memories m ON m.id = memories_fts.rowid "
                f"WHERE memories_fts MATCH :match AND {where} ORDER BY rank, m.id LIMIT :limit")
+        count_sql = text("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
+                         "WHERE memories_fts MATCH :t LIMIT :cap)")
         try:
             with self._read() as conn:
+                total = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM memories")
+                                         ).scalar_one())
+                terms = informative_terms(terms, total, lambda t, cap: int(conn.execute(
+                    count_sql, {"t": quoted(t), "cap": cap + 1}).scalar_one()))
+                params["match"] = " OR ".join(quoted(t) for t in terms)
                 rows = conn.execute(text(sql), params).all()
         except DBAPIError as exc:
             raise StoreError(f"full-text search failed: {exc.orig}") from exc
