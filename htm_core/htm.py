@@ -755,3 +755,7 @@ class HTM:
         """Async :meth:`forget`."""
         return await asyncio.to_thread(self.forget, key, confirm=confirm)
 
+    async def aflush(self, timeout: float | None = None) -> None:
+        """Async :meth:`flush`."""
+        await asyncio.to_thread(self.flush, timeout)
+

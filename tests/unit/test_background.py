@@ -156,11 +156,11 @@ def test_thousand_adds_return_before_embeddings_exist(sqlite_url: str, clock: An
     assert _worker_threads() == []
 
 
-def test_failing_embedder_loses_nothing_and_a_new_htm_finishes(sqlite_url: str,
+def test_failing_embedder_loses_nothing_and_a_new_htm_finishes(store_url: str,
                                                                clock: Any) -> None:
     broken = ControlledEmbedder()
     broken.failing = True
-    with HTM(database_url=sqlite_url, clock=clock, embedder=broken,
+    with HTM(database_url=store_url, clock=clock, embedder=broken,
              background_embeddings=True, embed_batch_size=16) as htm:
         htm.add_many([f"memory {i} about the garden" for i in range(40)])
         with pytest.raises(EmbeddingError, match="embedding service unavailable"):
@@ -173,7 +173,7 @@ def test_failing_embedder_loses_nothing_and_a_new_htm_finishes(sqlite_url: str,
     assert time.monotonic() - started < 5  # close stopped the worker in its backoff
     assert _worker_threads() == []
     fixed = ControlledEmbedder()
-    with HTM(database_url=sqlite_url, clock=clock, embedder=fixed,
+    with HTM(database_url=store_url, clock=clock, embedder=fixed,
              background_embeddings=True) as htm:
         htm.flush(timeout=60)  # the pending ones were picked up on start
         assert htm.stats().pending_embeddings == 0
@@ -181,13 +181,13 @@ def test_failing_embedder_loses_nothing_and_a_new_htm_finishes(sqlite_url: str,
         assert len(htm.recall("garden", strategy="vector", limit=50)) == 40
 
 
-def test_foreground_flush_fills_leftovers(sqlite_url: str, clock: Any) -> None:
+def test_foreground_flush_fills_leftovers(store_url: str, clock: Any) -> None:
     broken = ControlledEmbedder()
     broken.failing = True
-    with HTM(database_url=sqlite_url, clock=clock, embedder=broken,
+    with HTM(database_url=store_url, clock=clock, embedder=broken,
              background_embeddings=True) as htm:
         htm.add_many(["left over one", "left over two"])
-    with HTM(database_url=sqlite_url, clock=clock, embedder=ControlledEmbedder()) as htm:
+    with HTM(database_url=store_url, clock=clock, embedder=ControlledEmbedder()) as htm:
         assert not htm.background_embeddings
         assert htm.stats().pending_embeddings == 2
         htm.flush()

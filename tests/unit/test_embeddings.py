@@ -114,9 +114,9 @@ def test_stats_name_a_custom_token_counter(sqlite_url: str, clock: Any) -> None:
         assert htm.stats().token_counter == "words"
 
 
-def test_no_text_is_embedded_twice(sqlite_url: str, clock: Any) -> None:
+def test_no_text_is_embedded_twice(store_url: str, clock: Any) -> None:
     counting = CountingEmbedder()
-    with HTM(database_url=sqlite_url, clock=clock, embedder=counting) as htm:
+    with HTM(database_url=store_url, clock=clock, embedder=counting) as htm:
         htm.add("User prefers Vim keybindings", key="a")
         htm.add("User prefers Vim keybindings", key="b")       # same text, other key: LRU hit
         htm.add("User prefers Vim keybindings")                 # generated key: LRU hit
@@ -127,16 +127,16 @@ def test_no_text_is_embedded_twice(sqlite_url: str, clock: Any) -> None:
         assert htm.stats().embedding_cache_hits >= 3
     # A new process (fresh LRU) finds the vectors in the store by content hash.
     again = CountingEmbedder()
-    with HTM(database_url=sqlite_url, clock=clock, embedder=again) as htm:
+    with HTM(database_url=store_url, clock=clock, embedder=again) as htm:
         htm.add_many([{"content": "It rained all day", "key": "d"},
                       {"content": "Tea, no sugar", "key": "e"}, "Brand new text"])
         assert again.texts == ["Brand new text"]
         assert htm.stats().long_term_total == 9  # a, b, c, 3 generated; d, e, 1 generated
 
 
-def test_add_many_makes_one_call_per_batch(sqlite_url: str, clock: Any) -> None:
+def test_add_many_makes_one_call_per_batch(store_url: str, clock: Any) -> None:
     counting = CountingEmbedder()
-    with HTM(database_url=sqlite_url, clock=clock, embedder=counting,
+    with HTM(database_url=store_url, clock=clock, embedder=counting,
              embed_batch_size=10) as htm:
         htm.add_many([f"note number {i}" for i in range(35)])
         assert [len(c) for c in counting.calls] == [10, 10, 10, 5]
@@ -180,20 +180,20 @@ def _make_store(url: str, clock: Any, n: int = 30) -> None:
         htm.add("User prefers Vim keybindings", key="vim")
 
 
-def test_switching_embedder_raises_a_clear_error(sqlite_url: str, clock: Any) -> None:
-    _make_store(sqlite_url, clock)
+def test_switching_embedder_raises_a_clear_error(store_url: str, clock: Any) -> None:
+    _make_store(store_url, clock)
     with pytest.raises(EmbedderMismatchError) as info:
-        HTM(database_url=sqlite_url, clock=clock, embedder=HashingEmbedder(dim=32))
+        HTM(database_url=store_url, clock=clock, embedder=HashingEmbedder(dim=32))
     message = str(info.value)
     assert "'hashing-v1-64' (64 dimensions)" in message and "'hashing-v1-32'" in message
     assert "allow_embedder_mismatch=True" in message and "reembed()" in message
 
 
-def test_reembed_rebuilds_every_vector(sqlite_url: str, clock: Any,
+def test_reembed_rebuilds_every_vector(store_url: str, clock: Any,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    _make_store(sqlite_url, clock)
+    _make_store(store_url, clock)
     new = CountingEmbedder(dim=32)
-    with HTM(database_url=sqlite_url, clock=clock, embedder=new,
+    with HTM(database_url=store_url, clock=clock, embedder=new,
              allow_embedder_mismatch=True) as htm:
         assert htm.stats().extra["embedder_mismatch"] is True
         # Until re-embedded: full-text recall only; vector recall says what to do.
@@ -213,12 +213,12 @@ def test_reembed_rebuilds_every_vector(sqlite_url: str, clock: Any,
         assert memory is not None and memory.embedder == "hashing-v1-32"
         assert memory.embedding is not None and len(memory.embedding) == 32
     assert "re-embedding with hashing-v1-32" in capsys.readouterr().err
-    with HTM(database_url=sqlite_url, clock=clock, embedder=HashingEmbedder(dim=32)) as htm:
+    with HTM(database_url=store_url, clock=clock, embedder=HashingEmbedder(dim=32)) as htm:
         assert htm.stats().embedder == "hashing-v1-32"
 
 
-def test_reembed_is_resumable(sqlite_url: str, clock: Any) -> None:
-    _make_store(sqlite_url, clock)
+def test_reembed_is_resumable(store_url: str, clock: Any) -> None:
+    _make_store(store_url, clock)
 
     class DiesAfterTwoBatches(CountingEmbedder):
         def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
@@ -226,7 +226,7 @@ def test_reembed_is_resumable(sqlite_url: str, clock: Any) -> None:
                 raise RuntimeError("killed")
             return super().embed_documents(texts)
 
-    with HTM(database_url=sqlite_url, clock=clock, embedder=DiesAfterTwoBatches(dim=32),
+    with HTM(database_url=store_url, clock=clock, embedder=DiesAfterTwoBatches(dim=32),
              allow_embedder_mismatch=True) as htm:
         with pytest.raises(EmbeddingError, match="killed"):
             htm.reembed(batch_size=10, progress=False)
@@ -234,17 +234,17 @@ def test_reembed_is_resumable(sqlite_url: str, clock: Any) -> None:
         assert htm.stats().failed_embeddings == 10
     # The store now belongs to the new embedder: it opens without the opt-in and resumes.
     resumed = CountingEmbedder(dim=32)
-    with HTM(database_url=sqlite_url, clock=clock, embedder=resumed) as htm:
+    with HTM(database_url=store_url, clock=clock, embedder=resumed) as htm:
         assert htm.reembed(batch_size=10, progress=False) == 11
         assert len(resumed.texts) == 11
         assert htm.stats().pending_embeddings == 0
         assert htm.reembed(progress=False) == 0
 
 
-def test_reembed_force_and_bad_batch(sqlite_url: str, clock: Any) -> None:
-    _make_store(sqlite_url, clock, n=5)
+def test_reembed_force_and_bad_batch(store_url: str, clock: Any) -> None:
+    _make_store(store_url, clock, n=5)
     counting = CountingEmbedder(dim=64)
-    with HTM(database_url=sqlite_url, clock=clock, embedder=counting) as htm:
+    with HTM(database_url=store_url, clock=clock, embedder=counting) as htm:
         assert htm.reembed(progress=False) == 0
         assert htm.reembed(progress=False, force=True) == 6
         assert len(counting.texts) == 6
