@@ -310,3 +310,15 @@ def test_a_missing_or_old_sdk_names_the_extra(hide: str, expected: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=server_env(), cwd=str(ROOT), timeout=60, check=True)
     assert expected in out.stdout, out.stderr
+
+
+def test_docs_cover_every_flag_and_tool() -> None:
+    """docs/mcp.md names every command-line flag, tool and resource the server has."""
+    from htm_integrations.mcp.server import _parser
+
+    doc = (ROOT / "docs" / "mcp.md").read_text()
+    flags = {opt for action in _parser()._actions for opt in action.option_strings
+             if opt.startswith("--") and opt not in ("--help", "--database-url")}
+    assert {f for f in flags if f"`{f}" not in doc} == set()
+    assert {t for t in TOOLS if f"| `{t}` |" not in doc} == set()
+    assert "`htm://context`" in doc and "`htm://context/{strategy}`" in doc

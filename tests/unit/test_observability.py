@@ -261,3 +261,11 @@ def test_operations_are_logged_at_debug(htm_factory: Callable[..., HTM],
     lines = [r.getMessage() for r in caplog.records if r.name == "htm_core.observability"]
     assert any(line.startswith("add robot=logger n=1 ms=") for line in lines)
     assert any(line.startswith("recall robot=logger n=1 ms=") for line in lines)
+
+
+def test_docs_list_every_counter_and_instrument() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    assert {c for c in COUNTERS if f"| `{c}` |" not in doc} == set()
+    assert {i for i in INSTRUMENTS if f"| `{i}` |" not in doc} == set()
