@@ -272,18 +272,18 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="htm mcp",
         description="Serve an htm memory over the Model Context Protocol (stdio by default).")
-    parser.add_argument("--robot", help="this server's robot name (default $HTM_ROBOT or "
+    parser.add_argument("--robot", metavar="NAME", help="this server's robot name (default $HTM_ROBOT or "
                                         "'default')")
-    parser.add_argument("--db", "--database-url", dest="db",
+    parser.add_argument("--db", "--database-url", dest="db", metavar="URL",
                         help="SQLite path or postgresql:// URL (default $HTM_DATABASE_URL, else "
                              "a SQLite file in the user data directory)")
-    parser.add_argument("--embedder", help="auto, hashing, local or ollama[:model] (default "
+    parser.add_argument("--embedder", metavar="NAME", help="auto, hashing, local or ollama[:model] (default "
                                            "$HTM_EMBEDDER or auto)")
-    parser.add_argument("--working-memory-tokens", type=int, default=None,
+    parser.add_argument("--working-memory-tokens", type=int, default=None, metavar="N",
                         help="working-memory budget in tokens (default 128000)")
     parser.add_argument("--http", action="store_true",
                         help=f"serve streamable HTTP on {LOOPBACK} instead of stdio")
-    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT,
+    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, metavar="N",
                         help=f"HTTP port with --http (default {DEFAULT_HTTP_PORT})")
     parser.add_argument("--telemetry", action="store_true",
                         help="export OpenTelemetry metrics and spans (extra 'otel')")
