@@ -42,9 +42,14 @@ class EmbeddingWorker:
             pick up memories other processes added to a shared store).
         name: the thread's name.
 
-    >>> done = []
-    >>> worker = EmbeddingWorker(lambda: done.append(1) or 0)
-    >>> worker.start(); worker.flush(timeout=5); worker.stop()
+    >>> passes = []
+    >>> worker = EmbeddingWorker(lambda: passes.append(1) or 0)
+    >>> worker.start()
+    >>> worker.flush(timeout=5)
+    >>> worker.stop()
+    True
+    >>> len(passes) >= 1
+    True
     """
 
     def __init__(self, fill: Callable[[], int], *, initial_backoff: float = 0.5,
