@@ -6,6 +6,8 @@ op types, and LangChain's ``GenericFakeChatModel`` as the graph's model.
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, TypedDict
@@ -26,7 +28,7 @@ from langgraph.store.base import (
 )
 
 from htm_core import HTM, FrozenClock
-from htm_core.errors import ValidationError
+from htm_core.errors import MissingDependencyError, ValidationError
 from htm_integrations.langchain import HTMStore
 from htm_integrations.langchain.store import decode_label, encode_label, namespace_tag
 
@@ -252,3 +254,24 @@ def test_langgraph_graph_writes_and_a_later_run_finds(store_url: str,
     hits = HTMStore(htm=later_htm).search(("memories", "u1"), query="favourite colour")
     assert [i.value for i in hits] == [{"text": "my favourite colour is teal"}]
     assert HTMStore(htm=later_htm).search(("memories", "someone-else"), query="colour") == []
+
+
+def test_package_surface_is_lazy_and_names_missing_extras(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing framework is simulated by blocking its import (``sys.modules[name] = None``,
+    which makes ``import`` fail exactly as when the package is not installed)."""
+    import htm_integrations.langchain as package
+
+    assert package.__all__ == sorted(package.__all__)
+    assert set(package.__all__) == {"HTMChatMessageHistory", "HTMMemory", "HTMRetriever",
+                                    "HTMStore"}
+    with pytest.raises(AttributeError):
+        package.HTMNothing  # noqa: B018
+    monkeypatch.setitem(sys.modules, "langgraph.store.base", None)
+    monkeypatch.delitem(sys.modules, "htm_integrations.langchain.store", raising=False)
+    with pytest.raises(MissingDependencyError, match=r'pip install "htm\[langgraph\]"'):
+        importlib.import_module("htm_integrations.langchain.store")
+    monkeypatch.setitem(sys.modules, "langchain_classic.base_memory", None)
+    monkeypatch.delitem(sys.modules, "htm_integrations.langchain.memory", raising=False)
+    with pytest.raises(MissingDependencyError, match=r'pip install "htm\[langchain\]"'):
+        importlib.import_module("htm_integrations.langchain.memory")
