@@ -109,6 +109,7 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
         self.slug = session_slug(session_id)
         self.importance = check_importance(importance)
         self.session_tag = f"chat:session:{self.slug}"
+        self._next_hint: int | None = None
 
     def __repr__(self) -> str:
         return f"HTMChatMessageHistory(session_id={self.session_id!r}, robot={self.htm.robot!r})"
@@ -149,7 +150,18 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
                         f"{self.session_tag!r} but only {len(found)} were found under keys "
                         f"'chat:{self.slug}:NNNNNNNN'; were memories tagged by hand?")
             seq += 1
+        self._next_hint = last_existing + 1
         return found, last_existing + 1
+
+    def _next_seq(self) -> int:
+        """The next free sequence number: after the last scan or write, probing forward
+        past anything another writer added since (a full scan the first time)."""
+        if self._next_hint is None:
+            return self._scan()[1]
+        seq = self._next_hint
+        while self.htm.store.get(self.key_for(seq), include_forgotten=True) is not None:
+            seq += 1
+        return seq
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -171,7 +183,7 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
                 raise ValidationError(
                     f"add_messages takes LangChain BaseMessage objects, got "
                     f"{type(message).__name__}; wrap text in HumanMessage/AIMessage")
-        _, seq = self._scan()
+        seq = self._next_seq()
         items = []
         for offset, message in enumerate(messages):
             n = seq + offset
@@ -185,6 +197,7 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
                              "message": message_to_dict(message)},
             })
         self.htm.add_many(items)
+        self._next_hint = seq + len(items)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Async :meth:`add_messages`."""
