@@ -221,3 +221,15 @@ def test_background_mode_survives_an_outage(fake_ollama: FakeOllama, sqlite_url:
         htm.flush(timeout=30)
         assert htm.stats().pending_embeddings == 0
         assert [h.memory.key for h in htm.recall("vim", strategy="vector")] == ["vim"]
+
+
+def test_one_request_per_batch_and_none_for_known_texts(fake_ollama: FakeOllama,
+                                                        sqlite_url: str, clock: Any) -> None:
+    with HTM(database_url=sqlite_url, clock=clock, embed_batch_size=5,
+             embedder=OllamaEmbedder(base_url=fake_ollama.url)) as htm:
+        htm.add_many([f"imported line {i}" for i in range(12)])
+        assert [len(r["input"]) for r in fake_ollama.requests] == [5, 5, 2]
+        htm.add_many([{"content": f"imported line {i}", "key": f"again-{i}"} for i in range(12)])
+        assert len(fake_ollama.requests) == 3  # all twelve came from the cache
+        htm.recall("line 7", strategy="vector")
+        assert fake_ollama.requests[-1]["input"] == ["line 7"]
