@@ -92,7 +92,7 @@ class HTMRetriever(BaseRetriever):
     k: int = 4
     strategy: str = "hybrid"
     timeframe: Any = None
-    tags: list[str] | None = None
+    tags: list[str] | str | None = None
     robot: str | None = None
 
     def _recall_kwargs(self, overrides: dict[str, Any]) -> dict[str, Any]:

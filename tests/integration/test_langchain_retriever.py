@@ -97,6 +97,8 @@ def test_options_filter_by_tags_robot_and_timeframe(htm_factory: Callable[..., H
     query = "user prefers keybindings"
     by_tag = HTMRetriever(htm=htm, k=10, tags=["user:preferences"]).invoke(query)
     assert {d.metadata["key"] for d in by_tag} == {"vim", "editor-theme"}
+    by_parent_tag = HTMRetriever(htm=htm, k=10, tags="user").invoke(query)
+    assert {d.metadata["key"] for d in by_parent_tag} == {"vim", "tea", "editor-theme", "keyboard"}
     by_robot = HTMRetriever(htm=htm, k=10, robot="bob").invoke(query)
     assert [d.metadata["key"] for d in by_robot] == ["emacs"]
     assert by_robot[0].metadata["robot"] == "bob"
