@@ -70,7 +70,7 @@ def make_index(dim: int, *, path: str | Path | None = None, capacity: int = 1024
     ``path`` is where the graph is persisted (None: never saved, e.g. ``:memory:``).
     """
     if ann_available():
-        return ApproximateIndex(dim, capacity, path=path)
+        return ApproximateIndex(dim, capacity, path=path, min_rows=ANN_MIN_ROWS)
     return VectorIndex(dim, capacity)
 
 

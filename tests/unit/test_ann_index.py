@@ -1,0 +1,180 @@
+"""The approximate (HNSW) vector index: same answers as exact search, kept in step, persisted.
+
+Uses the real usearch library on small clustered data, with ``min_rows`` lowered so the
+graph is built at test sizes (``background=False`` builds inline, for determinism).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("usearch")
+
+from htm_core.store import ann
+from htm_core.store.ann import ApproximateIndex, make_index
+from htm_core.store.base import NewMemory, SearchFilters
+from htm_core.store.sqlite import SQLiteStore
+from htm_core.store.vector_index import VectorIndex
+
+DIM = 32
+
+
+def clustered(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((20, DIM)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    x = centres[rng.integers(0, 20, n)] + 0.15 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def fill(index: VectorIndex, vectors: np.ndarray, first_id: int = 1) -> np.ndarray:
+    n = len(vectors)
+    ids = np.arange(first_id, first_id + n, dtype=np.int64)
+    index.add_arrays(ids, vectors, np.arange(n, dtype=np.float64), ids % 3)
+    return ids
+
+
+def both(n: int = 1_500, **kwargs: object) -> tuple[ApproximateIndex, VectorIndex, np.ndarray]:
+    vectors = clustered(n)
+    approx = ApproximateIndex(DIM, min_rows=300, background=False, **kwargs)  # type: ignore[arg-type]
+    exact = VectorIndex(DIM)
+    fill(approx, vectors)
+    fill(exact, vectors)
+    return approx, exact, vectors
+
+
+def test_graph_is_built_and_answers_like_exact_search() -> None:
+    approx, exact, vectors = both()
+    assert approx.graph_rows == 1_500
+    queries = clustered(30, seed=5)
+    agree = 0
+    for q in queries:
+        got, want = approx.search(q, 10), exact.search(q, 10)
+        agree += len({i for i, _ in got} & {i for i, _ in want})
+        scores = dict(want)
+        for mid, score in got:  # scores are exact (re-ranked in float32)
+            assert score == pytest.approx(float(vectors[mid - 1] @ q), abs=1e-5)
+            if mid in scores:
+                assert score == pytest.approx(scores[mid], abs=1e-6)
+    assert agree / (10 * len(queries)) >= 0.95
+
+
+def test_filters_are_applied_inside_the_search() -> None:
+    approx, exact, _ = both()
+    q = clustered(1, seed=9)[0]
+    for kwargs in ({"robot": 1}, {"start": 100.0, "end": 400.0}, {"start": 200.0},
+                   {"allowed_ids": np.arange(1, 1_500, 7, dtype=np.int64)}):
+        got = approx.search(q, 10, **kwargs)  # type: ignore[arg-type]
+        assert [i for i, _ in got] == [i for i, _ in exact.search(q, 10, **kwargs)]  # type: ignore[arg-type]
+        for mid, _ in got:
+            if "robot" in kwargs:
+                assert mid % 3 == 1
+            if "end" in kwargs:
+                assert 100 <= mid - 1 < 400
+
+
+def test_hidden_rows_never_come_back_and_restored_ones_do() -> None:
+    approx, _, vectors = both()
+    target = 42
+    q = vectors[target - 1]
+    assert approx.search(q, 1)[0][0] == target
+    approx.set_alive(target, False)
+    assert target not in {i for i, _ in approx.search(q, 10)}
+    approx.set_alive(target, True)
+    assert approx.search(q, 1)[0][0] == target
+
+
+def test_rows_added_after_the_build_and_replaced_vectors_are_found() -> None:
+    approx, _, vectors = both(fold_rows=10_000)
+    extra = clustered(50, seed=3)
+    fill(approx, extra, first_id=2_001)
+    assert approx.graph_rows == 1_500  # the new rows are an exactly searched tail
+    assert approx.search(extra[7], 1)[0][0] == 2_008
+    new_vec = -vectors[9]
+    approx.add([(10, new_vec, 9.0, 1)])
+    assert approx.graph_rows == 1_499  # the stale copy in the graph no longer answers
+    assert approx.search(new_vec, 1)[0][0] == 10
+    assert 10 not in {i for i, _ in approx.search(vectors[9], 5)}
+
+
+def test_tail_is_folded_into_the_graph_past_fold_rows() -> None:
+    approx, _, _ = both(fold_rows=100)
+    fill(approx, clustered(150, seed=4), first_id=3_001)
+    assert approx.graph_rows == 1_650
+
+
+def test_graph_is_persisted_and_checked_on_load(tmp_path: Path) -> None:
+    path = tmp_path / "g.usearch"
+    vectors = clustered(1_000)
+    first = ApproximateIndex(DIM, path=path, min_rows=300, background=False)
+    fill(first, vectors)
+    assert path.exists()
+    again = ApproximateIndex(DIM, path=path, min_rows=300, background=False, fold_rows=10_000)
+    fill(again, vectors)
+    assert again.graph_rows == 1_000  # loaded, not rebuilt
+    assert again.search(vectors[3], 1)[0][0] == 4
+    other = ApproximateIndex(DIM, path=path, min_rows=300, background=False)
+    fill(other, clustered(1_000, seed=99))  # same ids, different vectors: file rejected
+    assert other.graph_rows == 1_000
+    assert other.search(clustered(1_000, seed=99)[3], 1)[0][0] == 4
+
+
+def test_background_build_serves_exact_results_meanwhile() -> None:
+    vectors = clustered(1_200)
+    approx = ApproximateIndex(DIM, min_rows=300)
+    exact = VectorIndex(DIM)
+    fill(exact, vectors)
+    fill(approx, vectors)
+    q = vectors[5]
+    assert approx.search(q, 5) == exact.search(q, 5)
+    assert approx.wait(60)
+    assert approx.graph_rows == 1_200
+    approx.close()
+
+
+def test_small_indexes_stay_exact() -> None:
+    index = ApproximateIndex(DIM, min_rows=5_000, background=False)
+    fill(index, clustered(400))
+    assert index.graph_rows == 0
+
+
+def test_sqlite_store_uses_and_persists_the_graph(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ann, "ANN_MIN_ROWS", 200)
+    db = tmp_path / "htm.db"
+    vectors = clustered(400)
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    store = SQLiteStore(db)
+    store.add_many([NewMemory(key=f"k{i}", content=f"memory number {i}", robot="r",
+                              importance=1.0, token_count=3,
+                              created_at=start + timedelta(minutes=i),
+                              embedding=vectors[i].tolist(), embedder="test")
+                    for i in range(400)])
+    index = store._index
+    assert isinstance(index, ApproximateIndex)
+    assert index.wait(60)
+    assert index.graph_rows == 400
+    assert Path(f"{db}-vectors.usearch").exists()
+    hits = store.vector_search(vectors[17].tolist(), limit=3, filters=SearchFilters())
+    assert store.get_many([hits[0][0]])[0].key == "k17"
+    store.forget("k17", robot="r", at=start)
+    hits = store.vector_search(vectors[17].tolist(), limit=3, filters=SearchFilters())
+    assert "k17" not in {m.key for m in store.get_many([h[0] for h in hits])}
+    store.close()
+    reopened = SQLiteStore(db)
+    index = reopened._index
+    assert isinstance(index, ApproximateIndex)
+    assert index.graph_rows == 400  # loaded from the file on open
+    hits = reopened.vector_search(vectors[18].tolist(), limit=1, filters=SearchFilters())
+    assert reopened.get_many([hits[0][0]])[0].key == "k18"
+    reopened.reset_embeddings()
+    assert not Path(f"{db}-vectors.usearch").exists()
+    reopened.close()
+
+
+def test_make_index_prefers_the_approximate_index() -> None:
+    assert isinstance(make_index(DIM), ApproximateIndex)
