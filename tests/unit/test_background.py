@@ -248,3 +248,25 @@ def test_killed_process_loses_no_memory(tmp_path: Path, clock: Any) -> None:
         assert memory is not None and memory.embedding is not None
         assert [h.memory.key for h in htm.recall("diary entry 123 about the lighthouse",
                                                  strategy="vector", limit=1)] == ["d123"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "SQLiteStore's in-process vector index only pulls rows with ids above the highest id it "
+    "has indexed, so vectors another store object or process sets later on older rows "
+    "(background embedding, reembed) stay invisible to it until it is reopened"))
+def test_vectors_filled_by_another_process_reach_vector_recall(sqlite_url: str,
+                                                               clock: Any) -> None:
+    embedder = ControlledEmbedder()
+    embedder.gate.clear()
+    with HTM(database_url=sqlite_url, clock=clock, embedder=embedder, robot="writer",
+             background_embeddings=True) as writer, \
+            HTM(database_url=sqlite_url, clock=clock, embedder=HashingEmbedder(dim=64),
+                robot="reader") as reader:
+        writer.add("the purple elephant dances", key="x1")
+        reader.add("a completely different note about taxes", key="y")
+        assert [h.memory.key for h in reader.recall("purple elephant", strategy="vector")] \
+            == ["y"]
+        embedder.gate.set()
+        writer.flush(timeout=30)
+        assert "x1" in [h.memory.key for h in reader.recall("purple elephant",
+                                                            strategy="vector")]
