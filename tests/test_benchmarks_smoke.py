@@ -1,0 +1,77 @@
+"""Smoke test of the benchmark scripts: each runs in its short mode and prints its table.
+
+Not a timing test: the figures depend on the machine and its load. Each script runs as
+``python -m benchmarks.<name> --quick`` from the repository root, as docs/benchmarks.md
+says, with its data cache in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(module: str, *args: str, cache: Path) -> str:
+    env = {**os.environ, "HTM_BENCH_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def table_rows(output: str) -> list[list[str]]:
+    rows = [line for line in output.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in rows]
+
+
+def test_working_memory_quick(tmp_path: Path) -> None:
+    out = run("working_memory", "--quick", cache=tmp_path)
+    rows = table_rows(out)
+    assert rows[0][:3] == ["resident", "htm add (evicts)", "seed sort-all add"]
+    assert [r[0] for r in rows[2:]] == ["200", "1,000"]
+    assert all(r[1].endswith("s") and r[3].endswith("×") for r in rows[2:])
+
+
+def test_store_ops_quick(tmp_path: Path) -> None:
+    out = run("store_ops", "--quick", cache=tmp_path)
+    assert "single `add` + commit (median)" in out
+    assert "- single add + commit:" in out and "- bulk add_many:" in out
+    rows = table_rows(out)
+    opened = [r for r in rows if r[0] == "500"]
+    assert opened and opened[0][2].endswith("MB")
+    assert (tmp_path / "store-500-7.db").exists()
+
+
+def test_recall_latency_quick(tmp_path: Path) -> None:
+    out = run("recall_latency", "--quick", cache=tmp_path)
+    rows = table_rows(out)
+    assert rows[0][0] == "memories" and "LangChain InMemory" in rows[0]
+    data = rows[2]
+    assert data[0] == "500"
+    assert float(data[-1]) == 1.0  # exact search below the ANN threshold: recall@10 is 1
+
+
+@pytest.mark.slow
+def test_embedding_quick(tmp_path: Path) -> None:
+    """Loads MiniLM (seconds on two cores), hence marked slow."""
+    out = run("embedding", "--quick", cache=tmp_path)
+    assert "embed one query (MiniLM)" in out
+    assert "`add` in background mode (returns before the vector)" in out
+    assert len(table_rows(out)) == 12
+
+
+def test_plots_are_drawn_from_results(tmp_path: Path) -> None:
+    results = ROOT / "benchmarks" / "results"
+    if not any(results.glob("*.json")):
+        pytest.skip("no saved benchmark results to plot")
+    out = run("plots", "--out", str(tmp_path / "img"), cache=tmp_path)
+    files = [Path(line) for line in out.splitlines() if line.endswith(".png")]
+    assert files
+    for f in files:
+        assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
