@@ -28,7 +28,7 @@ try:
     )
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
-    from pydantic import ConfigDict
+    from pydantic import ConfigDict, field_validator
 except ImportError:  # pragma: no cover - exercised only without the extra
     raise missing_extra("langchain-core", "langchain") from None
 
@@ -69,7 +69,9 @@ class HTMRetriever(BaseRetriever):
         strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
         timeframe: only memories from this period (``"last week"``, ``"May 2023"``, an ISO
             range, a ``timedelta``...); default any time.
-        tags: only memories carrying one of these tags or a tag below one.
+        tags: only memories carrying one of these tags or a tag below one (a single
+            string is one tag). LangChain's ``BaseRetriever`` also passes ``tags`` to
+            callbacks, so they label the retriever's runs in tracing too.
         robot: only memories written by this robot; default every robot on the store.
 
     Documents carry the memory's text as ``page_content``, its key as ``id``, and metadata
@@ -92,8 +94,13 @@ class HTMRetriever(BaseRetriever):
     k: int = 4
     strategy: str = "hybrid"
     timeframe: Any = None
-    tags: list[str] | str | None = None
+    tags: list[str] | None = None
     robot: str | None = None
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _one_tag(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
     def _recall_kwargs(self, overrides: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(overrides) - set(_RECALL_OPTIONS))

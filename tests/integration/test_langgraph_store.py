@@ -275,3 +275,18 @@ def test_package_surface_is_lazy_and_names_missing_extras(
     monkeypatch.delitem(sys.modules, "htm_integrations.langchain.memory", raising=False)
     with pytest.raises(MissingDependencyError, match=r'pip install "htm\[langchain\]"'):
         importlib.import_module("htm_integrations.langchain.memory")
+
+
+def test_index_fields_choose_the_searchable_text(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory()
+    store = HTMStore(htm=htm)
+    ns = ("recipes",)
+    store.put(ns, "r1", {"title": "Lemon tart", "body": {"steps": ["zest", "bake"]}},
+              index=["title", "body.steps[*]"])
+    store.put(ns, "r2", {"title": "Plain bread", "secret": 42}, index=False)
+    store.put(ns, "r3", {"title": "Fig jam"})
+    content = {k: htm.retrieve(HTMStore.memory_key(ns, k)).content  # type: ignore[union-attr]
+               for k in ("r1", "r2", "r3")}
+    assert content == {"r1": "Lemon tart\nzest\nbake", "r2": '{"secret": 42, "title": "Plain bread"}',
+                       "r3": '{"title": "Fig jam"}'}
+    assert store.search(ns, query="zest", limit=1)[0].key == "r1"
