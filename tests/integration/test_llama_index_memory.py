@@ -82,18 +82,23 @@ def test_condense_plus_context_engine_sends_recalled_memories(htm: HTM) -> None:
         embed_model=embed)
     # A chat model, so the response synthesiser sends messages (not one prompt string).
     llm = MockLLMWithChatMemoryOfLastCall(max_tokens=5, is_chat_model=True)
-    memory = HTMMemory.from_defaults(htm=htm, session_id="c1", token_limit=200)
+    memory = HTMMemory.from_defaults(htm=htm, session_id="c1", token_limit=120)
     engine = CondensePlusContextChatEngine.from_defaults(
         retriever=index.as_retriever(similarity_top_k=1), llm=llm, memory=memory)
 
     engine.chat("Hello, I am planning a release of the billing service.")
+    for _ in range(3):
+        engine.chat(FILLER)
+        # [engine's context prompt] + what the memory gave + [the user's message]
+        assert tokens(htm, (llm.last_chat_messages or [])[1:-1]) <= 120
     engine.chat("On which day do deployments to production happen?")
     sent = list(llm.last_chat_messages or [])
+    assert tokens(htm, sent[1:-1]) <= 120
     recalled = memory_messages(sent)
     assert recalled and "Deployments to production happen on Thursdays" in (recalled[0].content or "")
     assert any("Bramble" in (m.content or "") for m in sent)  # the retriever's context too
-    assert tokens(htm, memory.get(input="deployments")) <= 200
-    assert [m.role for m in memory.get_all()] == [MessageRole.USER, MessageRole.ASSISTANT] * 2
+    assert sent[-1].content == "On which day do deployments to production happen?"
+    assert [m.role for m in memory.get_all()] == [MessageRole.USER, MessageRole.ASSISTANT] * 5
 
 
 async def test_function_agent_uses_the_memory(htm: HTM) -> None:
