@@ -7,7 +7,7 @@ Ctrl-C between two batches would, then resumed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -57,10 +57,33 @@ def _assert_same(a: dict[str, Memory], b: dict[str, Memory], *, embeddings: bool
             assert other.embedding is None
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """Makes fresh, empty databases on one backend (every database of a test on the same one)."""
+    made: list[Iterator[str]] = []
+    count = 0
+
+    def make() -> str:
+        nonlocal count
+        count += 1
+        if request.param == "sqlite":
+            return str(tmp_path / f"db{count}.db")
+        pytest.importorskip("htm_core.store.postgres")
+        from tests.pg import fresh_database
+
+        gen = fresh_database(request.getfixturevalue("postgres_server_url"))
+        made.append(gen)
+        return next(gen)
+
+    yield make
+    for gen in made:
+        next(gen, None)
+
+
 @pytest.fixture
-def populated(tmp_path: Path, clock: FrozenClock) -> Iterator[HTM]:
+def populated(new_url: Callable[[], str], clock: FrozenClock) -> Iterator[HTM]:
     """A store with two robots, tags, metadata, accesses and a forgotten memory."""
-    with HTM(robot="alice", database_url=tmp_path / "src.db", embedder=HashingEmbedder(),
+    with HTM(robot="alice", database_url=new_url(), embedder=HashingEmbedder(),
              clock=clock, working_memory_tokens=40) as htm:
         htm.add("User prefers Vim keybindings", importance=9.0, key="pref-vim",
                 tags=["user:preferences:editor"], metadata={"source": "chat", "n": 1})
@@ -79,7 +102,8 @@ def populated(tmp_path: Path, clock: FrozenClock) -> Iterator[HTM]:
         yield htm
 
 
-def test_export_then_import_round_trips_every_field(populated: HTM, tmp_path: Path) -> None:
+def test_export_then_import_round_trips_every_field(populated: HTM, tmp_path: Path,
+                                                    new_url: Callable[[], str]) -> None:
     path = tmp_path / "out.jsonl"
     assert export_jsonl(populated.store, path, with_embeddings=True) == 5
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -87,7 +111,7 @@ def test_export_then_import_round_trips_every_field(populated: HTM, tmp_path: Pa
     assert header["format"] == EXPORT_FORMAT and header["count"] == 5
     assert header["embedder"] == "hashing-384" or header["embedder"].startswith("hashing")
     assert len(lines) == 6
-    target = open_store(tmp_path / "dst.db")
+    target = open_store(new_url())
     try:
         result = import_jsonl(target, path)
         assert (result.seen, result.written, result.skipped) == (5, 5, 0)
@@ -106,12 +130,12 @@ def test_export_then_import_round_trips_every_field(populated: HTM, tmp_path: Pa
         target.close()
 
 
-def test_import_without_embeddings_embeds_with_the_given_embedder(populated: HTM,
-                                                                   tmp_path: Path) -> None:
+def test_import_without_embeddings_embeds_with_the_given_embedder(
+        populated: HTM, tmp_path: Path, new_url: Callable[[], str]) -> None:
     path = tmp_path / "plain.jsonl"
     export_jsonl(populated.store, path)
     assert "embedding" not in path.read_text(encoding="utf-8").splitlines()[1]
-    target = open_store(tmp_path / "dst.db")
+    target = open_store(new_url())
     try:
         result = import_jsonl(target, path, embedder=HashingEmbedder())
         assert result.embedded == 5 and result.written == 5
@@ -125,10 +149,11 @@ def test_import_without_embeddings_embeds_with_the_given_embedder(populated: HTM
         target.close()
 
 
-def test_interrupted_import_resumes_without_duplicates(populated: HTM, tmp_path: Path) -> None:
+def test_interrupted_import_resumes_without_duplicates(populated: HTM, tmp_path: Path,
+                                                       new_url: Callable[[], str]) -> None:
     path = tmp_path / "out.jsonl"
     export_jsonl(populated.store, path, with_embeddings=True)
-    target = open_store(tmp_path / "dst.db")
+    target = open_store(new_url())
 
     def stop(done: int, total: int | None) -> None:
         if done >= 2:
@@ -179,9 +204,9 @@ def test_copy_refuses_the_same_database(tmp_path: Path) -> None:
         other.close()
 
 
-def test_verify_detects_a_different_memory_under_the_same_key(populated: HTM,
-                                                              tmp_path: Path) -> None:
-    target = open_store(tmp_path / "dst.db")
+def test_verify_detects_a_different_memory_under_the_same_key(
+        populated: HTM, new_url: Callable[[], str]) -> None:
+    target = open_store(new_url())
     try:
         with HTM(robot="alice", store=target, embedder=HashingEmbedder()) as htm:
             htm.add("User prefers Vim keybindings", key="pref-vim", importance=2.0)
