@@ -20,6 +20,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import CondensePlusContextChatEngine, SimpleChatEngine
 from llama_index.core.llms.mock import MockFunctionCallingLLM, MockLLMWithChatMemoryOfLastCall
 from llama_index.core.memory import Memory
+from llama_index.core.tools import FunctionTool
 
 from htm_core import HTM, HashingEmbedder
 from htm_core.errors import InvalidBudgetError, ValidationError
@@ -118,6 +119,26 @@ async def test_function_agent_uses_the_memory(htm: HTM) -> None:
     roles = [m.role for m in await memory.aget_all()]
     assert roles == [MessageRole.USER, MessageRole.ASSISTANT]
     assert htm.recall("Where does Ada live", limit=5, strategy="fulltext")
+
+
+async def test_agent_tool_calls_stay_in_the_conversation_only(htm: HTM) -> None:
+    def lookup_weather(city: str = "Porto") -> str:
+        """The weather in a city."""
+        return f"It is sunny in {city}."
+
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(lookup_weather)],
+                          llm=MockFunctionCallingLLM())  # calls every tool, then answers
+    memory = HTMMemory.from_defaults(htm=htm, session_id="tools", token_limit=400)
+    await agent.run(user_msg="What is the weather in Porto?", memory=memory)
+    roles = [m.role for m in memory.get_all()]
+    assert roles == [MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL,
+                     MessageRole.ASSISTANT]
+    assert memory.get_all()[2].content == "It is sunny in Porto."
+    # Stored long-term: the user's text and the final answer; not the text-less tool call
+    # nor the tool output (store_roles), which stay in the conversation.
+    assert htm.stats().long_term_total == 2
+    window = memory.get(input="weather")
+    assert window[-2].role == MessageRole.TOOL and window[0].role != MessageRole.TOOL
 
 
 def test_reset_clears_working_memory_only(htm: HTM) -> None:
