@@ -56,7 +56,7 @@ from typing import Any
 
 from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Memory
-from htm_core.validation import MAX_KEY_LENGTH, check_importance
+from htm_core.validation import MAX_KEY_LENGTH, check_content, check_importance
 
 try:
     from langgraph.store.base import (
@@ -131,12 +131,14 @@ def _matches(value: dict[str, Any], conditions: dict[str, Any] | None) -> bool:
 
 
 def _namespace_matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
+    """LangGraph's prefix/suffix match, where ``"*"`` matches any one label."""
     path = tuple(condition.path)
     if len(path) > len(namespace):
         return False
-    part = namespace[:len(path)] if condition.match_type == "prefix" else namespace[-len(path):] \
-        if path else ()
-    return all(p == "*" or p == n for p, n in zip(path, part, strict=True))
+    if not path:
+        return True
+    part = namespace[:len(path)] if condition.match_type == "prefix" else namespace[-len(path):]
+    return all(p in ("*", n) for p, n in zip(path, part, strict=True))
 
 
 class HTMStore(BaseStore):
@@ -190,16 +192,19 @@ class HTMStore(BaseStore):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
     @staticmethod
-    def _item(memory: Memory, score: float | None = None) -> Item:
+    def _fields(memory: Memory) -> dict[str, Any]:
         data = memory.metadata["lgstore"]
         created = datetime.fromisoformat(data["created_at"]) if data.get("created_at") \
             else memory.created_at
-        kwargs = {"value": data["value"], "key": data["key"],
-                  "namespace": tuple(data["namespace"]), "created_at": created,
-                  "updated_at": memory.created_at}
-        if score is None:
-            return Item(**kwargs)
-        return SearchItem(**kwargs, score=score)
+        return {"value": data["value"], "key": data["key"],
+                "namespace": tuple(data["namespace"]), "created_at": created,
+                "updated_at": memory.created_at}
+
+    def _item(self, memory: Memory) -> Item:
+        return Item(**self._fields(memory))
+
+    def _search_item(self, memory: Memory, score: float | None) -> SearchItem:
+        return SearchItem(**self._fields(memory), score=score)
 
     @staticmethod
     def _is_item(memory: Memory, tag: str) -> bool:
@@ -224,7 +229,13 @@ class HTMStore(BaseStore):
         if not isinstance(op.value, dict):
             raise ValidationError(f"a LangGraph store value must be a dict, got "
                                   f"{type(op.value).__name__}")
-        content = self._content(op.value, op.index)
+        try:
+            json.dumps(op.value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"a LangGraph store value must be JSON-serialisable: {exc}"
+                                  ) from None
+        # checked before anything is archived or replaced: a rejected put changes nothing
+        content = check_content(self._content(op.value, op.index))
         existing = self.htm.store.get(key, include_forgotten=True)
         record: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key,
                                   "value": op.value}
@@ -251,6 +262,7 @@ class HTMStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         tag = namespace_tag(op.namespace_prefix)
         wanted = op.offset + op.limit
+        found: list[tuple[Memory, float | None]]
         if op.query:
             limit = min(10_000, wanted * (4 if op.filter else 1))
             hits = self.htm.recall(op.query, tags=[tag], limit=limit, robot=self.robot)
@@ -262,13 +274,7 @@ class HTMStore(BaseStore):
             listed.sort(key=lambda m: (m.created_at, m.id), reverse=True)
             found = [(m, None) for m in listed]
         matching = [(m, s) for m, s in found if _matches(m.metadata["lgstore"]["value"], op.filter)]
-        out = []
-        for memory, score in matching[op.offset:wanted]:
-            item = self._item(memory, score)
-            out.append(item if isinstance(item, SearchItem) else SearchItem(
-                namespace=item.namespace, key=item.key, value=item.value,
-                created_at=item.created_at, updated_at=item.updated_at, score=None))
-        return out
+        return [self._search_item(m, s) for m, s in matching[op.offset:wanted]]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         prefix = ROOT_TAG + ":"

@@ -290,3 +290,15 @@ def test_index_fields_choose_the_searchable_text(htm_factory: Callable[..., HTM]
     assert content == {"r1": "Lemon tart\nzest\nbake", "r2": '{"secret": 42, "title": "Plain bread"}',
                        "r3": '{"title": "Fig jam"}'}
     assert store.search(ns, query="zest", limit=1)[0].key == "r1"
+
+
+def test_a_rejected_update_changes_nothing(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory()
+    store = HTMStore(htm=htm, fields=["text"])
+    store.put(("n",), "k", {"text": "the original"})
+    with pytest.raises(ValidationError, match="NUL"):
+        store.put(("n",), "k", {"text": "broken \x00 update"})
+    with pytest.raises(ValidationError, match="JSON"):
+        store.put(("n",), "k", {"text": "not json", "when": object()})
+    assert store.get(("n",), "k").value == {"text": "the original"}  # type: ignore[union-attr]
+    assert len(all_memories(htm)) == 1
