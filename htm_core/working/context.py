@@ -86,18 +86,25 @@ def order_items(
 def _balanced(by_importance: Mapping[float, SortedList], now: float) -> Iterator[WorkingItem]:
     # Within one importance level the most recently accessed item always scores highest,
     # so a k-way merge over the levels' newest items yields the global order lazily.
+    # No item scores above its importance, so a level joins the merge only once the best
+    # remaining score drops to its importance: a context of a few hundred items from a
+    # large working memory touches only the levels that can contribute.
     # Heap entries are (-score, -last_accessed, -seq, importance, level iterator, item);
     # seq is unique, so comparisons stop before the iterator.
-    heap = []
-    for importance, entries in by_importance.items():
-        if entries:
-            level = reversed(entries)
+    levels = sorted((imp for imp, entries in by_importance.items() if entries), reverse=True)
+    heap: list[tuple[float, float, int, float, Iterator[RecencyEntry], WorkingItem]] = []
+    pop, push = heapq.heappop, heapq.heappush
+    waiting = 0
+    while True:
+        while waiting < len(levels) and (not heap or levels[waiting] >= -heap[0][0]):
+            importance = levels[waiting]
+            waiting += 1
+            level = reversed(by_importance[importance])
             la, seq, item = next(level)
             score = importance * (1.0 / (1.0 + max(0.0, now - la) / 3600.0))
-            heap.append((-score, -la, -seq, importance, level, item))
-    heapq.heapify(heap)
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
+            push(heap, (-score, -la, -seq, importance, level, item))
+        if not heap:
+            return
         _, _, _, importance, level, item = pop(heap)
         yield item
         nxt = next(level, None)
