@@ -27,7 +27,13 @@ from typing import Any
 from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Memory
 from htm_core.retrieval import check_recall_strategy
-from htm_core.validation import check_importance, check_limit, check_max_tokens
+from htm_core.validation import (
+    check_importance,
+    check_key,
+    check_limit,
+    check_max_tokens,
+    check_tags,
+)
 from htm_core.working.context import check_strategy
 
 from .history import HTMChatMessageHistory
@@ -66,6 +72,10 @@ class HTMMemory(BaseMemory):
             (less htm's context safety margin).
         recall_limit: how many memories to recall for each new input (default 5).
         recall_strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
+        recall_tags: recall only memories with one of these tags (or below one), for
+            instance ``["chat:session:<id>"]`` to stay within one conversation; default
+            the whole store (every session, every memory: that is long-term memory).
+        recall_robot: recall only memories written by this robot; default every robot.
         context_strategy: how working memory fills the rest of the budget:
             ``"balanced"`` (default), ``"recent"`` or ``"important"``.
         importance: importance of the stored turns (0 to 10, default 1.0).
@@ -95,6 +105,8 @@ class HTMMemory(BaseMemory):
     max_tokens: int = 2_000
     recall_limit: int = 5
     recall_strategy: str = "hybrid"
+    recall_tags: list[str] | None = None
+    recall_robot: str | None = None
     context_strategy: str = "balanced"
     importance: float = 1.0
     session_id: str = "default"
@@ -109,6 +121,9 @@ class HTMMemory(BaseMemory):
         check_limit(self.recall_limit)
         check_importance(self.importance)
         check_recall_strategy(self.recall_strategy)
+        check_tags(self.recall_tags)
+        if self.recall_robot is not None:
+            check_key(self.recall_robot)
         check_strategy(self.context_strategy)
 
     @property
@@ -135,7 +150,8 @@ class HTMMemory(BaseMemory):
 
     def selected_memories(self, query: str) -> list[Memory]:
         """The memories the history is made of for ``query``, in the order they were made."""
-        hits = self.htm.recall(query, limit=self.recall_limit, strategy=self.recall_strategy) \
+        hits = self.htm.recall(query, limit=self.recall_limit, strategy=self.recall_strategy,
+                               tags=self.recall_tags, robot=self.recall_robot) \
             if query.strip() else []
         context = self.htm.create_context(strategy=self.context_strategy,
                                           max_tokens=self.max_tokens)

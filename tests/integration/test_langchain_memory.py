@@ -21,6 +21,7 @@ from htm_core import HTM
 from htm_core.errors import (
     InvalidBudgetError,
     InvalidImportanceError,
+    InvalidTagError,
     UnknownStrategyError,
     ValidationError,
 )
@@ -155,6 +156,22 @@ def test_same_htm_serves_the_chain_and_direct_recall(htm_factory: Callable[..., 
     hits = htm.recall("Project Falcon ship", limit=3)
     assert {h.memory.key for h in hits} >= {"falcon", "chat:default:00000000"}
     assert htm.retrieve("chat:default:00000001").content == "AI: June 3rd."  # type: ignore[union-attr]
+
+
+def test_recall_can_be_scoped_to_one_conversation(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory()
+    HTMMemory(htm=htm, session_id="work").save_context(
+        {"input": "The server password rotates monthly"}, {"output": "Noted"})
+    htm.clear_working_memory()
+    everywhere = HTMMemory(htm=htm, session_id="home")
+    scoped = HTMMemory(htm=htm, session_id="home", recall_tags=["chat:session:home"])
+    assert "server password" in everywhere.load_memory_variables(
+        {"input": "when does the server password rotate"})["history"]
+    htm.clear_working_memory()
+    assert scoped.load_memory_variables(
+        {"input": "when does the server password rotate"})["history"] == ""
+    with pytest.raises(InvalidTagError):
+        HTMMemory(htm=htm, recall_tags=["not a tag"])
 
 
 def test_bad_settings_raise_htm_errors(htm_factory: Callable[..., HTM]) -> None:
