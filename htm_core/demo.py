@@ -110,10 +110,11 @@ def _tour(say: _Printer, database: str | Path, embedder: Any) -> DemoReport:
     turns = corpus["turns"]
     target = corpus["recall"]["key"]
     clock = FrozenClock(datetime(2024, 5, 15, 9, 0, tzinfo=timezone.utc))
+    say(f"htm demo — {corpus['title']}")
+    say("opening a throwaway SQLite database and loading the embedder…")
     with HTM(robot="assistant", database_url=database, working_memory_tokens=DEMO_BUDGET,
              embedder=embedder, clock=clock) as htm:
-        say(f"htm demo — {corpus['title']}")
-        say(f"database: {htm.store.url} (throwaway SQLite, no server, no network)")
+        say(f"database: {htm.store.url} (no server, no network)")
         say(f"embedder: {htm.stats().embedder_choice}")
 
         say.step(f"1. A conversation flows into a {DEMO_BUDGET}-token working memory")
