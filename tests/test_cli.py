@@ -262,3 +262,39 @@ def test_python_m_demo_runs_offline_in_a_throwaway_database(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert "the allergy fact in working memory now: True" in done.stdout
     assert not (tmp_path / "data").exists()
+
+
+def test_copy_interrupted_exits_130_and_resumes(htm_cli: Run, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C half-way through ``htm copy``: the progress bar is swapped for a callback that
+    raises KeyboardInterrupt after 1,000 of 2,000 memories (a real SIGINT lands the same way,
+    between two batches); the copy itself is the real one."""
+    from contextlib import contextmanager
+
+    import htm_core.cli as cli
+
+    with HTM(database_url=htm_cli.db, embedder=HashingEmbedder()) as htm:
+        for start in range(0, 2000, 500):
+            htm.add_many([{"content": f"fact number {i}", "key": f"f{i}"}
+                          for i in range(start, start + 500)])
+    real_progress = cli._progress
+
+    @contextmanager
+    def interrupting(args, label, err):  # type: ignore[no-untyped-def]
+        def progress(done: int, total: int | None) -> None:
+            if done >= 1000:
+                raise KeyboardInterrupt
+        yield progress
+
+    dst = tmp_path / "copy.db"
+    monkeypatch.setattr(cli, "_progress", interrupting)
+    assert htm_cli("copy", str(htm_cli.db), str(dst), "--batch-size", "250", db=False) == 130
+    assert "interrupted (run the same command again to resume)" in htm_cli.err
+    monkeypatch.setattr(cli, "_progress", real_progress)
+    assert htm_cli("copy", str(htm_cli.db), str(dst), "--batch-size", "250", "--progress",
+                   db=False) == 0
+    assert "copied 1000 memories (1000 already there)" in htm_cli.out
+    assert "verified" in htm_cli.out
+    assert "copy: 100%" in htm_cli.err and "2000/2000" in htm_cli.err  # the tqdm bar
+    with HTM(database_url=dst, embedder=HashingEmbedder()) as htm:
+        assert htm.stats().long_term_total == 2000
