@@ -330,8 +330,14 @@ class SQLiteStore:
         return name, int(dim)
 
     def _check_embedding(self, conn: Connection, embedder: str, dim: int) -> None:
-        name = self._meta(conn, "embedder")
-        stored_dim = self._meta(conn, "embedding_dim")
+        cur = conn.connection.cursor()  # one raw query: this runs on every add
+        try:
+            meta = dict(cur.execute("SELECT key, value FROM htm_meta WHERE key IN "
+                                    "('embedder', 'embedding_dim')").fetchall())
+        finally:
+            cur.close()
+        name = meta.get("embedder")
+        stored_dim = meta.get("embedding_dim")
         if stored_dim is None:
             self._set_meta(conn, "embedder", embedder)
             self._set_meta(conn, "embedding_dim", str(dim))
@@ -428,18 +434,21 @@ class SQLiteStore:
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
         if not records:
             return []
+        made: dict[int, Memory] = {}
         with self._write() as conn:
-            outcomes = self._add_many(conn, records)
+            outcomes = self._add_many(conn, records, made)
         self._index_new(outcomes)
         if self._index is not None:
             for rec, (mid, created, _vec) in zip(records, outcomes, strict=True):
                 if created and rec.forgotten_at is not None:
                     self._index.set_alive(mid, False)  # imported forgotten: hidden until restored
-        ids = [mid for mid, _created, _vec in outcomes]
-        by_id = {m.id: m for m in self.get_many(ids, include_forgotten=True)}
+        # New rows are returned as written (no read-back); touched ones are re-read.
+        again = [mid for mid, _created, _vec in outcomes if mid not in made]
+        by_id = {m.id: m for m in self.get_many(again, include_forgotten=True)} if again else {}
+        by_id.update(made)
         return [AddResult(by_id[mid], created) for mid, created, _ in outcomes]
 
-    def _add_many(self, conn: Connection, records: Sequence[NewMemory]
+    def _add_many(self, conn: Connection, records: Sequence[NewMemory], made: dict[int, Memory]
                   ) -> list[tuple[int, bool, tuple[np.ndarray, float, int] | None]]:
         now = time.time()
         dims = {len(r.embedding) for r in records if r.embedding is not None}
@@ -450,19 +459,22 @@ class SQLiteStore:
             self._check_embedding(conn, embedder or "unknown", dims.pop())
         keys = list(dict.fromkeys(r.key for r in records))
         existing: dict[str, tuple[int, str, float | None]] = {}
-        for part in chunks(keys, 500):
-            params = {f"k{i}": k for i, k in enumerate(part)}
-            marks = ", ".join(f":k{i}" for i in range(len(part)))
-            for row in conn.execute(
-                text(f"SELECT key, id, content, forgotten_at FROM memories WHERE key IN ({marks})"),
-                params,
-            ):
-                existing[row[0]] = (row[1], row[2], row[3])
-        # New rows get their ids here (we hold the write lock, so max(id) + 1 onwards is
-        # what SQLite would assign) and are written with executemany on the raw cursor:
-        # one statement per table per batch instead of several per memory.
-        row_ = conn.execute(text("SELECT coalesce(max(id), 0) FROM memories")).first()
-        next_id = int(row_[0]) + 1 if row_ is not None else 1
+        # Reads and writes of the add path go through the raw cursor (SQLAlchemy's
+        # per-statement overhead is most of a single add otherwise). New rows get their
+        # ids here (we hold the write lock, so max(id) + 1 onwards is what SQLite would
+        # assign) and are written with executemany: one statement per table per batch.
+        cur = conn.connection.cursor()
+        try:
+            for part in chunks(keys, 500):
+                for row in cur.execute(
+                        "SELECT key, id, content, forgotten_at FROM memories WHERE key IN "
+                        f"({', '.join('?' * len(part))})", list(part)):
+                    existing[row[0]] = (row[1], row[2], row[3])
+            next_id = int(cur.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]) + 1
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
+        finally:
+            cur.close()
         results: list[tuple[int, bool, tuple[np.ndarray, float, int] | None]] = []
         inserted: dict[str, int] = {}
         new_rows: list[tuple[Any, ...]] = []
@@ -481,8 +493,10 @@ class SQLiteStore:
                         f"key {rec.key!r} already holds different content{state}; choose "
                         "another key"
                     )
-                if rec.key in inserted and new_rows:
-                    self._flush_new(conn, new_rows, tag_links, log_rows)  # the row must exist
+                if rec.key in inserted:
+                    made.pop(mid, None)  # touched again in this batch: read it back
+                    if new_rows:
+                        self._flush_new(conn, new_rows, tag_links, log_rows)  # row must exist
                 conn.execute(
                     text("UPDATE memories SET last_accessed = :t, access_count = access_count + 1, "
                          "forgotten_at = NULL WHERE id = :id"), {"t": now, "id": mid})
@@ -502,13 +516,22 @@ class SQLiteStore:
                 blob, vec = unit.tobytes(), (unit, created, rid)
             mid = next_id
             next_id += 1
+            accessed = to_timestamp(rec.last_accessed) if rec.last_accessed else created
+            forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
+            metadata = json.dumps(rec.metadata or {})
+            embedder_name = rec.embedder if blob is not None else None
             new_rows.append((
                 mid, rec.key, rec.content, rec.content_hash, rid, rec.importance, rec.token_count,
-                created, to_timestamp(rec.last_accessed) if rec.last_accessed else created,
-                rec.access_count, json.dumps(rec.metadata or {}), blob,
-                rec.embedder if blob is not None else None,
-                to_timestamp(rec.forgotten_at) if rec.forgotten_at else None,
+                created, accessed, rec.access_count, metadata, blob, embedder_name, forgotten_ts,
             ))
+            made[mid] = Memory(
+                id=mid, key=rec.key, content=rec.content, content_hash=rec.content_hash,
+                robot=rec.robot, importance=float(rec.importance), token_count=rec.token_count,
+                created_at=utc_from_timestamp(created), last_accessed=utc_from_timestamp(accessed),
+                access_count=rec.access_count, tags=tuple(sorted(set(rec.tags))),
+                metadata=json.loads(metadata), embedder=embedder_name,
+                forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None,
+            )
             inserted[rec.key] = mid
             tag_links.extend((mid, tag) for tag in rec.tags)
             log_rows.append((time.time(), "add", rid, mid, rec.key, "{}"))
