@@ -12,6 +12,7 @@ One tree, rooted at :class:`HTMError`; catch that to catch them all::
     │   ├── InvalidTagError                    tag not of the form ``a:b:c``
     │   ├── UnknownStrategyError               recall or context strategy not known
     │   ├── UnknownPolicyError                 eviction policy not known
+    │   ├── UnsupportedFilterError             a filter htm cannot apply inside its search
     │   └── TimeframeError                     timeframe that cannot be parsed
     ├── ConfirmationRequiredError              forget / purge called without confirm=True
     ├── MemoryTooLargeError                    larger than the whole working-memory budget
@@ -53,6 +54,7 @@ __all__ = [
     "TimeframeError",
     "UnknownPolicyError",
     "UnknownStrategyError",
+    "UnsupportedFilterError",
     "ValidationError",
 ]
 
@@ -95,6 +97,10 @@ class UnknownStrategyError(ValidationError):
 
 class UnknownPolicyError(ValidationError):
     """The eviction policy is not one htm knows."""
+
+
+class UnsupportedFilterError(ValidationError):
+    """A filter (for instance an adapter's metadata filter) htm cannot apply inside its search."""
 
 
 class TimeframeError(ValidationError):

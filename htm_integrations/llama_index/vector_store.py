@@ -77,7 +77,7 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
 from htm_core import HTM, Hit, Memory
-from htm_core.errors import NotFoundError, UnknownStrategyError, ValidationError
+from htm_core.errors import NotFoundError, UnknownStrategyError, UnsupportedFilterError, ValidationError
 
 __all__ = ["TAG_ROOT", "HTMVectorStore", "UnsupportedFilterError", "metadata_tag"]
 
@@ -95,10 +95,6 @@ _RANGE_OPS = (FilterOperator.GT, FilterOperator.GTE, FilterOperator.LT, FilterOp
               FilterOperator.EQ)
 #: Metadata keys every returned node carries (DESIGN: id, key, score, importance...).
 RESULT_KEYS = ("id", "key", "score", "importance", "created_at", "robot", "tags")
-
-
-class UnsupportedFilterError(ValidationError):
-    """A metadata filter htm cannot apply inside its search (see the module docstring)."""
 
 
 def _segment(value: Any) -> str:
