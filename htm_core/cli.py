@@ -13,7 +13,8 @@ data directory), the robot from ``--robot`` or ``HTM_ROBOT`` and the embedder fr
 ``--embedder`` or ``HTM_EMBEDDER``. Global options go before or after the subcommand.
 
 Exit status: 0 success, 1 an htm error (the message, on stderr, says what to do),
-2 a usage error, 130 interrupted (``import`` and ``copy`` resume when run again).
+2 a usage error, 130 interrupted (``import``, ``copy`` and ``reembed`` resume when run
+again).
 """
 
 from __future__ import annotations
@@ -127,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("migrate", "create or upgrade the database schema")
 
+    p = add("reembed", "rebuild every vector with the configured embedder (resumable)")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--force", action="store_true",
+                   help="start over even if the store already carries this embedder's name")
+
     p = add("copy", "copy every memory from one database to another (resumable, verified)")
     p.add_argument("source", metavar="SRC_URL")
     p.add_argument("target", metavar="DST_URL")
@@ -155,12 +161,12 @@ def _opt(args: argparse.Namespace, name: str) -> Any:
     return getattr(args, name, None)
 
 
-def _open_htm(args: argparse.Namespace) -> Any:
+def _open_htm(args: argparse.Namespace, **kwargs: Any) -> Any:
     from .htm import HTM
 
     return HTM(robot=_opt(args, "robot"), database_url=_opt(args, "db"),
                embedder=_opt(args, "embedder"),
-               working_memory_tokens=_opt(args, "working_memory_tokens"))
+               working_memory_tokens=_opt(args, "working_memory_tokens"), **kwargs)
 
 
 def _database_url(args: argparse.Namespace) -> str | None:
@@ -379,6 +385,15 @@ def _cmd_migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _cmd_reembed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    show = bool(_opt(args, "progress")) or err.isatty()
+    with _open_htm(args, allow_embedder_mismatch=True) as htm:
+        with redirect_stderr(err):
+            count = htm.reembed(batch_size=args.batch_size, progress=show, force=args.force)
+        out.write(f"re-embedded {count} memories with {htm.stats().embedder}\n")
+    return 0
+
+
 def _cmd_copy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .transfer import copy_store
 
@@ -438,7 +453,8 @@ def _cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "add": _cmd_add, "recall": _cmd_recall, "context": _cmd_context, "stats": _cmd_stats,
     "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
-    "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate, "copy": _cmd_copy,
+    "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate,
+    "reembed": _cmd_reembed, "copy": _cmd_copy,
     "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp,
 }
 
@@ -469,7 +485,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
         return 1
     except KeyboardInterrupt:
         resumable = " (run the same command again to resume)" if args.command in (
-            "import", "copy") else ""
+            "import", "copy", "reembed") else ""
         err.write(f"htm {args.command}: interrupted{resumable}\n")
         return 130
 

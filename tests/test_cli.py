@@ -298,3 +298,23 @@ def test_copy_interrupted_exits_130_and_resumes(htm_cli: Run, tmp_path: Path,
     assert "copy: 100%" in htm_cli.err and "2000/2000" in htm_cli.err  # the tqdm bar
     with HTM(database_url=dst, embedder=HashingEmbedder()) as htm:
         assert htm.stats().long_term_total == 2000
+
+
+def test_reembed_switches_the_store_to_another_embedder(htm_cli: Run) -> None:
+    for i in range(5):
+        htm_cli("add", f"fact {i} about vim and postgres", "--key", f"f{i}")
+    # a 64-dimension hashing embedder is a different embedder: opening the store with it fails
+    argv = ["--db", str(htm_cli.db), "--embedder", "hashing:64"]
+    err = io.StringIO()
+    assert main([*argv, "recall", "vim"], stdout=io.StringIO(), stderr=err) == 1
+    assert "reembed" in err.getvalue()
+    out = io.StringIO()
+    assert main([*argv, "reembed", "--batch-size", "2"], stdout=out, stderr=io.StringIO()) == 0
+    assert "re-embedded 5 memories" in out.getvalue()
+    out = io.StringIO()
+    assert main([*argv, "stats", "--json"], stdout=out, stderr=io.StringIO()) == 0
+    assert json.loads(out.getvalue())["embedding_dim"] == 64
+    out = io.StringIO()
+    assert main([*argv, "recall", "vim", "--json", "--strategy", "vector"], stdout=out,
+                stderr=io.StringIO()) == 0
+    assert len(out.getvalue().splitlines()) == 5
