@@ -140,6 +140,21 @@ def sqlite_url(database: str | Path | None) -> str:
     return f"sqlite:///{Path(value).expanduser()}"
 
 
+def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
+    """The records' embeddings (in order, skipping None) as unit float32 rows, at once."""
+    vectors = [r.embedding for r in records if r.embedding is not None]
+    if not vectors:
+        return np.zeros((0, 0), dtype=np.float32)
+    matrix = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    np.divide(matrix, norms, out=matrix, where=norms > 0)
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        bad = [r for r in records if r.embedding is not None][int(np.argmin(finite))]
+        raise DimensionMismatchError(f"embedding for key {bad.key!r} contains NaN or infinity")
+    return matrix
+
+
 def _is_locked(exc: BaseException) -> bool:
     return "locked" in str(exc).lower() or "busy" in str(exc).lower()
 
@@ -475,6 +490,8 @@ class SQLiteStore:
             raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
         finally:
             cur.close()
+        units = _unit_rows(records)
+        position = 0
         results: list[tuple[int, bool, tuple[np.ndarray, float, int] | None]] = []
         inserted: dict[str, int] = {}
         new_rows: list[tuple[Any, ...]] = []
@@ -486,6 +503,8 @@ class SQLiteStore:
             if prior is None and rec.key in inserted:
                 prior = (inserted[rec.key], rec.content, None)
             if prior is not None:
+                if rec.embedding is not None:
+                    position += 1
                 mid, old_content, forgotten = prior
                 if old_content != rec.content:
                     state = " (forgotten; purge it to reuse the key)" if forgotten else ""
@@ -509,23 +528,22 @@ class SQLiteStore:
             created = to_timestamp(rec.created_at)
             blob, vec = None, None
             if rec.embedding is not None:
-                unit = normalise(rec.embedding)
-                if not np.isfinite(unit).all():
-                    raise DimensionMismatchError(
-                        f"embedding for key {rec.key!r} contains NaN or infinity")
+                unit = units[position]
+                position += 1
                 blob, vec = unit.tobytes(), (unit, created, rid)
             mid = next_id
             next_id += 1
             accessed = to_timestamp(rec.last_accessed) if rec.last_accessed else created
             forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
-            metadata = json.dumps(rec.metadata or {})
+            metadata = json.dumps(rec.metadata) if rec.metadata else "{}"
+            digest = rec.content_hash
             embedder_name = rec.embedder if blob is not None else None
             new_rows.append((
-                mid, rec.key, rec.content, rec.content_hash, rid, rec.importance, rec.token_count,
+                mid, rec.key, rec.content, digest, rid, rec.importance, rec.token_count,
                 created, accessed, rec.access_count, metadata, blob, embedder_name, forgotten_ts,
             ))
             made[mid] = Memory(
-                id=mid, key=rec.key, content=rec.content, content_hash=rec.content_hash,
+                id=mid, key=rec.key, content=rec.content, content_hash=digest,
                 robot=rec.robot, importance=float(rec.importance), token_count=rec.token_count,
                 created_at=utc_from_timestamp(created), last_accessed=utc_from_timestamp(accessed),
                 access_count=rec.access_count, tags=tuple(sorted(set(rec.tags))),
@@ -574,12 +592,17 @@ class SQLiteStore:
 
     def _index_new(self, outcomes: Sequence[tuple[int, bool, tuple[np.ndarray, float, int] | None]]
                    ) -> None:
-        rows = [(mid, vec[0], vec[1], vec[2]) for mid, _c, vec in outcomes if vec is not None]
+        rows = [(mid, vec) for mid, _c, vec in outcomes if vec is not None]
         if not rows:
             return
         if self._index is None:
-            self._index = self._new_index(len(rows[0][1]))
-        self._index.add(rows)
+            self._index = self._new_index(len(rows[0][1][0]))
+        self._index.add_arrays(
+            np.fromiter((mid for mid, _ in rows), dtype=np.int64, count=len(rows)),
+            np.stack([vec[0] for _, vec in rows]),
+            np.fromiter((vec[1] for _, vec in rows), dtype=np.float64, count=len(rows)),
+            np.fromiter((vec[2] for _, vec in rows), dtype=np.int64, count=len(rows)),
+        )
 
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         if not ids:
