@@ -298,6 +298,7 @@ def test_copy_10k_sqlite_to_sqlite_interrupted_and_resumed(big_source: str, tmp_
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_copy_10k_sqlite_to_postgres_interrupted_and_resumed(big_source: str,
                                                              postgres_server_url: str) -> None:
     pytest.importorskip("htm_core.store.postgres")
