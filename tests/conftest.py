@@ -21,7 +21,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from htm_core import HTM, FrozenClock, HashingEmbedder
 
-BACKENDS = ["sqlite"]  # "postgres" joins when store/postgres.py lands
+BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture
