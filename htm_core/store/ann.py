@@ -8,11 +8,12 @@ HNSW graph with int8-quantised vectors as a candidate generator:
 
 - **Small stores stay exact.** Below ``min_rows`` rows (20,000 by default) the graph is
   never built; exact search is already fast there.
-- **Kept in step, rebuilt from the store.** The graph is built in a background thread from
-  the rows the store loaded; until it is ready, and whenever a filter leaves few rows,
-  search is exact. Rows added later (by this or another process) are searched exactly
-  as a small "tail" and folded into the graph in the background once the tail passes
-  ``fold_rows``. A replaced vector (re-embedding) goes back to the tail until folded.
+- **Kept in step, rebuilt from the store.** On the first search of a large index the
+  graph is loaded from its file or built in a background thread from the rows the store
+  loaded; until it is ready, and whenever a filter leaves few rows, search is exact.
+  Rows added later (by this or another process) are searched exactly as a small "tail"
+  and folded into the graph in the background once the tail passes ``fold_rows``. A
+  replaced vector (re-embedding) goes back to the tail until folded.
 - **Exact re-ranking.** The graph proposes ``max(4 × limit, 64)`` candidates (more when
   a filter passes only a fraction of the rows); they are filtered with the same masks as
   exact search and scored exactly in float32, so scores equal exact search's and recall
@@ -158,17 +159,21 @@ class ApproximateIndex(VectorIndex):
             self._graph_rows -= 1
 
     def _added(self) -> None:
-        if self._closed or self.building:
+        # Only folds start here: the first graph is loaded or built on the first search,
+        # so a store being opened (rows streamed in chunks) or bulk-filled never starts a
+        # build half-way.
+        if self._closed or self._graph is None or self.building:
             return
-        if self._n < self.min_rows:
+        if self._n - self._graph_rows >= self.fold_rows:
+            self._start_build()
+
+    def _start_graph(self) -> None:
+        """First search on a large index: load the persisted graph, else build one."""
+        if self._closed or self.building or self._n < self.min_rows:
             return
-        if self._graph is None and self.path is not None and self.path.exists() \
-                and self._load_graph():
-            if self._n - self._graph_rows < self.fold_rows:
-                return
-        elif self._graph is not None and self._n - self._graph_rows < self.fold_rows:
-            return
-        self._start_build()
+        loaded = self.path is not None and self.path.exists() and self._load_graph()
+        if not loaded or self._n - self._graph_rows >= self.fold_rows:
+            self._start_build()
 
     def ensure_graph(self) -> None:
         """Build or fold now (inline) if the index is large enough; for tests and scripts."""
@@ -303,6 +308,8 @@ class ApproximateIndex(VectorIndex):
         # Lock order: the row lock, then the graph lock without waiting (a running build
         # or fold holds it, and search is exact meanwhile), so the two never deadlock.
         with self._lock:
+            if self._graph is None:
+                self._start_graph()
             if self._graph is None or self._n < self.min_rows \
                     or not self._graph_lock.acquire(blocking=False):
                 return super().search(query, limit, start=start, end=end, robot=robot,

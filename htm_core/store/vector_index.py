@@ -107,7 +107,11 @@ class VectorIndex:
             count = len(ids)
             if count == 0:
                 return
-            fresh = np.fromiter((int(i) not in self._row_of for i in ids), dtype=bool, count=count)
+            if int(ids.min()) > self.max_id:  # the usual case: rows newer than any seen
+                fresh = np.ones(count, dtype=bool)
+            else:
+                fresh = np.fromiter((int(i) not in self._row_of for i in ids), dtype=bool,
+                                    count=count)
             if not fresh.all():
                 keep = ~fresh
                 self.add((int(i), v, float(c), int(r)) for i, v, c, r in

@@ -44,6 +44,7 @@ def both(n: int = 1_500, **kwargs: object) -> tuple[ApproximateIndex, VectorInde
     exact = VectorIndex(DIM)
     fill(approx, vectors)
     fill(exact, vectors)
+    approx.ensure_graph()
     return approx, exact, vectors
 
 
@@ -112,15 +113,19 @@ def test_graph_is_persisted_and_checked_on_load(tmp_path: Path) -> None:
     vectors = clustered(1_000)
     first = ApproximateIndex(DIM, path=path, min_rows=300, background=False)
     fill(first, vectors)
-    assert path.exists()
+    assert not path.exists() and first.graph_rows == 0  # nothing is built before a search
+    assert first.search(vectors[0], 1)[0][0] == 1
+    assert path.exists() and first.graph_rows == 1_000
     again = ApproximateIndex(DIM, path=path, min_rows=300, background=False, fold_rows=10_000)
     fill(again, vectors)
-    assert again.graph_rows == 1_000  # loaded, not rebuilt
     assert again.search(vectors[3], 1)[0][0] == 4
+    assert again.graph_rows == 1_000  # loaded from the file on the first search
     other = ApproximateIndex(DIM, path=path, min_rows=300, background=False)
-    fill(other, clustered(1_000, seed=99))  # same ids, different vectors: file rejected
+    changed = clustered(1_000, seed=99)
+    fill(other, changed)  # same ids, different vectors: the file is rejected and rebuilt
+    assert other.search(changed[3], 1)[0][0] == 4
     assert other.graph_rows == 1_000
-    assert other.search(clustered(1_000, seed=99)[3], 1)[0][0] == 4
+    assert float(np.asarray(other._graph.get(np.uint64(4)), dtype=np.float32) @ changed[3]) > 0.9
 
 
 def test_background_build_serves_exact_results_meanwhile() -> None:
@@ -130,7 +135,7 @@ def test_background_build_serves_exact_results_meanwhile() -> None:
     fill(exact, vectors)
     fill(approx, vectors)
     q = vectors[5]
-    assert approx.search(q, 5) == exact.search(q, 5)
+    assert approx.search(q, 5) == exact.search(q, 5)  # starts the build; exact meanwhile
     assert approx.wait(60)
     assert approx.graph_rows == 1_200
     approx.close()
@@ -139,6 +144,8 @@ def test_background_build_serves_exact_results_meanwhile() -> None:
 def test_small_indexes_stay_exact() -> None:
     index = ApproximateIndex(DIM, min_rows=5_000, background=False)
     fill(index, clustered(400))
+    index.search(clustered(1)[0], 3)
+    index.ensure_graph()
     assert index.graph_rows == 0
 
 
@@ -156,6 +163,7 @@ def test_sqlite_store_uses_and_persists_the_graph(tmp_path: Path,
                     for i in range(400)])
     index = store._index
     assert isinstance(index, ApproximateIndex)
+    store.vector_search(vectors[0].tolist(), limit=1, filters=SearchFilters())
     assert index.wait(60)
     assert index.graph_rows == 400
     assert Path(f"{db}-vectors.usearch").exists()
@@ -168,9 +176,9 @@ def test_sqlite_store_uses_and_persists_the_graph(tmp_path: Path,
     reopened = SQLiteStore(db)
     index = reopened._index
     assert isinstance(index, ApproximateIndex)
-    assert index.graph_rows == 400  # loaded from the file on open
     hits = reopened.vector_search(vectors[18].tolist(), limit=1, filters=SearchFilters())
     assert reopened.get_many([hits[0][0]])[0].key == "k18"
+    assert index.graph_rows == 400 and not index.building  # loaded from the file
     reopened.reset_embeddings()
     assert not Path(f"{db}-vectors.usearch").exists()
     reopened.close()
