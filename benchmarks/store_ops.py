@@ -51,7 +51,7 @@ def store_path(n: int, seed: int = 7) -> Path:
     from htm_core.store.sqlite import SQLiteStore
 
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    path = CACHE_DIR / f"store-{n}-{seed}.db"
+    path = CACHE_DIR / f"store-v2-{n}-{seed}.db"  # v2: the rare-word vocabulary
     done = path.with_suffix(".ok")
     if path.exists() and done.exists():
         return path

@@ -45,7 +45,7 @@ def test_store_ops_quick(tmp_path: Path) -> None:
     rows = table_rows(out)
     opened = [r for r in rows if r[0] == "500"]
     assert opened and opened[0][2].endswith("MB")
-    assert (tmp_path / "store-500-7.db").exists()
+    assert (tmp_path / "store-v2-500-7.db").exists()
 
 
 def test_recall_latency_quick(tmp_path: Path) -> None:
