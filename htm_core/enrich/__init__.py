@@ -1,18 +1,68 @@
-"""Enrichment, off the hot path: importance scoring, tagging and document chunking.
+"""Enrichment, off the hot path: importance, tags, summaries, document chunking, jobs.
 
-Every enricher here is optional. The rule-based ones are deterministic and need no
-model; LLM-backed ones run in background jobs, never inside ``add``.
+Every enricher here is optional. The rule-based ones (:class:`RuleImportanceScorer`,
+:class:`RuleTagger`) are deterministic and need no model; the LLM-backed ones
+(:class:`LLMImportanceScorer`, :class:`LLMTagger`, :class:`Summariser`) validate every answer
+and run in background jobs (:class:`JobRunner` over a :class:`JobQueue`), never inside ``add``.
 """
 
 from .chunking import Chunk, chunk_markdown
+from .documents import ChunkRecord, DocumentDiff, DocumentPlan, diff_document, plan_document
+from .errors import (
+    EnrichmentError,
+    InvalidModelOutputError,
+    JobQueueError,
+    ModelCallError,
+    UnknownJobKindError,
+)
 from .importance import ImportanceScorer, RuleImportanceScorer
+from .jobs import (
+    InMemoryJobQueue,
+    Job,
+    JobQueue,
+    JobRunner,
+    SQLJobQueue,
+    enrichment_handlers,
+    importance_job,
+    summary_job,
+    tag_job,
+)
+from .llm import ChatModel, LLMImportanceScorer, LLMTagger, LLMUsage, ollama_chat_model
+from .ratelimit import TokenBucket
+from .summarise import Summariser
 from .tagging import RuleTagger, Tagger
 
 __all__ = [
+    "ChatModel",
     "Chunk",
+    "ChunkRecord",
+    "DocumentDiff",
+    "DocumentPlan",
+    "EnrichmentError",
     "ImportanceScorer",
+    "InMemoryJobQueue",
+    "InvalidModelOutputError",
+    "Job",
+    "JobQueue",
+    "JobQueueError",
+    "JobRunner",
+    "LLMImportanceScorer",
+    "LLMTagger",
+    "LLMUsage",
+    "ModelCallError",
     "RuleImportanceScorer",
     "RuleTagger",
+    "SQLJobQueue",
+    "Summariser",
     "Tagger",
+    "TokenBucket",
+    "UnknownJobKindError",
     "chunk_markdown",
+    "diff_document",
+    "enrichment_handlers",
+    "importance_job",
+    "ollama_chat_model",
+    "plan_document",
+    "summary_job",
+    "tag_job",
 ]
