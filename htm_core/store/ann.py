@@ -20,9 +20,10 @@ HNSW graph with int8-quantised vectors as a candidate generator:
   only depends on whether the true neighbours are among the candidates. If too few
   candidates pass the filters, the search falls back to exact.
 - **Persisted beside the database.** With a ``path``, the graph is saved there after each
-  build or fold (written to a temporary file, then renamed) and loaded on open after a
-  check: same dimension, keys that belong to this store, and a sample of stored vectors
-  matching the database's. A graph that fails the check is rebuilt.
+  build or fold (written to a temporary file, then renamed) and memory-mapped on the first
+  search after a check: same dimension, keys that belong to this store, and a sample of
+  stored vectors matching the database's. A graph that fails the check is rebuilt. The
+  first fold after loading reads the file into memory to extend it.
 
 ``usearch`` is an optional dependency (extra ``ann``); without it the store stays exact.
 """
@@ -109,6 +110,7 @@ class ApproximateIndex(VectorIndex):
         self._version = np.zeros(capacity, dtype=np.int32)
         self._graph_rows = 0
         self._graph: Any = None
+        self._graph_is_view = False
         self._graph_lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._closed = False
@@ -216,12 +218,15 @@ class ApproximateIndex(VectorIndex):
             versions = self._version[:n].copy()
             todo = np.flatnonzero(~self._in_graph[:n])
             graph = self._graph
+            from_view = self._graph_is_view
         if todo.size == 0:
             return
         with self._graph_lock:
             fresh = graph is None
             if fresh:
                 graph = self._new_graph()
+            elif from_view:
+                graph, todo = self._writable_copy(ids, todo)
             for begin in range(0, todo.size, _CHUNK):
                 if self._closed:
                     return
@@ -236,11 +241,28 @@ class ApproximateIndex(VectorIndex):
                 same = self._version[todo] == versions[todo]
                 done = todo[same & ~self._in_graph[todo]]
                 self._in_graph[done] = True
-                self._graph_rows += int(done.size)
+                self._graph_rows = int(np.count_nonzero(self._in_graph[: self._n]))
                 self._graph = graph
+                self._graph_is_view = False
         logger.info("approximate vector index: %d rows in the graph, %d outside",
                     self._graph_rows, self._n - self._graph_rows)
         self._save(graph)
+
+    def _writable_copy(self, ids: IntArray, todo: IntArray) -> tuple[Any, IntArray]:
+        """Load the graph file into memory to extend it (a memory-mapped view is read-only).
+
+        Rows marked as in the graph but missing from the file (another process saved a
+        different graph meanwhile) are added to ``todo``.
+        """
+        from usearch.index import Index
+
+        assert self.path is not None
+        graph = Index.restore(str(self.path))
+        if graph is None:
+            return self._new_graph(), np.flatnonzero(np.ones(ids.size, dtype=bool))
+        covered = np.flatnonzero(self._in_graph[: ids.size])
+        present = np.asarray(graph.contains(ids[covered].astype(np.uint64)), dtype=bool)
+        return graph, np.union1d(todo, covered[~present])
 
     def _save(self, graph: Any) -> None:
         if self.path is None or self._closed:
@@ -259,7 +281,9 @@ class ApproximateIndex(VectorIndex):
 
         assert self.path is not None
         try:
-            graph = Index.restore(str(self.path))
+            # Memory-mapped: pages are read on demand, so a search touches (and keeps
+            # resident) only the part of the graph it walks.
+            graph = Index.restore(str(self.path), view=True)
         except Exception as exc:  # a corrupt or foreign file: rebuild
             logger.warning("ignoring vector graph %s: %s", self.path, exc)
             return False
@@ -285,6 +309,7 @@ class ApproximateIndex(VectorIndex):
             self._in_graph[known] = True
             self._graph_rows = int(self._in_graph[: self._n].sum())
             self._graph = graph
+            self._graph_is_view = True
         logger.info("loaded vector graph %s (%d rows)", self.path, self._graph_rows)
         return True
 

@@ -128,6 +128,26 @@ def test_graph_is_persisted_and_checked_on_load(tmp_path: Path) -> None:
     assert float(np.asarray(other._graph.get(np.uint64(4)), dtype=np.float32) @ changed[3]) > 0.9
 
 
+def test_a_loaded_graph_is_extended_by_a_fold(tmp_path: Path) -> None:
+    path = tmp_path / "g.usearch"
+    vectors = clustered(1_000)
+    first = ApproximateIndex(DIM, path=path, min_rows=300, background=False)
+    fill(first, vectors)
+    first.ensure_graph()
+    again = ApproximateIndex(DIM, path=path, min_rows=300, background=False, fold_rows=100)
+    fill(again, vectors)
+    assert again.search(vectors[0], 1)[0][0] == 1  # maps the file
+    extra = clustered(120, seed=8)
+    fill(again, extra, first_id=5_001)  # past fold_rows: the file is loaded and extended
+    assert again.graph_rows == 1_120
+    assert again.search(extra[3], 1)[0][0] == 5_004
+    reread = ApproximateIndex(DIM, path=path, min_rows=300, background=False, fold_rows=10_000)
+    fill(reread, vectors)
+    fill(reread, extra, first_id=5_001)
+    reread.search(extra[0], 1)
+    assert reread.graph_rows == 1_120  # the extended graph was saved
+
+
 def test_background_build_serves_exact_results_meanwhile() -> None:
     vectors = clustered(1_200)
     approx = ApproximateIndex(DIM, min_rows=300)
