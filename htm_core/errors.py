@@ -4,7 +4,7 @@ One tree, rooted at :class:`HTMError`; catch that to catch them all::
 
     HTMError
     ├── ValidationError (also ValueError)      bad input; nothing was written
-    │   ├── InvalidContentError                empty, whitespace-only, NUL, unpaired surrogate
+    │   ├── InvalidContentError                empty, whitespace-only, NUL, unpaired surrogate, > 256 KiB
     │   ├── InvalidImportanceError             importance not a number in [0, 10]
     │   ├── InvalidTokensError                 token count negative, NaN or not an integer
     │   ├── InvalidBudgetError                 max_tokens / limit / margin out of range
@@ -68,7 +68,7 @@ class ValidationError(HTMError, ValueError):
 
 
 class InvalidContentError(ValidationError):
-    """Content is empty, whitespace-only, or holds characters no store can keep."""
+    """Content is empty, whitespace-only, too long, or holds characters no store can keep."""
 
 
 class InvalidImportanceError(ValidationError):

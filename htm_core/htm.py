@@ -36,6 +36,7 @@ from .config import Settings
 from .embeddings import embedder_name, resolve_embedder
 from .errors import (
     ConfirmationRequiredError,
+    DuplicateKeyError,
     EmbedderMismatchError,
     EmbeddingError,
     HTMError,
@@ -497,6 +498,12 @@ class HTM:
                                            if v is not None or k == "content"}))
         if not records:
             return []
+        contents: dict[str, str] = {}
+        for i, record in enumerate(records):
+            if contents.setdefault(record.key, record.content) != record.content:
+                raise DuplicateKeyError(
+                    f"item {i} reuses key {record.key!r} for different content within this batch; "
+                    "give each memory its own key (nothing was stored)")
         if self._worker is None and not self._embedder_mismatch:
             vectors = self._embed_documents([r.content for r in records])
             records = [NewMemory(**{**r.__dict__, "embedding": v,

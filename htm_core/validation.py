@@ -22,6 +22,7 @@ from .errors import (
 )
 
 __all__ = [
+    "MAX_CONTENT_BYTES",
     "MAX_KEY_LENGTH",
     "check_content",
     "check_importance",
@@ -33,13 +34,17 @@ __all__ = [
 ]
 
 MAX_KEY_LENGTH = 255
+#: The largest memory (and query) in UTF-8 bytes: 256 KiB, about 64,000 tokens. Larger text
+#: cannot be stored on every backend (PostgreSQL's full-text ``tsvector`` of it can pass its
+#: 1 MB limit), takes seconds to embed, and is cut by every embedding model anyway.
+MAX_CONTENT_BYTES = 256 * 1024
 MAX_TAG_LENGTH = 255
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TAG = re.compile(r"^[\w.\-]+(?::[\w.\-]+)*$")
 
 
 def check_content(content: Any) -> str:
-    """Content must be a non-blank string with no NUL and no unpaired surrogate."""
+    """Content must be a non-blank string with no NUL, no unpaired surrogate, at most 256 KiB."""
     if not isinstance(content, str):
         raise InvalidContentError(
             f"content must be a string, got {type(content).__name__}"
@@ -55,6 +60,12 @@ def check_content(content: Any) -> str:
         raise InvalidContentError(
             "content contains an unpaired surrogate, which is not valid Unicode; "
             "decode your text with errors='replace' first"
+        )
+    if len(content) * 4 > MAX_CONTENT_BYTES and len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
+        raise InvalidContentError(
+            f"content is {len(content.encode('utf-8')):,} bytes (UTF-8); a memory holds at most "
+            f"{MAX_CONTENT_BYTES:,}: split it into several memories (for instance one per "
+            "section or paragraph)"
         )
     return content
 
