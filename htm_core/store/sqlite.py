@@ -185,6 +185,11 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._robot_ids: dict[str, int] = {}
         self._index: VectorIndex | None = None
+        # Vector changes on rows the index has already seen (vectors filled in later,
+        # forget, restore, purge) bump ``vector_generation`` in htm_meta; an index that
+        # sees another writer's bump reloads before it searches.
+        self._seen_generation = 0
+        self._index_stale = False
         self._engine = self._make_engine()
         try:
             version = self.schema_version()
@@ -335,6 +340,13 @@ class SQLiteStore:
                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
             {"k": key, "v": value},
         )
+
+    def _bump_generation(self, conn: Connection) -> None:
+        old = int(self._meta(conn, "vector_generation") or 0)
+        if old != self._seen_generation:
+            self._index_stale = True  # another writer changed vectors since we last looked
+        self._set_meta(conn, "vector_generation", str(old + 1))
+        self._seen_generation = old + 1
 
     def embedding_info(self) -> tuple[str, int] | None:
         with self._read() as conn:
@@ -521,8 +533,10 @@ class SQLiteStore:
                          "forgotten_at = NULL WHERE id = :id"), {"t": now, "id": mid})
                 log_rows.append((time.time(), "restore" if forgotten else "touch", rid, mid, rec.key,
                                  json.dumps({"reason": "added again"})))
-                if forgotten and self._index is not None:
-                    self._index.set_alive(mid, True)
+                if forgotten:
+                    self._bump_generation(conn)
+                    if self._index is not None:
+                        self._index.set_alive(mid, True)
                 results.append((mid, False, None))
                 continue
             created = to_timestamp(rec.created_at)
@@ -627,6 +641,7 @@ class SQLiteStore:
                 text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
                 [{"e": u.tobytes(), "n": embedder, "id": mid} for mid, u in units],
             )
+            self._bump_generation(conn)
             meta = {
                 r[0]: (r[1], r[2], r[3]) for part in chunks([m for m, _ in units], 500)
                 for r in conn.execute(text(
@@ -645,6 +660,7 @@ class SQLiteStore:
             conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL"))
             conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))
             self._log(conn, "reset_embeddings", robot_id=None)
+            self._bump_generation(conn)
         if isinstance(self._index, ApproximateIndex):
             self._index.discard()
         self._index = None
@@ -785,11 +801,15 @@ class SQLiteStore:
     def _load_index(self) -> None:
         with self._read() as conn:
             dim = self._meta(conn, "embedding_dim")
+            generation = int(self._meta(conn, "vector_generation") or 0)
+        if isinstance(self._index, ApproximateIndex):
+            self._index.close()
+        self._seen_generation, self._index_stale = generation, False
         if dim is None:
             self._index = None
             return
         self._index = self._new_index(int(dim))
-        self._sync_index(include_forgotten_check=True)
+        self._pull_new_rows()
 
     def _new_index(self, dim: int) -> VectorIndex:
         path = None
@@ -798,8 +818,19 @@ class SQLiteStore:
             path = Path(db_file + "-vectors.usearch") if db_file else None
         return make_index(dim, path=path)
 
-    def _sync_index(self, *, include_forgotten_check: bool = False) -> None:
-        """Pull rows other writers added since the index last saw the table.
+    def _sync_index(self) -> None:
+        """Catch up with other writers: reload after their vector changes, else pull new rows."""
+        if self._index is None:
+            return
+        with self._read() as conn:
+            generation = int(self._meta(conn, "vector_generation") or 0)
+        if generation != self._seen_generation or self._index_stale:
+            self._load_index()
+        else:
+            self._pull_new_rows()
+
+    def _pull_new_rows(self) -> None:
+        """Add rows written since the index last saw the table.
 
         Rows are streamed in chunks straight into the index's arrays, so opening a large
         store never holds every row as a Python object.
@@ -828,6 +859,8 @@ class SQLiteStore:
                       filters: SearchFilters) -> list[tuple[int, float]]:
         if self._index is None:
             self._load_index()
+        else:
+            self._sync_index()  # may replace the index when another writer changed vectors
         index = self._index
         if index is None:
             return []
@@ -836,7 +869,6 @@ class SQLiteStore:
             raise DimensionMismatchError(
                 f"query vector has dimension {query.shape[0]} but the store holds "
                 f"{index.dim}-dimensional vectors; use the store's embedder")
-        self._sync_index()
         robot_id = None
         if filters.robot is not None:
             robot_id = self._known_robot_id(filters.robot)
@@ -917,6 +949,7 @@ class SQLiteStore:
                              {"t": to_timestamp(at), "id": row.id})
                 conn.execute(text("DELETE FROM working_memory WHERE memory_id = :id"), {"id": row.id})
                 self._log(conn, "forget", robot_id=rid, memory_id=row.id, key=key)
+                self._bump_generation(conn)
         if self._index is not None:
             self._index.set_alive(row.id, False)
         memory = self.get(key, include_forgotten=True)
@@ -931,6 +964,7 @@ class SQLiteStore:
                 conn.execute(text("UPDATE memories SET forgotten_at = NULL WHERE id = :id"),
                              {"id": row.id})
                 self._log(conn, "restore", robot_id=rid, memory_id=row.id, key=key)
+                self._bump_generation(conn)
         if self._index is not None:
             self._index.set_alive(row.id, True)
         memory = self.get(key)
@@ -955,6 +989,8 @@ class SQLiteStore:
             for mid, mkey in targets:
                 conn.execute(text("DELETE FROM memories WHERE id = :id"), {"id": mid})
                 self._log(conn, "purge", robot_id=rid, memory_id=mid, key=mkey)
+            if targets:
+                self._bump_generation(conn)
         if self._index is not None:
             for mid, _ in targets:
                 self._index.remove(mid)

@@ -250,10 +250,6 @@ def test_killed_process_loses_no_memory(tmp_path: Path, clock: Any) -> None:
                                                  strategy="vector", limit=1)] == ["d123"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "SQLiteStore's in-process vector index only pulls rows with ids above the highest id it "
-    "has indexed, so vectors another store object or process sets later on older rows "
-    "(background embedding, reembed) stay invisible to it until it is reopened"))
 def test_vectors_filled_by_another_process_reach_vector_recall(sqlite_url: str,
                                                                clock: Any) -> None:
     embedder = ControlledEmbedder()
