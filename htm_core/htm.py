@@ -603,7 +603,8 @@ class HTM:
                     "call reembed() first, or recall with strategy='fulltext'")
             strategy = "fulltext"
         ranked = search(self._store, query=query, query_vector=lambda: self._embed_query(query),
-                        strategy=strategy, limit=limit, filters=filters, config=self._retrieval)
+                        strategy=strategy, limit=limit, filters=filters, config=self._retrieval,
+                        now=self._clock())
         memories = self._store.get_many([r.id for r in ranked])
         now = self._clock()
         by_id = {m.id: m for m in memories}
