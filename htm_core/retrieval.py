@@ -5,27 +5,50 @@
 - ``"vector"``: cosine similarity of the query embedding (score = cosine)
 - ``"fulltext"``: the store's full-text ranking (bm25 on SQLite, ``ts_rank`` on
   PostgreSQL; score = that relevance)
-- ``"hybrid"`` (default): the top ``candidates × limit`` of each arm fused by RRF,
-  score = Σ 1 / (k + rank) with k = 60 and ranks starting at 1
+- ``"hybrid"`` (default): the top ``candidates × limit`` of each arm fused by weighted
+  RRF, score = Σ weight / (k + rank) with k = 60 and ranks starting at 1, where a
+  full-text hit's term is scaled by its **coverage**, the share of the query's words it
+  contains (a hit on one incidental word of six counts a sixth); then:
+
+  - **time expressions** in the query ("last May", "in June 2023", "last month",
+    "two weeks ago", "last summer") are resolved against the clock; both arms run
+    again inside that window and join the fusion as two more arms, so memories from
+    that time rise without the others being filtered out (the phrase itself is left
+    out of the full-text query, where "May" would only add noise);
+  - **neighbour context**: a memory next to a better-scoring one (adjacent ids, same
+    robot, created within ``neighbor_gap`` seconds) gains ``neighbor_weight ** distance``
+    × that neighbour's score, so the reply "Biscuit!" is found through "we adopted a
+    puppy" just before it; neighbours outside the candidates are fetched, so a hit can
+    bring in the turn that answers it. Only better neighbours lend score, so the best of
+    a run of similar memories is not lifted by the others.
 
 Timeframe, robot and tag filters are handed to each arm, which applies them in the
-database, so a filter never starves the result. The fusion function is replaceable
-through :class:`RetrievalConfig`.
+database, so a filter never starves the result (neighbours are checked against the
+same filters). The fusion function is replaceable through :class:`RetrievalConfig`;
+``RetrievalConfig.plain()`` is plain RRF of the two arms.
+The measurements behind the defaults are in ``docs/recall-quality.md``.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, time, timedelta, timezone
+from typing import Any
 
-from .errors import UnknownStrategyError
-from .store.base import LongTermStore, SearchFilters
+from .errors import UnknownStrategyError, ValidationError
+from .store.base import LongTermStore, SearchFilters, tag_patterns
 
 __all__ = [
     "STRATEGIES",
+    "QueryTime",
     "RankedId",
     "RetrievalConfig",
     "check_recall_strategy",
+    "coverage",
+    "query_timeframe",
     "reciprocal_rank_fusion",
     "search",
 ]
@@ -45,10 +68,12 @@ class RankedId:
 FusionFn = Callable[[Mapping[str, Sequence[int]], int], list[RankedId]]
 
 
-def reciprocal_rank_fusion(arms: Mapping[str, Sequence[int]], k: int = 60) -> list[RankedId]:
-    """Fuse ranked id lists: score = Σ over arms of 1 / (k + rank), rank from 1.
+def reciprocal_rank_fusion(arms: Mapping[str, Sequence[int]], k: int = 60,
+                           weights: Mapping[str, float] | None = None) -> list[RankedId]:
+    """Fuse ranked id lists: score = Σ over arms of weight / (k + rank), rank from 1.
 
-    Ties are broken by the best single rank, then by id, so the order is deterministic.
+    ``weights`` maps an arm name to its weight (default 1.0 for every arm). Ties are
+    broken by the best single rank, then by id, so the order is deterministic.
 
     >>> [r.id for r in reciprocal_rank_fusion({"a": [1, 2, 3], "b": [3, 1]})]
     [1, 3, 2]
@@ -56,8 +81,9 @@ def reciprocal_rank_fusion(arms: Mapping[str, Sequence[int]], k: int = 60) -> li
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     for arm, ids in arms.items():
+        weight = 1.0 if weights is None else weights.get(arm, 1.0)
         for rank, mid in enumerate(ids, start=1):
-            scores[mid] = scores.get(mid, 0.0) + 1.0 / (k + rank)
+            scores[mid] = scores.get(mid, 0.0) + weight / (k + rank)
             ranks.setdefault(mid, {})[arm] = rank
     ordered = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))
     return [RankedId(m, scores[m], ranks[m]) for m in ordered]
@@ -65,17 +91,58 @@ def reciprocal_rank_fusion(arms: Mapping[str, Sequence[int]], k: int = 60) -> li
 
 @dataclass(frozen=True, kw_only=True)
 class RetrievalConfig:
-    """How hybrid recall fuses its arms.
+    """How hybrid recall fuses its arms (the defaults are the best measured setting).
 
     Attributes:
         rrf_k: the RRF constant (60, as in the original paper).
-        candidates: each arm contributes its top ``candidates × limit``.
-        fusion: ``fusion(arms, k) -> list[RankedId]``; replace to try another fusion.
+        candidates: each arm contributes its top ``candidates × limit`` (at least 50).
+        fusion: ``fusion(arms, k) -> list[RankedId]``; replace to try another fusion
+            (``weights`` apply to the built-in RRF only).
+        weights: per-arm RRF weights: ``vector``, ``fulltext``, and the time-window arms
+            ``vector@time``, ``fulltext@time``.
+        time_boost: resolve time expressions in the query and add the time-window arms.
+        neighbors: how many adjacent memories on each side lend a hit their score (0: off).
+        neighbor_weight: the share of a better neighbour's score a memory gains (raised to
+            the power of the distance).
+        neighbor_gap: seconds; memories further apart in time are not neighbours.
+        coverage: a full-text hit counts in proportion to the share of the query's words
+            it contains, so a hit on one incidental word weighs little.
+
+    >>> RetrievalConfig.plain().neighbors
+    0
     """
 
     rrf_k: int = 60
-    candidates: int = 2
+    candidates: int = 5
     fusion: FusionFn = reciprocal_rank_fusion
+    weights: Mapping[str, float] = field(default_factory=lambda: {
+        "vector": 1.0, "fulltext": 1.0, "vector@time": 6.0, "fulltext@time": 6.0})
+    time_boost: bool = True
+    neighbors: int = 1
+    neighbor_weight: float = 0.5
+    neighbor_gap: float = 3600.0
+    coverage: bool = True
+
+    def __post_init__(self) -> None:
+        if self.rrf_k < 1 or self.candidates < 1:
+            raise ValidationError("RetrievalConfig: rrf_k and candidates must be at least 1")
+        if self.neighbors < 0 or not 0.0 <= self.neighbor_weight <= 1.0 or self.neighbor_gap < 0:
+            raise ValidationError(
+                "RetrievalConfig: neighbors must be >= 0, neighbor_weight in [0, 1] and "
+                "neighbor_gap >= 0 seconds")
+        if any(not math.isfinite(w) or w < 0 for w in self.weights.values()):
+            raise ValidationError("RetrievalConfig: weights must be finite and >= 0")
+
+    @classmethod
+    def plain(cls) -> RetrievalConfig:
+        """Plain RRF of the two arms (top 2 × limit each, equal weights), no time boost, no
+        neighbours: htm's hybrid before issue 10."""
+        return cls(candidates=2, time_boost=False, neighbors=0, coverage=False,
+                   weights={"vector": 1.0, "fulltext": 1.0})
+
+    def with_options(self, **changes: Any) -> RetrievalConfig:
+        """A copy with some fields changed (validated like a new config)."""
+        return replace(self, **changes)
 
 
 def check_recall_strategy(strategy: str) -> str:
@@ -87,6 +154,228 @@ def check_recall_strategy(strategy: str) -> str:
     return strategy
 
 
+# -- time expressions in queries -------------------------------------------------------
+
+_MONTHS = {name: i + 1 for i, names in enumerate([
+    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+    ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sept", "sep"),
+    ("october", "oct"), ("november", "nov"), ("december", "dec")]) for name in names}
+_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+            "few": 3, "couple of": 2, "several": 4}
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("month_year", re.compile(rf"\b(?:(?:in|during|of|on)\s+)?(?:(early|mid|late)\s+)?"
+                              rf"({_MONTH_RE})\.?,?\s+(\d{{4}})\b", re.I)),
+    ("rel_month", re.compile(rf"\b(last|this|in|during|early|mid|late|since)\s+({_MONTH_RE})\b"
+                             r"(?!\s*\d)", re.I)),
+    ("ago", re.compile(r"\b(\d+|an?|one|two|three|four|five|six|few|couple of|several)\s+"
+                       r"(day|week|month|year)s?\s+ago\b", re.I)),
+    ("season", re.compile(r"\b(last|this|in|during)\s+(spring|summer|autumn|fall|winter)\b", re.I)),
+    ("year", re.compile(r"\b(?:in|during|of)\s+((?:19|20)\d{2})\b", re.I)),
+    ("named", re.compile(r"\b(yesterday|today|last weekend|this weekend|last week|this week|"
+                         r"last month|this month|last year|this year)\b", re.I)),
+]
+
+
+@dataclass(frozen=True)
+class QueryTime:
+    """A time expression found in a query: the window it means and the words it used."""
+
+    start: datetime
+    end: datetime
+    phrase: str
+
+
+def _midnight(d: date, tz: Any) -> datetime:
+    return datetime.combine(d, time(), tzinfo=tz)
+
+
+def _month_window(year: int, month: int, tz: Any) -> tuple[datetime, datetime]:
+    nxt = date(year + month // 12, month % 12 + 1, 1)
+    return _midnight(date(year, month, 1), tz), _midnight(nxt, tz)
+
+
+def _resolve(kind: str, m: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:
+    tz = now.tzinfo
+    today = now.date()
+    if kind == "month_year":
+        return _month_window(int(m.group(3)), _MONTHS[m.group(2).lower()], tz)
+    if kind == "rel_month":
+        word, month = m.group(1).lower(), _MONTHS[m.group(2).lower()]
+        if word == "this":
+            year = today.year
+        elif word == "last":
+            year = today.year if month < today.month else today.year - 1
+        else:
+            year = today.year if month <= today.month else today.year - 1
+        start, end = _month_window(year, month, tz)
+        return (start, now) if word == "since" else (start, end)
+    if kind == "ago":
+        word = m.group(1).lower()
+        n = int(word) if word.isdigit() else _NUMBERS.get(word, 1)
+        days = _UNIT_DAYS[m.group(2).lower()]
+        centre = now - timedelta(days=n * days)
+        half = timedelta(days=max(2, days * (1 if word in ("few", "several") else 0.75)))
+        return centre - half, min(now, centre + half)
+    if kind == "season":
+        word, first = m.group(1).lower(), _SEASONS[m.group(2).lower()]
+        year = today.year
+        start_d = date(year, first, 1)
+        if word == "last" or start_d > today:
+            year -= 1
+        if first == 12:
+            return _midnight(date(year, 12, 1), tz), _midnight(date(year + 1, 3, 1), tz)
+        return _midnight(date(year, first, 1), tz), _midnight(date(year, first + 3, 1), tz)
+    if kind == "year":
+        year = int(m.group(1))
+        return _midnight(date(year, 1, 1), tz), _midnight(date(year + 1, 1, 1), tz)
+    phrase = m.group(1).lower()
+    if phrase in ("last weekend", "this weekend"):
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
+        if phrase == "last weekend" and saturday + timedelta(days=2) > today:
+            saturday -= timedelta(days=7)
+        return _midnight(saturday - timedelta(days=1), tz), _midnight(saturday + timedelta(days=2), tz)
+    from .timeframe import parse_timeframe
+
+    low, high = parse_timeframe(phrase, clock=lambda: now)
+    if low is None or high is None:
+        return None
+    return low, high
+
+
+def query_timeframe(query: str, now: datetime) -> QueryTime | None:
+    """The first time expression in ``query``, resolved against ``now``, or None.
+
+    Understands month names with a year ("June 2023"), relative months ("last May",
+    "in March", "early July"), "N days/weeks/months ago", seasons ("last summer"),
+    "in 2023", and "yesterday", "last weekend", "last week/month/year", "this ...".
+
+    >>> now = datetime(2024, 3, 10, 12, tzinfo=timezone.utc)
+    >>> t = query_timeframe("What did Ana do last May?", now)
+    >>> t.start.date().isoformat(), t.end.date().isoformat(), t.phrase
+    ('2023-05-01', '2023-06-01', 'last May')
+    """
+    if now.tzinfo is None:
+        now = now.astimezone()
+    best: tuple[int, str, re.Match[str]] | None = None
+    for kind, pattern in _PATTERNS:
+        m = pattern.search(query)
+        if m and (best is None or m.start() < best[0]):
+            best = (m.start(), kind, m)
+    if best is None:
+        return None
+    _, kind, m = best
+    window = _resolve(kind, m, now)
+    if window is None:
+        return None
+    return QueryTime(window[0], window[1], m.group(0))
+
+
+def _intersect(filters: SearchFilters, window: QueryTime) -> SearchFilters | None:
+    start = window.start if filters.start is None else max(filters.start, window.start)
+    end = window.end if filters.end is None else min(filters.end, window.end)
+    if start >= end:
+        return None
+    return replace(filters, start=start, end=end)
+
+
+# -- neighbour context -----------------------------------------------------------------
+
+
+def _passes(memory: Any, filters: SearchFilters) -> bool:
+    if filters.start is not None and memory.created_at < filters.start:
+        return False
+    if filters.end is not None and memory.created_at >= filters.end:
+        return False
+    if filters.robot is not None and memory.robot != filters.robot:
+        return False
+    if filters.tags:
+        wanted = [tag_patterns(t)[0] for t in filters.tags]
+        if not any(tag == w or tag.startswith(w + ":") for tag in memory.tags for w in wanted):
+            return False
+    return True
+
+
+def _neighbour_scores(store: LongTermStore, fused: list[RankedId], config: RetrievalConfig,
+                      filters: SearchFilters, pool: int) -> list[RankedId]:
+    """Add to each memory weight ** distance × the score of its best better neighbour."""
+    n = config.neighbors
+    top = fused[:pool]
+    score = {r.id: r.score for r in fused}
+    wanted = {r.id + d for r in top for d in range(-n, n + 1)}
+    memories = {m.id: m for m in store.get_many(sorted(i for i in wanted if i > 0))}
+    gap = timedelta(seconds=config.neighbor_gap)
+    ranks = {r.id: r.ranks for r in fused}
+    # A memory neither arm returned scores at most what the last candidate scored.
+    floor = min(score.values(), default=0.0)
+    out: dict[int, float] = {}
+    for mid, memory in memories.items():
+        if mid not in score and not _passes(memory, filters):
+            continue
+        own = score.get(mid, floor)
+        bonus = 0.0
+        for d in range(-n, n + 1):
+            other = memories.get(mid + d)
+            if d == 0 or other is None or other.id not in score:
+                continue
+            if other.robot != memory.robot or abs(other.created_at - memory.created_at) > gap:
+                continue
+            if score[other.id] > own:
+                bonus = max(bonus, config.neighbor_weight ** abs(d) * score[other.id])
+        out[mid] = own + bonus
+    for r in fused[pool:]:
+        out.setdefault(r.id, r.score)
+    ordered = sorted(out, key=lambda m: (-out[m], m))
+    return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1})) for m in ordered]
+
+
+# -- full-text coverage ----------------------------------------------------------------
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _stem(word: str) -> str:
+    return word[:5]
+
+
+def coverage(query_words: Sequence[str], content: str) -> float:
+    """The share of ``query_words`` (stemmed by their first five letters) in ``content``.
+
+    >>> coverage(["adopted", "beagle", "puppy"], "We adopt a beagle")
+    0.6666666666666666
+    """
+    if not query_words:
+        return 0.0
+    have = {_stem(w.lower()) for w in _WORD.findall(content)}
+    return sum(_stem(w) in have for w in query_words) / len(query_words)
+
+
+def _coverage_rrf(store: LongTermStore, arms: Mapping[str, Sequence[int]], text: str,
+                  config: RetrievalConfig) -> list[RankedId]:
+    """Weighted RRF where a full-text hit counts in proportion to the query words it has."""
+    from .store._common import query_terms
+
+    words = query_terms(text)
+    ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
+    contents = {m.id: m.content for m in store.get_many(sorted(ids))}
+    scores: dict[int, float] = {}
+    ranks: dict[int, dict[str, int]] = {}
+    for arm, got in arms.items():
+        weight = config.weights.get(arm, 1.0)
+        for rank, mid in enumerate(got, start=1):
+            share = coverage(words, contents.get(mid, "")) if arm.startswith("fulltext") else 1.0
+            scores[mid] = scores.get(mid, 0.0) + weight * share / (config.rrf_k + rank)
+            ranks.setdefault(mid, {})[arm] = rank
+    ordered = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))
+    return [RankedId(m, scores[m], ranks[m]) for m in ordered]
+
+
+# -- search ----------------------------------------------------------------------------
+
+
 def search(
     store: LongTermStore,
     *,
@@ -96,11 +385,13 @@ def search(
     limit: int,
     filters: SearchFilters,
     config: RetrievalConfig | None = None,
+    now: datetime | None = None,
 ) -> list[RankedId]:
     """Run ``strategy`` against ``store`` and return up to ``limit`` ranked ids.
 
     ``query_vector`` is called only when the vector arm runs (so a full-text recall
-    never pays for an embedding).
+    never pays for an embedding). ``now`` anchors relative time expressions in the
+    query (default: the current time).
     """
     check_recall_strategy(strategy)
     config = config or RetrievalConfig()
@@ -112,11 +403,30 @@ def search(
         return [RankedId(mid, score, {"fulltext": i})
                 for i, (mid, score) in enumerate(
                     store.fulltext_search(query, limit=limit, filters=filters), start=1)]
-    depth = limit * config.candidates
-    arms = {
-        "vector": [mid for mid, _ in store.vector_search(query_vector(), limit=depth,
-                                                         filters=filters)],
-        "fulltext": [mid for mid, _ in store.fulltext_search(query, limit=depth,
-                                                             filters=filters)],
+    depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
+    vector = query_vector()
+    when = None
+    text = query
+    if config.time_boost:
+        when = query_timeframe(query, now or datetime.now(timezone.utc).astimezone())
+        if when is not None:
+            text = query.replace(when.phrase, " ")
+    arms: dict[str, list[int]] = {
+        "vector": [mid for mid, _ in store.vector_search(vector, limit=depth, filters=filters)],
+        "fulltext": [mid for mid, _ in store.fulltext_search(text, limit=depth, filters=filters)],
     }
-    return config.fusion(arms, config.rrf_k)[:limit]
+    window = _intersect(filters, when) if when is not None else None
+    if window is not None:
+        arms["vector@time"] = [mid for mid, _ in store.vector_search(vector, limit=depth,
+                                                                     filters=window)]
+        arms["fulltext@time"] = [mid for mid, _ in store.fulltext_search(text, limit=depth,
+                                                                         filters=window)]
+    if config.fusion is reciprocal_rank_fusion and config.coverage:
+        fused = _coverage_rrf(store, arms, text, config)
+    elif config.fusion is reciprocal_rank_fusion:
+        fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
+    else:
+        fused = config.fusion(arms, config.rrf_k)
+    if config.neighbors:
+        fused = _neighbour_scores(store, fused, config, filters, pool=max(limit * 2, 20))
+    return fused[:limit]

@@ -286,6 +286,13 @@ CHAT = [
     "I'm so happy for you.", "That's wild.", "What a week.", "Take care of yourself.",
 ]
 
+#: Small talk is varied (a lead-in and a tail around a line) so it is not the same few
+#: strings again and again, which no real conversation is.
+LEAD = ["", "", "", "Honestly, ", "Haha, ", "Ugh, ", "Oh, ", "Anyway, ", "Well, ", "Hmm, ",
+        "Okay so ", "Ha! ", "True. ", "Right? "]
+TAIL = ["", "", "", " :)", " lol", " Anyway.", " How about you?", " Long day.", " Ugh.",
+        " Crazy, right?", " Ha."]
+
 REACT = ["That's wonderful!", "Wow, congratulations!", "No way, that's so cool!",
          "I love that for you.", "Amazing, send pictures!", "Oh I'm so jealous.",
          "Oh no, poor you! Feel better.", "That sounds like a lot, but exciting."]
@@ -414,7 +421,11 @@ def _conversation(rng: random.Random, cid: str, sessions: int, turns_per_session
                 values = _values(event, rng, set())
                 say(speaker, _fill(rng.choice(event.mention), values, friend))
             else:
-                say(speaker, rng.choice(CHAT))
+                line = rng.choice(CHAT)
+                lead = rng.choice(LEAD)
+                if lead:
+                    line = lead + line[0].lower() + line[1:]
+                say(speaker, line + rng.choice(TAIL))
         out_sessions.append({"id": sid, "date": when.isoformat(), "turns": turns})
     return {"id": cid, "speakers": people, "sessions": out_sessions}, occurrences
 

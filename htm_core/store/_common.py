@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy.engine import make_url
 
-__all__ = ["STOPWORDS", "chunks", "mask_url", "query_terms"]
+__all__ = ["COMMON_TERM_SHARE", "STOPWORDS", "chunks", "informative_terms", "mask_url", "query_terms"]
 
 #: Words too common to help a full-text match; dropped from queries unless nothing is left.
 STOPWORDS = frozenset(
@@ -39,6 +39,32 @@ def query_terms(query: str) -> list[str]:
         seen.setdefault(w, None)
     terms = list(seen)
     kept = [w for w in terms if w not in STOPWORDS]
+    return kept or terms
+
+
+#: A query word found in more than this share of all memories (a speaker's name in a chat
+#: log, "user", "meeting" in meeting notes) says little; the full-text arm drops it.
+COMMON_TERM_SHARE = 0.1
+#: Below this many memories every query word is kept (the share is meaningless).
+MIN_MEMORIES_FOR_COMMON = 200
+
+
+def informative_terms(terms: Sequence[str], total: int,
+                      doc_count: Callable[[str, int], int]) -> list[str]:
+    """``terms`` without those in more than :data:`COMMON_TERM_SHARE` of ``total`` memories.
+
+    ``doc_count(term, cap)`` counts the memories matching ``term``, stopping past ``cap``.
+    A single-word query, a small store, or a query whose words are all common is returned
+    unchanged, so full-text search never goes blind.
+
+    >>> informative_terms(["ana", "vehicle"], 1000, lambda t, cap: 600 if t == "ana" else 3)
+    ['vehicle']
+    """
+    terms = list(terms)
+    if len(terms) < 2 or total < MIN_MEMORIES_FOR_COMMON:
+        return terms
+    cap = int(total * COMMON_TERM_SHARE)
+    kept = [t for t in terms if doc_count(t, cap) <= cap]
     return kept or terms
 
 

@@ -1,0 +1,382 @@
+"""Recall quality on long multi-session conversations (issue 10).
+
+::
+
+    python -m benchmarks.recall_quality            # the whole dev set, MiniLM
+    python -m benchmarks.recall_quality --quick    # one conversation, a few questions
+    python -m benchmarks.recall_quality --ablation # each hybrid option switched off in turn
+
+Every conversation of ``benchmarks/data/devset.json`` goes into its own SQLite store
+through :meth:`htm_core.HTM.add_many` (one memory per turn, ``"Speaker: text"``,
+``created_at`` = the session date, metadata = conversation / session / turn ids). Each
+question is recalled with a :class:`~htm_core.FrozenClock` set to the question's ``now``.
+For every arm we report Recall@5/10/25 (the share of a question's evidence turns in the
+top k, averaged) and hit@10 (at least one evidence turn in the top 10), per question kind,
+plus the mean and p95 recall latency. Arms: htm's ``vector`` and ``fulltext`` strategies,
+plain RRF of the two (:meth:`RetrievalConfig.plain`), htm's default ``hybrid``, and as
+today's baselines LangChain ``InMemoryVectorStore`` and LlamaIndex ``VectorStoreIndex``
+over the same embeddings.
+
+Embeddings are cached in ``benchmarks/data/cache/`` (one ``.npz`` per embedder), so only
+the first run pays for MiniLM (about 5 ms per text on two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from htm_core import HTM, FrozenClock, HashingEmbedder, RetrievalConfig
+from htm_core.embeddings import embedder_name
+
+DATA = Path(__file__).parent / "data"
+DEVSET = DATA / "devset.json"
+CACHE = DATA / "cache"
+KS = (5, 10, 25)
+KINDS = ("single-hop", "multi-hop", "temporal", "paraphrased")
+
+__all__ = ["CachedEmbedder", "evaluate", "main", "recall_at", "summarise"]
+
+
+class CachedEmbedder:
+    """An embedder that keeps every vector it has made in ``cache_dir/<name>.npz``.
+
+    ``factory`` builds the real embedder only when a text is not cached, so a warm
+    run never loads the model. The name is the real embedder's, so stores match.
+    """
+
+    def __init__(self, factory: Callable[[], Any], name: str, cache_dir: Path | None) -> None:
+        self._factory = factory
+        self._inner: Any = None
+        self.name = name
+        self._path = cache_dir / (name.replace("/", "_").replace(":", "_") + ".npz") \
+            if cache_dir else None
+        self._vectors: dict[str, np.ndarray] = {}
+        self._dirty = False
+        self.computed = 0
+        if self._path is not None and self._path.exists():
+            with np.load(self._path) as data:
+                keys, vectors = data["keys"], data["vectors"]
+            self._vectors = {str(k): v for k, v in zip(keys, vectors, strict=True)}
+
+    @staticmethod
+    def _key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for ``texts``, computing (in one batch) only the uncached ones."""
+        todo = list(dict.fromkeys(t for t in texts if self._key(t) not in self._vectors))
+        if todo:
+            if self._inner is None:
+                self._inner = self._factory()
+            for text, vec in zip(todo, self._inner.embed_documents(todo), strict=True):
+                self._vectors[self._key(text)] = np.asarray(vec, dtype=np.float32)
+            self.computed += len(todo)
+            self._dirty = True
+        return [self._vectors[self._key(t)].tolist() for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector for a query (cached like a document: MiniLM embeds both alike)."""
+        return self.embed_documents([text])[0]
+
+    def save(self) -> None:
+        """Write the cache if anything new was computed."""
+        if self._path is None or not self._dirty:
+            return
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        keys = np.asarray(sorted(self._vectors))
+        np.savez(self._path, keys=keys, vectors=np.stack([self._vectors[k] for k in keys]))
+        self._dirty = False
+
+
+def make_embedder(kind: str, cache_dir: Path | None) -> CachedEmbedder:
+    """``"minilm"`` (htm's LocalEmbedder) or ``"hashing"``, behind the cache."""
+    if kind == "hashing":
+        return CachedEmbedder(HashingEmbedder, embedder_name(HashingEmbedder()), None)
+    from htm_core.embeddings import LocalEmbedder
+
+    return CachedEmbedder(LocalEmbedder, "sentence-transformers:all-MiniLM-L6-v2", cache_dir)
+
+
+# -- metrics -------------------------------------------------------------------------
+
+
+def recall_at(ranked: Sequence[str], evidence: Iterable[str], k: int) -> float:
+    """Share of ``evidence`` found in the first ``k`` of ``ranked``.
+
+    >>> recall_at(["a", "x", "b"], ["a", "b"], 2)
+    0.5
+    """
+    wanted = set(evidence)
+    return len(wanted & set(ranked[:k])) / len(wanted)
+
+
+def hit_at(ranked: Sequence[str], evidence: Iterable[str], k: int) -> float:
+    """1.0 when at least one evidence id is in the first ``k`` of ``ranked``, else 0.0."""
+    return float(bool(set(evidence) & set(ranked[:k])))
+
+
+@dataclass
+class ArmResult:
+    """Per-question rankings and latencies of one arm."""
+
+    name: str
+    ranked: dict[str, list[str]] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+
+
+def summarise(result: ArmResult, questions: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Mean R@5/10/25 and hit@10 per kind (and ``all``) for one arm."""
+    out: dict[str, dict[str, float]] = {}
+    for kind in (*KINDS, "all"):
+        qs = [q for q in questions if kind in ("all", q["kind"]) and q["id"] in result.ranked]
+        if not qs:
+            continue
+        row = {f"R@{k}": statistics.fmean(recall_at(result.ranked[q["id"]], q["evidence"], k)
+                                          for q in qs) for k in KS}
+        row["hit@10"] = statistics.fmean(hit_at(result.ranked[q["id"]], q["evidence"], 10)
+                                         for q in qs)
+        row["n"] = len(qs)
+        out[kind] = row
+    return out
+
+
+# -- arms ----------------------------------------------------------------------------
+
+
+def _turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
+    items = []
+    for session in conv["sessions"]:
+        start = datetime.fromisoformat(session["date"])
+        for i, turn in enumerate(session["turns"]):
+            items.append({
+                "content": f"{turn['speaker']}: {turn['text']}", "key": turn["id"],
+                "created_at": start + timedelta(seconds=30 * i),
+                "metadata": {"conversation": conv["id"], "session": session["id"],
+                             "turn": turn["id"], "speaker": turn["speaker"]},
+            })
+    return items
+
+
+def _htm_arms(conv: dict[str, Any], questions: list[dict[str, Any]], embedder: CachedEmbedder,
+              workdir: Path, configs: dict[str, tuple[str, RetrievalConfig]], depth: int
+              ) -> dict[str, ArmResult]:
+    clock = FrozenClock(datetime.fromisoformat(conv["sessions"][-1]["date"]))
+    url = str(workdir / f"{conv['id']}.db")
+    results = {name: ArmResult(name) for name in configs}
+    with HTM(robot="bench", database_url=url, embedder=embedder, clock=clock,
+             working_memory_tokens=1_000_000) as base:
+        base.add_many(_turns(conv))
+        facades = {name: HTM(robot="bench", store=base.store, embedder=embedder, clock=clock,
+                             working_memory_tokens=1_000_000, retrieval=config)
+                   for name, (_, config) in configs.items()}
+        try:
+            for q in questions:
+                clock.set(datetime.fromisoformat(q["now"]))
+                embedder.embed_query(q["question"])  # warm: latency excludes the model
+                for name, (strategy, _) in configs.items():
+                    t0 = time.perf_counter()
+                    hits = facades[name].recall(q["question"], limit=depth, strategy=strategy)
+                    results[name].seconds.append(time.perf_counter() - t0)
+                    results[name].ranked[q["id"]] = [h.memory.metadata["turn"] for h in hits]
+        finally:
+            for facade in facades.values():
+                facade.close()
+    return results
+
+
+def _langchain_arm(conv: dict[str, Any], questions: list[dict[str, Any]],
+                   embedder: CachedEmbedder, depth: int) -> ArmResult:
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    class Adapter(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return embedder.embed_documents(texts)
+
+        def embed_query(self, text: str) -> list[float]:
+            return embedder.embed_query(text)
+
+    turns = _turns(conv)
+    store = InMemoryVectorStore(embedding=Adapter())
+    store.add_texts([t["content"] for t in turns], metadatas=[t["metadata"] for t in turns],
+                    ids=[t["key"] for t in turns])
+    result = ArmResult("langchain")
+    for q in questions:
+        embedder.embed_query(q["question"])
+        t0 = time.perf_counter()
+        docs = store.similarity_search(q["question"], k=depth)
+        result.seconds.append(time.perf_counter() - t0)
+        result.ranked[q["id"]] = [d.metadata["turn"] for d in docs]
+    return result
+
+
+def _llamaindex_arm(conv: dict[str, Any], questions: list[dict[str, Any]],
+                    embedder: CachedEmbedder, depth: int) -> ArmResult:
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.schema import TextNode
+
+    class Adapter(BaseEmbedding):
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return embedder.embed_query(query)
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return embedder.embed_query(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return embedder.embed_documents([text])[0]
+
+        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+            return embedder.embed_documents(texts)
+
+    keys = ["conversation", "session", "turn", "speaker"]
+    nodes = [TextNode(text=t["content"], id_=t["key"], metadata=t["metadata"],
+                      excluded_embed_metadata_keys=keys, excluded_llm_metadata_keys=keys)
+             for t in _turns(conv)]
+    index = VectorStoreIndex(nodes=nodes, embed_model=Adapter(model_name=embedder.name,
+                                                              embed_batch_size=256))
+    retriever = index.as_retriever(similarity_top_k=depth)
+    result = ArmResult("llamaindex")
+    for q in questions:
+        embedder.embed_query(q["question"])
+        t0 = time.perf_counter()
+        nodes_found = retriever.retrieve(q["question"])
+        result.seconds.append(time.perf_counter() - t0)
+        result.ranked[q["id"]] = [n.node.metadata["turn"] for n in nodes_found]
+    return result
+
+
+def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
+    """The htm arms: name -> (strategy, config)."""
+    default = RetrievalConfig()
+    configs = {
+        "htm vector": ("vector", default),
+        "htm fulltext": ("fulltext", default),
+        "plain RRF": ("hybrid", RetrievalConfig.plain()),
+        "htm hybrid (default)": ("hybrid", default),
+    }
+    if ablation:
+        w = dict(default.weights)
+        configs.update({
+            "hybrid, no coverage": ("hybrid", default.with_options(coverage=False)),
+            "hybrid, no time boost": ("hybrid", default.with_options(time_boost=False)),
+            "hybrid, time arms weight 1": ("hybrid", default.with_options(
+                weights={**w, "vector@time": 1.0, "fulltext@time": 1.0})),
+            "hybrid, no neighbours": ("hybrid", default.with_options(neighbors=0)),
+            "hybrid, neighbours=2": ("hybrid", default.with_options(neighbors=2)),
+            "hybrid, neighbour weight 0.3": ("hybrid", default.with_options(neighbor_weight=0.3)),
+            "hybrid, neighbour weight 0.8": ("hybrid", default.with_options(neighbor_weight=0.8)),
+            "hybrid, vector weight 2": ("hybrid", default.with_options(weights={**w, "vector": 2.0})),
+            "hybrid, candidates=2": ("hybrid", default.with_options(candidates=2)),
+        })
+    return configs
+
+
+def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = False,
+             ablation: bool = False, baselines: bool = True, depth: int = 25
+             ) -> tuple[list[dict[str, Any]], dict[str, ArmResult]]:
+    """Run every arm over the dev set; return the questions asked and each arm's results."""
+    convs = devset["conversations"][:1] if quick else devset["conversations"]
+    asked: list[dict[str, Any]] = []
+    results: dict[str, ArmResult] = {}
+    configs = htm_configs(ablation)
+    with tempfile.TemporaryDirectory(prefix="htm-recall-") as tmp:
+        for conv in convs:
+            questions = [q for q in devset["questions"] if q["conversation"] == conv["id"]]
+            if quick:
+                questions = [q for kind in KINDS for q in questions if q["kind"] == kind][::4]
+            asked.extend(questions)
+            arms = _htm_arms(conv, questions, embedder, Path(tmp), configs, depth)
+            if baselines:
+                arms["LangChain InMemoryVectorStore"] = _langchain_arm(conv, questions, embedder,
+                                                                       depth)
+                arms["LlamaIndex VectorStoreIndex"] = _llamaindex_arm(conv, questions, embedder,
+                                                                      depth)
+            for name, arm in arms.items():
+                total = results.setdefault(name, ArmResult(name))
+                total.ranked.update(arm.ranked)
+                total.seconds.extend(arm.seconds)
+            embedder.save()
+    return asked, results
+
+
+# -- report --------------------------------------------------------------------------
+
+
+def markdown(questions: Sequence[dict[str, Any]], results: dict[str, ArmResult]) -> str:
+    """The tables: one per metric (arms × kinds), then latency."""
+    summaries = {name: summarise(r, questions) for name, r in results.items()}
+    kinds = [k for k in (*KINDS, "all") if any(k in s for s in summaries.values())]
+    counts = {k: next(int(s[k]["n"]) for s in summaries.values() if k in s) for k in kinds}
+    lines = []
+    for metric in (*(f"R@{k}" for k in KS), "hit@10"):
+        lines.append(f"\n**{metric}**\n")
+        lines.append("| arm | " + " | ".join(f"{k} ({counts[k]})" for k in kinds) + " |")
+        lines.append("|---|" + "---:|" * len(kinds))
+        for name, s in summaries.items():
+            lines.append(f"| {name} | " + " | ".join(f"{s[k][metric]:.3f}" if k in s else "-"
+                                                     for k in kinds) + " |")
+    lines.append("\n**recall latency** (ms per query, query embedding cached)\n")
+    lines.append("| arm | mean | p95 |")
+    lines.append("|---|---:|---:|")
+    for name, r in results.items():
+        ms = sorted(x * 1000 for x in r.seconds)
+        p95 = ms[min(len(ms) - 1, int(0.95 * len(ms)))] if ms else 0.0
+        lines.append(f"| {name} | {statistics.fmean(ms) if ms else 0.0:.1f} | {p95:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """Run the benchmark, print markdown tables; return the per-arm summaries."""
+    parser = argparse.ArgumentParser(description="Recall quality on multi-session conversations")
+    parser.add_argument("--quick", action="store_true", help="one conversation, a quarter of its "
+                        "questions (the CI smoke run)")
+    parser.add_argument("--ablation", action="store_true", help="also run hybrid with each option "
+                        "changed")
+    parser.add_argument("--no-baselines", action="store_true", help="skip LangChain and LlamaIndex")
+    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    parser.add_argument("--devset", type=Path, default=DEVSET)
+    parser.add_argument("--cache", type=Path, default=CACHE, help="embedding cache folder")
+    parser.add_argument("--json", type=Path, help="also write the summaries here")
+    parser.add_argument("--keep-common-terms", action="store_true", help="ablation: keep query "
+                        "words found in most memories (speaker names) in the full-text arm")
+    args = parser.parse_args(argv)
+    if args.keep_common_terms:
+        from htm_core.store import _common
+
+        _common.COMMON_TERM_SHARE = 2.0
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    devset = json.loads(args.devset.read_text(encoding="utf-8"))
+    embedder = make_embedder(args.embedder, args.cache)
+    t0 = time.perf_counter()
+    questions, results = evaluate(devset, embedder=embedder, quick=args.quick,
+                                  ablation=args.ablation, baselines=not args.no_baselines)
+    turns = sum(len(s["turns"]) for c in devset["conversations"][: 1 if args.quick else None]
+                for s in c["sessions"])
+    print(f"# Recall quality: {len(questions)} questions over {turns} turns, embedder "
+          f"{embedder.name} ({embedder.computed} texts embedded, rest cached), "
+          f"{time.perf_counter() - t0:.1f} s")
+    print(markdown(questions, results))
+    summaries = {name: summarise(r, questions) for name, r in results.items()}
+    if args.json:
+        args.json.write_text(json.dumps(summaries, indent=1) + "\n", encoding="utf-8")
+    sys.stdout.flush()
+    return summaries
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""Recall quality (issue 10): the dev-set generator, the benchmark's metrics and smoke run,
+and the hybrid-retrieval additions (weighted RRF, time expressions, neighbour context,
+common full-text terms). Everything runs on real SQLite files with the hashing embedder;
+quality thresholds are not asserted here (see docs/recall-quality.md for the numbers).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import recall_quality as rq
+from benchmarks.data import generate
+from htm_core import HTM, FrozenClock, HashingEmbedder, RetrievalConfig
+from htm_core.errors import ValidationError
+from htm_core.retrieval import query_timeframe, reciprocal_rank_fusion, search
+from htm_core.store import SearchFilters
+from htm_core.store._common import informative_terms
+
+UTC = timezone.utc
+
+# -- generator -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_devset() -> dict[str, Any]:
+    return generate.build_devset(seed=3, conversations=2, sessions=8, turns_per_session=14,
+                                 per_kind=4)
+
+
+def _texts(devset: dict[str, Any]) -> dict[str, tuple[str, str, datetime]]:
+    return {t["id"]: (f"{t['speaker']}: {t['text']}", s["id"], datetime.fromisoformat(s["date"]))
+            for c in devset["conversations"] for s in c["sessions"] for t in s["turns"]}
+
+
+def test_generator_is_deterministic_and_matches_the_committed_devset() -> None:
+    assert generate.build_devset(seed=3, conversations=1) == generate.build_devset(
+        seed=3, conversations=1)
+    assert generate.build_devset(seed=3, conversations=1) != generate.build_devset(
+        seed=4, conversations=1)
+    committed = json.loads(generate.DEFAULT_OUT.read_text(encoding="utf-8"))
+    assert committed == generate.build_devset(), (
+        "benchmarks/data/devset.json is stale: run python -m benchmarks.data.generate")
+
+
+def test_generated_questions_are_labelled_consistently(small_devset: dict[str, Any]) -> None:
+    texts = _texts(small_devset)
+    kinds = {q["kind"] for q in small_devset["questions"]}
+    assert kinds == set(rq.KINDS)
+    for q in small_devset["questions"]:
+        assert q["evidence"] and all(e in texts for e in q["evidence"]), q
+        assert all(e.startswith(q["conversation"] + "-") for e in q["evidence"])
+        now = datetime.fromisoformat(q["now"])
+        assert all(texts[e][2] <= now for e in q["evidence"]), "evidence after the question"
+        if q["kind"] == "multi-hop":
+            assert len({texts[e][1] for e in q["evidence"]}) >= 2, q
+        if q["kind"] == "paraphrased":
+            conv = next(c for c in small_devset["conversations"] if c["id"] == q["conversation"])
+            assert not generate.shares_keywords(q["question"], [texts[e][0] for e in q["evidence"]],
+                                                conv["speakers"]), q
+        if "timeframe" in q:
+            window = query_timeframe(q["question"], now)
+            assert window is not None and window.phrase == q["timeframe"]
+            assert all(window.start <= texts[e][2] < window.end for e in q["evidence"]), q
+
+
+def test_shares_keywords_compares_stems_and_ignores_names() -> None:
+    assert generate.shares_keywords("Where is the household?", ["Ana: my house"], [])
+    assert not generate.shares_keywords("Which vehicle did Ana get?", ["Ana: I bought a car"],
+                                        ["Ana"])
+
+
+# -- metrics and the benchmark script ------------------------------------------------
+
+
+def test_recall_and_hit_metrics() -> None:
+    assert rq.recall_at(["a", "b", "c"], ["c", "z"], 2) == 0.0
+    assert rq.recall_at(["a", "b", "c"], ["c", "z"], 3) == 0.5
+    assert rq.hit_at(["a", "b"], ["b"], 2) == 1.0
+    assert rq.hit_at(["a", "b"], ["b"], 1) == 0.0
+    arm = rq.ArmResult("x", ranked={"q1": ["a", "b"], "q2": ["c"]})
+    questions = [{"id": "q1", "kind": "single-hop", "evidence": ["b"]},
+                 {"id": "q2", "kind": "temporal", "evidence": ["c", "d"]}]
+    summary = rq.summarise(arm, questions)
+    assert summary["single-hop"]["R@5"] == 1.0
+    assert summary["temporal"]["R@5"] == 0.5
+    assert summary["all"]["R@5"] == 0.75
+    assert summary["all"]["hit@10"] == 1.0
+    assert summary["all"]["n"] == 2
+    assert "multi-hop" not in summary
+
+
+def test_benchmark_quick_run_end_to_end(tmp_path: Path, small_devset: dict[str, Any],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    devset = tmp_path / "devset.json"
+    devset.write_text(json.dumps(small_devset), encoding="utf-8")
+    out = tmp_path / "summary.json"
+    summaries = rq.main(["--quick", "--embedder", "hashing", "--devset", str(devset),
+                         "--json", str(out)])
+    printed = capsys.readouterr().out
+    arms = {"htm vector", "htm fulltext", "plain RRF", "htm hybrid (default)",
+            "LangChain InMemoryVectorStore", "LlamaIndex VectorStoreIndex"}
+    assert set(summaries) == arms
+    assert json.loads(out.read_text(encoding="utf-8")) == summaries
+    asked = [q for kind in rq.KINDS for q in small_devset["questions"]
+             if q["conversation"] == "c1" and q["kind"] == kind][::4]
+    for s in summaries.values():
+        assert s["all"]["n"] == len(asked)
+        for row in s.values():
+            assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
+            assert row["R@10"] <= row["hit@10"] <= 1.0
+    # The same embeddings: LangChain's exact search ranks like htm's vector arm.
+    assert summaries["LangChain InMemoryVectorStore"]["all"]["R@25"] == pytest.approx(
+        summaries["htm vector"]["all"]["R@25"])
+    for name in arms:
+        assert f"| {name} |" in printed
+    assert "**R@10**" in printed and "recall latency" in printed
+
+
+def test_cached_embedder_reuses_vectors_across_instances(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    class Counting(HashingEmbedder):
+        def embed_documents(self, texts: Any) -> list[list[float]]:
+            calls.append(len(texts))
+            return super().embed_documents(texts)
+
+    first = rq.CachedEmbedder(Counting, "counting", tmp_path)
+    vectors = first.embed_documents(["a b", "c d", "a b"])
+    first.save()
+    second = rq.CachedEmbedder(Counting, "counting", tmp_path)
+    assert second.embed_documents(["c d", "a b"]) == [vectors[1], vectors[0]]
+    assert calls == [2]
+    assert second.computed == 0
+
+
+# -- retrieval -----------------------------------------------------------------------
+
+
+def test_weighted_rrf_changes_the_order() -> None:
+    arms = {"vector": [1, 2], "fulltext": [2, 1]}
+    assert [r.id for r in reciprocal_rank_fusion(arms)] == [1, 2]
+    weighted = reciprocal_rank_fusion(arms, 60, {"vector": 1.0, "fulltext": 2.0})
+    assert [r.id for r in weighted] == [2, 1]
+    assert weighted[0].score == pytest.approx(1 / 62 + 2 / 61)
+
+
+@pytest.mark.parametrize(("query", "now", "start", "end"), [
+    ("What did Ana do last May?", datetime(2024, 3, 1, tzinfo=UTC), "2023-05-01", "2023-06-01"),
+    ("What did Ana do last May?", datetime(2024, 7, 1, tzinfo=UTC), "2024-05-01", "2024-06-01"),
+    ("what happened in june 2023", datetime(2025, 1, 1, tzinfo=UTC), "2023-06-01", "2023-07-01"),
+    ("anything in March?", datetime(2024, 3, 20, tzinfo=UTC), "2024-03-01", "2024-04-01"),
+    ("What was Bo up to last month?", datetime(2024, 1, 10, tzinfo=UTC), "2023-12-01",
+     "2024-01-01"),
+    ("trip last summer", datetime(2024, 2, 1, tzinfo=UTC), "2023-06-01", "2023-09-01"),
+    ("what did we do in 2022", datetime(2024, 2, 1, tzinfo=UTC), "2022-01-01", "2023-01-01"),
+    ("the talk yesterday", datetime(2024, 2, 10, 9, tzinfo=UTC), "2024-02-09", "2024-02-10"),
+])
+def test_query_timeframe_resolves_phrases(query: str, now: datetime, start: str, end: str) -> None:
+    found = query_timeframe(query, now)
+    assert found is not None
+    assert (found.start.date().isoformat(), found.end.date().isoformat()) == (start, end)
+    assert found.phrase.lower() in query.lower()
+
+
+def test_query_timeframe_relative_ago_and_no_expression() -> None:
+    now = datetime(2024, 5, 15, 12, tzinfo=UTC)
+    found = query_timeframe("the dinner two weeks ago", now)
+    assert found is not None
+    assert found.start < now - timedelta(weeks=2) < found.end <= now
+    assert query_timeframe("May I ask what Ana adopted?", now) is None
+    assert query_timeframe("What is the name of Ana's dog?", now) is None
+
+
+def test_retrieval_config_rejects_bad_values() -> None:
+    with pytest.raises(ValidationError, match="neighbors"):
+        RetrievalConfig(neighbors=-1)
+    with pytest.raises(ValidationError, match="weights"):
+        RetrievalConfig(weights={"vector": -1.0})
+    with pytest.raises(ValidationError, match="candidates"):
+        RetrievalConfig(candidates=0)
+    assert RetrievalConfig().with_options(neighbors=0).neighbors == 0
+
+
+def test_informative_terms_drops_common_words_only_when_something_is_left() -> None:
+    counts = {"ana": 900, "vehicle": 2, "the": 950}
+    assert informative_terms(["ana", "vehicle"], 1000, lambda t, cap: counts[t]) == ["vehicle"]
+    assert informative_terms(["ana", "the"], 1000, lambda t, cap: counts[t]) == ["ana", "the"]
+    assert informative_terms(["ana"], 1000, lambda t, cap: counts[t]) == ["ana"]
+    assert informative_terms(["ana", "vehicle"], 50, lambda t, cap: counts[t]) == ["ana", "vehicle"]
+
+
+FILLER = ["How have you been?", "Work is busy.", "The weather is awful.", "Talk soon!",
+          "Same here, honestly.", "We ordered pizza again.", "Traffic was terrible today.",
+          "My phone cracked again.", "Good night!", "I need more coffee."]
+
+
+def _chat(htm: HTM, start: datetime, lines: list[str], *, prefix: str,
+          every: timedelta = timedelta(minutes=1)) -> list[str]:
+    items = [{"content": line, "key": f"{prefix}{i}", "created_at": start + i * every}
+             for i, line in enumerate(lines)]
+    htm.add_many(items)
+    return [item["key"] for item in items]
+
+
+def test_fulltext_ignores_a_name_found_in_most_memories(sqlite_url: str, clock: FrozenClock) -> None:
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        start = datetime(2024, 1, 1, tzinfo=UTC)
+        _chat(htm, start, [f"Ana: {FILLER[i % 10]} ({i})" for i in range(240)], prefix="f")
+        _chat(htm, start + timedelta(days=1), ["Bo: I bought a used vehicle"], prefix="v")
+        hits = htm.recall("Ana vehicle", strategy="fulltext", limit=10)
+        assert [h.memory.key for h in hits] == ["v0"]
+        only_name = htm.recall("Ana", strategy="fulltext", limit=5)
+        assert len(only_name) == 5
+
+
+def test_time_expression_lifts_memories_from_that_time(sqlite_url: str) -> None:
+    clock = FrozenClock(datetime(2024, 2, 1, 12, tzinfo=UTC))
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        _chat(htm, datetime(2023, 5, 10, tzinfo=UTC), ["Ana: went hiking up a hill"], prefix="may")
+        _chat(htm, datetime(2023, 8, 10, tzinfo=UTC), ["Ana: went hiking up the big hill",
+                                                       "Ana: went hiking up a hill again"],
+              prefix="aug")
+        hits = htm.recall("Where did Ana go hiking last May?", limit=3)
+        assert hits[0].memory.key == "may0"
+        assert "vector@time" in hits[0].ranks
+        flat = HTM(store=htm.store, embedder=htm.embedder, clock=clock,
+                   retrieval=RetrievalConfig(time_boost=False))
+        assert flat.recall("Where did Ana go hiking last May?", limit=3)[0].memory.key != "may0"
+
+
+def _neighbour_store(htm: HTM) -> None:
+    start = datetime(2024, 3, 1, 18, tzinfo=UTC)
+    # Notes two hours apart: not each other's neighbours (neighbor_gap is one hour).
+    _chat(htm, start - timedelta(days=10), [f"Bo: {line} {i}" for i, line in
+                                            enumerate(FILLER * 6)], prefix="f",
+          every=timedelta(hours=2))
+    _chat(htm, start, ["Ana: we adopted a puppy from the rescue shelter!",
+                       "Bo: no way! what is his name?",
+                       "Ana: Biscuit, he already owns the couch."], prefix="pup")
+
+
+def _ranked_keys(htm: HTM, query: str, config: RetrievalConfig, **filters: Any) -> list[str]:
+    ranked = search(htm.store, query=query, query_vector=lambda: htm.embedder.embed_query(query),
+                    strategy="hybrid", limit=10, filters=SearchFilters(**filters), config=config,
+                    now=datetime(2024, 4, 1, tzinfo=UTC))
+    return [m.key for m in htm.store.get_many([r.id for r in ranked])]
+
+
+def test_neighbour_context_brings_in_the_reply(sqlite_url: str, clock: FrozenClock) -> None:
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        _neighbour_store(htm)
+        query = "puppy adopted from the rescue shelter"
+        with_context = _ranked_keys(htm, query, RetrievalConfig())
+        assert with_context[:2] == ["pup0", "pup1"]
+        assert "pup1" not in _ranked_keys(htm, query, RetrievalConfig(neighbors=0))
+        assert set(_ranked_keys(htm, query, RetrievalConfig(neighbors=2))[:3]) == {
+            "pup0", "pup1", "pup2"}
+        # Neighbours obey the filters: the reply is outside this timeframe.
+        end = datetime(2024, 3, 1, 18, 0, 30, tzinfo=UTC)
+        filtered = _ranked_keys(htm, query, RetrievalConfig(), end=end)
+        assert "pup0" in filtered and "pup1" not in filtered
+
+
+def test_neighbours_must_be_close_in_time(sqlite_url: str, clock: FrozenClock) -> None:
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        _neighbour_store(htm)
+        keys = _ranked_keys(htm, "puppy adopted from the rescue shelter",
+                            RetrievalConfig(neighbor_gap=30.0))
+        assert keys[0] == "pup0" and "pup1" not in keys
