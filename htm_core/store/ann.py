@@ -291,8 +291,7 @@ class ApproximateIndex(VectorIndex):
             logger.warning("ignoring vector graph %s: wrong dimension", self.path)
             return False
         keys = np.asarray(graph.keys, dtype=np.int64)
-        rows = np.fromiter((self._row_of.get(int(k), -1) for k in keys), dtype=np.int64,
-                           count=keys.size)
+        rows = self.rows_of(keys)
         known = rows[rows >= 0]
         if known.size < 0.9 * keys.size:
             logger.warning("ignoring vector graph %s: it belongs to other rows", self.path)

@@ -70,6 +70,24 @@ class VectorIndex:
             fresh[: self._n] = old[: self._n]
             setattr(self, name, fresh)
 
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` more rows at once (a bulk load then never re-copies)."""
+        with self._lock:
+            self._grow(self._n + max(0, rows))
+
+    def rows_of(self, ids: IntArray) -> IntArray:
+        """Row of each id (-1 for unknown ids), vectorised."""
+        with self._lock:
+            n = self._n
+            if n == 0 or ids.size == 0:
+                return np.full(ids.shape, -1, dtype=np.int64)
+            known = self._ids[:n]
+            order = np.argsort(known, kind="stable")
+            pos = np.searchsorted(known, ids, sorter=order)
+            pos = np.minimum(pos, n - 1)
+            rows = order[pos]
+            return np.where(known[rows] == ids, rows, -1).astype(np.int64)
+
     def _replaced(self, row: int) -> None:
         """Hook: row ``row`` got a new vector (subclasses track stale copies)."""
 
