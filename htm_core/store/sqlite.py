@@ -844,7 +844,7 @@ class SQLiteStore:
             # The raw cursor: at 100,000 rows SQLAlchemy's row objects cost more than the read.
             cur = conn.connection.cursor()
             try:
-                cur.arraysize = 8192
+                cur.arraysize = 2048  # small chunks: little heap left behind after the load
                 newest = cur.execute("SELECT max(id) FROM memories").fetchone()[0]
                 index.reserve(int(newest or 0) - index.max_id)  # allocate once, not by doubling
                 cur.execute("SELECT id, embedding, created_at, robot_id, forgotten_at FROM memories "
