@@ -577,6 +577,7 @@ class HTM:
         strategy: str = "hybrid",
         tags: Iterable[str] | str | None = None,
         robot: str | None = None,
+        neighbors: int | None = None,
     ) -> list[Hit]:
         """Find the memories most relevant to ``query``; they enter working memory.
 
@@ -590,6 +591,9 @@ class HTM:
             strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
             tags: only memories carrying one of these tags or a tag below one.
             robot: only memories written by this robot (default: every robot).
+            neighbors: hybrid only: how many memories stored next to a hit (same robot,
+                close in time, e.g. the turns around it in a conversation) share its
+                relevance; 0 turns this off. Default: the ``RetrievalConfig``'s (1).
 
         Returns:
             :class:`~htm_core.models.Hit` objects, best first.
@@ -602,8 +606,15 @@ class HTM:
                     f"vector recall needs the store re-embedded with {self._embedder_name!r}; "
                     "call reembed() first, or recall with strategy='fulltext'")
             strategy = "fulltext"
+        config = self._retrieval
+        if neighbors is not None:
+            if isinstance(neighbors, bool) or not isinstance(neighbors, int) \
+                    or not 0 <= neighbors <= 20:
+                raise ValidationError(
+                    f"neighbors must be an integer from 0 to 20, got {neighbors!r}")
+            config = config.with_options(neighbors=neighbors)
         ranked = search(self._store, query=query, query_vector=lambda: self._embed_query(query),
-                        strategy=strategy, limit=limit, filters=filters, config=self._retrieval,
+                        strategy=strategy, limit=limit, filters=filters, config=config,
                         now=self._clock())
         memories = self._store.get_many([r.id for r in ranked])
         now = self._clock()

@@ -272,3 +272,36 @@ def test_neighbours_must_be_close_in_time(sqlite_url: str, clock: FrozenClock) -
         keys = _ranked_keys(htm, "puppy adopted from the rescue shelter",
                             RetrievalConfig(neighbor_gap=30.0))
         assert keys[0] == "pup0" and "pup1" not in keys
+
+
+def test_recall_neighbors_option(sqlite_url: str, clock: FrozenClock) -> None:
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        _neighbour_store(htm)
+        query = "puppy adopted from the rescue shelter"
+        assert [h.memory.key for h in htm.recall(query, limit=3)][:2] == ["pup0", "pup1"]
+        assert "pup1" not in [h.memory.key for h in htm.recall(query, limit=10, neighbors=0)]
+        found = htm.recall(query, limit=3, neighbors=2)
+        assert {h.memory.key for h in found} == {"pup0", "pup1", "pup2"}
+        for bad in (-1, 21, True, 1.5, "2"):
+            with pytest.raises(ValidationError, match="neighbors must be an integer"):
+                htm.recall(query, neighbors=bad)
+
+
+def test_coverage_weighs_full_text_hits_by_their_share_of_query_words(
+        sqlite_url: str, clock: FrozenClock) -> None:
+    from htm_core.retrieval import coverage
+
+    assert coverage(["beagle", "adopted"], "Ana: we adopt a Beagle") == 1.0
+    assert coverage(["beagle", "adopted"], "Ana: my family") == 0.0
+    assert coverage([], "anything") == 0.0
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        start = datetime(2024, 1, 1, tzinfo=UTC)
+        _chat(htm, start, ["family family family", "which companion joined the family household"],
+              prefix="c", every=timedelta(hours=2))
+        query = "companion joined household family"
+        config = RetrievalConfig(neighbors=0)
+        ranked = search(htm.store, query=query, query_vector=lambda: htm.embedder.embed_query(query),
+                        strategy="hybrid", limit=2, filters=SearchFilters(), config=config)
+        top = htm.store.get_many([ranked[0].id])[0]
+        assert top.key == "c1"
+        assert ranked[0].score > ranked[1].score * 1.5
