@@ -148,9 +148,11 @@ def _tour(say: _Printer, database: str | Path, embedder: Any) -> DemoReport:
 
         clock.advance(hours=2)
         query = corpus["recall"]["query"]
+        tags = corpus["recall"].get("tags")
         say.step("3. Recall brings the evicted fact back")
-        say(f"   recall({query!r}, limit=3)")
-        for hit in htm.recall(query, limit=3):
+        say(f"   recall({query!r},")
+        say(f"          tags={tags!r}, limit=3)   # only what we know about the user")
+        for hit in htm.recall(query, tags=tags, limit=3):
             mark = "  ← evicted earlier" if hit.memory.key == target else ""
             say(f"   {hit.score:.4f}  {_short(hit.memory.content, 58)}{mark}")
         back = target in htm.working_memory
