@@ -300,13 +300,15 @@ def _passes(memory: Any, filters: SearchFilters) -> bool:
 
 
 def _neighbour_scores(store: LongTermStore, fused: list[RankedId], config: RetrievalConfig,
-                      filters: SearchFilters, pool: int) -> list[RankedId]:
+                      filters: SearchFilters, pool: int, known: dict[int, Any]) -> list[RankedId]:
     """Add to each memory weight ** distance × the score of its best better neighbour."""
     n = config.neighbors
     top = fused[:pool]
     score = {r.id: r.score for r in fused}
     wanted = {r.id + d for r in top for d in range(-n, n + 1)}
-    memories = {m.id: m for m in store.get_many(sorted(i for i in wanted if i > 0))}
+    missing = sorted(i for i in wanted if i > 0 and i not in known)
+    known.update((m.id, m) for m in store.get_many(missing))
+    memories = {i: known[i] for i in wanted if i in known}
     gap = timedelta(seconds=config.neighbor_gap)
     ranks = {r.id: r.ranks for r in fused}
     # A memory neither arm returned scores at most what the last candidate scored.
@@ -354,13 +356,14 @@ def coverage(query_words: Sequence[str], content: str) -> float:
 
 
 def _coverage_rrf(store: LongTermStore, arms: Mapping[str, Sequence[int]], text: str,
-                  config: RetrievalConfig) -> list[RankedId]:
+                  config: RetrievalConfig, known: dict[int, Any]) -> list[RankedId]:
     """Weighted RRF where a full-text hit counts in proportion to the query words it has."""
     from .store._common import query_terms
 
     words = query_terms(text)
     ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
-    contents = {m.id: m.content for m in store.get_many(sorted(ids))}
+    known.update((m.id, m) for m in store.get_many(sorted(ids)))
+    contents = {mid: known[mid].content for mid in ids if mid in known}
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     for arm, got in arms.items():
@@ -421,12 +424,14 @@ def search(
                                                                      filters=window)]
         arms["fulltext@time"] = [mid for mid, _ in store.fulltext_search(text, limit=depth,
                                                                          filters=window)]
+    known: dict[int, Any] = {}  # memories fetched once, for coverage and neighbours
     if config.fusion is reciprocal_rank_fusion and config.coverage:
-        fused = _coverage_rrf(store, arms, text, config)
+        fused = _coverage_rrf(store, arms, text, config, known)
     elif config.fusion is reciprocal_rank_fusion:
         fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
     else:
         fused = config.fusion(arms, config.rrf_k)
     if config.neighbors:
-        fused = _neighbour_scores(store, fused, config, filters, pool=max(limit * 2, 20))
+        fused = _neighbour_scores(store, fused, config, filters, pool=max(limit * 2, 20),
+                                  known=known)
     return fused[:limit]
