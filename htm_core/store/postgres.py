@@ -850,23 +850,26 @@ class PostgresStore:
             f"SELECT m.id, ts_rank_cd(m.tsv, {query}) AS rank FROM memories m "
             f"WHERE m.tsv @@ ({query}) AND {where} ORDER BY rank DESC, m.id LIMIT :limit", params)
 
-    def _query_unit(self, conn: Connection, vector: Sequence[float]) -> np.ndarray | None:
-        info = self._info(self._meta(conn))
-        if info is None:
+    def _prepare_vector_query(self, conn: Connection, vector: Sequence[float],
+                              ef_search: int) -> np.ndarray | None:
+        """Set ``hnsw.ef_search`` for this transaction and check the query vector, in one trip.
+
+        Returns the unit query vector, or None when the store holds no vectors yet.
+        """
+        dim = conn.execute(text(
+            "SELECT set_config('hnsw.ef_search', :v, true), "
+            "(SELECT value FROM htm_meta WHERE key = 'embedding_dim')"),
+            {"v": str(ef_search)}).one()[1]
+        if dim is None:
             return None
         query = normalise(vector)
-        if query.shape[0] != info[1]:
+        if query.shape[0] != int(dim):
             raise DimensionMismatchError(
                 f"query vector has dimension {query.shape[0]} but the store holds "
-                f"{info[1]}-dimensional vectors; use the store's embedder")
+                f"{dim}-dimensional vectors; use the store's embedder")
         if not np.isfinite(query).all():
             raise DimensionMismatchError("query vector contains NaN or infinity")
         return query
-
-    @staticmethod
-    def _set_ef_search(conn: Connection, ef_search: int) -> None:
-        conn.execute(text("SELECT set_config('hnsw.ef_search', :v, true)"),
-                     {"v": str(ef_search)})
 
     def vector_search(self, vector: Sequence[float], *, limit: int, filters: SearchFilters,
                       ef_search: int | None = None) -> list[tuple[int, float]]:
@@ -880,11 +883,10 @@ class PostgresStore:
                         1, 1000)
 
         def search(conn: Connection) -> list[tuple[int, float]]:
-            unit = self._query_unit(conn, vector)
+            unit = self._prepare_vector_query(conn, vector, min(1000, max(ef, limit)))
             if unit is None or not np.any(unit):
                 return []
             sql, params = self._vector_sql(unit, limit, filters)
-            self._set_ef_search(conn, min(1000, max(ef, limit)))
             rows = conn.execute(text(sql), params).all()
             if len(rows) < limit:
                 conn.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
@@ -921,10 +923,9 @@ class PostgresStore:
             if not seqscan:
                 conn.execute(text("SELECT set_config('enable_seqscan', 'off', true)"))
             if vector is not None:
-                unit = self._query_unit(conn, vector)
+                unit = self._prepare_vector_query(conn, vector, ef_search or self.ef_search)
                 if unit is None:
                     raise SchemaError("the store holds no vectors yet; add some before explaining")
-                self._set_ef_search(conn, ef_search or self.ef_search)
                 sql, params = self._vector_sql(unit, limit, chosen)
             else:
                 terms = query_terms(query or "")[:_MAX_TERMS] or ["_"]
