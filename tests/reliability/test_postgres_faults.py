@@ -196,6 +196,29 @@ def test_restart_under_load_loses_nothing(own_server: OwnServer, own_url: str) -
             htm.close()
 
 
+def test_background_worker_survives_an_outage(own_server: OwnServer, own_url: str) -> None:
+    """Vectors pending when the server goes away are filled once it is back, not dropped."""
+    embedder = SwitchableEmbedder()
+    embedder.down.set()  # keep the memories pending until the server is stopped
+    htm = HTM(robot="bg", database_url=own_url, embedder=embedder, background_embeddings=True)
+    try:
+        htm.add_many([f"pending across the outage {i}" for i in range(8)])
+        assert htm.stats().pending_embeddings == 8
+        own_server.stop()
+        try:
+            embedder.down.clear()  # the embedder works now, the database does not
+            with pytest.raises(EmbeddingError):
+                htm.flush(timeout=20)
+        finally:
+            own_server.start()
+        htm.flush(timeout=60)
+        assert htm.stats().pending_embeddings == 0
+        hits = htm.recall("pending across the outage 5", strategy="vector", limit=1)
+        assert hits[0].memory.content == "pending across the outage 5"
+    finally:
+        htm.close()
+
+
 # -- the embedder failing, on both backends ---------------------------------------------
 
 
