@@ -318,3 +318,17 @@ def test_reembed_switches_the_store_to_another_embedder(htm_cli: Run) -> None:
     assert main([*argv, "recall", "vim", "--json", "--strategy", "vector"], stdout=out,
                 stderr=io.StringIO()) == 0
     assert len(out.getvalue().splitlines()) == 5
+
+
+def test_the_installed_htm_script(tmp_path: Path) -> None:
+    """The console script pyproject declares (``htm = "htm_core.cli:main"``)."""
+    script = Path(sys.executable).parent / "htm"
+    if not script.exists():
+        pytest.skip("the package is not installed in this environment (no htm script)")
+    env = {**os.environ, "HTM_DATABASE_URL": str(tmp_path / "s.db"), "HTM_EMBEDDER": "hashing"}
+    done = subprocess.run([str(script), "add", "installed", "--key", "k"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("k\t"), done.stderr
+    done = subprocess.run([str(script), "purge"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 1 and "--yes" in done.stderr
