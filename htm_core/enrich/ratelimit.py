@@ -17,6 +17,8 @@ from ..errors import InvalidBudgetError
 
 __all__ = ["TokenBucket"]
 
+_EPSILON = 1e-9  # float slack, so a refill that lands a hair under one token still counts
+
 
 class TokenBucket:
     """Limits calls to ``rate`` per second, allowing bursts of up to ``burst``.
@@ -63,8 +65,8 @@ class TokenBucket:
         """Take a token if one is there now; never waits."""
         with self._lock:
             self._refill()
-            if self._tokens >= 1.0:
-                self._tokens -= 1.0
+            if self._tokens >= 1.0 - _EPSILON:
+                self._tokens = max(0.0, self._tokens - 1.0)
                 self.acquired += 1
                 return True
             return False
@@ -77,8 +79,8 @@ class TokenBucket:
         while True:
             with self._lock:
                 self._refill()
-                if self._tokens >= 1.0:
-                    self._tokens -= 1.0
+                if self._tokens >= 1.0 - _EPSILON:
+                    self._tokens = max(0.0, self._tokens - 1.0)
                     self.acquired += 1
                     return True
                 wait = (1.0 - self._tokens) / self.rate

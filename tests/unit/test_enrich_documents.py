@@ -1,0 +1,105 @@
+"""Document chunk plans: stable keys, heading paths, round trips and re-add diffs."""
+
+from __future__ import annotations
+
+import pytest
+
+from htm_core.enrich import diff_document, plan_document
+from htm_core.errors import InvalidBudgetError, InvalidContentError, InvalidKeyError
+
+DOC = """# Install
+
+Run `pip install htm`. Python 3.10 or newer.
+
+## From source
+
+Clone the repository and run `pip install -e .`.
+
+# Usage
+
+Create an HTM and add memories.
+
+```python
+# not a heading inside a fence
+htm.add("hello")
+```
+
+## Recall
+
+Recall is hybrid: vectors and full text, fused.
+
+---
+
+---
+"""
+
+
+def test_chunks_round_trip_and_carry_heading_paths() -> None:
+    plan = plan_document(DOC, source="docs/guide.md", chunk_tokens=12, overlap=3)
+    assert plan.text() == DOC
+    assert len(plan.chunks) >= 4
+    by_heading = {chunk.metadata["heading"]: chunk for chunk in plan.chunks}
+    assert "Install > From source" in by_heading
+    source_chunk = by_heading["Install > From source"]
+    assert source_chunk.embed_text.startswith("Install > From source\n\n## From source")
+    assert source_chunk.metadata["heading_path"] == ["Install", "From source"]
+    assert source_chunk.metadata["source"] == "docs/guide.md"
+    assert [c.metadata["chunk_index"] for c in plan.chunks] == list(range(len(plan.chunks)))
+    assert all(c.metadata["chunk_count"] == len(plan.chunks) for c in plan.chunks)
+    assert all(DOC[c.metadata["start"]:].startswith(c.content) for c in plan.chunks)
+    # the fenced "# not a heading" stays inside Usage
+    assert not any("not a heading" in c.metadata["heading"] for c in plan.chunks)
+
+
+def test_keys_are_stable_unique_and_scoped_to_the_source() -> None:
+    a = plan_document(DOC, source="guide.md", chunk_tokens=12)
+    b = plan_document(DOC, source="guide.md", chunk_tokens=12)
+    other = plan_document(DOC, source="other.md", chunk_tokens=12)
+    assert a.keys == b.keys
+    assert len(set(a.keys)) == len(a.keys)  # the two identical "---" chunks get distinct keys
+    assert all(key.startswith(a.prefix) and len(key) <= 255 for key in a.keys)
+    assert not set(a.keys) & set(other.keys)
+
+
+def test_re_adding_changed_document_touches_only_changed_chunks() -> None:
+    old = plan_document(DOC, source="guide.md", chunk_tokens=12)
+    changed = DOC.replace("text, fused.", "text, merged.")
+    new = plan_document(changed, source="guide.md", chunk_tokens=12)
+    diff = diff_document(new, old.keys)
+    assert [c.metadata["heading"] for c in diff.add] == ["Usage > Recall"]
+    assert len(diff.forget) == 1 and diff.forget[0] in old.keys and diff.forget[0] not in new.keys
+    assert set(diff.keep) == set(old.keys) - set(diff.forget)
+    assert diff.moved == [] and not diff.unchanged
+
+
+def test_unchanged_document_is_a_no_op_and_foreign_keys_are_ignored() -> None:
+    plan = plan_document(DOC, source="guide.md", chunk_tokens=12)
+    stored = [*plan.keys, "doc:ffffffffffffffff:abc", "user-note-1"]
+    diff = diff_document(plan, stored)
+    assert diff.unchanged and diff.keep == plan.keys and diff.forget == []
+
+
+def test_inserting_a_section_reports_moved_chunks() -> None:
+    old = plan_document(DOC, source="g", chunk_tokens=12)
+    new = plan_document("# Intro\n\nNew first section.\n\n" + DOC, source="g", chunk_tokens=12)
+    diff = diff_document(new, {c.key: c.index for c in old.chunks})
+    assert [c.metadata["heading"] for c in diff.add] == ["Intro"]
+    assert diff.forget == []
+    assert diff.moved and all(index == old.keys.index(key) + 1 for key, index in diff.moved)
+
+
+def test_renamed_heading_changes_the_chunks_under_it() -> None:
+    old = plan_document(DOC, source="g", chunk_tokens=12)
+    new = plan_document(DOC.replace("## Recall", "## Searching"), source="g", chunk_tokens=12)
+    diff = diff_document(new, old.keys)
+    assert {c.metadata["heading"] for c in diff.add} == {"Usage > Searching"}
+    assert all(c.embed_text.startswith("Usage > Searching") for c in diff.add)
+
+
+def test_bad_input_rejected() -> None:
+    with pytest.raises(InvalidContentError):
+        plan_document("   ", source="x")
+    with pytest.raises(InvalidKeyError):
+        plan_document(DOC, source="")
+    with pytest.raises(InvalidBudgetError):
+        plan_document(DOC, source="x", chunk_tokens=0)
