@@ -790,9 +790,14 @@ class SQLiteStore:
             with self._read() as conn:
                 total = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM memories")
                                          ).scalar_one())
-                terms = informative_terms(terms, total, lambda t, cap: int(conn.execute(
+                rare = informative_terms(terms, total, lambda t, cap: int(conn.execute(
                     count_sql, {"t": quoted(t), "cap": cap + 1}).scalar_one()))
-                params["match"] = " OR ".join(quoted(t) for t in terms)
+                match = " OR ".join(quoted(t) for t in rare)
+                if len(rare) < len(terms):
+                    # Candidates must hold a rare word; bm25 still scores every query word,
+                    # so common ones (a speaker's name) break ties among them.
+                    match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
+                params["match"] = match
                 rows = conn.execute(text(sql), params).all()
         except DBAPIError as exc:
             raise StoreError(f"full-text search failed: {exc.orig}") from exc
