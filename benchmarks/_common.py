@@ -205,7 +205,8 @@ def goal_line(label: str, value: float, goal: float, *, lower_is_better: bool = 
     if met:
         verdict = "met"
     elif lower_is_better:
-        verdict = f"missed by {value / goal:.1f}×"
+        ratio = value / goal
+        verdict = f"missed by {ratio:.2f}×" if ratio < 1.1 else f"missed by {ratio:.1f}×"
     else:
         verdict = f"missed: {value / goal:.0%} of the goal"
     sign = "≤" if lower_is_better else "≥"

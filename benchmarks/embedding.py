@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
 
     runs = 5 if args.quick else 30
     corpus = 64 if args.quick else 500
-    ds = dataset(corpus + 4 * runs + 256, queries=runs, seed=21)
+    ds = dataset(corpus + 6 * runs + 300, queries=runs, seed=21)
     texts = iter(ds.texts[corpus:])  # never stored before the step that adds them
     model = LocalEmbedder()
     model.embed_query("warm up")
