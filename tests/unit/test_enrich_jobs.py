@@ -412,3 +412,17 @@ def test_killed_worker_jobs_resume_in_a_new_runner(db_url: str, engines: Callabl
     assert queue.counts() == {"pending": 0, "running": 0, "failed": 0}
 
 
+
+
+def test_from_url_sqlite_uses_wal_and_round_trips(tmp_path: Path) -> None:
+    queue = SQLJobQueue.from_url(f"sqlite:///{tmp_path / 'jobs.db'}")
+    try:
+        queue.put("tags", "m1", {"content": "x"})
+        with queue.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+        assert [j.memory_key for j in queue.claim(5, lease=60)] == ["m1"]
+    finally:
+        queue.close()
+    with pytest.raises(JobQueueError, match="cannot open"):
+        SQLJobQueue.from_url("nosuchdialect://x")
