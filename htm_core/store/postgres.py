@@ -663,10 +663,14 @@ class PostgresStore:
 
     @staticmethod
     def _existing(conn: Connection, keys: Sequence[str]) -> dict[str, tuple[int, str, bool]]:
-        """key -> (id, content, forgotten) of the memories already holding ``keys``."""
+        """key -> (id, content, forgotten) of the memories already holding ``keys``.
+
+        The rows are locked (in key order, so writers cannot deadlock on them) until the
+        batch commits: a concurrent forget or purge cannot slip between check and touch.
+        """
         rows = conn.execute(text(
             "SELECT key, id, content, forgotten_at IS NOT NULL FROM memories "
-            "WHERE key = ANY(:keys)"), {"keys": list(keys)})
+            "WHERE key = ANY(:keys) ORDER BY key FOR UPDATE"), {"keys": list(keys)})
         return {str(r[0]): (int(r[1]), str(r[2]), bool(r[3])) for r in rows}
 
     @staticmethod
