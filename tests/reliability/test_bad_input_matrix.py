@@ -10,10 +10,11 @@ Decided here (and documented in docs/reliability.md): content larger than
 ``MAX_CONTENT_BYTES`` (256 KiB of UTF-8, so a 10 MB text) is refused with
 ``InvalidContentError`` on every backend; content just under the limit is stored and found.
 
-The matrix runs on SQLite and PostgreSQL (this module's ``store_url`` adds ``postgres`` to
-the conftest's ``BACKENDS``). The embedder is a real ``HashingEmbedder`` wrapped so that
-particular trigger words make it misbehave (wrong dimension, NaN, too few vectors, an
-exception): the misbehaving embedder the issue asks for, not a mock of htm.
+The matrix runs on every backend in the conftest's ``BACKENDS`` (SQLite and PostgreSQL); on
+PostgreSQL one database serves the module and is emptied before each case. The embedder is
+a real ``HashingEmbedder`` wrapped so that particular trigger words make it misbehave (wrong
+dimension, NaN, too few vectors, an exception): the misbehaving embedder the issue asks
+for, not a mock of htm.
 """
 
 from __future__ import annotations
@@ -99,9 +100,9 @@ def empty_postgres(url: str) -> None:
                          + " RESTART IDENTITY CASCADE")
 
 
-@pytest.fixture(params=sorted(set(BACKENDS) | {"postgres"}))
+@pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Both backends, whatever the conftest's BACKENDS holds today; empty for each test."""
+    """Each backend of the conftest's BACKENDS; empty for each test."""
     if request.param == "sqlite":
         return str(tmp_path / "htm.db")
     url: str = request.getfixturevalue("matrix_database")

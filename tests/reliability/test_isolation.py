@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -27,21 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from htm_core import HTM, HashingEmbedder
-from tests.conftest import BACKENDS
 
 WORDS = ["falcon", "harbour", "lantern", "meadow", "quartz", "signal", "timber", "violet"]
 ROBOTS = ["ada", "bob", "cyd"]
-
-
-@pytest.fixture(params=sorted(set(BACKENDS) | {"postgres"}))
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """Both backends, whatever the conftest's BACKENDS holds today."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "htm.db")
-        return
-    from tests.pg import fresh_database
-
-    yield from fresh_database(request.getfixturevalue("postgres_server_url"))
 
 
 writes = st.lists(

@@ -27,7 +27,6 @@ import pytest
 
 from htm_core import HTM, HashingEmbedder
 from htm_core.errors import DatabaseUnavailableError, EmbeddingError, StoreError
-from tests.conftest import BACKENDS
 
 pytestmark = pytest.mark.postgres
 
@@ -220,17 +219,6 @@ def test_background_worker_survives_an_outage(own_server: OwnServer, own_url: st
 
 
 # -- the embedder failing, on both backends ---------------------------------------------
-
-
-@pytest.fixture(params=sorted(set(BACKENDS) | {"postgres"}))
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """Both backends, whatever the conftest's BACKENDS holds today."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "htm.db")
-        return
-    from tests.pg import fresh_database
-
-    yield from fresh_database(request.getfixturevalue("postgres_server_url"))
 
 
 class SwitchableEmbedder:
