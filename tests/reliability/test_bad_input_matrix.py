@@ -47,6 +47,7 @@ from htm_core.errors import (
     ConfirmationRequiredError,
     DimensionMismatchError,
     DuplicateKeyError,
+    EmbedderMismatchError,
     EmbeddingError,
     HTMError,
     InvalidBudgetError,
@@ -56,6 +57,7 @@ from htm_core.errors import (
     InvalidTagError,
     NotFoundError,
     TimeframeError,
+    UnknownPolicyError,
     UnknownStrategyError,
     UnsupportedFilterError,
     ValidationError,
@@ -147,7 +149,14 @@ class Env:
     """The HTM under test with a seeded store, and its adapters (built on demand)."""
 
     htm: HTM
+    url: str
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def open(self, **kwargs: Any) -> HTM:
+        """Another HTM on the same store (closed at once if it opens)."""
+        kwargs.setdefault("embedder", ScriptedEmbedder())
+        HTM(database_url=self.url, **kwargs).close()
+        return self.htm
 
     @property
     def history(self) -> HTMChatMessageHistory:
@@ -250,6 +259,19 @@ def returns_none(env: Env, result: Any) -> None:
 BIG = "x" * (10 * 1024 * 1024)
 
 HTM_CASES = [
+    # the constructor: a rejected configuration writes nothing (not even a robot row)
+    _case("init-robot-long", lambda e: e.open(robot="r" * 256), InvalidKeyError),
+    _case("init-robot-nul", lambda e: e.open(robot="a\x00b"), InvalidKeyError),
+    _case("init-wm-tokens-0", lambda e: e.open(robot="x", working_memory_tokens=0), InvalidBudgetError),
+    _case("init-wm-tokens-negative", lambda e: e.open(robot="x", working_memory_tokens=-5),
+          InvalidBudgetError),
+    _case("init-eviction", lambda e: e.open(robot="x", eviction="random"), UnknownPolicyError),
+    _case("init-batch-size", lambda e: e.open(robot="x", embed_batch_size=0), InvalidBudgetError),
+    _case("init-margin", lambda e: e.open(robot="x", context_margin=1.5), InvalidBudgetError),
+    _case("init-margin-nan", lambda e: e.open(robot="x", context_margin=math.nan), InvalidBudgetError),
+    _case("init-embedder-name", lambda e: e.open(robot="x", embedder="psychic"), EmbeddingError),
+    _case("init-other-embedder", lambda e: e.open(robot="x", embedder=HashingEmbedder(dim=64)),
+          EmbedderMismatchError),
     # add: content
     _case("add-empty", lambda e: e.htm.add(""), InvalidContentError),
     _case("add-whitespace", lambda e: e.htm.add(" \t\n "), InvalidContentError),
@@ -581,7 +603,7 @@ ADAPTER_CASES = [
 
 
 @pytest.fixture
-def env(htm_factory: Callable[..., HTM]) -> Env:
+def env(htm_factory: Callable[..., HTM], store_url: str) -> Env:
     """An HTM on a fresh store with a visible seed memory, a forgotten one and another key."""
     htm = htm_factory(robot="matrix", embedder=ScriptedEmbedder(), working_memory_tokens=4_000)
     htm.add(SEED, key="seed", importance=5, tags=["seed:one"])
@@ -590,7 +612,7 @@ def env(htm_factory: Callable[..., HTM]) -> Env:
     htm.add("another robot's words", key="collide", tags=["seed:two"])
     htm.clear_working_memory()
     htm.add(SEED, key="seed")  # back in working memory
-    return Env(htm)
+    return Env(htm, store_url)
 
 
 def run_case(case: Case, env: Env) -> None:
@@ -629,6 +651,6 @@ def test_every_public_method_is_in_the_matrix() -> None:
               if not name.startswith("_") and inspect.isfunction(getattr(HTM, name))}
     assert public - covered - exempt == set(), "add matrix rows for the new public methods"
     names = {c.values[0].id.split("-")[0] for c in HTM_CASES}
-    assert {"add", "add_many", "recall", "retrieve", "forget", "restore", "purge", "context",
+    assert {"init", "add", "add_many", "recall", "retrieve", "forget", "restore", "purge", "context",
             "operations", "aadd", "aadd_many", "arecall", "aretrieve", "acreate_context",
             "aforget"} <= names
