@@ -680,10 +680,14 @@ class JobRunner:
         self.stop()
 
     def stats(self) -> dict[str, Any]:
-        """Counters: jobs ``completed`` / ``retried`` / ``failed`` by this runner, queue
-        ``pending`` / ``running`` / ``failed_in_queue``, ``rate_limit_wait_s``, and the model's
-        ``calls``, ``input_tokens``, ``output_tokens``, ``invalid_outputs``, ``errors`` when
-        ``usage`` was given."""
+        """Counters, as a dict.
+
+        By this runner: ``completed``, ``retried``, ``failed``, ``queue_errors`` (database
+        failures). In the queue: ``pending``, ``running``, ``failed_in_queue``. The time
+        spent waiting on the rate limit: ``rate_limit_wait_s``. With ``usage``: the model's
+        ``calls``, ``input_tokens``, ``output_tokens``, ``invalid_outputs``, ``errors``,
+        ``succeeded``, ``gave_up``.
+        """
         with self._lock:
             out: dict[str, Any] = dict(self._counts)
         try:
@@ -711,13 +715,15 @@ class JobRunner:
             try:
                 try:
                     batch = self.queue.claim(self.batch_size, lease=self.lease, kinds=kinds)
+                    if batch:
+                        self._run_batch(batch)
+                        queue_backoff = self.initial_backoff
                 except HTMError as exc:
+                    # the queue's database failed (claim or bookkeeping): jobs already claimed
+                    # keep their lease and are claimed again when it runs out
                     self._count("queue_errors")
                     logger.warning("job queue unavailable, retrying in %.1fs: %s", queue_backoff, exc)
                     batch = None
-                if batch:
-                    self._run_batch(batch)
-                    queue_backoff = self.initial_backoff
             finally:
                 with self._lock:
                     self._busy -= 1

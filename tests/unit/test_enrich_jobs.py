@@ -426,3 +426,28 @@ def test_from_url_sqlite_uses_wal_and_round_trips(tmp_path: Path) -> None:
         queue.close()
     with pytest.raises(JobQueueError, match="cannot open"):
         SQLJobQueue.from_url("nosuchdialect://x")
+
+
+def test_database_failure_in_bookkeeping_does_not_kill_the_worker() -> None:
+    """A queue whose ``complete`` fails once (as a dropped connection would): the worker
+    survives, counts it, and the job runs again when its lease runs out."""
+
+    class Flaky(InMemoryJobQueue):
+        broken = 1
+
+        def complete(self, job_id: int) -> None:
+            if self.broken:
+                self.broken -= 1
+                raise JobQueueError("the job queue failed: server closed the connection")
+            super().complete(job_id)
+
+    runs: list[int] = []
+    queue = Flaky()
+    runner = JobRunner(queue, {"tags": lambda job: runs.append(job.attempts)}, lease=0.2,
+                       initial_backoff=0.05, poll_interval=0.02)
+    with runner:
+        runner.submit("tags", "m1")
+        assert runner.flush(timeout=20)
+        assert all(thread.is_alive() for thread in runner._threads)
+    assert runs == [1, 2]  # at least once: it ran again after the lease
+    assert runner.stats()["queue_errors"] == 1 and runner.stats()["completed"] == 1
