@@ -354,8 +354,7 @@ class ApproximateIndex(VectorIndex):
         if passing <= self.min_rows or want > _MAX_CANDIDATES:
             return self._top(np.flatnonzero(mask), query, limit, n)
         found = self._graph.search(query, min(math.ceil(want), len(self._graph)))
-        row_of = self._row_of
-        rows = np.fromiter((row_of.get(int(k), -1) for k in found.keys), dtype=np.int64)
+        rows = self.rows_of(np.asarray(found.keys, dtype=np.int64))
         rows = rows[(rows >= 0) & (rows < n)]
         rows = rows[self._in_graph[rows] & mask[rows]]
         outside = n - self._graph_rows
