@@ -128,6 +128,11 @@ class JobQueue(Protocol):
         key gets the new payload instead (its id is returned)."""
         ...
 
+    def put_many(self, jobs: Iterable[tuple[str, str, Mapping[str, Any] | None]], *,
+                 dedupe: bool = True) -> list[int]:
+        """Queue ``(kind, memory_key, payload)`` jobs in one transaction: all or none."""
+        ...
+
     def claim(self, limit: int, *, lease: float, kinds: Sequence[str] | None = None) -> list[Job]:
         """Take up to ``limit`` ready jobs (of ``kinds``), each leased for ``lease`` seconds."""
         ...
@@ -199,17 +204,25 @@ class InMemoryJobQueue:
 
     def put(self, kind: str, memory_key: str, payload: Mapping[str, Any] | None = None, *,
             dedupe: bool = True) -> int:
-        kind, memory_key, body = _check_kind(kind), check_key(memory_key), _encode(payload)
+        return self.put_many([(kind, memory_key, payload)], dedupe=dedupe)[0]
+
+    def put_many(self, jobs: Iterable[tuple[str, str, Mapping[str, Any] | None]], *,
+                 dedupe: bool = True) -> list[int]:
+        checked = [(_check_kind(kind), check_key(key), _encode(payload)) for kind, key, payload in jobs]
+        ids = []
         with self._lock:
-            if dedupe:
-                for row in self._rows.values():
-                    if row.status == PENDING and row.kind == kind and row.memory_key == memory_key:
-                        row.payload = body
-                        return row.id
-            row = _Row(self._next, kind, memory_key, body, not_before=self._clock())
-            self._rows[row.id] = row
-            self._next += 1
-            return row.id
+            for kind, memory_key, body in checked:
+                found = next((row for row in self._rows.values() if dedupe and row.status == PENDING
+                              and row.kind == kind and row.memory_key == memory_key), None)
+                if found is not None:
+                    found.payload = body
+                    ids.append(found.id)
+                    continue
+                row = _Row(self._next, kind, memory_key, body, not_before=self._clock())
+                self._rows[row.id] = row
+                self._next += 1
+                ids.append(row.id)
+        return ids
 
     def claim(self, limit: int, *, lease: float, kinds: Sequence[str] | None = None) -> list[Job]:
         now = self._clock()
@@ -381,24 +394,34 @@ class SQLJobQueue:
 
     def put(self, kind: str, memory_key: str, payload: Mapping[str, Any] | None = None, *,
             dedupe: bool = True) -> int:
-        kind, memory_key, body = _check_kind(kind), check_key(memory_key), _encode(payload)
+        return self.put_many([(kind, memory_key, payload)], dedupe=dedupe)[0]
+
+    def put_many(self, jobs: Iterable[tuple[str, str, Mapping[str, Any] | None]], *,
+                 dedupe: bool = True) -> list[int]:
+        checked = [(_check_kind(kind), check_key(key), _encode(payload)) for kind, key, payload in jobs]
+        if not checked:
+            return []
         t = jobs_table.c
 
-        def work(conn: Connection) -> int:
-            if dedupe:
-                existing = conn.execute(
-                    select(t.id).where(t.kind == kind, t.memory_key == memory_key, t.status == PENDING)
-                    .order_by(t.id).limit(1)).scalar()
-                if existing is not None:
-                    conn.execute(update(jobs_table).where(t.id == existing).values(payload=body))
-                    return int(existing)
+        def work(conn: Connection) -> list[int]:
             now = self._clock()
-            result = conn.execute(insert(jobs_table).values(
-                kind=kind, memory_key=memory_key, payload=body, status=PENDING, attempts=0,
-                not_before=now, created_at=now).returning(t.id))
-            return int(result.scalar_one())
+            ids = []
+            for kind, memory_key, body in checked:
+                if dedupe:
+                    existing = conn.execute(
+                        select(t.id).where(t.kind == kind, t.memory_key == memory_key,
+                                           t.status == PENDING).order_by(t.id).limit(1)).scalar()
+                    if existing is not None:
+                        conn.execute(update(jobs_table).where(t.id == existing).values(payload=body))
+                        ids.append(int(existing))
+                        continue
+                result = conn.execute(insert(jobs_table).values(
+                    kind=kind, memory_key=memory_key, payload=body, status=PENDING, attempts=0,
+                    not_before=now, created_at=now).returning(t.id))
+                ids.append(int(result.scalar_one()))
+            return ids
 
-        return int(self._write(work))
+        return list(self._write(work))
 
     def claim(self, limit: int, *, lease: float, kinds: Sequence[str] | None = None) -> list[Job]:
         t = jobs_table.c
@@ -635,9 +658,17 @@ class JobRunner:
         self._wake.set()
         return job_id
 
-    def submit_many(self, jobs: Iterable[tuple[str, str, Mapping[str, Any]]]) -> list[int]:
-        """Queue several ``(kind, memory_key, payload)`` jobs, e.g. from :func:`tag_job`."""
-        return [self.submit(kind, key, payload) for kind, key, payload in jobs]
+    def submit_many(self, jobs: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> list[int]:
+        """Queue several ``(kind, memory_key, payload)`` jobs (e.g. from :func:`tag_job`) in one
+        transaction, and wake a worker."""
+        jobs = list(jobs)
+        unknown = sorted({kind for kind, _, _ in jobs} - set(self.handlers))
+        if unknown:
+            raise UnknownJobKindError(
+                f"no handler for job kinds {unknown}; this runner handles {sorted(self.handlers)}")
+        ids = self.queue.put_many(jobs)
+        self._wake.set()
+        return ids
 
     def _outstanding(self) -> int:
         counts = self.queue.counts()

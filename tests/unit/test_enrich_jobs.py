@@ -139,6 +139,17 @@ def test_dedupe_updates_pending_job(make_queue: Callable[..., JobQueue]) -> None
     assert queue.put("tags", "m1", {"content": "edited"}) not in (a, c)
 
 
+def test_put_many_is_one_all_or_nothing_batch(make_queue: Callable[..., JobQueue]) -> None:
+    queue = make_queue()
+    with pytest.raises(ValidationError):
+        queue.put_many([tag_job("m1", "fine"), ("tags", "m2", {"bad": {1, 2}})])
+    assert queue.counts()["pending"] == 0  # the valid first job was not queued either
+    ids = queue.put_many([tag_job("m1", "one"), tag_job("m2", "two"), tag_job("m1", "one, edited")])
+    assert ids[0] == ids[2] and len(set(ids)) == 2  # deduplicated inside the batch too
+    assert [j.payload["content"] for j in queue.claim(5, lease=60)] == ["one, edited", "two"]
+    assert queue.put_many([]) == []
+
+
 def test_claim_only_requested_kinds(make_queue: Callable[..., JobQueue]) -> None:
     queue = make_queue()
     queue.put("tags", "m1")
