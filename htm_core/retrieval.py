@@ -119,7 +119,7 @@ class RetrievalConfig:
         "vector": 1.0, "fulltext": 1.0, "vector@time": 6.0, "fulltext@time": 6.0})
     time_boost: bool = True
     neighbors: int = 1
-    neighbor_weight: float = 0.5
+    neighbor_weight: float = 0.3
     neighbor_gap: float = 3600.0
     coverage: bool = True
 
@@ -301,7 +301,8 @@ def _passes(memory: Any, filters: SearchFilters) -> bool:
 
 def _neighbour_scores(store: LongTermStore, fused: list[RankedId], config: RetrievalConfig,
                       filters: SearchFilters, pool: int, known: dict[int, Any]) -> list[RankedId]:
-    """Add to each memory weight ** distance × the score of its best better neighbour."""
+    """Add to each memory ``weight ** distance × (s - floor)`` from its best better
+    neighbour scoring ``s`` (``floor``: the weakest candidate's score), capped below ``s``."""
     n = config.neighbors
     top = fused[:pool]
     score = {r.id: r.score for r in fused}
@@ -326,7 +327,10 @@ def _neighbour_scores(store: LongTermStore, fused: list[RankedId], config: Retri
             if other.robot != memory.robot or abs(other.created_at - memory.created_at) > gap:
                 continue
             if score[other.id] > own:
-                bonus = max(bonus, config.neighbor_weight ** abs(d) * score[other.id])
+                # Lend a share of what lifts the neighbour above the weakest candidate,
+                # never enough to pass the neighbour itself.
+                lent = config.neighbor_weight ** abs(d) * (score[other.id] - floor)
+                bonus = max(bonus, min(lent, (score[other.id] - own) * (1 - 1e-6)))
         out[mid] = own + bonus
     for r in fused[pool:]:
         out.setdefault(r.id, r.score)
