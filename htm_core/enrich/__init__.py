@@ -17,6 +17,7 @@ from .errors import (
 )
 from .importance import ImportanceScorer, RuleImportanceScorer
 from .jobs import (
+    BatchHandler,
     InMemoryJobQueue,
     Job,
     JobQueue,
@@ -33,6 +34,7 @@ from .summarise import Summariser
 from .tagging import RuleTagger, Tagger
 
 __all__ = [
+    "BatchHandler",
     "ChatModel",
     "Chunk",
     "ChunkRecord",

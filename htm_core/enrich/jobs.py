@@ -65,6 +65,7 @@ __all__ = [
     "IMPORTANCE",
     "SUMMARY",
     "TAGS",
+    "BatchHandler",
     "InMemoryJobQueue",
     "Job",
     "JobQueue",
@@ -102,6 +103,17 @@ class Job:
 
 
 Handler = Callable[[Job], None]
+
+
+@dataclass(frozen=True)
+class BatchHandler:
+    """Marks a handler that takes all claimed jobs of its kind at once (one model request).
+
+    The runner takes one rate-limit token per call. If it raises, every job in the call is
+    retried (or failed) as if each had raised.
+    """
+
+    run: Callable[[list[Job]], None]
 
 
 def _check_kind(kind: Any) -> str:
@@ -533,7 +545,7 @@ def enrichment_handlers(*, tagger: Any = None, scorer: Any = None, summariser: A
                         on_tags: Callable[[str, list[str]], None] | None = None,
                         on_importance: Callable[[str, float], None] | None = None,
                         on_summary: Callable[[str, str, list[str]], None] | None = None,
-                        ) -> dict[str, Handler]:
+                        batch_tags: bool = False) -> dict[str, Handler | BatchHandler]:
     """Handlers for :class:`JobRunner` that run the enrichers and hand results to callbacks.
 
     - ``tags`` jobs: ``on_tags(memory_key, tags)`` with ``tagger.tag(content)``;
@@ -541,22 +553,33 @@ def enrichment_handlers(*, tagger: Any = None, scorer: Any = None, summariser: A
     - ``summary`` jobs: ``on_summary(summary_key, summary, source_keys)`` with
       ``summariser.summarise(texts)``.
 
+    With ``batch_tags`` (and a tagger with ``tag_many``, as :class:`~htm_core.enrich.LLMTagger`
+    has), the tag jobs of one claimed batch go to the model in a single request.
+
     A kind is handled only when both its enricher and its callback are given. An enricher
     that raises (for instance ``InvalidModelOutputError``) calls no callback; the runner
     retries the job.
     """
-    handlers: dict[str, Handler] = {}
+    handlers: dict[str, Handler | BatchHandler] = {}
     if (tagger is None) != (on_tags is None) or (scorer is None) != (on_importance is None) \
             or (summariser is None) != (on_summary is None):
         raise ValidationError("give each enricher together with its callback (tagger with on_tags, "
                               "scorer with on_importance, summariser with on_summary)")
     if tagger is not None and on_tags is not None:
         tag, apply_tags = tagger.tag, on_tags
+        tag_many = getattr(tagger, "tag_many", None) if batch_tags else None
+        if tag_many is not None:
+            def run_tag_batch(jobs: list[Job]) -> None:
+                results = tag_many([job.payload["content"] for job in jobs])
+                for job, tags in zip(jobs, results, strict=True):
+                    apply_tags(job.memory_key, list(tags))
 
-        def run_tags(job: Job) -> None:
-            apply_tags(job.memory_key, list(tag(job.payload["content"])))
+            handlers[TAGS] = BatchHandler(run_tag_batch)
+        else:
+            def run_tags(job: Job) -> None:
+                apply_tags(job.memory_key, list(tag(job.payload["content"])))
 
-        handlers[TAGS] = run_tags
+            handlers[TAGS] = run_tags
     if scorer is not None and on_importance is not None:
         score, apply_importance = scorer.score, on_importance
 
@@ -605,7 +628,8 @@ class JobRunner:
     ['m1']
     """
 
-    def __init__(self, queue: JobQueue, handlers: Mapping[str, Handler], *, workers: int = 1,
+    def __init__(self, queue: JobQueue, handlers: Mapping[str, Handler | BatchHandler], *,
+                 workers: int = 1,
                  batch_size: int = 8, requests_per_second: float | None = None, burst: float = 1.0,
                  max_attempts: int = 5, initial_backoff: float = 1.0, max_backoff: float = 300.0,
                  lease: float = 300.0, poll_interval: float = 1.0, usage: LLMUsage | None = None,
@@ -766,18 +790,34 @@ class JobRunner:
                 self._wake.clear()
 
     def _run_batch(self, batch: list[Job]) -> None:
-        for i, job in enumerate(batch):
+        groups: list[list[Job]] = []
+        batched: dict[str, list[Job]] = {}
+        for job in batch:
+            if isinstance(self.handlers[job.kind], BatchHandler):
+                if job.kind not in batched:
+                    batched[job.kind] = []
+                    groups.append(batched[job.kind])
+                batched[job.kind].append(job)
+            else:
+                groups.append([job])
+        for i, group in enumerate(groups):
             if self._stopping.is_set() or (
                     self.limiter is not None and not self.limiter.acquire(cancel=self._stopping)):
-                self.queue.release([later.id for later in batch[i:]])
+                self.queue.release([job.id for later in groups[i:] for job in later])
                 return
+            handler = self.handlers[group[0].kind]
             try:
-                self.handlers[job.kind](job)
+                if isinstance(handler, BatchHandler):
+                    handler.run(group)
+                else:
+                    handler(group[0])
             except Exception as exc:  # a handler's failure is the job's, never the worker's
-                self._after_failure(job, exc)
+                for job in group:
+                    self._after_failure(job, exc)
                 continue
-            self.queue.complete(job.id)
-            self._count("completed")
+            for job in group:
+                self.queue.complete(job.id)
+                self._count("completed")
 
     def _after_failure(self, job: Job, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"

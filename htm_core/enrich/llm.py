@@ -21,7 +21,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..errors import InvalidBudgetError, InvalidTagError, ValidationError, missing_extra
@@ -405,6 +405,42 @@ class LLMTagger(LLMEnricher):
     def tag(self, content: str) -> list[str]:
         """Valid tags for ``content``; raises ``InvalidModelOutputError`` after the retries."""
         return self.run(self.prompt(content), self.parse)
+
+    def prompt_many(self, contents: Sequence[str]) -> str:
+        """The prompt sent for several memories at once (numbered from 1)."""
+        numbered = "\n\n".join(f'Memory {i}:\n"""\n{text}\n"""' for i, text in enumerate(contents, 1))
+        single = self.prompt("").rsplit("Memory:", 1)[0]
+        return (single.replace("Answer with a JSON list of strings only, for example "
+                               '["programming:python:testing"].',
+                               "Answer with a JSON object only, mapping each memory's number to its "
+                               'list of tags, for example {"1": ["programming:python"], "2": []}.')
+                + numbered)
+
+    def parse_many(self, answer: str, n: int) -> list[list[str]]:
+        """Validate an answer for ``n`` memories: a JSON object ``{"1": [...], ..., "n": [...]}``."""
+        try:
+            data = json.loads(strip_fence(answer))
+        except json.JSONDecodeError:
+            raise Rejected("the answer is not a JSON object") from None
+        if not isinstance(data, dict):
+            raise Rejected("the answer must be a JSON object mapping memory numbers to tag lists")
+        expected = {str(i) for i in range(1, n + 1)}
+        if set(data) != expected:
+            raise Rejected(f"the object must have exactly the keys {sorted(expected, key=int)}")
+        return [self.parse(json.dumps(data[str(i)])) for i in range(1, n + 1)]
+
+    def tag_many(self, contents: Sequence[str]) -> list[list[str]]:
+        """Tags for several memories in one request (one answer validated as a whole).
+
+        >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
+        >>> model = FakeListChatModel(responses=['{"1": ["database:sqlite"], "2": []}'])
+        >>> LLMTagger(model).tag_many(["sqlite is locked", "hello"])
+        [['database:sqlite'], []]
+        """
+        contents = list(contents)
+        if len(contents) <= 1:
+            return [self.tag(text) for text in contents]
+        return self.run(self.prompt_many(contents), lambda answer: self.parse_many(answer, len(contents)))
 
     async def atag(self, content: str) -> list[str]:
         """Async twin of :meth:`tag`."""

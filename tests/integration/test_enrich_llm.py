@@ -236,3 +236,21 @@ def test_missing_langchain_ollama_names_the_extra(monkeypatch: pytest.MonkeyPatc
         ollama_chat_model()
     with pytest.raises(MissingDependencyError):
         LLMTagger()
+
+
+def test_batched_tag_jobs_share_one_ollama_request(ollama: FakeOllamaChat, queue: SQLJobQueue) -> None:
+    def respond(prompt: str) -> str:
+        n = prompt.count("\nMemory ") + prompt.startswith("Memory ")
+        return json.dumps({str(i): [f"topic:item-{i}"] for i in range(1, n + 1)})
+
+    ollama.respond = respond
+    tagger = LLMTagger(ollama_chat_model(base_url=ollama.url))
+    stored: dict[str, list[str]] = {}
+    queue.put_many([tag_job(f"m{i}", f"note {i}") for i in range(1, 5)])
+    runner = JobRunner(queue, enrichment_handlers(tagger=tagger, on_tags=stored.__setitem__, batch_tags=True),
+                       usage=tagger.usage, batch_size=4, poll_interval=0.02)
+    with runner:
+        assert runner.flush(timeout=30)
+    assert stored == {f"m{i}": [f"topic:item-{i}"] for i in range(1, 5)}
+    assert len(ollama.requests) == 1 and runner.stats()["calls"] == 1
+    assert 'Memory 4:\n"""\nnote 4\n"""' in ollama.requests[0]["messages"][-1]["content"]

@@ -462,3 +462,21 @@ def test_database_failure_in_bookkeeping_does_not_kill_the_worker() -> None:
         assert all(thread.is_alive() for thread in runner._threads)
     assert runs == [1, 2]  # at least once: it ran again after the lease
     assert runner.stats()["queue_errors"] == 1 and runner.stats()["completed"] == 1
+
+
+def test_batched_tagging_sends_one_request_per_claimed_batch(make_queue: Callable[..., JobQueue]) -> None:
+    queue = make_queue()
+    answers = ['{"1": ["a:b"], "2": ["c"]}',                                   # keys missing: rejected
+               '{"1": ["a:b"], "2": ["c"], "3": [], "4": ["d:e"], "5": ["Bad Tag!"]}',  # bad tag: rejected
+               '{"1": ["a:b"], "2": ["c"], "3": [], "4": ["d:e"], "5": ["f"]}']
+    tagger = LLMTagger(FakeListChatModel(responses=answers), max_retries=2)
+    stored: dict[str, list[str]] = {}
+    queue.put_many([tag_job(f"m{i}", f"text {i}") for i in range(1, 6)])
+    runner = JobRunner(queue, enrichment_handlers(tagger=tagger, on_tags=stored.__setitem__, batch_tags=True),
+                       usage=tagger.usage, batch_size=8, requests_per_second=50.0, poll_interval=0.02)
+    with runner:
+        assert runner.flush(timeout=20)
+    assert stored == {"m1": ["a:b"], "m2": ["c"], "m3": [], "m4": ["d:e"], "m5": ["f"]}
+    stats = runner.stats()
+    assert (stats["calls"], stats["invalid_outputs"], stats["completed"]) == (3, 2, 5)
+    assert runner.limiter is not None and runner.limiter.acquired == 1  # one token for the whole batch
