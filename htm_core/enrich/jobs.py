@@ -165,6 +165,10 @@ class JobQueue(Protocol):
         """Give claimed jobs that were never started back, without counting the attempt."""
         ...
 
+    def renew(self, job_ids: Sequence[int], *, lease: float) -> list[int]:
+        """Extend the lease of running jobs this queue claimed; returns the ids still held."""
+        ...
+
     def counts(self) -> dict[str, int]:
         """Jobs per status: ``pending``, ``running``, ``failed``."""
         ...
@@ -273,6 +277,17 @@ class InMemoryJobQueue:
                 row = self._rows.get(job_id)
                 if row is not None and row.status == RUNNING:
                     row.status, row.attempts, row.lease_until = PENDING, max(0, row.attempts - 1), None
+
+    def renew(self, job_ids: Sequence[int], *, lease: float) -> list[int]:
+        now = self._clock()
+        held = []
+        with self._lock:
+            for job_id in job_ids:
+                row = self._rows.get(job_id)
+                if row is not None and row.status == RUNNING:
+                    row.lease_until = now + lease
+                    held.append(job_id)
+        return held
 
     def counts(self) -> dict[str, int]:
         with self._lock:
@@ -477,9 +492,23 @@ class SQLJobQueue:
             return
         t = jobs_table.c
         self._write(lambda conn: conn.execute(
-            update(jobs_table).where(t.id.in_(list(job_ids)), t.status == RUNNING).values(
+            update(jobs_table).where(t.id.in_(list(job_ids)), t.status == RUNNING,
+                                     t.claimed_by == self._token).values(
                 status=PENDING, lease_until=None, attempts=func.max(t.attempts - 1, 0)
                 if self._sqlite else func.greatest(t.attempts - 1, 0))))
+
+    def renew(self, job_ids: Sequence[int], *, lease: float) -> list[int]:
+        if not job_ids:
+            return []
+        t = jobs_table.c
+        now = self._clock()
+        mine = and_(t.id.in_(list(job_ids)), t.status == RUNNING, t.claimed_by == self._token)
+
+        def work(conn: Connection) -> list[int]:
+            conn.execute(update(jobs_table).where(mine).values(lease_until=now + lease))
+            return sorted(conn.execute(select(t.id).where(mine)).scalars())
+
+        return list(self._write(work))
 
     def counts(self) -> dict[str, int]:
         t = jobs_table.c
@@ -771,7 +800,7 @@ class JobRunner:
                 try:
                     batch = self.queue.claim(self.batch_size, lease=self.lease, kinds=kinds)
                     if batch:
-                        self._run_batch(batch)
+                        self._run_batch(batch, claimed_at=time.monotonic())
                         queue_backoff = self.initial_backoff
                 except HTMError as exc:
                     # the queue's database failed (claim or bookkeeping): jobs already claimed
@@ -789,7 +818,7 @@ class JobRunner:
                 self._wake.wait(self.poll_interval)
                 self._wake.clear()
 
-    def _run_batch(self, batch: list[Job]) -> None:
+    def _run_batch(self, batch: list[Job], *, claimed_at: float) -> None:
         groups: list[list[Job]] = []
         batched: dict[str, list[Job]] = {}
         for job in batch:
@@ -805,6 +834,14 @@ class JobRunner:
                     self.limiter is not None and not self.limiter.acquire(cancel=self._stopping)):
                 self.queue.release([job.id for later in groups[i:] for job in later])
                 return
+            if time.monotonic() - claimed_at > self.lease / 2:
+                # a long batch: keep the rest of it, or another runner would take it over
+                held = set(self.queue.renew([job.id for later in groups[i:] for job in later],
+                                            lease=self.lease))
+                claimed_at = time.monotonic()
+                group = [job for job in group if job.id in held]
+                if not group:
+                    continue
             handler = self.handlers[group[0].kind]
             try:
                 if isinstance(handler, BatchHandler):

@@ -480,3 +480,29 @@ def test_batched_tagging_sends_one_request_per_claimed_batch(make_queue: Callabl
     stats = runner.stats()
     assert (stats["calls"], stats["invalid_outputs"], stats["completed"]) == (3, 2, 5)
     assert runner.limiter is not None and runner.limiter.acquired == 1  # one token for the whole batch
+
+
+def test_long_batch_renews_its_lease_so_no_other_runner_takes_over(engines: Callable[[], Engine]) -> None:
+    """Six 0.2 s jobs claimed together under a 1 s lease: the runner renews the lease half-way,
+    so a competitor polling the same database never gets one."""
+    done: list[str] = []
+
+    def slow(job: Job) -> None:
+        time.sleep(0.2)
+        done.append(job.memory_key)
+
+    queue = SQLJobQueue(engines())
+    queue.put_many([("tags", f"m{i}", None) for i in range(6)])
+    competitor = SQLJobQueue(engines())
+    stolen: list[int] = []
+    runner = JobRunner(queue, {"tags": slow}, batch_size=6, lease=1.0, poll_interval=0.05)
+    with runner:
+        while queue.counts()["running"] < 6:  # the runner holds the whole batch first
+            time.sleep(0.01)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            stolen.extend(job.id for job in competitor.claim(6, lease=60))
+            time.sleep(0.05)
+        assert runner.flush(timeout=20)
+    assert stolen == []
+    assert sorted(done) == [f"m{i}" for i in range(6)]
