@@ -56,12 +56,36 @@ def _blocks(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _pieces(block: str, start: int, limit: int, count: Callable[[str], int]) -> list[tuple[int, str]]:
+    """Cut a block longer than ``limit`` tokens at line ends, else at whitespace; keep every character."""
+    if count(block) <= limit:
+        return [(start, block)]
+    units = block.splitlines(keepends=True)
+    if len(units) == 1:
+        units = [u for u in re.split(r"(?<=\s)(?=\S)", block) if u]
+        if len(units) == 1:
+            return [(start, block)]
+    out: list[tuple[int, str]] = []
+    piece, piece_start, pos = "", start, start
+    for unit in units:
+        if piece and count(piece + unit) > limit:
+            out.extend(_pieces(piece, piece_start, limit, count))
+            piece, piece_start = "", pos
+        piece += unit
+        pos += len(unit)
+    if piece:
+        out.extend(_pieces(piece, piece_start, limit, count))
+    return out
+
+
 def chunk_markdown(text: str, *, chunk_tokens: int = 400, overlap: int = 40,
                    count: Callable[[str], int] | None = None) -> list[Chunk]:
     """Split Markdown ``text`` into chunks of about ``chunk_tokens`` tokens.
 
     A heading always starts a new chunk, and each chunk records the path of headings
-    above it. ``count`` counts tokens (default: words). ``overlap`` tokens of the previous
+    above it. A block (paragraph, list, code fence) longer than ``chunk_tokens`` is cut at
+    line ends, or at whitespace when it is one long line, so no chunk outgrows the budget
+    unless a single word does. ``count`` counts tokens (default: words). ``overlap`` tokens of the previous
     chunk's tail go into ``Chunk.context``.
 
     >>> doc = "# A\\n\\nalpha\\n\\n## B\\n\\nbeta\\n"
@@ -92,20 +116,21 @@ def chunk_markdown(text: str, *, chunk_tokens: int = 400, overlap: int = 40,
                                 start=buf_start, context=context))
         buf, buf_tokens = [], 0
 
-    for start, block in _blocks(text):
-        first = block.split("\n", 1)[0]
+    for block_start, whole in _blocks(text):
+        first = whole.split("\n", 1)[0]
         heading = _HEADING.match(first.rstrip("\n"))
         if heading:
             flush()
             level = len(heading.group(1))
             path = [(lvl, name) for lvl, name in path if lvl < level] + [(level, heading.group(2))]
-        tokens = count(block)
-        if buf and buf_tokens + tokens > chunk_tokens:
-            flush()
-        if not buf:
-            buf_start = start
-            buf_path = tuple(name for _, name in path)
-        buf.append(block)
-        buf_tokens += tokens
+        for start, block in _pieces(whole, block_start, chunk_tokens, count):
+            tokens = count(block)
+            if buf and buf_tokens + tokens > chunk_tokens:
+                flush()
+            if not buf:
+                buf_start = start
+                buf_path = tuple(name for _, name in path)
+            buf.append(block)
+            buf_tokens += tokens
     flush()
     return chunks

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from htm_core.enrich import diff_document, plan_document
 from htm_core.errors import InvalidBudgetError, InvalidContentError, InvalidKeyError
@@ -103,3 +105,30 @@ def test_bad_input_rejected() -> None:
         plan_document(DOC, source="")
     with pytest.raises(InvalidBudgetError):
         plan_document(DOC, source="x", chunk_tokens=0)
+
+
+def test_oversized_blocks_are_cut_within_budget_and_round_trip() -> None:
+    doc = ("# Big\n\n" + " ".join(f"word{i}" for i in range(1000)) + "\n\n```\n"
+           + "\n".join(f"line {i} of code" for i in range(300)) + "\n```\n\n## Small\n\nshort\n")
+    plan = plan_document(doc, source="big.md", chunk_tokens=100)
+    assert plan.text() == doc
+    assert max(len(c.content.split()) for c in plan.chunks) <= 100
+    assert len(plan.chunks) >= 10 + 300 * 4 // 100
+    assert plan.chunks[-1].metadata["heading"] == "Big > Small"
+    assert all(c.metadata["heading"] == "Big" for c in plan.chunks[:-1])
+    huge_word = "x" * 5000
+    (only,) = plan_document(huge_word, source="w", chunk_tokens=1).chunks  # one word cannot be cut
+    assert only.content == huge_word
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["# H1\n", "## H2\n", "\n", "text words here\n", "```\n", "- item\n",
+                                 "long " * 30 + "\n", "  indented\n", "tail"]), min_size=1, max_size=40),
+       st.integers(min_value=1, max_value=50))
+def test_any_markdown_round_trips(parts: list[str], chunk_tokens: int) -> None:
+    doc = "".join(parts)
+    if not doc.strip():
+        return
+    plan = plan_document(doc, source="p", chunk_tokens=chunk_tokens, overlap=2)
+    assert plan.text() == doc
+    assert len(set(plan.keys)) == len(plan.keys)
