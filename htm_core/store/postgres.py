@@ -53,6 +53,7 @@ except ImportError:
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from ..errors import (
     ConfirmationRequiredError,
@@ -306,6 +307,12 @@ class PostgresStore:
                 "embedder or re-embed the store (HTM.reembed())")
         return StoreError(f"PostgreSQL {what} failed on {self.url}: {message}")
 
+    def _pool_exhausted(self, exc: PoolTimeoutError, what: str) -> DatabaseUnavailableError:
+        return DatabaseUnavailableError(
+            f"no free connection to {self.url} ({what}) within pool_timeout: {exc}; raise "
+            "pool_size / max_overflow / pool_timeout of PostgresStore, or check for "
+            "long-running work holding connections")
+
     def _run(self, what: str, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in one transaction; retry on deadlock or serialisation failure."""
         for attempt in range(_RETRIES):
@@ -317,6 +324,8 @@ class PostgresStore:
                     time.sleep(random.uniform(0.005, 0.02) * 2**attempt)
                     continue
                 raise self._error(exc, what) from exc
+            except PoolTimeoutError as exc:
+                raise self._pool_exhausted(exc, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _read(self, what: str, fn: Callable[[Connection], T]) -> T:
@@ -325,6 +334,8 @@ class PostgresStore:
                 return fn(conn)
         except DBAPIError as exc:
             raise self._error(exc, what) from exc
+        except PoolTimeoutError as exc:
+            raise self._pool_exhausted(exc, what) from exc
 
     # -- schema ----------------------------------------------------------------------
 
@@ -398,6 +409,8 @@ class PostgresStore:
                     conn.commit()
         except DBAPIError as exc:
             raise self._error(exc, "migrating the schema") from exc
+        except PoolTimeoutError as exc:
+            raise self._pool_exhausted(exc, "migrating the schema") from exc
 
     def close(self) -> None:
         """Release every pooled connection."""

@@ -337,3 +337,16 @@ def test_htm_on_postgres_end_to_end(pg_url):
         assert isinstance(stats.long_term_total, int) and stats.long_term_total == 1
     with pytest.raises(HTMError):
         HTM(robot="b", database_url=pg_url, embedder=HashingEmbedder(dim=32))
+
+
+def test_an_exhausted_pool_is_a_clear_error(pg_url):
+    store = PostgresStore(pg_url, pool_size=1, max_overflow=0, pool_timeout=0.2)
+    held = store._engine.connect()  # the only connection, checked out and not returned
+    try:
+        with pytest.raises(DatabaseUnavailableError, match="pool_size"):
+            store.counts("r1")
+        held.close()
+        assert store.counts("r1").total == 0  # usable again once a connection is free
+    finally:
+        held.close()
+        store.close()
