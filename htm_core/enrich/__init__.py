@@ -29,6 +29,7 @@ from .jobs import (
     tag_job,
 )
 from .llm import ChatModel, LLMImportanceScorer, LLMTagger, LLMUsage, ollama_chat_model
+from .pipeline import Enrichment
 from .ratelimit import TokenBucket
 from .summarise import Summariser
 from .tagging import RuleTagger, Tagger
@@ -40,6 +41,7 @@ __all__ = [
     "ChunkRecord",
     "DocumentDiff",
     "DocumentPlan",
+    "Enrichment",
     "EnrichmentError",
     "ImportanceScorer",
     "InMemoryJobQueue",
