@@ -46,6 +46,7 @@ from sqlalchemy import (
     Text,
     and_,
     delete,
+    false,
     func,
     insert,
     or_,
@@ -333,11 +334,11 @@ jobs_table = Table(
 class SQLJobQueue:
     """A durable :class:`JobQueue` in the table ``htm_jobs`` (created if missing).
 
-    Any SQLAlchemy 2 ``Engine`` works; it can be the same database as the store. Claims are
-    safe across threads and processes: on SQLite inside a ``BEGIN IMMEDIATE`` write
-    transaction, elsewhere with ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL), so two
-    workers never hold the same job. Database errors raise
-    :class:`~htm_core.enrich.errors.JobQueueError`.
+    Any SQLAlchemy 2 ``Engine`` works; it can be the store's own engine (for an in-memory
+    SQLite store use :class:`InMemoryJobQueue` instead). Claims are safe across threads and
+    processes: on SQLite inside a transaction that takes the write lock first, elsewhere with
+    ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL), so two workers never hold the same job.
+    Database errors raise :class:`~htm_core.enrich.errors.JobQueueError`.
 
     >>> from sqlalchemy import create_engine
     >>> queue = SQLJobQueue(create_engine("sqlite://"))
@@ -394,21 +395,18 @@ class SQLJobQueue:
             return False
 
     def _write(self, work: Callable[[Connection], Any]) -> Any:
-        """Run ``work`` in a write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
+        """Run ``work`` in a transaction that holds the write lock from its first statement.
+
+        On SQLite the transaction opens with a write that matches no row, which takes the
+        database's write lock at once (waiting up to the busy timeout), so the reads that
+        follow cannot go stale before the update. This works whatever ``BEGIN`` the engine
+        issues (pysqlite's implicit one, or an engine listener's own, as the SQLite store's).
+        """
         try:
-            if not self._sqlite:
-                with self.engine.begin() as conn:
-                    return work(conn)
-            with self.engine.connect() as raw:
-                conn = raw.execution_options(isolation_level="AUTOCOMMIT")
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-                try:
-                    result = work(conn)
-                except BaseException:
-                    conn.exec_driver_sql("ROLLBACK")
-                    raise
-                conn.exec_driver_sql("COMMIT")
-                return result
+            with self.engine.begin() as conn:
+                if self._sqlite:
+                    conn.execute(update(jobs_table).where(false()).values(id=jobs_table.c.id))
+                return work(conn)
         except SQLAlchemyError as exc:
             raise JobQueueError(f"the job queue failed: {exc}") from exc
 

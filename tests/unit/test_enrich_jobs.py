@@ -506,3 +506,37 @@ def test_long_batch_renews_its_lease_so_no_other_runner_takes_over(engines: Call
         assert runner.flush(timeout=20)
     assert stolen == []
     assert sorted(done) == [f"m{i}" for i in range(6)]
+
+
+def test_queue_on_the_sqlite_stores_own_engine(sqlite_url: str) -> None:
+    """The store's engine issues its own BEGIN from a listener; the queue must live with that.
+    (It reaches the engine through the private ``_engine`` until the store exposes one.)"""
+    from htm_core import HTM, HashingEmbedder
+
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder()) as htm:
+        engine = htm.store._engine  # type: ignore[attr-defined]
+        queue = SQLJobQueue(engine)
+        others = [SQLJobQueue(engine) for _ in range(3)]
+        claimed: list[int] = []
+        lock = threading.Lock()
+
+        def work(q: SQLJobQueue) -> None:
+            while batch := q.claim(3, lease=60):
+                with lock:
+                    claimed.extend(job.id for job in batch)
+                for job in batch:
+                    q.complete(job.id)
+
+        for i in range(30):
+            memory = htm.add(f"note {i} about the deploy")
+            queue.put_many([tag_job(memory.key, memory.content)])
+        threads = [threading.Thread(target=work, args=(q,)) for q in others]
+        for thread in threads:
+            thread.start()
+        for i in range(10):
+            htm.add(f"more notes {i} while workers claim")  # the store keeps writing meanwhile
+        for thread in threads:
+            thread.join(60)
+        assert sorted(claimed) == sorted(set(claimed)) and len(claimed) == 30
+        assert queue.counts() == {"pending": 0, "running": 0, "failed": 0}
+        assert len(htm.recall("notes", limit=100, strategy="fulltext")) >= 10
