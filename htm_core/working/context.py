@@ -101,7 +101,8 @@ def _balanced(by_importance: Mapping[float, SortedList], now: float) -> Iterator
             waiting += 1
             level = reversed(by_importance[importance])
             la, seq, item = next(level)
-            score = importance * (1.0 / (1.0 + max(0.0, now - la) / 3600.0))
+            age = now - la
+            score = importance * (1.0 / (1.0 + (age if age > 0.0 else 0.0) / 3600.0))
             push(heap, (-score, -la, -seq, importance, level, item))
         if not heap:
             return
@@ -110,5 +111,6 @@ def _balanced(by_importance: Mapping[float, SortedList], now: float) -> Iterator
         nxt = next(level, None)
         if nxt is not None:
             la, seq, item = nxt
-            score = importance * (1.0 / (1.0 + max(0.0, now - la) / 3600.0))
+            age = now - la
+            score = importance * (1.0 / (1.0 + (age if age > 0.0 else 0.0) / 3600.0))
             push(heap, (-score, -la, -seq, importance, level, item))
