@@ -66,7 +66,7 @@ from ..errors import (
     ValidationError,
 )
 from ..models import Memory, Operation, Robot
-from ._common import mask_url, query_terms
+from ._common import informative_terms, mask_url, query_terms
 from .base import SCHEMA_VERSION, AddResult, NewMemory, SearchFilters, StoreCounts, tag_patterns
 from .vector_index import normalise
 
@@ -856,16 +856,25 @@ class PostgresStore:
             f"WHERE m.embedding IS NOT NULL AND {where} "
             "ORDER BY m.embedding <=> CAST(:q AS vector) LIMIT :limit", params)
 
-    def _fulltext_sql(self, terms: Sequence[str], limit: int,
-                      filters: SearchFilters) -> tuple[str, dict[str, Any]]:
+    def _fulltext_sql(self, terms: Sequence[str], limit: int, filters: SearchFilters,
+                      required: Sequence[str] | None = None) -> tuple[str, dict[str, Any]]:
+        """Match any of ``required`` (default: any term) and rank by every term.
+
+        Common query words (see ``informative_terms``) then only break ties among the
+        memories that hold a rarer word, instead of widening the candidates.
+        """
         # Each word is a bound value through plainto_tsquery: no tsquery syntax can get in.
         params: dict[str, Any] = {f"w{i}": t for i, t in enumerate(terms)}
         params["limit"] = limit
         query = " || ".join(f"plainto_tsquery('english', :w{i})" for i in range(len(terms)))
+        match = query
+        if required is not None:
+            index = {t: i for i, t in enumerate(terms)}
+            match = " || ".join(f"plainto_tsquery('english', :w{index[t]})" for t in required)
         where = self._filter_sql(filters, params)
         return (
             f"SELECT m.id, ts_rank_cd(m.tsv, {query}) AS rank FROM memories m "
-            f"WHERE m.tsv @@ ({query}) AND {where} ORDER BY rank DESC, m.id LIMIT :limit", params)
+            f"WHERE m.tsv @@ ({match}) AND {where} ORDER BY rank DESC, m.id LIMIT :limit", params)
 
     def _prepare_vector_query(self, conn: Connection, vector: Sequence[float],
                               ef_search: int) -> np.ndarray | None:
@@ -918,8 +927,18 @@ class PostgresStore:
         terms = query_terms(query)[:_MAX_TERMS]
         if not terms:
             return []
-        sql, params = self._fulltext_sql(terms, limit, filters)
-        rows = self._read("full-text search", lambda conn: conn.execute(text(sql), params).all())
+
+        def run(conn: Connection) -> list[Any]:
+            total = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM memories")).scalar_one())
+            rare = informative_terms(terms, total, lambda t, cap: int(conn.execute(text(
+                "SELECT count(*) FROM (SELECT 1 FROM memories "
+                "WHERE tsv @@ plainto_tsquery('english', :t) LIMIT :cap) s"),
+                {"t": t, "cap": cap + 1}).scalar_one()))
+            sql, params = self._fulltext_sql(terms, limit, filters,
+                                             required=rare if len(rare) < len(terms) else None)
+            return list(conn.execute(text(sql), params).all())
+
+        rows = self._read("full-text search", run)
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def explain_search(self, *, vector: Sequence[float] | None = None, query: str | None = None,
