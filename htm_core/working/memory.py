@@ -183,10 +183,13 @@ class WorkingMemory:
                 seq=self._seq,
             )
             evicted: list[WorkingItem] = []
+            heap, entries = self._heap, self._entries
             while self._tokens + tokens > self._max_tokens:
-                victim = self._first_victim()
-                self._unlink(victim)
-                evicted.append(victim)
+                entry = heapq.heappop(heap)  # the hot path: the first live entry is the victim
+                victim = entry[2]
+                if entries.get(victim.key) is entry:
+                    self._unlink(victim)
+                    evicted.append(victim)
             self._evictions += len(evicted)
             self._link(item)
             return evicted
@@ -288,15 +291,6 @@ class WorkingMemory:
     def _eviction_order(self) -> list[WorkingItem]:
         return [entry[2] for entry in sorted(self._entries.values())]
 
-    def _first_victim(self) -> WorkingItem:
-        heap = self._heap
-        entries = self._entries
-        while True:
-            entry = heap[0]
-            if entries.get(entry[2].key) is entry:
-                return entry[2]
-            heapq.heappop(heap)
-
     def _push(self, item: WorkingItem) -> None:
         entry: _HeapEntry = (self._policy.sort_key(item), item.seq, item)
         self._entries[item.key] = entry
@@ -316,7 +310,7 @@ class WorkingMemory:
         self._items[item.key] = item
         self._tokens += item.token_count
         self._push(item)
-        entry = recency_entry(item)
+        entry: RecencyEntry = (item.last_accessed, item.seq, item)
         self._by_recency.add(entry)
         level = self._by_importance.get(item.importance)
         if level is None:
@@ -334,7 +328,7 @@ class WorkingMemory:
         del self._items[item.key]
         del self._entries[item.key]
         self._tokens -= item.token_count
-        entry = recency_entry(item)
+        entry: RecencyEntry = (item.last_accessed, item.seq, item)
         self._by_recency.remove(entry)
         level = self._by_importance[item.importance]
         level.remove(entry)
