@@ -36,11 +36,11 @@ ROBOT = "bench"
 EMBEDDER = "VectorTableEmbedder"
 
 
-def records(ds: Dataset, start: int, stop: int) -> list[Any]:
+def records(ds: Dataset, start: int, stop: int, prefix: str = "bench") -> list[Any]:
     """``NewMemory`` records for items ``start..stop`` of ``ds``, with their vectors."""
     from htm_core.store import NewMemory
 
-    return [NewMemory(key=f"bench-{i}", content=ds.texts[i], robot=ROBOT, importance=1.0 + i % 9,
+    return [NewMemory(key=f"{prefix}-{i}", content=ds.texts[i], robot=ROBOT, importance=1.0 + i % 9,
                       token_count=len(ds.texts[i]) // 4, created_at=ds.created[i],
                       embedding=ds.vectors[i], embedder=EMBEDDER)
             for i in range(start, stop)]

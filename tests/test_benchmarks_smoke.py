@@ -57,6 +57,17 @@ def test_recall_latency_quick(tmp_path: Path) -> None:
     assert float(data[-1]) == 1.0  # exact search below the ANN threshold: recall@10 is 1
 
 
+@pytest.mark.postgres
+def test_postgres_ops_quick(tmp_path: Path) -> None:
+    """Starts its own throwaway pgserver (PostgreSQL 16 + pgvector)."""
+    pytest.importorskip("pgserver")
+    out = run("postgres_ops", "--quick", cache=tmp_path)
+    rows = table_rows(out)
+    assert rows[0][0] == "memories" and rows[2][0] == "300"
+    assert 0.0 <= float(rows[2][-1]) <= 1.0
+    assert "- single add + commit, PostgreSQL:" in out
+
+
 @pytest.mark.slow
 def test_embedding_quick(tmp_path: Path) -> None:
     """Loads MiniLM (seconds on two cores), hence marked slow."""
