@@ -115,6 +115,11 @@ class StoreCounts:
     missing_embeddings: int
 
 
+def like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching strings that start with ``prefix`` (escape ``\\``)."""
+    return re.sub(r"([\\%_])", r"\\\1", prefix) + "%"
+
+
 def tag_patterns(tag: str) -> tuple[str, str]:
     """The exact tag and a LIKE pattern for tags below it (``_``/``%`` escaped with ``\\``)."""
     escaped = re.sub(r"([\\%_])", r"\\\1", tag)
@@ -128,6 +133,11 @@ class LongTermStore(Protocol):
     backend: str
     #: The database URL with any password masked.
     url: str
+
+    @property
+    def engine(self) -> Any:
+        """The SQLAlchemy engine (for companions such as the enrichment job queue)."""
+        ...
 
     # -- lifecycle and schema --------------------------------------------------------
     def schema_version(self) -> int:
@@ -173,6 +183,14 @@ class LongTermStore(Protocol):
         """Drop every vector and the store's embedder/dimension, to re-embed from scratch."""
         ...
 
+    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
+        """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
+        ...
+
+    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
+        """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
+        ...
+
     # -- reading ---------------------------------------------------------------------
     def get(self, key: str, *, include_forgotten: bool = False,
             include_embedding: bool = False) -> Memory | None:
@@ -186,6 +204,10 @@ class LongTermStore(Protocol):
 
     def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
         """A stored vector for this content by this embedder, if any (the store cache)."""
+        ...
+
+    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
+        """Keys starting with ``prefix`` (document chunks, chat sessions), sorted."""
         ...
 
     def missing_embeddings(self, *, limit: int) -> list[tuple[int, str]]:

@@ -67,7 +67,15 @@ from ..errors import (
 )
 from ..models import Memory, Operation, Robot
 from ._common import informative_terms, mask_url, query_terms
-from .base import SCHEMA_VERSION, AddResult, NewMemory, SearchFilters, StoreCounts, tag_patterns
+from .base import (
+    SCHEMA_VERSION,
+    AddResult,
+    NewMemory,
+    SearchFilters,
+    StoreCounts,
+    like_prefix,
+    tag_patterns,
+)
 from .vector_index import normalise
 
 __all__ = ["DEFAULT_EF_SEARCH", "PostgresStore", "postgres_url"]
@@ -1035,6 +1043,44 @@ class PostgresStore:
         if row is None:
             raise NotFoundError(f"no memory with key {key!r}")
         return int(row[0]), bool(row[1])
+
+    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
+        """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
+        rid = self._robot_id(robot)
+
+        def write(conn: Connection) -> Memory:
+            mid, _forgotten = self._row_for_key(conn, key)
+            self._link_tags(conn, [(mid, list(tags))])
+            self._log_many(conn, [("tag", rid, mid, key, {"tags": list(tags)})])
+            return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
+
+        return self._run("tagging a memory", write)
+
+    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
+        """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
+        rid = self._robot_id(robot)
+
+        def write(conn: Connection) -> Memory:
+            mid, _forgotten = self._row_for_key(conn, key)
+            conn.execute(text("UPDATE memories SET importance = :i WHERE id = :id"),
+                         {"i": importance, "id": mid})
+            self._log_many(conn, [("importance", rid, mid, key, {"importance": importance})])
+            return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
+
+        return self._run("setting importance", write)
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for companions such as the enrichment job queue)."""
+        return self._engine
+
+    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
+        """Keys starting with ``prefix``, sorted."""
+        visible = "" if include_forgotten else f" AND {_VISIBLE.replace('m.', '')}"
+        rows = self._read("listing keys", lambda conn: conn.execute(text(
+            f"SELECT key FROM memories WHERE key LIKE :p ESCAPE '\\'{visible} ORDER BY key"),
+            {"p": like_prefix(prefix)}).all())
+        return [str(r[0]) for r in rows]
 
     def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
         """Hide the memory from recall, recoverably. Raises ``NotFoundError``."""

@@ -43,7 +43,15 @@ from ..errors import (
 from ..models import Memory, Operation, Robot
 from ._common import chunks, informative_terms, mask_url, query_terms
 from .ann import ApproximateIndex, make_index
-from .base import SCHEMA_VERSION, AddResult, NewMemory, SearchFilters, StoreCounts, tag_patterns
+from .base import (
+    SCHEMA_VERSION,
+    AddResult,
+    NewMemory,
+    SearchFilters,
+    StoreCounts,
+    like_prefix,
+    tag_patterns,
+)
 from .vector_index import VectorIndex, normalise
 
 __all__ = ["SQLiteStore", "default_sqlite_path", "sqlite_url"]
@@ -654,6 +662,48 @@ class SQLiteStore:
         for mid, _u in units:
             if mid in meta and meta[mid][2] is not None:
                 self._index.set_alive(mid, False)
+
+    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            mid = self._row_for_key(conn, key).id
+            for tag in tags:
+                tag_id = conn.execute(text(
+                    "INSERT INTO tags(name) VALUES (:n) ON CONFLICT(name) DO UPDATE "
+                    "SET name = excluded.name RETURNING id"), {"n": tag}).scalar_one()
+                conn.execute(text("INSERT OR IGNORE INTO memory_tags(memory_id, tag_id) "
+                                  "VALUES (:m, :t)"), {"m": mid, "t": tag_id})
+            self._log(conn, "tag", robot_id=rid, memory_id=mid, key=key,
+                      detail={"tags": list(tags)})
+        return self._one(key)
+
+    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            mid = self._row_for_key(conn, key).id
+            conn.execute(text("UPDATE memories SET importance = :i WHERE id = :id"),
+                         {"i": importance, "id": mid})
+            self._log(conn, "importance", robot_id=rid, memory_id=mid, key=key,
+                      detail={"importance": importance})
+        return self._one(key)
+
+    def _one(self, key: str) -> Memory:
+        memory = self.get(key, include_forgotten=True)
+        assert memory is not None
+        return memory
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (write transactions through it take the lock up front)."""
+        return self._engine
+
+    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
+        visible = "" if include_forgotten else " AND forgotten_at IS NULL"
+        with self._read() as conn:
+            rows = conn.execute(text(
+                f"SELECT key FROM memories WHERE key LIKE :p ESCAPE '\\'{visible} ORDER BY key"),
+                {"p": like_prefix(prefix)}).all()
+        return [str(r[0]) for r in rows]
 
     def reset_embeddings(self) -> None:
         with self._write() as conn:

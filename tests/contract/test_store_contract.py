@@ -274,3 +274,29 @@ def test_reopen_sees_everything(store_url):
 def test_unmigrated_store_without_migrate_is_an_error(store_url):
     with pytest.raises(SchemaError, match="migrate"):
         open_store(store_url, migrate=False)
+
+
+def test_enrichment_writes_tags_and_importance(store):
+    store.add_many([rec("postgres tuning notes", key="note", tags=("user:given",))])
+    tagged = store.add_tags("note", ["database:postgresql", "user:given"], robot="r1")
+    assert tagged.tags == ("database:postgresql", "user:given")
+    assert store.set_importance("note", 8.5, robot="r1").importance == 8.5
+    hits = store.fulltext_search("tuning", limit=5, filters=SearchFilters(tags=("database",)))
+    assert [h[0] for h in hits] == [tagged.id]
+    ops = [(o.op, o.detail) for o in store.operations(limit=3)]
+    assert ("importance", {"importance": 8.5}) in ops
+    assert ("tag", {"tags": ["database:postgresql", "user:given"]}) in ops
+    with pytest.raises(NotFoundError):
+        store.add_tags("missing", ["x"], robot="r1")
+    with pytest.raises(NotFoundError):
+        store.set_importance("missing", 1.0, robot="r1")
+
+
+def test_keys_with_prefix_and_engine(store):
+    store.add_many([rec("a", key="doc:1:a"), rec("b", key="doc:1:b"), rec("c", key="doc:10:c"),
+                    rec("d", key="doc_1:d"), rec("e", key="other")])
+    store.forget("doc:1:b", robot="r1", at=T0)
+    assert store.keys_with_prefix("doc:1:") == ["doc:1:a"]
+    assert store.keys_with_prefix("doc:1:", include_forgotten=True) == ["doc:1:a", "doc:1:b"]
+    assert store.keys_with_prefix("doc_") == ["doc_1:d"]  # '_' is literal, not a wildcard
+    assert store.engine.dialect.name in ("sqlite", "postgresql")
