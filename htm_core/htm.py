@@ -541,12 +541,11 @@ class HTM:
             added[memory.key] = memory.id
             for item in gone:
                 old = self._wm_memories.pop(item.key, None)
-                if item.key in added:
-                    del added[item.key]
-                elif old is not None:
-                    evicted[item.key] = old.id
+                added.pop(item.key, None)
+                if old is not None:
+                    evicted.append(old.id)
         self._store.update_working(self.robot, add=list(added.values()),
-                                   remove=list(evicted.values()), at=self._clock())
+                                   remove=evicted, at=self._clock())
 
     def _restore_working_memory(self) -> None:
         resident = self._store.working_set(self.robot)
