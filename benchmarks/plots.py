@@ -2,6 +2,7 @@
 
 Each benchmark run without ``--quick`` saves ``benchmarks/results/<name>.json``; this
 script turns each into a PNG: latency against size on log axes, htm against baselines.
+PostgreSQL rows are merged from every ``postgres_ops*.json`` (runs of different sizes).
 
 Run: ``python -m benchmarks.plots [--out docs/img]``
 """
@@ -98,6 +99,22 @@ def plot_all(results: Path, out: Path) -> list[Path]:
                    {"htm RSS": (xs, [o["rss_mb"] for o in opens]),
                     "Python + imports before open": (xs, [o["rss_before_open_mb"] for o in opens])},
                    ylabel="RSS (MB)")
+        written.append(path)
+    pg_rows: dict[int, dict[str, Any]] = {}
+    for path in sorted(results.glob("postgres_ops*.json")):
+        for row in json.loads(path.read_text())["rows"]:
+            pg_rows[row["size"]] = row
+    if pg_rows:
+        rows = [pg_rows[k] for k in sorted(pg_rows)]
+        xs = [r["size"] for r in rows]
+        path = out / "postgres_recall.png"
+        _line_plot(path, "PostgreSQL + pgvector HNSW, top-10 (query embedding excluded)",
+                   "memories", {
+                       "htm hybrid (default config)": (xs, [r["hybrid"] for r in rows]),
+                       "htm hybrid, plain RRF": (xs, [r["hybrid_plain"] for r in rows]),
+                       "htm vector arm (HNSW)": (xs, [r["vector"] for r in rows]),
+                       "htm single add + commit": (xs, [r["single_add"] for r in rows]),
+                   })
         written.append(path)
     emb = _load("embedding", results)
     if emb:
