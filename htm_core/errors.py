@@ -24,7 +24,10 @@ One tree, rooted at :class:`HTMError`; catch that to catch them all::
     │   └── DimensionMismatchError             embedding dimension differs from the store's
     ├── EmbeddingError                         the embedder failed or is unreachable
     │   └── EmbedderMismatchError              store was embedded by a different embedder
-    └── MissingDependencyError (also ImportError)  an optional extra is not installed
+    ├── MissingDependencyError (also ImportError)  an optional extra is not installed
+    └── (in htm_core.enrich.errors) EnrichmentError, with ModelCallError and
+        InvalidModelOutputError; UnknownJobKindError (a ValidationError); JobQueueError
+        (a StoreError)
 
 Backend exceptions (sqlite3, psycopg, httpx) are mapped at the boundary with
 ``raise ... from exc`` so the original is always in ``__cause__``.

@@ -34,6 +34,8 @@ from .background import EmbeddingWorker
 from .clock import Clock, local_now, to_aware, to_timestamp
 from .config import Settings
 from .embeddings import embedder_name, resolve_embedder
+from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
+from .enrich.documents import diff_document, plan_document
 from .errors import (
     ConfirmationRequiredError,
     DuplicateKeyError,
@@ -120,6 +122,10 @@ class HTM:
         embed_batch_size: int = 64,
         background_embeddings: bool = False,
         allow_embedder_mismatch: bool = False,
+        importance_scorer: Any = None,
+        tagger: Any = None,
+        summariser: Any = None,
+        enrichment_options: Mapping[str, Any] | None = None,
     ) -> None:
         settings = Settings.resolve(
             robot=robot,
@@ -162,6 +168,10 @@ class HTM:
         self._store: LongTermStore = store if store is not None else open_store(
             settings.database_url)
         try:
+            self._enrichment = FacadeEnrichment(
+                store=self._store, robot=self.robot, importance_scorer=importance_scorer,
+                tagger=tagger, summariser=summariser, add_summary=self._add_summary,
+                refresh_importance=self._refresh_importance, options=enrichment_options)
             self._check_store_embedder(allow_mismatch=allow_embedder_mismatch)
             self._store.ensure_robot(self.robot)
             self._wm_memories: dict[str, Memory] = {}
@@ -171,6 +181,7 @@ class HTM:
                 self._store.close()
             raise
         self._closed = False
+        self._enrichment.start()
         if background_embeddings:
             self._worker = EmbeddingWorker(lambda: self._fill_pending(self._embed_batch_size),
                                            name=f"htm-embedder-{self.robot}")
@@ -193,6 +204,7 @@ class HTM:
         self._closed = True
         if self._worker is not None:
             self._worker.stop()
+        self._enrichment.stop()
         if self._owns_store:
             self._store.close()
 
@@ -415,11 +427,12 @@ class HTM:
 
     # -- adding ----------------------------------------------------------------------
 
-    def _record(self, content: Any, *, importance: Any = 1.0, key: Any = None,
+    def _record(self, content: Any, *, importance: Any = None, key: Any = None,
                 tags: Iterable[str] | str | None = (), metadata: Any = None,
                 created_at: Any = None) -> NewMemory:
         content = check_content(content)
-        importance = check_importance(importance)
+        importance = (self._enrichment.importance_for(content) if importance is None
+                      else check_importance(importance))
         explicit = key is not None
         key = check_key(key) if explicit else generated_key(self.robot, content)
         if metadata is None:
@@ -439,7 +452,8 @@ class HTM:
         return NewMemory(
             key=key, content=content, robot=self.robot, importance=importance,
             token_count=self._counter.count(content),
-            created_at=when.astimezone(timezone.utc), tags=check_tags(tags),
+            created_at=when.astimezone(timezone.utc),
+            tags=self._enrichment.tags_for(content, check_tags(tags)),
             metadata=dict(metadata), explicit_key=explicit,
         )
 
@@ -447,7 +461,7 @@ class HTM:
         self,
         content: str,
         *,
-        importance: float = 1.0,
+        importance: float | None = None,
         key: str | None = None,
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
@@ -457,8 +471,9 @@ class HTM:
 
         Args:
             content: the text; not empty, no NUL characters.
-            importance: 0 to 10 (default 1.0); drives eviction and the ``important`` /
-                ``balanced`` contexts.
+            importance: 0 to 10; drives eviction and the ``important`` / ``balanced``
+                contexts. When omitted: 1.0, or the ``importance_scorer``'s score (a
+                rule-based scorer inline, a model-backed one later in the background).
             key: a unique key (any robot); default a stable key from robot + content, so
                 the same content added again by this robot touches the existing memory.
             tags: hierarchical tags such as ``"user:preferences:editor"``.
@@ -477,13 +492,21 @@ class HTM:
         return self.add_many([{"content": content, "importance": importance, "key": key,
                                "tags": tags, "metadata": metadata, "created_at": created_at}])[0]
 
-    def add_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[Memory]:
+    def add_many(self, items: Iterable[str | Mapping[str, Any]], *,
+                 working_memory: bool = True) -> list[Memory]:
         """Add a batch in one transaction, embedding in one call: all or nothing.
 
         Each item is a string or a dict of :meth:`add`'s keyword arguments (with
-        ``content``). Every item is validated before anything is written.
+        ``content``). Every item is validated before anything is written. With
+        ``working_memory=False`` the memories are stored long-term only (bulk imports,
+        documents, summaries).
         """
+        return self._add_items(items, working_memory=working_memory)
+
+    def _add_items(self, items: Iterable[str | Mapping[str, Any]], *, working_memory: bool = True,
+                   embed_texts: Sequence[str] | None = None) -> list[Memory]:
         records = []
+        importance_given: list[bool] = []
         for i, item in enumerate(items):
             if isinstance(item, str):
                 item = {"content": item}
@@ -494,6 +517,7 @@ class HTM:
                                    "created_at"}
             if unknown:
                 raise ValidationError(f"item {i} has unknown fields {sorted(unknown)}")
+            importance_given.append(item.get("importance") is not None)
             records.append(self._record(**{k: v for k, v in item.items()
                                            if v is not None or k == "content"}))
         if not records:
@@ -505,14 +529,19 @@ class HTM:
                     f"item {i} reuses key {record.key!r} for different content within this batch; "
                     "give each memory its own key (nothing was stored)")
         if self._worker is None and not self._embedder_mismatch:
-            vectors = self._embed_documents([r.content for r in records])
+            vectors = self._embed_documents(list(embed_texts) if embed_texts is not None
+                                            else [r.content for r in records])
             records = [NewMemory(**{**r.__dict__, "embedding": v,
                                     "embedder": self._embedder_name})
                        for r, v in zip(records, vectors, strict=True)]
         with self._lock:
             results = self._store.add_many(records)
             memories = [r.memory for r in results]
-            self._enter_working(memories)
+            if working_memory:
+                self._enter_working(memories)
+        created = [(r.memory, given) for r, given in zip(results, importance_given, strict=True)
+                   if r.created]
+        self._enrichment.added([m for m, _ in created], [g for _, g in created])
         if self._worker is not None:
             self._worker.wake()
         return memories
@@ -524,6 +553,7 @@ class HTM:
         """Put memories into working memory and persist the membership change."""
         added: dict[str, int] = {}
         evicted: list[int] = []  # every eviction is logged, even of an item added in this batch
+        left: list[tuple[str, str]] = []
         for memory in memories:
             try:
                 gone = self._wm.add(
@@ -544,8 +574,10 @@ class HTM:
                 added.pop(item.key, None)
                 if old is not None:
                     evicted.append(old.id)
+                    left.append((old.key, old.content))
         self._store.update_working(self.robot, add=list(added.values()),
                                    remove=evicted, at=self._clock())
+        self._enrichment.evicted(left)
 
     def _restore_working_memory(self) -> None:
         resident = self._store.working_set(self.robot)
@@ -564,6 +596,54 @@ class HTM:
             self._wm_memories.clear()
             self._store.clear_working(self.robot)
             return len(gone)
+
+    # -- enrichment and documents ----------------------------------------------------
+
+    def _add_summary(self, key: str, text: str, source_keys: list[str]) -> None:
+        self.add_many([{"content": text, "key": key, "tags": [SUMMARY_TAG],
+                        "metadata": {"source_keys": source_keys}}], working_memory=False)
+
+    def _refresh_importance(self, key: str, importance: float) -> None:
+        with self._lock:
+            item = self._wm.peek(key)
+            memory = self._wm_memories.get(key)
+            if item is None or memory is None:
+                return
+            memory.importance = importance
+            self._wm.add(key, item.content, tokens=item.token_count, importance=importance,
+                         created_at=item.created_at, last_accessed=item.last_accessed,
+                         access_count=item.access_count)
+
+    def flush_enrichment(self, timeout: float | None = None) -> bool:
+        """Wait until queued enrichment (tags, importance, summaries) is applied."""
+        return self._enrichment.flush(timeout)
+
+    def add_document(self, text: str, *, source: str, chunk_tokens: int = 400,
+                     overlap: int = 40, tags: Iterable[str] = (),
+                     importance: float | None = None) -> list[Memory]:
+        """Store a (Markdown) document as chunks that keep their heading path.
+
+        Chunks are stored long-term only (not in working memory), keyed by source and
+        content, with ``source``, ``heading`` and ``heading_path`` in their metadata; each
+        is embedded with its heading path in front so a question about a section finds it.
+        Adding the same ``source`` again writes only the chunks that changed and forgets
+        the ones no longer in the document (recoverable with ``restore`` until a purge).
+        Returns the memories of every chunk of the current version, in order.
+        """
+        plan = plan_document(check_content(text), source=source, chunk_tokens=chunk_tokens,
+                             overlap=overlap, count=self._counter.count)
+        stored = self._store.keys_with_prefix(plan.prefix)
+        diff = diff_document(plan, stored)
+        extra = check_tags(tags)
+        if diff.add:
+            self._add_items([{"content": c.content, "key": c.key, "metadata": c.metadata,
+                              "tags": extra, "importance": importance} for c in diff.add],
+                            working_memory=False, embed_texts=[c.embed_text for c in diff.add])
+        for key in diff.forget:
+            self.forget(key, confirm=True)
+        by_key = {m.key: m for m in self._store.get_many(
+            [m.id for m in (self._store.get(k) for k in plan.keys) if m is not None])}
+        return [by_key[k] for k in plan.keys if k in by_key]
 
     # -- recall ----------------------------------------------------------------------
 
@@ -654,20 +734,31 @@ class HTM:
 
     # -- context ---------------------------------------------------------------------
 
-    def create_context(self, strategy: str = "balanced", max_tokens: int | None = None) -> Context:
+    def create_context(self, strategy: str = "balanced", max_tokens: int | None = None, *,
+                       include_summaries: int = 0) -> Context:
         """Assemble working memory into prompt text within ``max_tokens``.
 
         ``strategy`` is ``"balanced"`` (importance × recency, default), ``"recent"`` or
         ``"important"``. ``max_tokens`` defaults to the working-memory budget; the text
         stays within it less the safety margin, counted by this instance's token
-        counter. Deterministic for the same state.
+        counter. Deterministic for the same state. ``include_summaries`` puts the newest
+        summaries of evicted memories (written by a ``summariser`` in this process) first.
         """
         check_strategy(strategy)
         limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
         budget = self._wm.budget_for(limit)
+        if isinstance(include_summaries, bool) or not isinstance(include_summaries, int) \
+                or not 0 <= include_summaries <= 50:
+            raise InvalidBudgetError(
+                f"include_summaries must be an integer from 0 to 50, got {include_summaries!r}")
+        summaries: list[Memory] = []
+        if include_summaries:
+            newest = list(self._enrichment.summaries)[-include_summaries:][::-1]
+            summaries = [m for m in (self._store.get(k) for k in newest) if m is not None]
         with self._lock:
             items = self._wm.select(strategy, limit)
-            memories = [self._wm_memories[i.key] for i in items if i.key in self._wm_memories]
+            memories = summaries + [self._wm_memories[i.key] for i in items
+                                    if i.key in self._wm_memories]
         text = SEPARATOR.join(m.content for m in memories)
         tokens = self._counter.count(text) if text else 0
         while memories and tokens > budget:
@@ -730,6 +821,7 @@ class HTM:
             evictions=self._wm.evictions, schema_version=self._store.schema_version(),
             extra={"embed_batch_size": self._embed_batch_size,
                    "background_embeddings": self._worker is not None,
+                   "enrichment": self._enrichment.stats(),
                    "embedder_mismatch": self._embedder_mismatch},
         )
 
