@@ -289,15 +289,19 @@ class HTM:
                 continue
             with self._embed_lock:
                 cached = self._embed_cache.get(h)
-            if cached is None:
-                cached = self._store.find_embedding(h, self._embedder_name)
             if cached is not None:
                 out[h] = cached
                 with self._embed_lock:
                     self._cache_hits += 1
-                    self._remember(h, cached)
             else:
                 todo[h] = text
+        if todo:  # one store lookup for the whole batch
+            for h, vec in self._store.find_embeddings(list(todo), self._embedder_name).items():
+                out[h] = vec
+                del todo[h]
+                with self._embed_lock:
+                    self._cache_hits += 1
+                    self._remember(h, vec)
         pending = list(todo.items())
         size = self._embed_batch_size
         for start in range(0, len(pending), size):

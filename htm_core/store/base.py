@@ -210,6 +210,11 @@ class LongTermStore(Protocol):
         """Keys starting with ``prefix`` (document chunks, chat sessions), sorted."""
         ...
 
+    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
+                        ) -> dict[str, list[float]]:
+        """Stored vectors by this embedder for any of these contents, by content hash."""
+        ...
+
     def missing_embeddings(self, *, limit: int) -> list[tuple[int, str]]:
         """Up to ``limit`` (id, content) of visible memories that have no vector yet."""
         ...

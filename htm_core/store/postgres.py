@@ -807,6 +807,18 @@ class PostgresStore:
             {"h": content_hash, "e": embedder}).first())
         return [float(x) for x in row[0]] if row else None
 
+    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
+                        ) -> dict[str, list[float]]:
+        """Stored vectors by this embedder for any of these contents, by content hash."""
+        if not content_hashes:
+            return {}
+        rows = self._read("looking up embeddings", lambda conn: conn.execute(text(
+            "SELECT DISTINCT ON (content_hash) content_hash, CAST(embedding AS real[]) "
+            "FROM memories WHERE content_hash = ANY(:h) AND embedder = :e "
+            "AND embedding IS NOT NULL"),
+            {"h": list(dict.fromkeys(content_hashes)), "e": embedder}).all())
+        return {str(r[0]): [float(x) for x in r[1]] for r in rows}
+
     def missing_embeddings(self, *, limit: int) -> list[tuple[int, str]]:
         """Up to ``limit`` (id, content) of visible memories without a vector, oldest id first."""
         rows = self._read("listing memories without embeddings", lambda conn: conn.execute(text(

@@ -775,6 +775,20 @@ class SQLiteStore:
                 "AND embedding IS NOT NULL LIMIT 1"), {"h": content_hash, "e": embedder}).first()
         return np.frombuffer(row[0], dtype=np.float32).tolist() if row else None
 
+    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
+                        ) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        with self._read() as conn:
+            for part in chunks(list(dict.fromkeys(content_hashes)), 500):
+                params: dict[str, Any] = {f"h{i}": h for i, h in enumerate(part)}
+                params["e"] = embedder
+                marks = ", ".join(f":h{i}" for i in range(len(part)))
+                for h, blob in conn.execute(text(
+                        f"SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) "
+                        "AND embedder = :e AND embedding IS NOT NULL"), params):
+                    found.setdefault(h, np.frombuffer(blob, dtype=np.float32).tolist())
+        return found
+
     def missing_embeddings(self, *, limit: int) -> list[tuple[int, str]]:
         with self._read() as conn:
             rows = conn.execute(text(

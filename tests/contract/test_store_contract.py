@@ -300,3 +300,13 @@ def test_keys_with_prefix_and_engine(store):
     assert store.keys_with_prefix("doc:1:", include_forgotten=True) == ["doc:1:a", "doc:1:b"]
     assert store.keys_with_prefix("doc_") == ["doc_1:d"]  # '_' is literal, not a wildcard
     assert store.engine.dialect.name in ("sqlite", "postgresql")
+
+
+def test_find_embeddings_in_one_lookup(store):
+    ms = [r.memory for r in store.add_many([rec("alpha text"), rec("beta text"),
+                                            rec("gamma text", embed=False)])]
+    found = store.find_embeddings([m.content_hash for m in ms] + ["0" * 64], EMB.name)
+    assert set(found) == {ms[0].content_hash, ms[1].content_hash}
+    assert len(found[ms[0].content_hash]) == 64
+    assert store.find_embeddings([ms[0].content_hash], "another-embedder") == {}
+    assert store.find_embeddings([], EMB.name) == {}
