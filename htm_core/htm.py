@@ -48,6 +48,7 @@ from .errors import (
     ValidationError,
 )
 from .models import Context, Hit, Memory, Operation, Robot, Stats
+from .observability import Metrics, instrumented
 from .retrieval import RetrievalConfig, check_recall_strategy, search
 from .store import LongTermStore, NewMemory, SearchFilters, open_store
 from .store.base import content_hash, generated_key
@@ -126,6 +127,9 @@ class HTM:
         tagger: Any = None,
         summariser: Any = None,
         enrichment_options: Mapping[str, Any] | None = None,
+        telemetry: bool = False,
+        meter_provider: Any = None,
+        tracer_provider: Any = None,
     ) -> None:
         settings = Settings.resolve(
             robot=robot,
@@ -137,6 +141,8 @@ class HTM:
         )
         self.settings = settings
         self.robot = check_key(settings.robot)
+        self.metrics = Metrics(robot=self.robot, telemetry=telemetry,
+                               meter_provider=meter_provider, tracer_provider=tracer_provider)
         self._clock: Clock = clock or local_now
         self._lock = threading.RLock()
         self._retrieval = retrieval or RetrievalConfig()
@@ -267,6 +273,7 @@ class HTM:
                 "configured, nothing was stored") from exc
         with self._embed_lock:
             self._embedding_calls += 1
+        self.metrics.embedded(tokens=sum(self._counter.count(t) for t in texts))
         return [self._checked_vector(v) for v in vectors]
 
     def _checked_vector(self, vector: Sequence[float]) -> list[float]:
@@ -332,6 +339,7 @@ class HTM:
                                  ) from exc
         with self._embed_lock:
             self._embedding_calls += 1
+        self.metrics.embedded(tokens=self._counter.count(text))
         return self._checked_vector(vector)
 
     def _fill_pending(self, limit: int) -> int:
@@ -496,6 +504,7 @@ class HTM:
         return self.add_many([{"content": content, "importance": importance, "key": key,
                                "tags": tags, "metadata": metadata, "created_at": created_at}])[0]
 
+    @instrumented("add", count=len)
     def add_many(self, items: Iterable[str | Mapping[str, Any]], *,
                  working_memory: bool = True) -> list[Memory]:
         """Add a batch in one transaction, embedding in one call: all or nothing.
@@ -579,6 +588,7 @@ class HTM:
                 if old is not None:
                     evicted.append(old.id)
                     left.append((old.key, old.content))
+        self.metrics.evicted(len(evicted))
         self._store.update_working(self.robot, add=list(added.values()),
                                    remove=evicted, at=self._clock())
         self._enrichment.evicted(left)
@@ -651,6 +661,7 @@ class HTM:
 
     # -- recall ----------------------------------------------------------------------
 
+    @instrumented("recall")
     def recall(
         self,
         query: str,
@@ -774,6 +785,7 @@ class HTM:
 
     # -- never forget ----------------------------------------------------------------
 
+    @instrumented("forget")
     def forget(self, key: str, *, confirm: bool = False) -> Memory:
         """Hide a memory from recall, recoverably (``restore``), until ``purge``.
 
@@ -791,6 +803,7 @@ class HTM:
             self._wm_memories.pop(key, None)
         return memory
 
+    @instrumented("restore")
     def restore(self, key: str) -> Memory:
         """Bring back a forgotten memory. Raises ``NotFoundError`` for an unknown key."""
         return self._store.restore(check_key(key), robot=self.robot)
@@ -823,7 +836,8 @@ class HTM:
             failed_embeddings=self._failed_embeddings,
             embedding_calls=self._embedding_calls, embedding_cache_hits=self._cache_hits,
             evictions=self._wm.evictions, schema_version=self._store.schema_version(),
-            extra={"embed_batch_size": self._embed_batch_size,
+            extra={"metrics": self.metrics.snapshot(),
+                   "embed_batch_size": self._embed_batch_size,
                    "background_embeddings": self._worker is not None,
                    "enrichment": self._enrichment.stats(),
                    "embedder_mismatch": self._embedder_mismatch},
