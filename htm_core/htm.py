@@ -105,6 +105,11 @@ class HTM:
             instead of raising :class:`~htm_core.errors.EmbedderMismatchError`, so that
             :meth:`reembed` can rebuild them. Until then new memories get no vector and
             recall uses full text only.
+        telemetry: export metrics and spans through the global OpenTelemetry providers
+            (extra ``otel``). In-process counters (``htm.metrics``, ``stats().extra["metrics"]``)
+            are kept either way; see :mod:`htm_core.observability`.
+        meter_provider: an OpenTelemetry ``MeterProvider`` to export metrics through.
+        tracer_provider: an OpenTelemetry ``TracerProvider`` to make spans with.
     """
 
     def __init__(
