@@ -138,7 +138,12 @@ def sqlite_url(database: str | Path | None) -> str:
     """Normalise a path, ``:memory:`` or ``sqlite:///...`` URL into an SQLAlchemy URL."""
     if database is None:
         path = default_sqlite_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseUnavailableError(
+                f"cannot create htm's data folder {path.parent}: {exc}; set HTM_DATABASE_URL "
+                "or pass database_url") from exc
         return f"sqlite:///{path}"
     value = str(database)
     if value == ":memory:":
@@ -230,7 +235,12 @@ class SQLiteStore:
         else:
             path = self._url.split("///", 1)[-1].split("?", 1)[0]
             if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise DatabaseUnavailableError(
+                        f"cannot create the folder for SQLite database {self.url}: {exc}; "
+                        "check the path (a parent may be a file) and its permissions") from exc
         engine = create_engine(self._url, **kwargs)
         busy = self._busy_timeout_ms
         memory_db = self._memory_db

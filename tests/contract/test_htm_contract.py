@@ -310,3 +310,12 @@ def test_hybrid_is_at_least_as_good_as_each_arm_on_labelled_set(htm_factory):
         mrr[strategy] = sum(1 / _rank_of(htm, q, k, strategy) for q, k in LABELLED) / len(LABELLED)
     assert mrr["hybrid"] >= max(mrr["vector"], mrr["fulltext"]) - 1e-9
     assert mrr["hybrid"] > 0.8
+
+
+def test_unusable_sqlite_path_is_a_clear_error(tmp_path):
+    from htm_core.errors import DatabaseUnavailableError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(DatabaseUnavailableError, match="a parent may be a file"):
+        HTM(database_url=str(blocker / "sub" / "htm.db"), embedder=HashingEmbedder())
