@@ -629,6 +629,9 @@ class SQLiteStore:
             return
         if self._index is None:
             self._index = self._new_index(len(rows[0][1][0]))
+        # Rows other writers committed before ours sit between the index's newest id and ours:
+        # take them first, or the index's high-water mark would skip them for good.
+        self._pull_new_rows(below=min(mid for mid, _ in rows))
         self._index.add_arrays(
             np.fromiter((mid for mid, _ in rows), dtype=np.int64, count=len(rows)),
             np.stack([vec[0] for _, vec in rows]),
@@ -908,8 +911,8 @@ class SQLiteStore:
         else:
             self._pull_new_rows()
 
-    def _pull_new_rows(self) -> None:
-        """Add rows written since the index last saw the table.
+    def _pull_new_rows(self, *, below: int | None = None) -> None:
+        """Add rows written since the index last saw the table (only ids under ``below``).
 
         Rows are streamed in chunks straight into the index's arrays, so opening a large
         store never holds every row as a Python object.
@@ -925,9 +928,11 @@ class SQLiteStore:
             try:
                 cur.arraysize = 2048  # small chunks: little heap left behind after the load
                 newest = cur.execute("SELECT max(id) FROM memories").fetchone()[0]
-                index.reserve(int(newest or 0) - index.max_id)  # allocate once, not by doubling
+                upto = int(newest or 0) if below is None else min(int(newest or 0), below - 1)
+                index.reserve(upto - index.max_id)  # allocate once, not by doubling
                 cur.execute("SELECT id, embedding, created_at, robot_id, forgotten_at FROM memories "
-                            "WHERE id > ? AND embedding IS NOT NULL ORDER BY id", (index.max_id,))
+                            "WHERE id > ? AND id <= ? AND embedding IS NOT NULL ORDER BY id",
+                            (index.max_id, upto))
                 while part := cur.fetchmany():
                     ids, blobs, created, robots, forgotten = zip(*part, strict=True)
                     if any(len(b) != width for b in blobs):
