@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from htm_core.errors import ValidationError, missing_extra
+from htm_core.errors import InvalidBudgetError, ValidationError, missing_extra
 from htm_core.models import Memory
 from htm_core.validation import MAX_KEY_LENGTH, check_content, check_importance
 
@@ -260,6 +260,10 @@ class HTMStore(BaseStore):
         self.htm.purge(confirm=True, key=existing.key)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
+        for name, value in (("limit", op.limit), ("offset", op.offset)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidBudgetError(f"search {name} must be a non-negative integer, "
+                                         f"got {value!r}")
         tag = namespace_tag(op.namespace_prefix)
         wanted = op.offset + op.limit
         found: list[tuple[Memory, float | None]]

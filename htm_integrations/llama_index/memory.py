@@ -41,6 +41,7 @@ from llama_index.core.memory.types import BaseMemory
 
 from htm_core import HTM, Memory
 from htm_core.errors import InvalidBudgetError, ValidationError
+from htm_core.validation import check_importance, check_max_tokens
 
 __all__ = ["DEFAULT_MEMORY_HEADER", "HTMMemory"]
 
@@ -112,6 +113,15 @@ class HTMMemory(BaseMemory):
             raise ValidationError(
                 f"HTMMemory needs htm=<htm_core.HTM instance>, got {type(htm).__name__}; "
                 "build it with HTMMemory.from_defaults(htm=HTM(...))")
+        if "token_limit" in data:
+            check_max_tokens(data["token_limit"], name="token_limit")
+        recall_limit = data.get("recall_limit", 0)
+        if isinstance(recall_limit, bool) or not isinstance(recall_limit, int) \
+                or not 0 <= recall_limit <= 10_000:
+            raise InvalidBudgetError(
+                f"recall_limit must be an integer from 0 to 10,000, got {recall_limit!r}")
+        if "importance" in data:
+            check_importance(data["importance"])
         super().__init__(**data)
 
     @classmethod
@@ -256,33 +266,48 @@ class HTMMemory(BaseMemory):
             self._messages.append(message)
             self._keys.append(key)
 
-    def _store(self, message: ChatMessage) -> str | None:
+    def _item(self, message: ChatMessage) -> dict[str, Any] | None:
+        """The ``htm.add`` arguments storing ``message``, or None if its role is not stored."""
         role = message.role.value if isinstance(message.role, MessageRole) else str(message.role)
         text = message_text(message)
         if role not in self.store_roles or not text.strip():
             return None
-        memory = self.htm.add(
-            text, key=f"llama_index:{uuid.uuid4().hex}", importance=self.importance,
-            tags=self.tags,
-            metadata={"role": role, "session_id": self.session_id, "source": "llama_index"})
-        return str(memory.key)
+        return {"content": text, "key": f"llama_index:{uuid.uuid4().hex}",
+                "importance": self.importance, "tags": list(self.tags),
+                "metadata": {"role": role, "session_id": self.session_id,
+                             "source": "llama_index"}}
+
+    def _store(self, message: ChatMessage) -> str | None:
+        item = self._item(message)
+        if item is None:
+            return None
+        return str(self.htm.add_many([item])[0].key)
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the conversation with ``messages``.
 
         Messages equal (role and text) to the one at the same position in the current
         conversation are kept as they are; the others are stored long-term like
-        :meth:`put`. Nothing is removed from long-term memory.
+        :meth:`put`, all in one transaction (a rejected message stores none of them).
+        Nothing is removed from long-term memory.
         """
         with self._lock:
             old = list(zip(self._messages, self._keys, strict=True))
         keys: list[str | None] = []
+        items: list[tuple[int, dict[str, Any]]] = []
         for i, message in enumerate(messages):
             if i < len(old) and old[i][0].role == message.role \
                     and message_text(old[i][0]) == message_text(message):
                 keys.append(old[i][1])
-            else:
-                keys.append(self._store(message))
+                continue
+            keys.append(None)
+            item = self._item(message)
+            if item is not None:
+                items.append((i, item))
+        if items:
+            stored = self.htm.add_many([item for _, item in items])
+            for (i, _), memory in zip(items, stored, strict=True):
+                keys[i] = str(memory.key)
         with self._lock:
             self._messages = list(messages)
             self._keys = keys

@@ -78,6 +78,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 
 from htm_core import HTM, Hit, Memory
 from htm_core.errors import NotFoundError, UnknownStrategyError, UnsupportedFilterError, ValidationError
+from htm_core.validation import check_importance
 
 __all__ = ["TAG_ROOT", "HTMVectorStore", "UnsupportedFilterError", "metadata_tag"]
 
@@ -185,6 +186,8 @@ class HTMVectorStore(BasePydanticVectorStore):
         if not isinstance(htm, HTM):
             raise ValidationError(
                 f"HTMVectorStore needs htm=<htm_core.HTM instance>, got {type(htm).__name__}")
+        if "importance" in data:
+            check_importance(data["importance"])
         super().__init__(**data)
 
     @classmethod
