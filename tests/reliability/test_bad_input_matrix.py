@@ -49,7 +49,6 @@ from htm_core.errors import (
     DuplicateKeyError,
     EmbedderMismatchError,
     EmbeddingError,
-    HTMError,
     InvalidBudgetError,
     InvalidContentError,
     InvalidImportanceError,
@@ -220,11 +219,6 @@ class Case:
 def _case(id: str, call: Callable[[Env], Any], error: type[Exception]) -> Any:
     return pytest.param(Case(id, call, error), id=id)
 
-
-def _gap(id: str, call: Callable[[Env], Any], error: type[HTMError], reason: str) -> Any:
-    """A case where the adapter does not give an HTMError yet (reported; strict xfail)."""
-    return pytest.param(Case(id, call, error), id=id,
-                        marks=pytest.mark.xfail(strict=True, reason=reason))
 
 
 def _works(id: str, call: Callable[[Env], Any], check: Callable[[Env, Any], None]) -> Any:
@@ -520,9 +514,8 @@ ADAPTER_CASES = [
           InvalidNamespaceError),  # LangGraph's own contract for namespaces, kept
     _case("lg-store-namespace-dot", lambda e: e.lg_store.put(("a.b",), "k", {"text": "x"}),
           InvalidNamespaceError),
-    _gap("lg-store-search-limit-negative", lambda e: e.lg_store.search(("ns",), limit=-1),
-         InvalidBudgetError, "HTMStore.search without a query slices [offset:offset+limit], so "
-         "limit=-1 silently drops the last item instead of raising (reported)"),
+    _case("lg-store-search-limit-negative", lambda e: e.lg_store.search(("ns",), limit=-1),
+          InvalidBudgetError),
     _case("lg-store-search-limit-0", lambda e: e.lg_store.search(("ns",), query="x", limit=0),
           InvalidBudgetError),
     _case("lg-store-search-surrogate", lambda e: e.lg_store.search(("ns",), query="\ud800"),
@@ -539,26 +532,21 @@ ADAPTER_CASES = [
              lambda e, items: None if items == [] else pytest.fail(f"{items}"))
       for i, s in enumerate(HOSTILE)],
     # LlamaIndex chat memory
-    _gap("li-memory-token-limit-0", lambda e: LlamaMemory.from_defaults(htm=e.htm, token_limit=0),
-         InvalidBudgetError, "pydantic Field(gt=0) raises pydantic's ValidationError, not an "
-         "HTMError (reported)"),
-    _gap("li-memory-recall-limit-negative",
-         lambda e: LlamaMemory.from_defaults(htm=e.htm, recall_limit=-1), InvalidBudgetError,
-         "pydantic Field(ge=0) raises pydantic's ValidationError, not an HTMError (reported)"),
-    _gap("li-store-importance-11", lambda e: HTMVectorStore(htm=e.htm, importance=11),
-         InvalidImportanceError, "pydantic Field(le=10) raises pydantic's ValidationError, not "
-         "an HTMError (reported)"),
+    _case("li-memory-token-limit-0", lambda e: LlamaMemory.from_defaults(htm=e.htm, token_limit=0),
+          InvalidBudgetError),
+    _case("li-memory-recall-limit-negative",
+          lambda e: LlamaMemory.from_defaults(htm=e.htm, recall_limit=-1), InvalidBudgetError),
+    _case("li-store-importance-11", lambda e: HTMVectorStore(htm=e.htm, importance=11),
+          InvalidImportanceError),
     _case("li-memory-put-nul", lambda e: e.li_memory.put(ChatMessage(role="user", content="a\x00")),
           InvalidContentError),
     _case("li-memory-put-huge", lambda e: e.li_memory.put(ChatMessage(role="user", content=BIG)),
           InvalidContentError),
     _case("li-memory-aput-surrogate", lambda e: arun(e.li_memory.aput(
         ChatMessage(role="assistant", content="\udc80"))), InvalidContentError),
-    pytest.param(Case("li-memory-set-bad-second", lambda e: e.li_memory.set(
+    _case("li-memory-set-bad-second", lambda e: e.li_memory.set(
         [ChatMessage(role="user", content="fine"), ChatMessage(role="user", content="\x00")]),
-        InvalidContentError), id="li-memory-set-bad-second", marks=pytest.mark.xfail(
-        strict=True, reason="llama_index HTMMemory.set stores message by message: 'fine' is "
-        "written before the bad one is rejected (reported; fix: validate all, then add_many)")),
+          InvalidContentError),
     _case("li-memory-initial-count", lambda e: e.li_memory.get("x", initial_token_count=-1),
           InvalidBudgetError),
     _case("li-memory-initial-count-all", lambda e: e.li_memory.get("x", initial_token_count=10**9),

@@ -3,8 +3,9 @@
 Robot scope (``recall(..., robot=name)``) is checked as a property with Hypothesis on both
 backends: random robots write memories drawn from one shared vocabulary (so contents overlap,
 and the same text is often written by several robots), then every robot recalls every
-word with every strategy. Each hit must be that robot's, and a full-text recall must find
-every one of that robot's memories holding the word (the scope filters, it does not starve).
+word with every strategy, and every other robot recalls it on its behalf. Each hit must be
+that robot's; a vector recall must return all of that robot's memories (fewer than the limit)
+and a full-text recall every one holding the word (the scope filters, it does not starve).
 
 Tenant scope on one shared PostgreSQL database: ``PostgresStore`` has no tenant parameter;
 what works today, with no code change, is a PostgreSQL schema per tenant selected by the
@@ -56,11 +57,15 @@ def test_robot_scoped_recall_never_leaks(writes: list[tuple[str, list[str], str]
                 hits = htm.recall(word, robot=htm.robot, strategy=strategy, limit=50)
                 assert {h.memory.robot for h in hits} <= {htm.robot}, (robot, word, strategy)
                 assert {h.memory.key for h in hits} <= set(written[robot])
+                if strategy == "vector":  # nearest neighbours within the scope: all of them
+                    assert {h.memory.key for h in hits} == set(written[robot]), (robot, word)
             # Another robot asking for this robot's memories also gets only this robot's.
             other = htms[ROBOTS[(ROBOTS.index(robot) + 1) % len(ROBOTS)]]
             hits = other.recall(word, robot=htm.robot, strategy="fulltext", limit=50)
             expected = {k for k, c in written[robot].items() if word in c.split()}
             assert {h.memory.key for h in hits} == expected, (robot, word)
+            hits = other.recall(word, robot=htm.robot, strategy="vector", limit=50)
+            assert {h.memory.key for h in hits} == set(written[robot]), (robot, word)
         # Working memory is per robot: only memories this robot added or recalled.
         assert set(htm.working_memory.keys()) <= set(written[robot]) | {
             h for r in ROBOTS for h in written[r]}
@@ -137,3 +142,30 @@ def test_tenants_never_see_each_other(shared_database: str) -> None:
         with HTM(robot="assistant", database_url=b_url, embedder=embedder) as b2:
             assert set(b2.working_memory.keys()) == set()
             assert b2.recall("alpha", strategy="fulltext") == []
+
+
+@pytest.mark.postgres
+def test_adapter_robot_scopes_never_leak(htm_factory: Callable[..., HTM]) -> None:
+    """The adapters' robot scopes (retriever, classic memory, LlamaIndex filter) hold too."""
+    from langchain_core.messages import HumanMessage
+    from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters, VectorStoreQuery
+
+    from htm_integrations.langchain import HTMChatMessageHistory, HTMMemory, HTMRetriever
+    from htm_integrations.llama_index import HTMVectorStore
+
+    ada, bob = htm_factory(robot="ada"), htm_factory(robot="bob")
+    for htm in (ada, bob):
+        htm.add_many([f"{htm.robot} keeps the {w} report" for w in WORDS])
+        HTMChatMessageHistory(htm=htm, session_id="s").add_messages(
+            [HumanMessage(f"{htm.robot} says the quartz report is late")])
+    for word in WORDS:
+        docs = HTMRetriever(htm=bob, robot="ada", k=20).invoke(f"{word} report")
+        assert docs and {d.metadata["robot"] for d in docs} == {"ada"}
+        result = HTMVectorStore(htm=bob).query(VectorStoreQuery(
+            query_str=f"{word} report", similarity_top_k=20, filters=MetadataFilters(
+                filters=[MetadataFilter(key="robot", value="ada")])))
+        assert result.nodes and {n.metadata["robot"] for n in result.nodes} == {"ada"}
+    history = HTMMemory(htm=bob, recall_robot="ada", max_tokens=4_000)
+    bob.clear_working_memory()
+    text = history.load_memory_variables({"input": "quartz report"})["history"]
+    assert "ada" in text and "bob" not in text
