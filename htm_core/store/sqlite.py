@@ -39,6 +39,7 @@ from ..errors import (
     NotFoundError,
     SchemaError,
     StoreError,
+    ValidationError,
 )
 from ..models import Memory, Operation, Robot
 from ._common import chunks, informative_terms, mask_url, query_terms
@@ -150,6 +151,11 @@ def sqlite_url(database: str | Path | None) -> str:
         return "sqlite://"
     if value.startswith("sqlite"):
         return value
+    scheme = value.split("://", 1)[0] if "://" in value else ""
+    if scheme and scheme.replace("+", "").replace("-", "").replace(".", "").isalnum():
+        raise ValidationError(
+            f"unsupported database URL scheme {scheme!r} in {mask_url(value)}; use a file path, "
+            "'sqlite:///path', ':memory:' or 'postgresql://user:password@host/database'")
     return f"sqlite:///{Path(value).expanduser()}"
 
 
