@@ -264,6 +264,8 @@ HTM_CASES = [
     _case("init-margin", lambda e: e.open(robot="x", context_margin=1.5), InvalidBudgetError),
     _case("init-margin-nan", lambda e: e.open(robot="x", context_margin=math.nan), InvalidBudgetError),
     _case("init-embedder-name", lambda e: e.open(robot="x", embedder="psychic"), EmbeddingError),
+    _case("init-url-scheme", lambda e: HTM(database_url="mysql://htm@localhost/htm",
+                                           embedder=ScriptedEmbedder()), ValidationError),
     _case("init-other-embedder", lambda e: e.open(robot="x", embedder=HashingEmbedder(dim=64)),
           EmbedderMismatchError),
     # add: content
