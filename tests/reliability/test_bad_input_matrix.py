@@ -349,6 +349,27 @@ HTM_CASES = [
     _case("add_many-wrong-dim-in-batch", lambda e: e.htm.add_many(["fine", "EMBED_WRONG_DIM"]),
           DimensionMismatchError),
     _works("add_many-empty", lambda e: e.htm.add_many([]), lambda e, r: None if r == [] else pytest.fail()),
+    # add_document
+    _case("add_document-empty", lambda e: e.htm.add_document("", source="doc"), InvalidContentError),
+    _case("add_document-nul", lambda e: e.htm.add_document("# T\na\x00b", source="doc"),
+          InvalidContentError),
+    _case("add_document-10MB", lambda e: e.htm.add_document(BIG, source="doc"), InvalidContentError),
+    _case("add_document-source-empty", lambda e: e.htm.add_document("# T\ntext", source=""),
+          InvalidKeyError),
+    _case("add_document-chunk-0", lambda e: e.htm.add_document("# T\ntext", source="d", chunk_tokens=0),
+          InvalidBudgetError),
+    _case("add_document-overlap-negative",
+          lambda e: e.htm.add_document("# T\ntext", source="d", overlap=-1), InvalidBudgetError),
+    _case("add_document-tag", lambda e: e.htm.add_document("# T\ntext", source="d", tags=["a b"]),
+          InvalidTagError),
+    _case("add_document-importance-11",
+          lambda e: e.htm.add_document("# T\nfresh text", source="d", importance=11),
+          InvalidImportanceError),
+    _works("add_document-hostile",
+           lambda e: e.htm.add_document("# '; DROP TABLE memories; --\nsay \"hello NEAR( * \\",
+                                        source="'; DROP TABLE memories; --"),
+           lambda e, ms: None if ms and all(e.htm.retrieve(m.key) for m in ms)
+           and e.htm.retrieve("seed") is not None else pytest.fail(f"{ms}")),
     # recall
     _case("recall-empty", lambda e: e.htm.recall(""), InvalidContentError),
     _case("recall-whitespace", lambda e: e.htm.recall("   "), InvalidContentError),
@@ -632,11 +653,11 @@ def test_adapter_bad_input(case: Case, env: Env) -> None:
 
 def test_every_public_method_is_in_the_matrix() -> None:
     """A new public HTM method must get rows here: this lists the ones the matrix covers."""
-    covered = {"add", "add_many", "recall", "retrieve", "forget", "restore", "purge",
+    covered = {"add", "add_many", "add_document", "recall", "retrieve", "forget", "restore", "purge",
                "create_context", "operations", "aadd", "aadd_many", "arecall", "aretrieve",
                "acreate_context", "aforget"}
-    exempt = {"close", "migrate", "flush", "aflush", "reembed", "stats", "robots", "tags",
-              "clear_working_memory"}
+    exempt = {"close", "migrate", "flush", "aflush", "flush_enrichment", "reembed", "stats",
+              "robots", "tags", "clear_working_memory"}
     public = {name for name in dir(HTM)
               if not name.startswith("_") and inspect.isfunction(getattr(HTM, name))}
     assert public - covered - exempt == set(), "add matrix rows for the new public methods"
