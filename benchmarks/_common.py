@@ -13,11 +13,14 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -211,3 +214,41 @@ def goal_line(label: str, value: float, goal: float, *, lower_is_better: bool = 
         verdict = f"missed: {value / goal:.0%} of the goal"
     sign = "≤" if lower_is_better else "≥"
     return f"- {label}: {unit(value)} (goal {sign} {unit(goal)}): **{verdict}**"
+
+
+@contextmanager
+def postgres_server(url: str | None = None, *, prefix: str = "htm-bench-pg-") -> Iterator[str]:
+    """A PostgreSQL server URL: ``url`` when given, else a throwaway pgserver (PostgreSQL 16
+    with pgvector) started for the run and stopped afterwards."""
+    if url:
+        yield url
+        return
+    try:
+        import pgserver
+    except ImportError:
+        raise SystemExit("pgserver is not installed: pip install pgserver, or pass a URL") from None
+    pgdata = Path(tempfile.mkdtemp(prefix=prefix))
+    srv = pgserver.get_server(str(pgdata), cleanup_mode="stop")
+    try:
+        yield srv.get_uri()
+    finally:
+        srv.cleanup()
+        shutil.rmtree(pgdata, ignore_errors=True)
+
+
+@contextmanager
+def fresh_database(server_url: str, *, prefix: str = "htm_bench") -> Iterator[str]:
+    """A uniquely named database on ``server_url``, dropped afterwards."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    base = make_url(server_url.replace("postgresql+psycopg", "postgresql"))
+    admin = base.set(database="postgres").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

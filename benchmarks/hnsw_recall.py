@@ -18,62 +18,29 @@ Run: ``python -m benchmarks.hnsw_recall [--quick] [--data minilm] [--database-ur
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ._common import Dataset, dataset, fmt_time, markdown_table, save_results
+from ._common import (
+    Dataset,
+    dataset,
+    fmt_time,
+    fresh_database,
+    markdown_table,
+    postgres_server,
+    save_results,
+)
 
 ROBOT = "bench"
 EMBEDDER = "clustered-384"
 TARGET = 0.95
 DEFAULT_EFS = (10, 16, 24, 32, 40, 64, 100, 200)
-
-
-@contextmanager
-def server(url: str | None) -> Iterator[str]:
-    """A server URL: the one given, else a throwaway pgserver for the run."""
-    if url:
-        yield url
-        return
-    import pgserver
-
-    pgdata = Path(tempfile.mkdtemp(prefix="htm-bench-pg-"))
-    srv = pgserver.get_server(str(pgdata), cleanup_mode="stop")
-    try:
-        yield srv.get_uri()
-    finally:
-        srv.cleanup()
-        shutil.rmtree(pgdata, ignore_errors=True)
-
-
-@contextmanager
-def fresh_database(server_url: str) -> Iterator[str]:
-    """A uniquely named database on ``server_url``, dropped afterwards."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    base = make_url(server_url)
-    name = f"htm_bench_{uuid.uuid4().hex[:10]}"
-    admin = base.set(drivername="postgresql", database="postgres").render_as_string(
-        hide_password=False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
@@ -114,7 +81,7 @@ def run(n: int, n_queries: int, efs: Sequence[int], *, url: str | None, m: int,
         ds = minilm(ds)
         label = "all-MiniLM-L6-v2 embeddings of the seeded texts"
     truth = exact_top(ds.vectors, ds.query_vectors, k)
-    with server(url) as server_url, fresh_database(server_url) as db_url:
+    with postgres_server(url) as server_url, fresh_database(server_url) as db_url:
         store = PostgresStore(db_url, hnsw_m=m, hnsw_ef_construction=ef_construction)
         try:
             t0 = time.perf_counter()

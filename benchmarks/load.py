@@ -24,20 +24,16 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import traceback
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from ._common import markdown_table, save_results
+from ._common import fresh_database, markdown_table, postgres_server, save_results
 
 WORDS = ["falcon", "harbour", "lantern", "meadow", "quartz", "signal", "timber", "violet"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
@@ -105,35 +101,8 @@ def local_server(url: str | None) -> Iterator[str]:
                              "against a server on 127.0.0.1, localhost or a unix socket")
         yield url
         return
-    try:
-        import pgserver
-    except ImportError:
-        raise SystemExit("pgserver is not installed: pip install pgserver, or pass --url") from None
-    pgdata = Path(tempfile.mkdtemp(prefix="htm-load-"))
-    server = pgserver.get_server(str(pgdata), cleanup_mode="stop")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        shutil.rmtree(pgdata, ignore_errors=True)
-
-
-@contextmanager
-def fresh_database(server_url: str) -> Iterator[str]:
-    """A new, uniquely named database on the server, dropped afterwards."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    name = f"htm_load_{uuid.uuid4().hex[:10]}"
-    base = make_url(server_url.replace("postgresql+psycopg", "postgresql"))
-    admin = base.set(database="postgres").render_as_string(hide_password=False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with postgres_server(prefix="htm-load-") as server:
+        yield server
 
 
 def run_load(url: str, *, robots: int, seconds: float, recall_every: int,
@@ -227,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     seconds = args.seconds or (3.0 if args.quick else 30.0)
     if robots < 1 or seconds <= 0 or args.recall_every < 1 or args.budget < 1:
         parser.error("--robots, --seconds, --recall-every and --budget must be positive")
-    with local_server(args.url) as server, fresh_database(server) as url:
+    with local_server(args.url) as server, fresh_database(server, prefix="htm_load") as url:
         result = run_load(url, robots=robots, seconds=seconds, recall_every=args.recall_every,
                           budget=args.budget)
     print_report(result)

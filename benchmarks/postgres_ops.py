@@ -15,55 +15,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ._common import dataset, fmt_time, goal_line, markdown_table, median_time, save_results
+from ._common import (
+    dataset,
+    fmt_time,
+    fresh_database,
+    goal_line,
+    markdown_table,
+    median_time,
+    postgres_server,
+    save_results,
+)
 from .store_ops import records
-
-
-@contextmanager
-def server() -> Iterator[str]:
-    """A PostgreSQL server URL: ``HTM_BENCH_DATABASE_URL`` or a throwaway pgserver."""
-    url = os.environ.get("HTM_BENCH_DATABASE_URL")
-    if url:
-        yield url
-        return
-    import pgserver
-
-    pgdata = Path(tempfile.mkdtemp(prefix="htm-bench-pg-"))
-    srv = pgserver.get_server(str(pgdata), cleanup_mode="stop")
-    try:
-        yield srv.get_uri()
-    finally:
-        srv.cleanup()
-        shutil.rmtree(pgdata, ignore_errors=True)
-
-
-@contextmanager
-def database(server_url: str) -> Iterator[str]:
-    """A fresh database on the server, dropped afterwards."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    name = f"htm_bench_{uuid.uuid4().hex[:10]}"
-    admin = make_url(server_url).set(database="postgres").render_as_string(hide_password=False)
-    admin = admin.replace("postgresql+psycopg", "postgresql")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def bench_size(server_url: str, n: int, *, queries: int) -> dict[str, Any]:
@@ -74,7 +42,7 @@ def bench_size(server_url: str, n: int, *, queries: int) -> dict[str, Any]:
 
     ds = dataset(n, queries=queries)
     out: dict[str, Any] = {"size": n}
-    with database(server_url) as url:
+    with fresh_database(server_url) as url:
         store = PostgresStore(url)
         recs = records(ds, 0, n)
         t0 = time.perf_counter()
@@ -124,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     if args.long:
         sizes.append(1_000_000)
     rows = []
-    with server() as url:
+    with postgres_server(os.environ.get("HTM_BENCH_DATABASE_URL")) as url:
         for n in sizes:
             rows.append(bench_size(url, n, queries=5 if args.quick else 30))
     print("## PostgreSQL + pgvector HNSW (medians; query embedding excluded)\n")
