@@ -194,9 +194,11 @@ def machine() -> dict[str, Any]:
 
 
 def save_results(name: str, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` (plus the machine) to ``benchmarks/results/<name>.json``."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
+    """Write ``payload`` (plus the machine) to ``benchmarks/results/<name>.json``
+    (or to the folder in ``HTM_BENCH_RESULTS``)."""
+    folder = Path(os.environ.get("HTM_BENCH_RESULTS", RESULTS_DIR))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
     path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
     return path
 

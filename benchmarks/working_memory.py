@@ -130,6 +130,7 @@ def bench_size(resident: int, *, adds: int, seed_adds: int, assemblies: int) -> 
 def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for CI smoke runs")
+    parser.add_argument("--save", action="store_true", help="save the results even with --quick")
     args = parser.parse_args(argv)
     sizes = [200, 1_000] if args.quick else [1_000, 10_000, 20_000, 100_000]
     rows = []
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         print()
         print(goal_line("add that evicts, 20k resident", at20k["htm_add"], 10e-6))
         print(goal_line("assemble 8k budget, 20k resident", at20k["htm_assemble_balanced"], 200e-6))
-    if not args.quick:
+    if args.save or not args.quick:
         save_results("working_memory", {"rows": rows})
     return {"rows": rows}
 

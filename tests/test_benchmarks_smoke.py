@@ -77,11 +77,12 @@ def test_embedding_quick(tmp_path: Path) -> None:
     assert len(table_rows(out)) == 12
 
 
-def test_plots_are_drawn_from_results(tmp_path: Path) -> None:
-    results = ROOT / "benchmarks" / "results"
-    if not any(results.glob("*.json")):
-        pytest.skip("no saved benchmark results to plot")
-    out = run("plots", "--out", str(tmp_path / "img"), cache=tmp_path)
+def test_plots_are_drawn_from_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    results = tmp_path / "results"
+    monkeypatch.setenv("HTM_BENCH_RESULTS", str(results))
+    run("working_memory", "--quick", "--save", cache=tmp_path)
+    assert (results / "working_memory.json").exists()
+    out = run("plots", "--results", str(results), "--out", str(tmp_path / "img"), cache=tmp_path)
     files = [Path(line) for line in out.splitlines() if line.endswith(".png")]
     assert files
     for f in files:
