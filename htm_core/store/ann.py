@@ -30,10 +30,12 @@ HNSW graph with int8-quantised vectors as a candidate generator:
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +78,23 @@ def make_index(dim: int, *, path: str | Path | None = None, capacity: int = 1024
     return VectorIndex(dim, capacity)
 
 
+#: Every index that may run a background build (see :func:`_stop_all_builds`).
+_LIVE: weakref.WeakSet[ApproximateIndex] = weakref.WeakSet()
+
+
+def _stop_all_builds() -> None:
+    """At interpreter exit, stop every background build between chunks and wait for it.
+
+    A build runs inside usearch's native code; a daemon thread killed there at exit
+    aborts the process, so a script that never closes its ``HTM`` must not exit mid-build.
+    """
+    for index in list(_LIVE):
+        index.close(timeout=120.0)
+
+
+atexit.register(_stop_all_builds)
+
+
 class ApproximateIndex(VectorIndex):
     """Exact rows plus an HNSW graph that proposes candidates; see the module docstring.
 
@@ -115,6 +134,7 @@ class ApproximateIndex(VectorIndex):
         self._worker: threading.Thread | None = None
         self._closed = False
         self.path = Path(path) if path is not None else None
+        _LIVE.add(self)
         self.min_rows = min_rows
         self.fold_rows = fold_rows
         self.background = background
@@ -139,10 +159,10 @@ class ApproximateIndex(VectorIndex):
             worker.join(timeout)
         return not self.building
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
         """Stop background work at the next chunk and drop the graph."""
         self._closed = True
-        self.wait(5.0)
+        self.wait(timeout)
         with self._graph_lock:
             self._graph = None
 
