@@ -660,9 +660,7 @@ class HTM:
                             working_memory=False, embed_texts=[c.embed_text for c in diff.add])
         for key in diff.forget:
             self.forget(key, confirm=True)
-        by_key = {m.key: m for m in self._store.get_many(
-            [m.id for m in (self._store.get(k) for k in plan.keys) if m is not None])}
-        return [by_key[k] for k in plan.keys if k in by_key]
+        return [m for m in (self._store.get(k) for k in plan.keys) if m is not None]
 
     # -- recall ----------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from htm_core import HTM, HTMError
 from htm_core import __version__ as htm_version
 from htm_core.errors import MissingDependencyError, missing_extra
 from htm_core.models import Context, Memory, Robot, Stats
+from htm_core.transfer import memory_to_record
 
 if importlib.util.find_spec("mcp") is None:
     raise missing_extra("mcp", "mcp")
@@ -65,22 +66,11 @@ def _iso(when: datetime | None) -> str | None:
 
 
 def memory_to_dict(memory: Memory) -> dict[str, Any]:
-    """A JSON-ready view of a memory (without its embedding)."""
-    return {
-        "id": memory.id,
-        "key": memory.key,
-        "content": memory.content,
-        "robot": memory.robot,
-        "importance": memory.importance,
-        "token_count": memory.token_count,
-        "created_at": _iso(memory.created_at),
-        "last_accessed": _iso(memory.last_accessed),
-        "access_count": memory.access_count,
-        "tags": list(memory.tags),
-        "metadata": dict(memory.metadata),
-        "forgotten": memory.forgotten_at is not None,
-        "in_working_memory": memory.in_working_memory,
-    }
+    """A JSON-ready view of a memory (without its embedding): the export record plus the
+    id, whether it is forgotten and whether it is in working memory."""
+    return {"id": memory.id, **memory_to_record(memory),
+            "forgotten": memory.forgotten_at is not None,
+            "in_working_memory": memory.in_working_memory}
 
 
 def context_to_dict(context: Context) -> dict[str, Any]:
