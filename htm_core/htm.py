@@ -158,6 +158,7 @@ class HTM:
             safety_margin=settings.context_margin,
         )
         self._counter = resolve_counter(token_counter)
+        self._separator_tokens = self._counter.count(SEPARATOR)
         self._embedder, self._embedder_choice = resolve_embedder(
             embedder if embedder is not None and not isinstance(embedder, str)
             else settings.embedder)
@@ -753,14 +754,21 @@ class HTM:
     # -- context ---------------------------------------------------------------------
 
     def create_context(self, strategy: str = "balanced", max_tokens: int | None = None, *,
-                       include_summaries: int = 0) -> Context:
+                       include_summaries: int = 0, query: str | None = None,
+                       recall_limit: int = 10, recall_strategy: str = "hybrid",
+                       tags: Iterable[str] | str | None = None,
+                       robot: str | None = None) -> Context:
         """Assemble working memory into prompt text within ``max_tokens``.
 
         ``strategy`` is ``"balanced"`` (importance × recency, default), ``"recent"`` or
         ``"important"``. ``max_tokens`` defaults to the working-memory budget; the text
         stays within it less the safety margin, counted by this instance's token
-        counter. Deterministic for the same state. ``include_summaries`` puts the newest
-        summaries of evicted memories (written by a ``summariser`` in this process) first.
+        counter. Deterministic for the same state.
+
+        What leads the context, before working memory in strategy order:
+        ``include_summaries`` newest summaries of evicted memories (written by a
+        ``summariser`` in this process), then, with ``query``, what :meth:`recall` finds for
+        it (``recall_limit``, ``recall_strategy``, ``tags``, ``robot``), most relevant first.
         """
         check_strategy(strategy)
         limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
@@ -773,18 +781,37 @@ class HTM:
         if include_summaries:
             newest = list(self._enrichment.summaries)[-include_summaries:][::-1]
             summaries = [m for m in (self._store.get(k) for k in newest) if m is not None]
+        recalled: list[Memory] = []
+        if query is not None:
+            recalled = [hit.memory for hit in self.recall(
+                query, limit=recall_limit, strategy=recall_strategy, tags=tags, robot=robot)]
         with self._lock:
             items = self._wm.select(strategy, limit)
-            memories = summaries + [self._wm_memories[i.key] for i in items
-                                    if i.key in self._wm_memories]
-        text = SEPARATOR.join(m.content for m in memories)
-        tokens = self._counter.count(text) if text else 0
-        while memories and tokens > budget:
-            memories.pop()
-            text = SEPARATOR.join(m.content for m in memories)
-            tokens = self._counter.count(text) if text else 0
+            resident = [self._wm_memories[i.key] for i in items if i.key in self._wm_memories]
+        memories, text, tokens = self._fit([*summaries, *recalled, *resident], budget)
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)
+
+    def _fit(self, candidates: Sequence[Memory], budget: int) -> tuple[list[Memory], str, int]:
+        """Take candidates in order (each key once) while their stored token counts fit,
+        then recount the joined text with the counter and drop from the end until it fits
+        (separators and token merges can make the text a little longer than the sum)."""
+        chosen: list[Memory] = []
+        seen: set[str] = set()
+        used = 0
+        for memory in candidates:
+            cost = memory.token_count + (self._separator_tokens if chosen else 0)
+            if memory.key not in seen and used + cost <= budget:
+                chosen.append(memory)
+                seen.add(memory.key)
+                used += cost
+        text = SEPARATOR.join(m.content for m in chosen)
+        tokens = self._counter.count(text) if text else 0
+        while chosen and tokens > budget:
+            chosen.pop()
+            text = SEPARATOR.join(m.content for m in chosen)
+            tokens = self._counter.count(text) if text else 0
+        return chosen, text, tokens
 
     # -- never forget ----------------------------------------------------------------
 

@@ -150,23 +150,11 @@ class HTMMemory(BaseMemory):
 
     def selected_memories(self, query: str) -> list[Memory]:
         """The memories the history is made of for ``query``, in the order they were made."""
-        hits = self.htm.recall(query, limit=self.recall_limit, strategy=self.recall_strategy,
-                               tags=self.recall_tags, robot=self.recall_robot) \
-            if query.strip() else []
-        context = self.htm.create_context(strategy=self.context_strategy,
-                                          max_tokens=self.max_tokens)
-        candidates = [hit.memory for hit in hits] + [m for m in context.memories
-                                                     if isinstance(m, Memory)]
-        counter = self.htm.token_counter
-        chosen: list[Memory] = []
-        seen: set[str] = set()
-        for memory in candidates:
-            if memory.key in seen:
-                continue
-            text = "\n".join([*(m.content for m in chosen), memory.content])
-            if counter.count(text) <= context.budget:
-                chosen.append(memory)
-                seen.add(memory.key)
+        context = self.htm.create_context(
+            strategy=self.context_strategy, max_tokens=self.max_tokens,
+            query=query if query.strip() else None, recall_limit=self.recall_limit,
+            recall_strategy=self.recall_strategy, tags=self.recall_tags, robot=self.recall_robot)
+        chosen = [m for m in context.memories if isinstance(m, Memory)]
         return sorted(chosen, key=lambda m: (m.created_at, m.id))
 
     def _as_messages(self, memories: list[Memory]) -> list[BaseMessage]:

@@ -319,3 +319,18 @@ def test_unusable_sqlite_path_is_a_clear_error(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(DatabaseUnavailableError, match="a parent may be a file"):
         HTM(database_url=str(blocker / "sub" / "htm.db"), embedder=HashingEmbedder())
+
+
+def test_context_for_a_query_leads_with_what_recall_finds(htm_factory, clock):
+    htm = htm_factory(robot="a", working_memory_tokens=60)
+    htm.add("The wifi password is hunter2", key="wifi", importance=1.0)
+    for i in range(8):
+        clock.advance(minutes=1)
+        htm.add(f"filler note {i} about the weekly planning meeting", importance=9.0)
+    assert "wifi" not in htm.working_memory
+    ctx = htm.create_context(max_tokens=40, query="what is the wifi password?", recall_limit=1)
+    assert ctx.memories[0].key == "wifi" and ctx.text.startswith("The wifi password")
+    assert ctx.tokens == htm.token_counter.count(ctx.text) <= ctx.budget == 36
+    assert len({m.key for m in ctx.memories}) == len(ctx.memories)
+    with pytest.raises(InvalidContentError):
+        htm.create_context(query="   ")
