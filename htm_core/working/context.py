@@ -16,21 +16,26 @@ deterministic for the same state.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping
-
-from sortedcontainers import SortedList
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import chain
+from operator import itemgetter
+from typing import Any
 
 from ..errors import UnknownStrategyError
 from .eviction import WorkingItem
 
-__all__ = ["STRATEGIES", "RecencyEntry", "balanced_score", "order_items", "recency_entry",
-           "recency_key"]
+__all__ = ["STRATEGIES", "RecencyEntry", "balanced_score", "live_entries", "order_items",
+           "recency_entry", "recency_key"]
 
 STRATEGIES = ("balanced", "important", "recent")
 
-#: What the recency indexes hold: ``(last_accessed, seq, item)``; ``seq`` is unique, so
-#: comparisons never reach the item and run entirely in C.
-RecencyEntry = tuple[float, int, WorkingItem]
+#: What the recency indexes hold: ``[last_accessed, seq, item]``, or ``[last_accessed, seq,
+#: None]`` once dead (its item removed or re-keyed). ``(last_accessed, seq)`` is unique
+#: among all entries, dead or live, so comparisons never reach the item and run in C.
+RecencyEntry = list[Any]
+
+#: The item of an entry, None when the entry is dead; items are always true.
+_item = itemgetter(2)
 
 
 def recency_key(item: WorkingItem) -> tuple[float, int]:
@@ -40,7 +45,12 @@ def recency_key(item: WorkingItem) -> tuple[float, int]:
 
 def recency_entry(item: WorkingItem) -> RecencyEntry:
     """The entry that stands for ``item`` in a recency index."""
-    return (item.last_accessed, item.seq, item)
+    return [item.last_accessed, item.seq, item]
+
+
+def live_entries(entries: Sequence[RecencyEntry]) -> list[RecencyEntry]:
+    """The live entries of a recency index, in its order."""
+    return list(filter(_item, entries))
 
 
 def balanced_score(item: WorkingItem, now: float) -> float:
@@ -61,29 +71,29 @@ def check_strategy(strategy: str) -> str:
 def order_items(
     strategy: str,
     *,
-    by_recency: SortedList,
-    by_importance: Mapping[float, SortedList],
+    by_recency: Sequence[RecencyEntry],
+    by_importance: Mapping[float, Sequence[RecencyEntry]],
     now: float,
 ) -> Iterator[WorkingItem]:
     """Yield resident items in the order ``strategy`` puts them into a context.
 
     ``by_recency`` holds a :data:`RecencyEntry` for every item, in ascending order;
     ``by_importance`` maps each distinct importance to its items' entries, ordered the
-    same way.
+    same way. Both may hold dead entries, which are skipped.
     """
     check_strategy(strategy)
     if strategy == "recent":
-        for entry in reversed(by_recency):
-            yield entry[2]
-    elif strategy == "important":
-        for importance in sorted(by_importance, reverse=True):
-            for entry in reversed(by_importance[importance]):
-                yield entry[2]
-    else:
-        yield from _balanced(by_importance, now)
+        return filter(None, map(_item, reversed(by_recency)))
+    if strategy == "important":
+        return chain.from_iterable(
+            filter(None, map(_item, reversed(by_importance[importance])))
+            for importance in sorted(by_importance, reverse=True)
+        )
+    return _balanced(by_importance, now)
 
 
-def _balanced(by_importance: Mapping[float, SortedList], now: float) -> Iterator[WorkingItem]:
+def _balanced(by_importance: Mapping[float, Sequence[RecencyEntry]], now: float
+              ) -> Iterator[WorkingItem]:
     # Within one importance level the most recently accessed item always scores highest,
     # so a k-way merge over the levels' newest items yields the global order lazily.
     # No item scores above its importance, so a level joins the merge only once the best
@@ -91,16 +101,20 @@ def _balanced(by_importance: Mapping[float, SortedList], now: float) -> Iterator
     # large working memory touches only the levels that can contribute.
     # Heap entries are (-score, -last_accessed, -seq, importance, level iterator, item);
     # seq is unique, so comparisons stop before the iterator.
-    levels = sorted((imp for imp, entries in by_importance.items() if entries), reverse=True)
+    levels = sorted(by_importance, reverse=True)
     heap: list[tuple[float, float, int, float, Iterator[RecencyEntry], WorkingItem]] = []
     pop, push = heapq.heappop, heapq.heappush
+    level: Iterator[RecencyEntry]
     waiting = 0
     while True:
         while waiting < len(levels) and (not heap or levels[waiting] >= -heap[0][0]):
             importance = levels[waiting]
             waiting += 1
-            level = reversed(by_importance[importance])
-            la, seq, item = next(level)
+            level = filter(_item, reversed(by_importance[importance]))
+            first = next(level, None)
+            if first is None:
+                continue
+            la, seq, item = first
             age = now - la
             score = importance * (1.0 / (1.0 + (age if age > 0.0 else 0.0) / 3600.0))
             push(heap, (-score, -la, -seq, importance, level, item))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import heapq
 import math
 import threading
-from collections.abc import Iterator
-
-from sortedcontainers import SortedList
+import time
+from bisect import insort
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..clock import Clock, local_now, to_timestamp
 from ..errors import MemoryTooLargeError
@@ -20,14 +21,17 @@ from ..validation import (
     check_max_tokens,
     check_tokens,
 )
-from .context import RecencyEntry, check_strategy, order_items, recency_entry
-from .eviction import EvictionPolicy, SortKey, WorkingItem, get_policy
+from .context import RecencyEntry, check_strategy, live_entries, order_items
+from .eviction import EvictionPolicy, WorkingItem, get_policy
 
 __all__ = ["DEFAULT_SAFETY_MARGIN", "SEPARATOR", "WorkingMemory"]
 
 DEFAULT_SAFETY_MARGIN = 0.10
 #: What separates items in an assembled context's text.
 SEPARATOR = "\n\n"
+
+#: Dead recency entries tolerated beyond the live ones before the indexes are compacted.
+_DEAD_SLACK = 2048
 
 
 class WorkingMemory:
@@ -66,22 +70,33 @@ class WorkingMemory:
         self._max_tokens = check_max_tokens(max_tokens)
         self._policy = get_policy(policy)
         self._clock: Clock = clock or local_now
+        # The default clock reads the system time; ``time.time`` reads the same clock
+        # without building a datetime first.
+        self._timestamp = time.time if self._clock is local_now else _timestamps(self._clock)
         self._margin = check_margin(safety_margin)
         self._lock = threading.RLock()
         self._items: dict[str, WorkingItem] = {}
         self._tokens = 0
         self._seq = 0
         self._evictions = 0
-        # Eviction order is a binary heap with lazy deletion: an entry is live while it is
-        # the one recorded for its key in ``_entries``; stale entries (removed, replaced or
-        # re-keyed items) are dropped when they reach the top, and the heap is rebuilt when
-        # they outnumber live ones. Recency indexes are sorted lists of plain tuples so
-        # every comparison runs in C. ``_size_counts`` with a lazy min-heap gives the
-        # smallest resident token count in O(1).
+        # Eviction order is a binary heap of flat tuples ``(*sort_key, seq, item)`` with
+        # lazy deletion: an entry is live while it is the one recorded for its key in
+        # ``_entries``; stale entries (removed, replaced or re-keyed items) are dropped when
+        # they reach the top, and the heap is rebuilt when they outnumber live ones.
         self._heap: list[_HeapEntry] = []
         self._entries: dict[str, _HeapEntry] = {}
-        self._by_recency: SortedList = SortedList()
-        self._by_importance: dict[float, SortedList] = {}
+        # Recency indexes (see :mod:`htm_core.working.context`): plain lists of
+        # ``[last_accessed, seq, item]`` entries in ascending order, one over every item
+        # and one per importance level, sharing each item's entry. Items usually arrive
+        # newest, so an insertion is an append. A removed or re-keyed item's entry is
+        # killed in place (its item set to None, which both lists see) rather than taken
+        # out; readers skip dead entries, and the lists are compacted when dead entries
+        # outnumber live ones, so removal costs O(1) amortised.
+        self._recency: dict[str, RecencyEntry] = {}
+        self._by_recency: list[RecencyEntry] = []
+        self._by_importance: dict[float, list[RecencyEntry]] = {}
+        self._dead = 0
+        # ``_size_counts`` with a lazy min-heap gives the smallest resident token count.
         self._size_counts: dict[int, int] = {}
         self._size_heap: list[int] = []
 
@@ -154,23 +169,29 @@ class WorkingMemory:
         access). ``created_at`` / ``last_accessed`` are POSIX timestamps; they default
         to now.
         """
+        # This is the hot path, so the helpers are inlined. A plain float importance in
+        # range and a plain non-negative int token count are what the checks would return
+        # unchanged; anything else goes through the checks.
         key = check_key(key)
         content = check_content(content)
-        tokens = check_tokens(tokens)
-        importance = check_importance(importance)
+        if type(tokens) is not int or tokens < 0:
+            tokens = check_tokens(tokens)
+        if type(importance) is not float or not 0.0 <= importance <= 10.0:
+            importance = check_importance(importance)
         if tokens > self._max_tokens:
             raise MemoryTooLargeError(
                 f"item {key!r} has {tokens} tokens, more than the whole working-memory "
                 f"budget of {self._max_tokens}; it can live in long-term memory only"
             )
         with self._lock:
-            now = self._now()
-            old = self._items.get(key)
+            now = self._timestamp()
+            items = self._items
+            old = items.get(key)
             if old is not None:
                 self._unlink(old)
                 access_count = max(access_count, old.access_count + 1)
                 created_at = old.created_at if created_at is None else created_at
-            self._seq += 1
+            self._seq = seq = self._seq + 1
             item = WorkingItem(
                 key=key,
                 content=content,
@@ -180,18 +201,54 @@ class WorkingMemory:
                 added_at=now,
                 last_accessed=now if last_accessed is None else float(last_accessed),
                 access_count=access_count,
-                seq=self._seq,
+                seq=seq,
             )
-            evicted: list[WorkingItem] = []
+            entry: _HeapEntry = (*self._policy.sort_key(item), seq, item)
             heap, entries = self._heap, self._entries
-            while self._tokens + tokens > self._max_tokens:
-                entry = heapq.heappop(heap)  # the hot path: the first live entry is the victim
-                victim = entry[2]
-                if entries.get(victim.key) is entry:
-                    self._unlink(victim)
-                    evicted.append(victim)
-            self._evictions += len(evicted)
-            self._link(item)
+            evicted: list[WorkingItem] = []
+            free = self._max_tokens - tokens
+            resident = self._tokens
+            if resident > free:
+                recency, sizes = self._recency, self._size_counts
+                while True:
+                    top = heap[0]  # the first live entry is the victim
+                    victim: WorkingItem = top[-1]
+                    gone = victim.key
+                    if entries.get(gone) is top:
+                        del items[gone]
+                        del entries[gone]
+                        recency.pop(gone)[2] = None
+                        size = victim.token_count
+                        resident -= size
+                        count = sizes[size]
+                        if count == 1:
+                            del sizes[size]
+                        else:
+                            sizes[size] = count - 1
+                        evicted.append(victim)
+                        if resident <= free:
+                            heapq.heapreplace(heap, entry)  # the victim's place goes to the new item
+                            break
+                    heapq.heappop(heap)
+                self._evictions += len(evicted)
+                self._dead += 2 * len(evicted)
+                if self._dead > 2 * len(recency) + _DEAD_SLACK:
+                    self._compact()
+            else:
+                heapq.heappush(heap, entry)
+                if len(heap) > 2 * len(entries) + 1024:
+                    self._rebuild_heap()
+            entries[key] = entry
+            items[key] = item
+            self._tokens = resident + tokens
+            self._index(item)
+            sizes = self._size_counts
+            same = sizes.get(tokens)
+            if same is None:
+                sizes[tokens] = 1
+                self._new_size(tokens)
+            else:
+                sizes[tokens] = same + 1
             return evicted
 
     def get(self, key: str) -> WorkingItem | None:
@@ -199,7 +256,7 @@ class WorkingMemory:
         with self._lock:
             item = self._items.get(key)
             if item is not None:
-                self._touch(item, self._now())
+                self._touch(item, self._timestamp())
             return item
 
     def touch(self, key: str, *, at: float | None = None) -> bool:
@@ -208,7 +265,7 @@ class WorkingMemory:
             item = self._items.get(key)
             if item is None:
                 return False
-            self._touch(item, self._now() if at is None else at)
+            self._touch(item, self._timestamp() if at is None else at)
             return True
 
     def remove(self, key: str) -> WorkingItem | None:
@@ -227,8 +284,10 @@ class WorkingMemory:
             self._tokens = 0
             self._heap.clear()
             self._entries.clear()
+            self._recency.clear()
             self._by_recency.clear()
             self._by_importance.clear()
+            self._dead = 0
             self._size_counts.clear()
             self._size_heap.clear()
             return gone
@@ -256,7 +315,7 @@ class WorkingMemory:
                 strategy,
                 by_recency=self._by_recency,
                 by_importance=self._by_importance,
-                now=self._now(),
+                now=self._timestamp(),
             ):
                 if left < smallest:
                     break
@@ -285,19 +344,19 @@ class WorkingMemory:
 
     # -- internals --------------------------------------------------------------------
 
-    def _now(self) -> float:
-        return to_timestamp(self._clock())
-
     def _eviction_order(self) -> list[WorkingItem]:
-        return [entry[2] for entry in sorted(self._entries.values())]
+        return [entry[-1] for entry in sorted(self._entries.values())]
 
     def _push(self, item: WorkingItem) -> None:
-        entry: _HeapEntry = (self._policy.sort_key(item), item.seq, item)
+        entry: _HeapEntry = (*self._policy.sort_key(item), item.seq, item)
         self._entries[item.key] = entry
         heapq.heappush(self._heap, entry)
         if len(self._heap) > 2 * len(self._entries) + 1024:
-            self._heap = list(self._entries.values())
-            heapq.heapify(self._heap)
+            self._rebuild_heap()
+
+    def _rebuild_heap(self) -> None:
+        self._heap = list(self._entries.values())
+        heapq.heapify(self._heap)
 
     def _smallest(self) -> int:
         counts = self._size_counts
@@ -306,34 +365,53 @@ class WorkingMemory:
             heapq.heappop(heap)
         return heap[0] if heap else 0
 
-    def _link(self, item: WorkingItem) -> None:
-        self._items[item.key] = item
-        self._tokens += item.token_count
-        self._push(item)
-        entry: RecencyEntry = (item.last_accessed, item.seq, item)
-        self._by_recency.add(entry)
+    def _new_size(self, size: int) -> None:
+        # A size that left and came back may still be in the lazy heap; rebuild it before
+        # such duplicates can pile up.
+        heapq.heappush(self._size_heap, size)
+        if len(self._size_heap) > 2 * len(self._size_counts) + 64:
+            self._size_heap = sorted(self._size_counts)
+
+    def _index(self, item: WorkingItem) -> None:
+        """Enter ``item`` into the recency indexes under its current ``last_accessed``."""
+        entry: RecencyEntry = [item.last_accessed, item.seq, item]
+        self._recency[item.key] = entry
+        ordered = self._by_recency
+        if ordered and entry < ordered[-1]:
+            insort(ordered, entry)
+        else:
+            ordered.append(entry)
         level = self._by_importance.get(item.importance)
         if level is None:
-            level = self._by_importance[item.importance] = SortedList()
-        level.add(entry)
-        size = item.token_count
-        count = self._size_counts.get(size)
-        if count is None:
-            self._size_counts[size] = 1
-            heapq.heappush(self._size_heap, size)
+            self._by_importance[item.importance] = [entry]
+        elif entry < level[-1]:
+            insort(level, entry)
         else:
-            self._size_counts[size] = count + 1
+            level.append(entry)
+
+    def _kill(self, key: str) -> None:
+        """Mark the recency entry of ``key`` dead; compact the indexes if enough are."""
+        self._recency.pop(key)[2] = None
+        self._dead += 2
+        if self._dead > 2 * len(self._recency) + _DEAD_SLACK:
+            self._compact()
+
+    def _compact(self) -> None:
+        self._by_recency = live_entries(self._by_recency)
+        levels: dict[float, list[RecencyEntry]] = {}
+        for importance, entries in self._by_importance.items():
+            kept = live_entries(entries)
+            if kept:
+                levels[importance] = kept
+        self._by_importance = levels
+        self._dead = 0
 
     def _unlink(self, item: WorkingItem) -> None:
-        del self._items[item.key]
-        del self._entries[item.key]
+        key = item.key
+        del self._items[key]
+        del self._entries[key]
         self._tokens -= item.token_count
-        entry: RecencyEntry = (item.last_accessed, item.seq, item)
-        self._by_recency.remove(entry)
-        level = self._by_importance[item.importance]
-        level.remove(entry)
-        if not level:
-            del self._by_importance[item.importance]
+        self._kill(key)
         size = item.token_count
         count = self._size_counts[size]
         if count == 1:
@@ -342,18 +420,26 @@ class WorkingMemory:
             self._size_counts[size] = count - 1
 
     def _touch(self, item: WorkingItem, at: float) -> None:
-        # Re-key the item in every index whose order depends on access.
-        old: RecencyEntry = recency_entry(item)
-        self._by_recency.remove(old)
-        level = self._by_importance[item.importance]
-        level.remove(old)
-        item.last_accessed = max(item.last_accessed, at)
         item.access_count += 1
+        if at > item.last_accessed:
+            # The recency order is by (last_accessed, seq): re-key the item in it.
+            item.last_accessed = at
+            self._kill(item.key)
+            self._index(item)
         if self._policy.tracks_access:
             self._push(item)
-        new = recency_entry(item)
-        self._by_recency.add(new)
-        level.add(new)
 
 
-_HeapEntry = tuple[SortKey, int, WorkingItem]
+def _timestamps(clock: Clock) -> Callable[[], float]:
+    """A function reading ``clock`` as POSIX seconds."""
+
+    def now() -> float:
+        when = clock()
+        return when.timestamp() if when.tzinfo is not None else to_timestamp(when)
+
+    return now
+
+
+_HeapEntry = tuple[Any, ...]
+"""``(*policy.sort_key(item), item.seq, item)``; ``seq`` is unique, so comparisons stop
+before the item."""
