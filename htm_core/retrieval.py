@@ -38,8 +38,10 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
+import numpy as np
+
 from .errors import UnknownStrategyError, ValidationError
-from .store.base import LongTermStore, SearchFilters, tag_patterns
+from .store.base import Brief, LongTermStore, SearchFilters
 
 __all__ = [
     "STRATEGIES",
@@ -122,6 +124,7 @@ class RetrievalConfig:
     neighbor_weight: float = 0.3
     neighbor_gap: float = 3600.0
     coverage: bool = True
+    centering: bool = True
 
     def __post_init__(self) -> None:
         if self.rrf_k < 1 or self.candidates < 1:
@@ -137,7 +140,7 @@ class RetrievalConfig:
     def plain(cls) -> RetrievalConfig:
         """Plain RRF of the two arms (top 2 × limit each, equal weights), no time boost, no
         neighbours: htm's hybrid before issue 10."""
-        return cls(candidates=2, time_boost=False, neighbors=0, coverage=False,
+        return cls(candidates=2, time_boost=False, neighbors=0, coverage=False, centering=False,
                    weights={"vector": 1.0, "fulltext": 1.0})
 
     def with_options(self, **changes: Any) -> RetrievalConfig:
@@ -285,30 +288,16 @@ def _intersect(filters: SearchFilters, window: QueryTime) -> SearchFilters | Non
 # -- neighbour context -----------------------------------------------------------------
 
 
-def _passes(memory: Any, filters: SearchFilters) -> bool:
-    if filters.start is not None and memory.created_at < filters.start:
-        return False
-    if filters.end is not None and memory.created_at >= filters.end:
-        return False
-    if filters.robot is not None and memory.robot != filters.robot:
-        return False
-    if filters.tags:
-        wanted = [tag_patterns(t)[0] for t in filters.tags]
-        if not any(tag == w or tag.startswith(w + ":") for tag in memory.tags for w in wanted):
-            return False
-    return True
-
-
 def _neighbour_scores(store: LongTermStore, fused: list[RankedId], config: RetrievalConfig,
-                      filters: SearchFilters, pool: int, known: dict[int, Any]) -> list[RankedId]:
+                      filters: SearchFilters, pool: int, known: dict[int, Brief]) -> list[RankedId]:
     """Add to each memory ``weight ** distance × (s - floor)`` from its best better
     neighbour scoring ``s`` (``floor``: the weakest candidate's score), capped below ``s``."""
     n = config.neighbors
     top = fused[:pool]
     score = {r.id: r.score for r in fused}
     wanted = {r.id + d for r in top for d in range(-n, n + 1)}
-    missing = sorted(i for i in wanted if i > 0 and i not in known)
-    known.update((m.id, m) for m in store.get_many(missing))
+    # Neighbours that are forgotten or fail the recall's filters are not returned.
+    known.update(store.briefs([i for i in wanted if i > 0 and i not in known], filters))
     memories = {i: known[i] for i in wanted if i in known}
     gap = timedelta(seconds=config.neighbor_gap)
     ranks = {r.id: r.ranks for r in fused}
@@ -316,8 +305,6 @@ def _neighbour_scores(store: LongTermStore, fused: list[RankedId], config: Retri
     floor = min(score.values(), default=0.0)
     out: dict[int, float] = {}
     for mid, memory in memories.items():
-        if mid not in score and not _passes(memory, filters):
-            continue
         own = score.get(mid, floor)
         bonus = 0.0
         for d in range(-n, n + 1):
@@ -360,13 +347,14 @@ def coverage(query_words: Sequence[str], content: str) -> float:
 
 
 def _coverage_rrf(store: LongTermStore, arms: Mapping[str, Sequence[int]], text: str,
-                  config: RetrievalConfig, known: dict[int, Any]) -> list[RankedId]:
+                  config: RetrievalConfig, filters: SearchFilters, known: dict[int, Brief]
+                  ) -> list[RankedId]:
     """Weighted RRF where a full-text hit counts in proportion to the query words it has."""
     from .store._common import query_terms
 
     words = query_terms(text)
     ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
-    known.update((m.id, m) for m in store.get_many(sorted(ids)))
+    known.update(store.briefs(sorted(ids), filters))
     contents = {mid: known[mid].content for mid in ids if mid in known}
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
@@ -378,6 +366,23 @@ def _coverage_rrf(store: LongTermStore, arms: Mapping[str, Sequence[int]], text:
             ranks.setdefault(mid, {})[arm] = rank
     ordered = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))
     return [RankedId(m, scores[m], ranks[m]) for m in ordered]
+
+
+def centred_query(vector: Sequence[float], centroid: Sequence[float] | None) -> list[float]:
+    """``vector`` without its component along ``centroid`` (unit length), renormalised."""
+    if centroid is None:
+        return list(vector)
+    q = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(q))
+    if norm == 0.0:
+        return list(vector)
+    q /= norm
+    mu = np.asarray(centroid, dtype=np.float64)
+    if mu.shape != q.shape:
+        return list(vector)
+    q -= float(q @ mu) * mu
+    rest = float(np.linalg.norm(q))
+    return (q / rest).tolist() if rest > 1e-6 else list(vector)
 
 
 # -- search ----------------------------------------------------------------------------
@@ -412,6 +417,8 @@ def search(
                     store.fulltext_search(query, limit=limit, filters=filters), start=1)]
     depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
     vector = query_vector()
+    if config.centering:
+        vector = centred_query(vector, store.vector_centroid())
     when = None
     text = query
     if config.time_boost:
@@ -428,9 +435,9 @@ def search(
                                                                      filters=window)]
         arms["fulltext@time"] = [mid for mid, _ in store.fulltext_search(text, limit=depth,
                                                                          filters=window)]
-    known: dict[int, Any] = {}  # memories fetched once, for coverage and neighbours
+    known: dict[int, Brief] = {}  # memories read once, for coverage and neighbours
     if config.fusion is reciprocal_rank_fusion and config.coverage:
-        fused = _coverage_rrf(store, arms, text, config, known)
+        fused = _coverage_rrf(store, arms, text, config, filters, known)
     elif config.fusion is reciprocal_rank_fusion:
         fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
     else:

@@ -23,6 +23,7 @@ from ..models import Memory, Operation, Robot
 __all__ = [
     "SCHEMA_VERSION",
     "AddResult",
+    "Brief",
     "LongTermStore",
     "NewMemory",
     "SearchFilters",
@@ -102,6 +103,16 @@ class SearchFilters:
     @property
     def is_empty(self) -> bool:
         return self.start is None and self.end is None and self.robot is None and not self.tags
+
+
+@dataclass(frozen=True, slots=True)
+class Brief:
+    """What hybrid recall reads of a candidate memory while ranking (no tags, no vector)."""
+
+    id: int
+    content: str
+    robot: str
+    created_at: datetime
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,6 +239,20 @@ class LongTermStore(Protocol):
     def vector_search(self, vector: Sequence[float], *, limit: int,
                       filters: SearchFilters) -> list[tuple[int, float]]:
         """Top ``limit`` (id, cosine similarity) by vector, best first, filters applied."""
+        ...
+
+    def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
+        """Id, content, robot and creation time of those ``ids`` that are visible and pass
+        ``filters``: one light read for the ranking steps of hybrid recall."""
+        ...
+
+    def vector_centroid(self) -> list[float] | None:
+        """The unit-length mean direction of the stored vectors, or None when there are none.
+
+        Hybrid recall removes the query's share of this direction (what every memory has
+        in common) before the vector arm runs. An estimate is fine: a backend may compute
+        it from a recent sample and refresh it as the store grows.
+        """
         ...
 
     def fulltext_search(self, query: str, *, limit: int,

@@ -70,6 +70,7 @@ from ._common import informative_terms, mask_url, query_terms
 from .base import (
     SCHEMA_VERSION,
     AddResult,
+    Brief,
     NewMemory,
     SearchFilters,
     StoreCounts,
@@ -268,6 +269,8 @@ class PostgresStore:
                 f"({2 * hnsw_m}); pgvector refuses a smaller one")
         self.ef_search = _check_int("ef_search", ef_search, 1, 1000)
         self._robot_ids: dict[str, int] = {}
+        # (newest id then, monotonic time, centroid) of vector_centroid's last estimate.
+        self._centroid: tuple[int, float, list[float] | None] | None = None
         self._engine: Engine = create_engine(
             self._url,
             pool_size=_check_int("pool_size", pool_size, 1, 1000),
@@ -754,6 +757,7 @@ class PostgresStore:
             self._log_many(conn, [("reset_embeddings", None, None, None, None)])
 
         self._run("resetting embeddings", write)
+        self._centroid = None
 
     # -- reading ---------------------------------------------------------------------
 
@@ -916,6 +920,43 @@ class PostgresStore:
         if not np.isfinite(query).all():
             raise DimensionMismatchError("query vector contains NaN or infinity")
         return query
+
+    def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
+        """Id, content, robot and creation time of the visible ``ids`` that pass ``filters``."""
+        if not ids:
+            return {}
+        params: dict[str, Any] = {"ids": sorted({int(i) for i in ids})}
+        where = self._filter_sql(filters, params)
+        rows = self._read("reading memories", lambda conn: conn.execute(text(
+            "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
+            f"JOIN robots r ON r.id = m.robot_id WHERE m.id = ANY(:ids) AND {where}"), params).all())
+        return {int(r[0]): Brief(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows}
+
+    def vector_centroid(self) -> list[float] | None:
+        """The mean direction of the newest 20,000 vectors (an estimate), cached: once it
+        covers 1,000 memories it is checked at most once a minute and read again when the
+        store has grown by a twentieth since; smaller stores are checked on every call."""
+        cached = self._centroid
+        now = time.monotonic()
+        if cached is not None and cached[0] >= 1000 and now - cached[1] < 60.0:
+            return cached[2]
+
+        def read(conn: Connection) -> tuple[int, list[float] | None]:
+            newest = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM memories")).scalar_one())
+            if cached is not None and cached[2] is not None and newest <= cached[0] + cached[0] // 20:
+                return cached[0], cached[2]
+            row = conn.execute(text(
+                "SELECT CAST(avg(embedding) AS real[]) FROM (SELECT embedding FROM memories "
+                "WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 20000) s")).first()
+            if row is None or row[0] is None:
+                return newest, None
+            mean = np.asarray(row[0], dtype=np.float64)
+            norm = float(np.linalg.norm(mean))
+            return newest, (mean / norm).tolist() if norm > 0 else None
+
+        newest, centroid = self._read("estimating the vector centroid", read)
+        self._centroid = (newest, now, centroid)
+        return centroid
 
     def vector_search(self, vector: Sequence[float], *, limit: int, filters: SearchFilters,
                       ef_search: int | None = None) -> list[tuple[int, float]]:

@@ -47,6 +47,7 @@ from .ann import ApproximateIndex, make_index
 from .base import (
     SCHEMA_VERSION,
     AddResult,
+    Brief,
     NewMemory,
     SearchFilters,
     StoreCounts,
@@ -988,6 +989,28 @@ class SQLiteStore:
             end=to_timestamp(filters.end) if filters.end else None,
             robot=robot_id, allowed_ids=allowed,
         )
+
+    def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
+        if not ids:
+            return {}
+        params: dict[str, Any] = {}
+        where = self._filter_sql(filters, params)
+        out: dict[int, Brief] = {}
+        with self._read() as conn:
+            for part in chunks(sorted(set(ids)), 500):
+                id_list = ", ".join(str(int(i)) for i in part)
+                for mid, content, robot, created in conn.execute(text(
+                        "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
+                        f"JOIN robots r ON r.id = m.robot_id WHERE m.id IN ({id_list}) AND {where}"),
+                        params):
+                    out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
+        return out
+
+    def vector_centroid(self) -> list[float] | None:
+        if self._index is None:
+            self._load_index()
+        centroid = self._index.centroid() if self._index is not None else None
+        return None if centroid is None else centroid.tolist()
 
     # -- working-memory membership ---------------------------------------------------
 

@@ -58,6 +58,9 @@ class VectorIndex:
         self._ascending = 0
         self._row_of: dict[int, int] = {}
         self.max_id = 0
+        # Running sum of rows [0, _summed) for centroid(); a replaced row resets it.
+        self._sum = np.zeros(dim, dtype=np.float64)
+        self._summed = 0
 
     def __len__(self) -> int:
         return int(self._alive[: self._n].sum())
@@ -120,6 +123,22 @@ class VectorIndex:
     def _replaced(self, row: int) -> None:
         """Hook: row ``row`` got a new vector (subclasses track stale copies)."""
 
+    def centroid(self) -> FloatArray | None:
+        """The unit-length mean of every stored vector (forgotten ones too), or None if empty.
+
+        Kept as a running sum, so a call after adds costs only the new rows.
+        """
+        with self._lock:
+            if self._summed == 0:
+                self._sum[:] = 0.0
+            if self._summed < self._n:
+                self._sum += self._matrix[self._summed:self._n].sum(axis=0, dtype=np.float64)
+                self._summed = self._n
+            norm = float(np.linalg.norm(self._sum))
+            if self._n == 0 or norm == 0.0:
+                return None
+            return (self._sum / norm).astype(np.float32)
+
     def _added(self) -> None:
         """Hook: rows were added (subclasses may schedule work)."""
 
@@ -136,6 +155,8 @@ class VectorIndex:
                     self._ids[row] = mid
                 else:
                     self._replaced(row)
+                    if row < self._summed:
+                        self._summed = 0  # the running sum holds the old vector
                 self._matrix[row] = vec
                 self._created[row] = created
                 self._robot[row] = robot

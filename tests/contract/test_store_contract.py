@@ -310,3 +310,35 @@ def test_find_embeddings_in_one_lookup(store):
     assert len(found[ms[0].content_hash]) == 64
     assert store.find_embeddings([ms[0].content_hash], "another-embedder") == {}
     assert store.find_embeddings([], EMB.name) == {}
+
+
+def test_briefs_return_visible_memories_that_pass_the_filters(store):
+    store.ensure_robot("r2")
+    made = store.add_many([rec("in window", when=T0), rec("old one", when=T0 - timedelta(days=9)),
+                           rec("other robot", when=T0, robot="r2"),
+                           rec("tagged", when=T0, tags=("topic:x",)), rec("to forget", when=T0)])
+    ids = {r.memory.content: r.memory.id for r in made}
+    store.forget(made[-1].memory.key, robot="r1", at=T0)
+    everything = store.briefs(list(ids.values()) + [10**9], SearchFilters())
+    assert {b.content for b in everything.values()} == {"in window", "old one", "other robot",
+                                                          "tagged"}
+    brief = everything[ids["other robot"]]
+    assert (brief.id, brief.robot, brief.created_at) == (ids["other robot"], "r2", T0)
+    window = SearchFilters(start=T0 - timedelta(hours=1), robot="r1")
+    assert {b.content for b in store.briefs(list(ids.values()), window).values()} == {
+        "in window", "tagged"}
+    assert set(store.briefs(list(ids.values()), SearchFilters(tags=("topic",)))) == {ids["tagged"]}
+    assert store.briefs([], SearchFilters()) == {}
+
+
+def test_vector_centroid_is_the_mean_direction(store):
+    assert store.vector_centroid() is None
+    texts = ["alpha beta", "beta gamma", "gamma delta", "delta alpha epsilon"]
+    store.add_many([rec(t) for t in texts])
+    mean = [sum(col) / len(texts) for col in zip(*(EMB.embed_query(t) for t in texts), strict=True)]
+    norm = sum(x * x for x in mean) ** 0.5
+    got = store.vector_centroid()
+    assert got is not None and len(got) == 64
+    assert got == pytest.approx([x / norm for x in mean], abs=1e-5)
+    store.add_many([rec("zeta eta theta")])  # a small store is re-read as it grows
+    assert store.vector_centroid() != pytest.approx(got, abs=1e-5)

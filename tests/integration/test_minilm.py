@@ -119,3 +119,56 @@ def test_auto_picks_minilm_and_says_so(minilm: tuple[LocalEmbedder, list[Any]],
         assert s.embedder == "sentence-transformers:all-MiniLM-L6-v2"
         assert s.embedding_dim == 384
         assert s.embedder_choice.startswith("auto: local")
+
+
+#: Chat small talk of two people, said in every session (with a different tail each time).
+SMALL_TALK = ["Haha, classic.", "No way, that's so cool!", "Fingers crossed.",
+              "Work has been crazy lately.", "How is your family doing?",
+              "Not much, just relaxing at home.", "Tell me everything.",
+              "Oh no, I'm sorry to hear that.", "Right? I can imagine.",
+              "Did you see the news this morning?", "Same here, honestly.", "That sounds amazing!",
+              "Ugh, Mondays.", "Talk soon!"]
+TAILS = ["", " lol", " :)", " haha", " Anyway.", " Honestly.", " Ugh.", " Hmm."]
+#: (key, the turn that answers, a question sharing no content word with it but the name).
+CHAT_FACTS = [
+    ("pet", "Kenji: Big news: a little hamster called Pickles lives with us now.",
+     "Which four-legged companion joined Kenji's family?"),
+    ("injury", "Zoe: I twisted my knee skiing, so I'm stuck on the couch for a while.",
+     "What accident left Zoe injured?"),
+    ("book", "Zoe: Book club picked Circe by Madeline Miller and I loved it.",
+     "What novel did Zoe complete?"),
+    ("cook", "Kenji: Spent all Sunday on a lemon tart, it actually turned out great.",
+     "Which recipe did Kenji attempt?"),
+]
+
+
+def test_centring_lifts_paraphrased_facts_above_small_talk(
+        minilm: tuple[LocalEmbedder, list[Any]], tmp_path: Path, clock: Any) -> None:
+    """Every short "Kenji: ..." line sits close to any question naming Kenji; hybrid recall
+    removes the store's common direction from the query, so the turn that answers rises."""
+    from datetime import datetime, timedelta, timezone
+
+    from htm_core import RetrievalConfig
+
+    embedder, _ = minilm
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    items = [{"content": f"{'Kenji' if i % 2 else 'Zoe'}: {line}{TAILS[s]}", "key": f"s{s}-{i}",
+              "created_at": start + timedelta(days=7 * s, seconds=30 * i)}
+             for s in range(len(TAILS)) for i, line in enumerate(SMALL_TALK)]
+    items += [{"content": text, "key": key, "created_at": start + timedelta(days=7 * j + 3)}
+              for j, (key, text, _) in enumerate(CHAT_FACTS)]
+    with HTM(database_url=str(tmp_path / "chat.db"), embedder=embedder, clock=clock) as htm:
+        htm.add_many(items)
+        uncentred = HTM(store=htm.store, embedder=embedder, clock=clock,
+                        retrieval=RetrievalConfig(centering=False))
+
+        def rank(memory: HTM, key: str, question: str) -> int:
+            keys = [h.memory.key for h in memory.recall(question, limit=len(items))]
+            return keys.index(key) + 1
+
+        centred = {key: rank(htm, key, q) for key, _, q in CHAT_FACTS}
+        plain = {key: rank(uncentred, key, q) for key, _, q in CHAT_FACTS}
+        uncentred.close()
+    assert all(centred[k] < plain[k] for k in centred), (centred, plain)
+    assert sum(r <= 10 for r in centred.values()) >= 3, centred
+    assert sum(r <= 10 for r in plain.values()) == 0, plain

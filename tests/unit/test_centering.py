@@ -1,0 +1,65 @@
+"""Query centring for hybrid recall: the maths of ``centred_query`` and the running centroid
+of the in-process vector index (exact, also after rows are replaced)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from htm_core.retrieval import RetrievalConfig, centred_query
+from htm_core.store.vector_index import VectorIndex, normalise
+
+
+def _unit(rng: np.random.Generator, dim: int = 16) -> np.ndarray:
+    return normalise(rng.normal(size=dim))
+
+
+def test_centred_query_removes_the_common_direction() -> None:
+    rng = np.random.default_rng(1)
+    query, centroid = _unit(rng), _unit(rng)
+    out = np.asarray(centred_query(query.tolist(), centroid.tolist()))
+    assert float(out @ centroid) == pytest.approx(0.0, abs=1e-6)
+    assert float(np.linalg.norm(out)) == pytest.approx(1.0)
+    # What is left of the query is kept: the residual points the same way.
+    residual = query - (query @ centroid) * centroid
+    assert float(out @ normalise(residual)) == pytest.approx(1.0)
+
+
+def test_centred_query_leaves_the_query_alone_when_it_cannot_apply() -> None:
+    q = [0.6, 0.8, 0.0]
+    assert centred_query(q, None) == q
+    assert centred_query([0.0, 0.0, 0.0], [1.0, 0.0, 0.0]) == [0.0, 0.0, 0.0]
+    assert centred_query(q, [1.0, 0.0]) == q  # wrong dimension: the arm reports it
+    assert centred_query([1.0, 0.0, 0.0], [1.0, 0.0, 0.0]) == [1.0, 0.0, 0.0]  # nothing left
+
+
+def test_ranking_between_two_memories_is_unchanged_by_their_own_mean() -> None:
+    """With two stored vectors the centroid is their bisector: centring cannot flip them."""
+    rng = np.random.default_rng(2)
+    for _ in range(50):
+        a, b, q = _unit(rng), _unit(rng), _unit(rng)
+        mu = normalise(a + b)
+        c = np.asarray(centred_query(q.tolist(), mu.tolist()))
+        assert (a @ q > b @ q) == (a @ c > b @ c)
+
+
+def test_centroid_is_the_exact_mean_and_follows_replacements() -> None:
+    rng = np.random.default_rng(3)
+    index = VectorIndex(16, capacity=4)
+    assert index.centroid() is None
+    rows = [_unit(rng) for _ in range(10)]
+    index.add_arrays(np.arange(1, 11), np.stack(rows), np.zeros(10), np.ones(10, dtype=np.int64))
+    assert np.allclose(index.centroid(), normalise(np.mean(rows, axis=0)), atol=1e-6)
+    new = _unit(rng)
+    index.add([(11, new, 0.0, 1)])  # appended after a centroid was taken: summed incrementally
+    rows.append(new)
+    assert np.allclose(index.centroid(), normalise(np.mean(rows, axis=0)), atol=1e-6)
+    replaced = _unit(rng)
+    index.add([(3, replaced, 0.0, 1)])  # a stored row changes: the sum is rebuilt
+    rows[2] = replaced
+    assert np.allclose(index.centroid(), normalise(np.mean(rows, axis=0)), atol=1e-6)
+
+
+def test_plain_config_does_not_centre() -> None:
+    assert RetrievalConfig().centering is True
+    assert RetrievalConfig.plain().centering is False
