@@ -103,11 +103,11 @@ def _balanced(by_importance: Mapping[float, Sequence[RecencyEntry]], now: float
     # seq is unique, so comparisons stop before the iterator.
     levels = sorted(by_importance, reverse=True)
     heap: list[tuple[float, float, int, float, Iterator[RecencyEntry], WorkingItem]] = []
-    pop, push = heapq.heappop, heapq.heappush
+    push, replace, pop = heapq.heappush, heapq.heapreplace, heapq.heappop
     level: Iterator[RecencyEntry]
-    waiting = 0
+    waiting, count = 0, len(levels)
     while True:
-        while waiting < len(levels) and (not heap or levels[waiting] >= -heap[0][0]):
+        while waiting < count and (not heap or levels[waiting] >= -heap[0][0]):
             importance = levels[waiting]
             waiting += 1
             level = filter(_item, reversed(by_importance[importance]))
@@ -120,11 +120,13 @@ def _balanced(by_importance: Mapping[float, Sequence[RecencyEntry]], now: float
             push(heap, (-score, -la, -seq, importance, level, item))
         if not heap:
             return
-        _, _, _, importance, level, item = pop(heap)
+        _, _, _, importance, level, item = heap[0]
         yield item
         nxt = next(level, None)
-        if nxt is not None:
+        if nxt is None:
+            pop(heap)
+        else:
             la, seq, item = nxt
             age = now - la
             score = importance * (1.0 / (1.0 + (age if age > 0.0 else 0.0) / 3600.0))
-            push(heap, (-score, -la, -seq, importance, level, item))
+            replace(heap, (-score, -la, -seq, importance, level, item))
