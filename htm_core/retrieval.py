@@ -10,6 +10,13 @@
   full-text hit's term is scaled by its **coverage**, the share of the query's words it
   contains (a hit on one incidental word of six counts a sixth); then:
 
+  - **centring**: before the vector arm runs, the query loses its component along the
+    store's mean direction (:meth:`~htm_core.store.base.LongTermStore.vector_centroid`),
+    what every memory has in common: in a chat log, the speaker's name and the shape of
+    small talk. Short generic turns ("Kenji: Haha, classic.") no longer outrank the turn
+    that answers a question about Kenji. The ranking is the same as scoring each memory
+    by ``cos(q, d) - (q·μ)(d·μ)``: the more generic the query, the more a memory is marked
+    down for looking like the average memory;
   - **time expressions** in the query ("last May", "in June 2023", "last month",
     "two weeks ago", "last summer") are resolved against the clock; both arms run
     again inside that window and join the fusion as two more arms, so memories from
@@ -109,6 +116,9 @@ class RetrievalConfig:
         neighbor_gap: seconds; memories further apart in time are not neighbours.
         coverage: a full-text hit counts in proportion to the share of the query's words
             it contains, so a hit on one incidental word weighs little.
+        centering: remove the store's mean direction from the query before the vector arm
+            (and the time-window vector arm) runs; ``strategy="vector"`` is never centred,
+            its scores stay plain cosine similarities.
 
     >>> RetrievalConfig.plain().neighbors
     0
@@ -139,7 +149,7 @@ class RetrievalConfig:
     @classmethod
     def plain(cls) -> RetrievalConfig:
         """Plain RRF of the two arms (top 2 × limit each, equal weights), no time boost, no
-        neighbours: htm's hybrid before issue 10."""
+        neighbours, no centring: htm's hybrid before issue 10."""
         return cls(candidates=2, time_boost=False, neighbors=0, coverage=False, centering=False,
                    weights={"vector": 1.0, "fulltext": 1.0})
 
