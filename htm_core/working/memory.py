@@ -22,7 +22,15 @@ from ..validation import (
     check_tokens,
 )
 from .context import RecencyEntry, check_strategy, live_entries, order_items
-from .eviction import EvictionPolicy, WorkingItem, get_policy
+from .eviction import (
+    EvictionPolicy,
+    FrequencyPolicy,
+    HybridPolicy,
+    ImportancePolicy,
+    LRUPolicy,
+    WorkingItem,
+    get_policy,
+)
 
 __all__ = ["DEFAULT_SAFETY_MARGIN", "SEPARATOR", "WorkingMemory"]
 
@@ -69,6 +77,9 @@ class WorkingMemory:
     ) -> None:
         self._max_tokens = check_max_tokens(max_tokens)
         self._policy = get_policy(policy)
+        # The built-in policies' keys are tuples of one length, so heap entries can be flat
+        # (fewer comparisons); any other key is kept whole as the entry's first element.
+        self._flat = type(self._policy) in _FLAT_KEYS
         self._clock: Clock = clock or local_now
         # The default clock reads the system time; ``time.time`` reads the same clock
         # without building a datetime first.
@@ -79,8 +90,8 @@ class WorkingMemory:
         self._tokens = 0
         self._seq = 0
         self._evictions = 0
-        # Eviction order is a binary heap of flat tuples ``(*sort_key, seq, item)`` with
-        # lazy deletion: an entry is live while it is the one recorded for its key in
+        # Eviction order is a binary heap of ``(*sort_key, seq, item)`` tuples with lazy
+        # deletion: an entry is live while it is the one recorded for its key in
         # ``_entries``; stale entries (removed, replaced or re-keyed items) are dropped when
         # they reach the top, and the heap is rebuilt when they outnumber live ones.
         self._heap: list[_HeapEntry] = []
@@ -203,7 +214,8 @@ class WorkingMemory:
                 access_count=access_count,
                 seq=seq,
             )
-            entry: _HeapEntry = (*self._policy.sort_key(item), seq, item)
+            order = self._policy.sort_key(item)
+            entry: _HeapEntry = (*order, seq, item) if self._flat else (order, seq, item)
             heap, entries = self._heap, self._entries
             evicted: list[WorkingItem] = []
             free = self._max_tokens - tokens
@@ -347,8 +359,12 @@ class WorkingMemory:
     def _eviction_order(self) -> list[WorkingItem]:
         return [entry[-1] for entry in sorted(self._entries.values())]
 
+    def _entry(self, item: WorkingItem) -> _HeapEntry:
+        key = self._policy.sort_key(item)
+        return (*key, item.seq, item) if self._flat else (key, item.seq, item)
+
     def _push(self, item: WorkingItem) -> None:
-        entry: _HeapEntry = (*self._policy.sort_key(item), item.seq, item)
+        entry = self._entry(item)
         self._entries[item.key] = entry
         heapq.heappush(self._heap, entry)
         if len(self._heap) > 2 * len(self._entries) + 1024:
@@ -441,5 +457,7 @@ def _timestamps(clock: Clock) -> Callable[[], float]:
 
 
 _HeapEntry = tuple[Any, ...]
-"""``(*policy.sort_key(item), item.seq, item)``; ``seq`` is unique, so comparisons stop
-before the item."""
+"""``(*policy.sort_key(item), item.seq, item)`` for the built-in policies, ``(sort_key, seq,
+item)`` for others; ``seq`` is unique, so comparisons stop before the item."""
+
+_FLAT_KEYS = frozenset({FrequencyPolicy, HybridPolicy, ImportancePolicy, LRUPolicy})

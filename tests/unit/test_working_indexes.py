@@ -200,3 +200,27 @@ def test_clock_going_back_keeps_recency_order():
     wm.add("early", "x", tokens=10)
     assert [i.key for i in wm.select("recent")] == ["late", "early"]
     assert wm.keys() == ["early", "late"]
+
+
+class LargestFirst:
+    """A policy of the user's own: the biggest item goes first."""
+
+    name = "largest"
+    tracks_access = False
+
+    def sort_key(self, item: WorkingItem) -> tuple[float, ...]:
+        return (-item.token_count,)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=operations, budget=st.integers(40, 400))
+def test_property_custom_policy_evicts_in_its_key_order(ops, budget):
+    clock = FrozenClock(START)
+    wm = WorkingMemory(max_tokens=budget, policy=LargestFirst(), clock=clock)
+    run(wm, clock, ops)
+    items = wm.items()
+    assert [i.key for i in items] == [i.key for i in sorted(items, key=lambda i: (-i.token_count,
+                                                                                  i.seq))]
+    evicted = [i.key for i in wm.add("new", "x", tokens=budget, importance=5.0)]
+    assert evicted == [i.key for i in items][: len(evicted)]
+    assert wm.tokens == budget  # what stays behind holds no tokens
