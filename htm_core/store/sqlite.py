@@ -3,7 +3,9 @@
 - WAL journal, a busy timeout, foreign keys on; writes take the write lock up front
   (``BEGIN IMMEDIATE``) so concurrent writers queue instead of failing half-way.
 - Full text: an FTS5 table (porter stemming, unicode61) kept in step by triggers, ranked
-  by bm25. User text is reduced to plain quoted words before it reaches ``MATCH``.
+  by bm25; ``add_many`` indexes its new rows with one statement per batch while the insert
+  trigger stands aside (see ``_FTS_BATCH_KEY``). User text is reduced to plain quoted words
+  before it reaches ``MATCH``.
 - Vectors: float32 BLOBs in the ``memories`` table and an in-process numpy index
   (:class:`~htm_core.store.vector_index.VectorIndex`) built on open and kept in step
   with adds, forgets, restores and purges. New rows written by other processes are
@@ -60,6 +62,23 @@ __all__ = ["SQLiteStore", "default_sqlite_path", "sqlite_url"]
 
 logger = logging.getLogger(__name__)
 
+#: While this ``htm_meta`` key exists the FTS insert trigger stands aside. The add path sets
+#: it inside its write transaction, inserts a batch of rows, indexes the whole batch with one
+#: ``INSERT INTO memories_fts ... SELECT`` and deletes the key again before committing, so
+#: the key is never committed and every other writer (an older htm, the sqlite3 shell) keeps
+#: the trigger's per-row indexing. An FTS5 insert run from a trigger costs about as much as
+#: the rest of the row; run as one statement per batch it is almost free.
+_FTS_BATCH_KEY = "fts_batch_insert"
+
+_FTS_INSERT_TRIGGER = f"""CREATE TRIGGER IF NOT EXISTS memories_fts_ai AFTER INSERT ON memories
+        WHEN NOT EXISTS (SELECT 1 FROM htm_meta WHERE key = '{_FTS_BATCH_KEY}') BEGIN
+        INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END"""
+
+#: A batch of at least this many records gets a page cache of _LARGE_BATCH_CACHE_KIB for its
+#: transaction (the default 2 MB spills dirty pages of a 1,000-row batch to the WAL early).
+_LARGE_BATCH = 256
+_LARGE_BATCH_CACHE_KIB = 32_768
+
 _SCHEMA_V1 = [
     """CREATE TABLE IF NOT EXISTS htm_meta (
         key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -89,8 +108,7 @@ _SCHEMA_V1 = [
     """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
         content, content='memories', content_rowid='id',
         tokenize='porter unicode61 remove_diacritics 2')""",
-    """CREATE TRIGGER IF NOT EXISTS memories_fts_ai AFTER INSERT ON memories BEGIN
-        INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END""",
+    _FTS_INSERT_TRIGGER,
     """CREATE TRIGGER IF NOT EXISTS memories_fts_ad AFTER DELETE ON memories BEGIN
         INSERT INTO memories_fts(memories_fts, rowid, content)
         VALUES ('delete', old.id, old.content); END""",
@@ -210,6 +228,7 @@ class SQLiteStore:
         # sees another writer's bump reloads before it searches.
         self._seen_generation = 0
         self._index_stale = False
+        self._fts_batched = False  # set on open: see _gate_fts_trigger
         self._engine = self._make_engine()
         try:
             version = self.schema_version()
@@ -230,6 +249,7 @@ class SQLiteStore:
                     "or `htm migrate` to create or upgrade it"
                 )
             self.migrate()
+        self._fts_batched = self._gate_fts_trigger(upgrade=migrate)
         self._load_index()
 
     # -- engine and transactions -----------------------------------------------------
@@ -273,12 +293,21 @@ class SQLiteStore:
         return engine
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        """A write transaction: all or nothing. Waits (bounded) for another process's lock."""
+    def _write(self, *, cache_kib: int | None = None) -> Iterator[Connection]:
+        """A write transaction: all or nothing. Waits (bounded) for another process's lock.
+
+        ``cache_kib`` enlarges the connection's page cache for this transaction only (a large
+        batch then never spills dirty pages to the WAL before its commit).
+        """
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         with self._lock:
             conn = self._engine.connect().execution_options(htm_write=True)
+            raw = conn.connection.dbapi_connection if cache_kib else None
+            normal_cache = None
             try:
+                if raw is not None:
+                    normal_cache = raw.execute("PRAGMA cache_size").fetchone()[0]
+                    raw.execute(f"PRAGMA cache_size = -{int(cache_kib or 0)}")
                 while True:
                     try:
                         trans = conn.begin()
@@ -302,6 +331,8 @@ class SQLiteStore:
             except DBAPIError as exc:
                 raise StoreError(f"SQLite write failed on {self.url}: {exc.orig}") from exc
             finally:
+                if raw is not None and normal_cache is not None:
+                    raw.execute(f"PRAGMA cache_size = {int(normal_cache)}")
                 conn.close()
 
     @contextmanager
@@ -345,7 +376,38 @@ class SQLiteStore:
                 )
                 self._log(conn, "migrate", robot_id=None, detail={"to": version})
             logger.info("migrated %s to schema version %d", self.url, version)
+        self._fts_batched = self._gate_fts_trigger(upgrade=True)
         return SCHEMA_VERSION
+
+    def _gate_fts_trigger(self, *, upgrade: bool) -> bool:
+        """Whether the FTS insert trigger stands aside for batches (see ``_FTS_BATCH_KEY``).
+
+        A file written before the trigger had that condition gets the new trigger here, in
+        one logged write transaction, unless ``upgrade`` is False or the file cannot be
+        written; the add path then leaves indexing to the old per-row trigger. Both
+        triggers index every row any writer inserts, so either kind of file stays readable
+        and writable by older htm versions.
+        """
+        query = text("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'memories_fts_ai'")
+        with self._read() as conn:
+            sql = conn.execute(query).scalar()
+        if sql is not None and _FTS_BATCH_KEY in sql:
+            return True
+        if not upgrade:
+            return False
+        try:
+            with self._write() as conn:
+                sql = conn.execute(query).scalar()
+                if sql is None or _FTS_BATCH_KEY not in sql:
+                    conn.exec_driver_sql("DROP TRIGGER IF EXISTS memories_fts_ai")
+                    conn.exec_driver_sql(_FTS_INSERT_TRIGGER)
+                    self._log(conn, "migrate", robot_id=None,
+                              detail={"fts_insert_trigger": "batched"})
+        except StoreError as exc:
+            logger.warning("kept the per-row full-text trigger of %s: %s", self.url, exc)
+            return False
+        logger.info("full-text indexing of %s now runs once per batch", self.url)
+        return True
 
     def close(self) -> None:
         self._engine.dispose()
@@ -484,13 +546,19 @@ class SQLiteStore:
     # -- writing ---------------------------------------------------------------------
 
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
+        """Write ``records`` in one transaction; all or nothing (see ``LongTermStore``)."""
         if not records:
             return []
         made: dict[int, Memory] = {}
-        with self._write() as conn:
-            outcomes = self._add_many(conn, records, made)
+        revived: list[int] = []
+        big = len(records) >= _LARGE_BATCH
+        with self._write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None) as conn:
+            outcomes = self._add_many(conn, records, made, revived)
+        # The in-process index follows only once the transaction has committed.
         self._index_new(outcomes)
         if self._index is not None:
+            for mid in revived:
+                self._index.set_alive(mid, True)
             for rec, (mid, created, _vec) in zip(records, outcomes, strict=True):
                 if created and rec.forgotten_at is not None:
                     self._index.set_alive(mid, False)  # imported forgotten: hidden until restored
@@ -500,8 +568,12 @@ class SQLiteStore:
         by_id.update(made)
         return [AddResult(by_id[mid], created) for mid, created, _ in outcomes]
 
-    def _add_many(self, conn: Connection, records: Sequence[NewMemory], made: dict[int, Memory]
-                  ) -> list[tuple[int, bool, tuple[np.ndarray, float, int] | None]]:
+    def _add_many(self, conn: Connection, records: Sequence[NewMemory], made: dict[int, Memory],
+                  revived: list[int]) -> list[tuple[int, bool, tuple[np.ndarray, float, int] | None]]:
+        """Write the batch on ``conn``; fill ``made`` (new rows) and ``revived`` (restored ids).
+
+        Returns (id, created, (unit vector, created_at, robot id) or None) per record.
+        """
         now = time.time()
         dims = {len(r.embedding) for r in records if r.embedding is not None}
         if len(dims) > 1:
@@ -529,16 +601,18 @@ class SQLiteStore:
             cur.close()
         units = _unit_rows(records)
         position = 0
+        robot_ids: dict[str, int] = {}
         results: list[tuple[int, bool, tuple[np.ndarray, float, int] | None]] = []
-        inserted: dict[str, int] = {}
+        inserted: dict[str, tuple[int, str, None]] = {}  # keys new in this batch
         new_rows: list[tuple[Any, ...]] = []
         tag_links: list[tuple[int, str]] = []
         log_rows: list[tuple[Any, ...]] = []
+        touched: list[tuple[float, int]] = []
         for rec in records:
-            rid = self._robot_id(conn, rec.robot)
-            prior = existing.get(rec.key)
-            if prior is None and rec.key in inserted:
-                prior = (inserted[rec.key], rec.content, None)
+            rid = robot_ids.get(rec.robot)
+            if rid is None:
+                rid = robot_ids[rec.robot] = self._robot_id(conn, rec.robot)
+            prior = existing.get(rec.key) or inserted.get(rec.key)
             if prior is not None:
                 if rec.embedding is not None:
                     position += 1
@@ -549,22 +623,17 @@ class SQLiteStore:
                         f"key {rec.key!r} already holds different content{state}; choose "
                         "another key"
                     )
-                if rec.key in inserted:
-                    made.pop(mid, None)  # touched again in this batch: read it back
-                    if new_rows:
-                        self._flush_new(conn, new_rows, tag_links, log_rows)  # row must exist
-                conn.execute(
-                    text("UPDATE memories SET last_accessed = :t, access_count = access_count + 1, "
-                         "forgotten_at = NULL WHERE id = :id"), {"t": now, "id": mid})
-                log_rows.append((time.time(), "restore" if forgotten else "touch", rid, mid, rec.key,
-                                 json.dumps({"reason": "added again"})))
+                made.pop(mid, None)  # touched (a row of this batch, or an old one): read it back
+                touched.append((now, mid))
+                log_rows.append((now, "restore" if forgotten else "touch", rid, mid, rec.key,
+                                 '{"reason": "added again"}'))
                 if forgotten:
                     self._bump_generation(conn)
-                    if self._index is not None:
-                        self._index.set_alive(mid, True)
+                    revived.append(mid)
                 results.append((mid, False, None))
                 continue
             created = to_timestamp(rec.created_at)
+            created_dt = utc_from_timestamp(created)
             blob, vec = None, None
             if rec.embedding is not None:
                 unit = units[position]
@@ -572,7 +641,11 @@ class SQLiteStore:
                 blob, vec = unit.tobytes(), (unit, created, rid)
             mid = next_id
             next_id += 1
-            accessed = to_timestamp(rec.last_accessed) if rec.last_accessed else created
+            if rec.last_accessed is None:
+                accessed, accessed_dt = created, created_dt
+            else:
+                accessed = to_timestamp(rec.last_accessed)
+                accessed_dt = utc_from_timestamp(accessed)
             forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
             metadata = json.dumps(rec.metadata) if rec.metadata else "{}"
             digest = rec.content_hash
@@ -584,29 +657,44 @@ class SQLiteStore:
             made[mid] = Memory(
                 id=mid, key=rec.key, content=rec.content, content_hash=digest,
                 robot=rec.robot, importance=float(rec.importance), token_count=rec.token_count,
-                created_at=utc_from_timestamp(created), last_accessed=utc_from_timestamp(accessed),
-                access_count=rec.access_count, tags=tuple(sorted(set(rec.tags))),
-                metadata=json.loads(metadata), embedder=embedder_name,
+                created_at=created_dt, last_accessed=accessed_dt, access_count=rec.access_count,
+                tags=tuple(sorted(set(rec.tags))) if rec.tags else (),
+                metadata=json.loads(metadata) if rec.metadata else {}, embedder=embedder_name,
                 forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None,
             )
-            inserted[rec.key] = mid
-            tag_links.extend((mid, tag) for tag in rec.tags)
-            log_rows.append((time.time(), "add", rid, mid, rec.key, "{}"))
+            inserted[rec.key] = (mid, rec.content, None)
+            if rec.tags:
+                tag_links.extend((mid, tag) for tag in rec.tags)
+            log_rows.append((now, "add", rid, mid, rec.key, "{}"))
             results.append((mid, True, vec))
-        self._flush_new(conn, new_rows, tag_links, log_rows)
+        self._write_batch(conn, new_rows, tag_links, touched, log_rows)
         return results
 
-    def _flush_new(self, conn: Connection, new_rows: list[tuple[Any, ...]],
-                   tag_links: list[tuple[int, str]], log_rows: list[tuple[Any, ...]]) -> None:
-        """Write pending new memories, their tags and log entries; empty the lists."""
+    def _write_batch(self, conn: Connection, new_rows: Sequence[tuple[Any, ...]],
+                     tag_links: Sequence[tuple[int, str]], touched: Sequence[tuple[float, int]],
+                     log_rows: Sequence[tuple[Any, ...]]) -> None:
+        """Write a batch's new memories (ids ascending, consecutive), tags, touches and log.
+
+        With the batched trigger (``_FTS_BATCH_KEY``) the new rows are indexed for full
+        text by one statement over their id range instead of row by row.
+        """
         cur = conn.connection.cursor()
         try:
             if new_rows:
+                batched = self._fts_batched
+                if batched:
+                    cur.execute("INSERT OR REPLACE INTO htm_meta(key, value) VALUES (?, '1')",
+                                (_FTS_BATCH_KEY,))
                 cur.executemany(
                     "INSERT INTO memories(id, key, content, content_hash, robot_id, importance, "
                     "token_count, created_at, last_accessed, access_count, metadata, embedding, "
                     "embedder, forgotten_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     new_rows)
+                if batched:
+                    cur.execute("INSERT INTO memories_fts(rowid, content) SELECT id, content "
+                                "FROM memories WHERE id BETWEEN ? AND ?",
+                                (new_rows[0][0], new_rows[-1][0]))
+                    cur.execute("DELETE FROM htm_meta WHERE key = ?", (_FTS_BATCH_KEY,))
             if tag_links:
                 names = sorted({tag for _mid, tag in tag_links})
                 cur.executemany("INSERT OR IGNORE INTO tags(name) VALUES (?)",
@@ -618,6 +706,9 @@ class SQLiteStore:
                     tag_ids.update(cur.fetchall())
                 cur.executemany("INSERT OR IGNORE INTO memory_tags(memory_id, tag_id) VALUES (?, ?)",
                                 [(mid, tag_ids[tag]) for mid, tag in tag_links])
+            if touched:
+                cur.executemany("UPDATE memories SET last_accessed = ?, access_count = access_count + 1, "
+                                "forgotten_at = NULL WHERE id = ?", touched)
             if log_rows:
                 cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
                                 "VALUES (?, ?, ?, ?, ?, ?)", log_rows)
@@ -625,9 +716,6 @@ class SQLiteStore:
             raise StoreError(f"SQLite write failed on {self.url}: {exc}") from exc
         finally:
             cur.close()
-        new_rows.clear()
-        tag_links.clear()
-        log_rows.clear()
 
     def _index_new(self, outcomes: Sequence[tuple[int, bool, tuple[np.ndarray, float, int] | None]]
                    ) -> None:

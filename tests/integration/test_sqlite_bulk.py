@@ -1,0 +1,276 @@
+"""Bulk ``add_many`` on SQLite: the batched full-text path gives what adding one by one gives.
+
+The add path indexes a batch for full text with one statement while the FTS insert trigger
+stands aside (a flag row in ``htm_meta`` that never outlives the transaction). These tests
+run real SQLite files and check the result against one-by-one adds, the duplicate rules,
+all-or-nothing failure and the upgrade of files made with the older, per-row trigger.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from htm_core.errors import DuplicateKeyError, StoreError
+from htm_core.store.base import NewMemory, SearchFilters, generated_key
+from htm_core.store.sqlite import _FTS_BATCH_KEY, SQLiteStore
+
+T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
+DIM = 16
+WORDS = ["kernel", "garden", "invoice", "violin", "sailing", "pasta", "budget", "tennis",
+         "printer", "espresso", "telescope", "mortgage", "compiler", "jazz", "router", "yoga"]
+OLD_TRIGGER = """CREATE TRIGGER memories_fts_ai AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END"""
+
+
+def make_records(n: int, *, start: int = 0, robots: tuple[str, ...] = ("r1", "r2"),
+                 seed: int = 3) -> list[NewMemory]:
+    rng = np.random.default_rng(seed + start)
+    vectors = rng.standard_normal((n, DIM)).astype(np.float32)
+    out = []
+    for j in range(n):
+        i = start + j
+        content = f"{WORDS[i % 16]} {WORDS[(i * 7) % 16]} note number {i}"
+        robot = robots[i % len(robots)]
+        keyed = i % 3 != 0
+        out.append(NewMemory(
+            key=f"k{i}" if keyed else generated_key(robot, content), content=content, robot=robot,
+            importance=float(i % 10), token_count=len(content.split()),
+            created_at=T0 + timedelta(minutes=i), tags=(f"topic:{WORDS[i % 16]}",) if i % 2 else (),
+            metadata={"i": i} if i % 4 == 0 else {}, embedding=vectors[j], embedder="test",
+            explicit_key=keyed))
+    return out
+
+
+def fts_state(path: Path) -> tuple[set[int], set[int]]:
+    """(memory ids, FTS rowids) after FTS5's own integrity check passed."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
+        ids = {r[0] for r in conn.execute("SELECT id FROM memories")}
+        fts = {r[0] for r in conn.execute("SELECT rowid FROM memories_fts")}
+        flag = conn.execute("SELECT count(*) FROM htm_meta WHERE key = ?", (_FTS_BATCH_KEY,)).fetchone()[0]
+    finally:
+        conn.close()
+    assert flag == 0, "the batch flag must never be committed"
+    return ids, fts
+
+
+def trigger_sql(path: Path) -> str:
+    conn = sqlite3.connect(path)
+    try:
+        return str(conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' "
+                                "AND name = 'memories_fts_ai'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def snapshot(store: SQLiteStore) -> list[tuple[object, ...]]:
+    memories = [m for batch in store.iter_memories(include_embedding=True) for m in batch]
+    return [(m.id, m.key, m.content, m.robot, m.importance, m.token_count, m.created_at,
+             m.last_accessed, m.access_count, m.tags, m.metadata, m.embedder,
+             tuple(np.round(m.embedding or [], 6)), m.forgotten_at) for m in memories]
+
+
+def searches(store: SQLiteStore, records: list[NewMemory]) -> list[object]:
+    out: list[object] = []
+    for word in [*WORDS[:6], "number", "note kernel"]:
+        out.append(store.fulltext_search(word, limit=20, filters=SearchFilters()))
+        out.append(store.fulltext_search(word, limit=20, filters=SearchFilters(robot="r2")))
+    for rec in records[:: max(1, len(records) // 8)]:
+        assert rec.embedding is not None
+        hits = store.vector_search(rec.embedding, limit=5, filters=SearchFilters())
+        out.append([(mid, round(score, 5)) for mid, score in hits])
+    return out
+
+
+def test_one_batch_equals_one_by_one(tmp_path: Path) -> None:
+    records = make_records(600)
+    bulk, single = SQLiteStore(tmp_path / "bulk.db"), SQLiteStore(tmp_path / "single.db")
+    try:
+        results = bulk.add_many(records)
+        one_by_one = [single.add_many([r])[0] for r in records]
+        assert [r.created for r in results] == [True] * 600
+        assert [r.memory.id for r in results] == [r.memory.id for r in one_by_one] == list(range(1, 601))
+        assert [r.memory.tags for r in results] == [r.memory.tags for r in one_by_one]
+        # What add_many returns is what the store holds.
+        assert [r.memory for r in results] == bulk.get_many([r.memory.id for r in results])
+        assert snapshot(bulk) == snapshot(single)
+        assert bulk.tags() == single.tags() and bulk.tags()["topic:garden"] == 38
+        assert searches(bulk, records) == searches(single, records)
+        assert bulk.fulltext_search("number 123", limit=1, filters=SearchFilters())[0][0] == 124
+        ops = [(o.op, o.robot, o.key) for o in reversed(bulk.operations(limit=1000, op="add"))]
+        assert ops == [("add", r.robot, r.key) for r in records]
+    finally:
+        bulk.close()
+        single.close()
+    for name in ("bulk.db", "single.db"):
+        ids, fts = fts_state(tmp_path / name)
+        assert ids == fts == set(range(1, 601))
+
+
+def test_duplicates_touch_and_restore_in_a_batch(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "dup.db")
+    try:
+        first = make_records(10)
+        store.add_many(first)
+        store.forget("k1", robot="r1", at=T0)
+        again = [first[1], *make_records(5, start=10), first[2], first[2], make_records(1, start=10)[0]]
+        results = store.add_many(again)
+        assert [r.created for r in results] == [False, True, True, True, True, True, False, False, False]
+        restored, touched = results[0].memory, results[6].memory
+        assert restored.key == "k1" and restored.forgotten_at is None and restored.access_count == 1
+        assert touched.key == "k2" and touched.access_count == 2 and results[7].memory.access_count == 2
+        assert results[8].memory.id == results[1].memory.id == 11 and results[8].memory.access_count == 1
+        assert store.get("k1") is not None
+        assert store.fulltext_search("number 1", limit=3, filters=SearchFilters())[0][0] == 2
+        assert first[1].embedding is not None
+        assert store.vector_search(first[1].embedding, limit=1, filters=SearchFilters())[0][0] == 2
+        assert [o.op for o in store.operations(limit=9)][::-1] == [
+            "restore", "add", "add", "add", "add", "add", "touch", "touch", "touch"]
+    finally:
+        store.close()
+    ids, fts = fts_state(tmp_path / "dup.db")
+    assert ids == fts == set(range(1, 16))
+
+
+def test_different_content_under_a_key_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "clash.db"
+    store = SQLiteStore(path)
+    try:
+        store.add_many(make_records(50))
+        before = (snapshot(store), len(store.operations(limit=10_000)))
+        batch = make_records(400, start=50)
+        clash = batch[300]
+        batch[300] = NewMemory(key="k7", content="something else entirely", robot="r1",
+                               importance=1.0, token_count=3, created_at=T0, explicit_key=True)
+        with pytest.raises(DuplicateKeyError, match="'k7'"):
+            store.add_many(batch)
+        inner = [*make_records(3, start=50), NewMemory(
+            key="k50", content="not what k50 holds in this batch", robot="r1", importance=1.0,
+            token_count=7, created_at=T0, explicit_key=True)]
+        with pytest.raises(DuplicateKeyError, match="'k50'"):
+            store.add_many(inner)
+        assert (snapshot(store), len(store.operations(limit=10_000))) == before
+        assert store.fulltext_search("120", limit=5, filters=SearchFilters()) == []
+        batch[300] = clash
+        results = store.add_many(batch)
+        assert [r.memory.id for r in results] == list(range(51, 451))
+        assert store.fulltext_search("number 350", limit=1, filters=SearchFilters())[0][0] == 351
+    finally:
+        store.close()
+    ids, fts = fts_state(path)
+    assert ids == fts == set(range(1, 451))
+
+
+def test_failure_mid_batch_leaves_nothing_half_written(tmp_path: Path) -> None:
+    path = tmp_path / "fail.db"
+    store = SQLiteStore(path)
+    try:
+        store.add_many(make_records(20))
+        batch = make_records(500, start=20)
+        bad = batch[250]
+        # Past validation on purpose: the database's CHECK constraint rejects it mid-insert.
+        batch[250] = NewMemory(key=bad.key, content=bad.content, robot=bad.robot, importance=11.0,
+                               token_count=1, created_at=T0, explicit_key=True)
+        with pytest.raises(StoreError, match="CHECK constraint"):
+            store.add_many(batch)
+        assert store.counts("r1").total == 20
+        assert store.get_many(list(range(21, 521))) == []
+        assert sum(store.tags().values()) == 10
+        assert store.fulltext_search("300", limit=5, filters=SearchFilters()) == []
+        assert bad.embedding is not None
+        assert all(mid <= 20 for mid, _ in store.vector_search(bad.embedding, limit=50,
+                                                                  filters=SearchFilters()))
+        assert len(store.operations(op="add", limit=10_000)) == 20
+        batch[250] = bad
+        assert [r.memory.id for r in store.add_many(batch)][:2] == [21, 22]
+        assert store.vector_search(bad.embedding, limit=1, filters=SearchFilters())[0][0] == 271
+    finally:
+        store.close()
+    ids, fts = fts_state(path)
+    assert ids == fts == set(range(1, 521))
+
+
+def test_other_writers_still_get_indexed(tmp_path: Path) -> None:
+    """A row inserted without the flag (older htm, the sqlite3 shell) fires the trigger."""
+    path = tmp_path / "other.db"
+    SQLiteStore(path).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("INSERT INTO robots(name, created_at) VALUES ('shell', 0)")
+        conn.execute("INSERT INTO memories(key, content, content_hash, robot_id, token_count, "
+                     "created_at, last_accessed) VALUES ('s1', 'written from the shell', 'x', 1, 4, 0, 0)")
+    finally:
+        conn.close()
+    store = SQLiteStore(path)
+    try:
+        assert [h[0] for h in store.fulltext_search("shell", limit=5, filters=SearchFilters())] == [1]
+        store.add_many(make_records(300))
+        assert store.fulltext_search("shell", limit=5, filters=SearchFilters())[0][0] == 1
+    finally:
+        store.close()
+    ids, fts = fts_state(path)
+    assert ids == fts == set(range(1, 302))
+
+
+def test_file_with_the_per_row_trigger_is_upgraded_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    store = SQLiteStore(path)
+    store.add_many(make_records(30))
+    store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("DROP TRIGGER memories_fts_ai")
+        conn.execute(OLD_TRIGGER)
+    finally:
+        conn.close()
+
+    kept = SQLiteStore(path, migrate=False)  # may not change the schema: keeps the old trigger
+    try:
+        kept.add_many(make_records(300, start=30))
+        assert kept.fulltext_search("number 200", limit=1, filters=SearchFilters())[0][0] == 201
+    finally:
+        kept.close()
+    assert _FTS_BATCH_KEY not in trigger_sql(path)
+    assert fts_state(path)[0] == fts_state(path)[1] == set(range(1, 331))
+
+    upgraded = SQLiteStore(path)
+    try:
+        assert next(o.detail for o in upgraded.operations(op="migrate")) == {"fts_insert_trigger": "batched"}
+        upgraded.add_many(make_records(300, start=330))
+        assert upgraded.fulltext_search("number 555", limit=1, filters=SearchFilters())[0][0] == 556
+    finally:
+        upgraded.close()
+    assert _FTS_BATCH_KEY in trigger_sql(path)
+    ids, fts = fts_state(path)
+    assert ids == fts == set(range(1, 631))
+    SQLiteStore(path).close()  # already upgraded: no second migration
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("SELECT count(*) FROM operations WHERE op = 'migrate'").fetchone()[0] == 2
+    finally:
+        conn.close()
+
+
+def test_large_batch_cache_is_for_its_transaction_only(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "cache.db")
+    try:
+        def cache_size() -> int:
+            with store.engine.connect() as conn:
+                return int(conn.exec_driver_sql("PRAGMA cache_size").scalar_one())
+
+        default = cache_size()
+        store.add_many(make_records(1_000))
+        assert cache_size() == default
+        with pytest.raises(DuplicateKeyError):
+            store.add_many([*make_records(300, start=1_000), NewMemory(
+                key="k1", content="clash", robot="r1", importance=1.0, token_count=1,
+                created_at=T0, explicit_key=True)])
+        assert cache_size() == default
+    finally:
+        store.close()
