@@ -20,8 +20,16 @@ How it works:
   filtered approximate search comes back short, the store re-runs it as an exact search
   (index scans off, bitmap scans on the filter indexes still allowed): a filter never
   starves the result.
-- A batch of adds is a fixed number of statements whatever its size (``INSERT ... SELECT
-  FROM unnest(...) ... ON CONFLICT (key) DO NOTHING RETURNING``), in one transaction.
+- A batch of adds is a fixed number of statements whatever its size, in one transaction.
+  Small batches send the rows as arrays (``INSERT ... SELECT FROM unnest(...) ... ON
+  CONFLICT (key) DO NOTHING RETURNING``); batches of ``copy_min_rows`` new rows or more
+  stream them with a binary ``COPY`` into a temporary staging table and insert from there
+  with the same ``ON CONFLICT``. Vectors travel in pgvector's binary form, not as text.
+- :meth:`PostgresStore.bulk_load` is a context manager for very large loads: it drops the
+  HNSW index (and by default the GIN full-text index) while the rows go in and builds
+  them once at the end with a larger ``maintenance_work_mem``, also when the load fails.
+  Searches meanwhile stay correct (exact scans). A marker in ``htm_meta`` plus an
+  advisory lock let the next store that opens rebuild the indexes of a loader that died.
   Concurrent writers never lose or duplicate a memory: the unique key decides, and a key
   another process inserted first is treated as an existing memory (touched, or a
   ``DuplicateKeyError`` when its content differs). Deadlocks and serialisation failures
@@ -36,15 +44,19 @@ import functools
 import json
 import logging
 import random
+import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import numpy as np
 
 try:
-    import psycopg  # noqa: F401  (the driver SQLAlchemy loads for postgresql+psycopg)
+    import psycopg  # the driver SQLAlchemy loads for postgresql+psycopg; COPY goes through it
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
 except ImportError:
     from ..errors import missing_extra
 
@@ -66,7 +78,7 @@ from ..errors import (
     ValidationError,
 )
 from ..models import Memory, Operation, Robot
-from ._common import informative_terms, mask_url, query_terms
+from ._common import COMMON_TERM_SHARE, informative_terms, mask_url, query_terms
 from .base import (
     SCHEMA_VERSION,
     AddResult,
@@ -79,7 +91,7 @@ from .base import (
 )
 from .vector_index import normalise
 
-__all__ = ["DEFAULT_EF_SEARCH", "PostgresStore", "postgres_url"]
+__all__ = ["DEFAULT_COPY_MIN_ROWS", "DEFAULT_EF_SEARCH", "PostgresStore", "postgres_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +101,18 @@ T = TypeVar("T")
 #: (recall@10 against exact search on 20k clustered 384-d vectors); see docs/postgres.md.
 DEFAULT_EF_SEARCH = 64
 
-#: Advisory-lock keys (per database): schema migration, fixing the vector dimension.
+#: Batches with at least this many new rows are written with COPY rather than arrays of
+#: parameters. Chosen from ``benchmarks/postgres_ops.py``; see docs/postgres.md.
+DEFAULT_COPY_MIN_ROWS = 256
+
+#: Advisory-lock keys (per database): schema migration, fixing the vector dimension, bulk
+#: loads (held shared by every running ``bulk_load``; taken exclusively to clean up after one).
 _MIGRATE_LOCK = 0x68746D_0001
 _DIMENSION_LOCK = 0x68746D_0002
+_BULK_LOCK = 0x68746D_0003
+
+#: ``htm_meta`` key present while a bulk load has the search indexes dropped.
+_BULK_MARKER = "bulk_load"
 
 #: SQLSTATEs worth retrying the whole transaction for: deadlock, serialisation failure.
 _RETRYABLE = {"40P01", "40001"}
@@ -102,6 +123,20 @@ _MAX_TERMS = 32
 
 _HNSW_INDEX = "memories_embedding_hnsw"
 _GIN_INDEX = "memories_tsv_gin"
+_GIN_DDL = f"CREATE INDEX IF NOT EXISTS {_GIN_INDEX} ON memories USING gin (tsv)"
+
+#: Columns and binary types of a COPY into ``memories`` (``vector`` is resolved per database).
+_COPY_MEMORIES = (
+    "COPY memories(id, key, content, content_hash, robot_id, importance, token_count, "
+    "created_at, last_accessed, access_count, metadata, embedding, embedder, forgotten_at) "
+    "FROM STDIN (FORMAT BINARY)")
+_COPY_MEMORIES_TYPES: tuple[str, ...] = (
+    "int8", "text", "text", "text", "int8", "float8", "int4", "timestamptz", "timestamptz",
+    "int4", "jsonb", "vector", "text", "timestamptz")
+_JSONB_OID = 3802  # built-in type oids are fixed
+_COPY_OPERATIONS = ("COPY operations(op, robot_id, memory_id, key, detail) "
+                    "FROM STDIN (FORMAT BINARY)")
+_COPY_OPERATIONS_TYPES: tuple[str, ...] = ("text", "int8", "int8", "text", "jsonb")
 
 _SCHEMA_V1 = [
     """CREATE TABLE IF NOT EXISTS htm_meta (
@@ -132,7 +167,7 @@ _SCHEMA_V1 = [
     "CREATE INDEX IF NOT EXISTS memories_created_at ON memories (created_at)",
     "CREATE INDEX IF NOT EXISTS memories_hash ON memories (content_hash, embedder)",
     "CREATE INDEX IF NOT EXISTS memories_robot ON memories (robot_id)",
-    f"CREATE INDEX IF NOT EXISTS {_GIN_INDEX} ON memories USING gin (tsv)",
+    _GIN_DDL,
     """CREATE INDEX IF NOT EXISTS memories_missing_embedding ON memories (id)
         WHERE embedding IS NULL AND forgotten_at IS NULL""",
     """CREATE TABLE IF NOT EXISTS tags (
@@ -205,6 +240,62 @@ def _unit(vector: Sequence[float], what: str) -> np.ndarray:
     return unit
 
 
+class _VectorBinaryDumper(Dumper):
+    """pgvector's binary input: int16 dimension, int16 unused, big-endian float4 values."""
+
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        unit = np.asarray(obj, dtype=np.float32)
+        return struct.pack("!HH", unit.shape[0], 0) + unit.astype(">f4").tobytes()
+
+
+class _JsonTextDumper(Dumper):
+    """``jsonb``'s binary input from JSON text already made by ``json.dumps`` (version 1)."""
+
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        return b"\x01" + str(obj).encode("utf-8")
+
+
+_EMPTY_JSON = "{}"
+
+
+def _vector_dumper(oid: int) -> type[Dumper]:
+    """The binary vector dumper bound to this database's ``vector`` type oid."""
+    return type("VectorBinaryDumper", (_VectorBinaryDumper,), {"oid": oid})
+
+
+class _KeyRace(Exception):
+    """A COPY met a key another writer committed after the batch looked (retry by statement)."""
+
+
+def _units(records: Sequence[NewMemory]) -> list[np.ndarray | None]:
+    """Each record's embedding as a float32 unit vector (None without one), in one pass.
+
+    The caller has checked that all embeddings have one dimension.
+    """
+    have = [i for i, r in enumerate(records) if r.embedding is not None]
+    out: list[np.ndarray | None] = [None] * len(records)
+    if not have:
+        return out
+    matrix = np.asarray([records[i].embedding for i in have], dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1)
+    matrix = matrix / np.where(norms > 0, norms, 1.0).astype(np.float32)[:, None]
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        bad = records[have[int(np.argmin(finite))]]
+        raise DimensionMismatchError(f"embedding for {bad.key!r} contains NaN or infinity")
+    for row, i in enumerate(have):
+        out[i] = matrix[row]
+    return out
+
+
+def _aware(*values: datetime | None) -> bool:
+    return all(v is None or v.utcoffset() is not None for v in values)
+
+
 def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(timezone.utc)
 
@@ -236,6 +327,8 @@ class PostgresStore:
         hnsw_ef_construction: HNSW ``ef_construction``, used when the index is created.
         ef_search: HNSW ``ef_search`` for vector queries (per query override in
             :meth:`vector_search`); higher is more exact and slower.
+        copy_min_rows: batches with at least this many new rows are streamed with a
+            binary ``COPY`` (faster for large batches); smaller ones are sent as arrays.
 
     Example::
 
@@ -257,6 +350,7 @@ class PostgresStore:
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
         ef_search: int = DEFAULT_EF_SEARCH,
+        copy_min_rows: int = DEFAULT_COPY_MIN_ROWS,
     ) -> None:
         self._url = postgres_url(url)
         self.url = mask_url(self._url)
@@ -268,6 +362,7 @@ class PostgresStore:
                 f"hnsw_ef_construction ({hnsw_ef_construction}) must be at least 2 * hnsw_m "
                 f"({2 * hnsw_m}); pgvector refuses a smaller one")
         self.ef_search = _check_int("ef_search", ef_search, 1, 1000)
+        self.copy_min_rows = _check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
         self._robot_ids: dict[str, int] = {}
         # (newest id then, monotonic time, centroid) of vector_centroid's last estimate.
         self._centroid: tuple[int, float, list[float] | None] | None = None
@@ -293,6 +388,7 @@ class PostgresStore:
                         f"database {self.url} has schema version {version}; run "
                         "HTM(...).migrate() or `htm migrate` to create or upgrade it")
                 self.migrate()
+            self._recover_bulk_load()
         except BaseException:
             self._engine.dispose()
             raise
@@ -449,19 +545,28 @@ class PostgresStore:
         """(embedder name, dimension) fixed for this store, or None before any vector."""
         return self._info(self._read("reading the embedding settings", self._meta))
 
-    def _check_embedding(self, conn: Connection, embedder: str, dim: int) -> None:
-        """Fix the dimension with the first vector (column type + HNSW index); else check it."""
-        info = self._info(self._meta(conn))
-        if info is None:
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DIMENSION_LOCK})
-            info = self._info(self._meta(conn))  # another process may have fixed it meanwhile
-        if info is None:
-            conn.exec_driver_sql(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)})")
-            conn.exec_driver_sql(
-                f"CREATE INDEX IF NOT EXISTS {_HNSW_INDEX} ON memories "
+    def _hnsw_ddl(self) -> str:
+        return (f"CREATE INDEX IF NOT EXISTS {_HNSW_INDEX} ON memories "
                 f"USING hnsw (embedding vector_cosine_ops) "
                 f"WITH (m = {self.hnsw_m}, ef_construction = {self.hnsw_ef_construction}) "
                 "WHERE forgotten_at IS NULL")
+
+    def _check_embedding(self, conn: Connection, embedder: str, dim: int) -> None:
+        """Fix the dimension with the first vector (column type + HNSW index); else check it.
+
+        While a bulk load runs (its marker is in ``htm_meta``) the index is left to the
+        load's end, which builds it once over all the rows.
+        """
+        meta = self._meta(conn)
+        info = self._info(meta)
+        if info is None:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DIMENSION_LOCK})
+            meta = self._meta(conn)  # another process may have fixed it meanwhile
+            info = self._info(meta)
+        if info is None:
+            conn.exec_driver_sql(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)})")
+            if _BULK_MARKER not in meta:
+                conn.exec_driver_sql(self._hnsw_ddl())
             self._set_meta(conn, "embedder", embedder)
             self._set_meta(conn, "embedding_dim", str(dim))
             self._set_meta(conn, "hnsw", json.dumps({"m": self.hnsw_m,
@@ -579,6 +684,8 @@ class PostgresStore:
         A key that exists with the same content is touched (and restored if forgotten);
         with different content it is a ``DuplicateKeyError`` and nothing is written. The
         same holds for a key another process inserts while this batch is being written.
+        With ``copy_min_rows`` new rows or more the rows are streamed with a binary COPY
+        (see the module docstring); the outcome is the same either way.
         """
         if not records:
             return []
@@ -586,16 +693,18 @@ class PostgresStore:
         if len(dims) > 1:
             raise DimensionMismatchError(
                 f"embeddings in one batch have different dimensions: {sorted(dims)}")
-        vectors = [None if r.embedding is None else _vector_literal(_unit(r.embedding, repr(r.key)))
-                   for r in records]
+        units = _units(records)
         robot_ids = self._robot_id_map([r.robot for r in records])
-        outcome = self._run("adding memories",
-                            lambda conn: self._add_many(conn, records, vectors, robot_ids, dims))
-        return outcome
+        try:
+            return self._run("adding memories", lambda conn: self._add_many(
+                conn, records, units, robot_ids, dims, allow_copy=True))
+        except _KeyRace:  # rolled back; the statement path's ON CONFLICT sorts out the race
+            return self._run("adding memories", lambda conn: self._add_many(
+                conn, records, units, robot_ids, dims, allow_copy=False))
 
     def _add_many(self, conn: Connection, records: Sequence[NewMemory],
-                  vectors: Sequence[str | None], robot_ids: dict[str, int],
-                  dims: set[int]) -> list[AddResult]:
+                  units: Sequence[np.ndarray | None], robot_ids: dict[str, int],
+                  dims: set[int], *, allow_copy: bool) -> list[AddResult]:
         if dims:
             embedder = next(r.embedder for r in records if r.embedding is not None)
             self._check_embedding(conn, embedder or "unknown", next(iter(dims)))
@@ -612,35 +721,19 @@ class PostgresStore:
         existing = self._existing(conn, list(first))
         new = [i for k, i in first.items() if k not in existing]
         inserted: dict[str, int] = {}
+        copied = False
+        hashes: dict[int, str] = {}
         if new:
-            rows = conn.execute(text(
-                "INSERT INTO memories(key, content, content_hash, robot_id, importance, "
-                "token_count, created_at, last_accessed, access_count, metadata, embedding, "
-                "embedder, forgotten_at) "
-                "SELECT k, c, h, rid, imp, tok, created, accessed, cnt, CAST(meta AS jsonb), "
-                "CAST(emb AS vector), embn, forgotten FROM unnest("
-                "CAST(:keys AS text[]), CAST(:contents AS text[]), CAST(:hashes AS text[]), "
-                "CAST(:rids AS bigint[]), CAST(:imps AS double precision[]), "
-                "CAST(:toks AS integer[]), CAST(:created AS timestamptz[]), "
-                "CAST(:accessed AS timestamptz[]), CAST(:counts AS integer[]), "
-                "CAST(:metas AS text[]), CAST(:embs AS text[]), CAST(:embns AS text[]), "
-                "CAST(:forgotten AS timestamptz[])) WITH ORDINALITY AS v(k, c, h, rid, imp, tok, "
-                "created, accessed, cnt, meta, emb, embn, forgotten, ord) ORDER BY ord "
-                "ON CONFLICT (key) DO NOTHING RETURNING id, key"),
-                {"keys": [records[i].key for i in new],
-                 "contents": [records[i].content for i in new],
-                 "hashes": [records[i].content_hash for i in new],
-                 "rids": [robot_ids[records[i].robot] for i in new],
-                 "imps": [float(records[i].importance) for i in new],
-                 "toks": [int(records[i].token_count) for i in new],
-                 "created": [records[i].created_at for i in new],
-                 "accessed": [records[i].last_accessed or records[i].created_at for i in new],
-                 "counts": [int(records[i].access_count) for i in new],
-                 "metas": [json.dumps(records[i].metadata or {}) for i in new],
-                 "embs": [vectors[i] for i in new],
-                 "embns": [records[i].embedder if vectors[i] is not None else None for i in new],
-                 "forgotten": [records[i].forgotten_at for i in new]}).all()
-            inserted = {str(r[1]): int(r[0]) for r in rows}
+            fresh = [records[i] for i in new]
+            vectors = [units[i] for i in new]
+            copied = allow_copy and len(fresh) >= self.copy_min_rows and all(
+                _aware(r.created_at, r.last_accessed, r.forgotten_at) for r in fresh)
+            if copied:
+                hashes = {i: records[i].content_hash for i in new}
+                inserted = self._insert_copy(conn, fresh, [hashes[i] for i in new], vectors,
+                                             robot_ids)
+            else:  # naive datetimes go as parameters: the server reads them in its time zone
+                inserted = self._insert_statement(conn, fresh, vectors, robot_ids)
             raced = [records[i].key for i in new if records[i].key not in inserted]
             if raced:  # another process committed these keys after our first look
                 existing.update(self._existing(conn, raced))
@@ -680,10 +773,138 @@ class PostgresStore:
                 {"ids": list(touches), "ns": list(touches.values())})
         self._link_tags(conn, [(inserted[records[i].key], records[i].tags) for i in new
                                if records[i].key in inserted])
-        self._log_many(conn, log)
         created = {inserted[records[i].key]: i for i in new if records[i].key in inserted}
-        by_id = {m.id: m for m in self._fetch(conn, "m.id = ANY(:ids)", {"ids": ids}, False)}
+        by_id: dict[int, Memory] = {}
+        if copied:
+            self._copy_rows(conn, _COPY_OPERATIONS, _COPY_OPERATIONS_TYPES, (
+                (e[0], e[1], e[2], e[3], json.dumps(e[4]) if e[4] else _EMPTY_JSON) for e in log))
+            by_id = self._inserted_memories(conn, records, units, hashes, {
+                mid: i for mid, i in created.items() if mid not in touches})
+        else:
+            self._log_many(conn, log)
+        rest = sorted({mid for mid in ids if mid not in by_id})
+        if rest:
+            by_id.update((m.id, m) for m in self._fetch(conn, "m.id = ANY(:ids)", {"ids": rest},
+                                                          False))
         return [AddResult(by_id[mid], created.get(mid) == i) for i, mid in enumerate(ids)]
+
+    @staticmethod
+    def _insert_statement(conn: Connection, records: Sequence[NewMemory],
+                          units: Sequence[np.ndarray | None],
+                          robot_ids: dict[str, int]) -> dict[str, int]:
+        """Insert ``records`` as arrays of parameters; key -> id of the rows inserted."""
+        literals = [None if u is None else _vector_literal(u) for u in units]
+        rows = conn.execute(text(
+            "INSERT INTO memories(key, content, content_hash, robot_id, importance, "
+            "token_count, created_at, last_accessed, access_count, metadata, embedding, "
+            "embedder, forgotten_at) "
+            "SELECT k, c, h, rid, imp, tok, created, accessed, cnt, CAST(meta AS jsonb), "
+            "CAST(emb AS vector), embn, forgotten FROM unnest("
+            "CAST(:keys AS text[]), CAST(:contents AS text[]), CAST(:hashes AS text[]), "
+            "CAST(:rids AS bigint[]), CAST(:imps AS double precision[]), "
+            "CAST(:toks AS integer[]), CAST(:created AS timestamptz[]), "
+            "CAST(:accessed AS timestamptz[]), CAST(:counts AS integer[]), "
+            "CAST(:metas AS text[]), CAST(:embs AS text[]), CAST(:embns AS text[]), "
+            "CAST(:forgotten AS timestamptz[])) WITH ORDINALITY AS v(k, c, h, rid, imp, tok, "
+            "created, accessed, cnt, meta, emb, embn, forgotten, ord) ORDER BY ord "
+            "ON CONFLICT (key) DO NOTHING RETURNING id, key"),
+            {"keys": [r.key for r in records],
+             "contents": [r.content for r in records],
+             "hashes": [r.content_hash for r in records],
+             "rids": [robot_ids[r.robot] for r in records],
+             "imps": [float(r.importance) for r in records],
+             "toks": [int(r.token_count) for r in records],
+             "created": [r.created_at for r in records],
+             "accessed": [r.last_accessed or r.created_at for r in records],
+             "counts": [int(r.access_count) for r in records],
+             "metas": [json.dumps(r.metadata or {}) for r in records],
+             "embs": literals,
+             "embns": [r.embedder if v is not None else None
+                       for r, v in zip(records, literals, strict=True)],
+             "forgotten": [r.forgotten_at for r in records]}).all()
+        return {str(r[1]): int(r[0]) for r in rows}
+
+    @staticmethod
+    def _copy_rows(conn: Connection, statement: str, types: Sequence[str],
+                   rows: Iterator[tuple[Any, ...]] | Sequence[tuple[Any, ...]]) -> None:
+        """Stream ``rows`` with a binary COPY on the transaction's own connection."""
+        driver = conn.connection.driver_connection
+        assert driver is not None  # a checked-out connection always has one
+        oid: int | None = None
+        if "vector" in types:
+            oid = int(conn.execute(text("SELECT CAST('vector' AS regtype)::oid")).scalar_one())
+        try:
+            with driver.cursor() as cur:
+                if oid is not None:
+                    cur.adapters.register_dumper(None, _vector_dumper(oid))
+                jsonb = type("JsonTextDumper", (_JsonTextDumper,), {"oid": _JSONB_OID})
+                cur.adapters.register_dumper(None, jsonb)
+                with cur.copy(statement) as copy:
+                    copy.set_types([oid if t == "vector" and oid is not None else t
+                                    for t in types])
+                    for row in rows:
+                        copy.write_row(row)
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name == "memories_key_key":
+                raise _KeyRace() from exc
+            raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
+
+    def _insert_copy(self, conn: Connection, records: Sequence[NewMemory], hashes: Sequence[str],
+                     units: Sequence[np.ndarray | None],
+                     robot_ids: dict[str, int]) -> dict[str, int]:
+        """Stream ``records`` into ``memories`` with a binary COPY; key -> id.
+
+        Ids are drawn from the table's identity sequence first, so no row needs to come
+        back. The batch has locked the keys that exist; a key another writer commits in
+        between makes the COPY fail (``_KeyRace``), and the batch is re-run by statement.
+        """
+        ids = sorted(int(i) for i in conn.execute(text(
+            "SELECT nextval(pg_get_serial_sequence('memories', 'id')) "
+            "FROM generate_series(1, :n)"), {"n": len(records)}).scalars())
+        self._copy_rows(conn, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, (
+            (mid, r.key, r.content, h, robot_ids[r.robot], float(r.importance),
+             int(r.token_count), r.created_at, r.last_accessed or r.created_at,
+             int(r.access_count), json.dumps(r.metadata) if r.metadata else _EMPTY_JSON, unit,
+             r.embedder if unit is not None else None, r.forgotten_at)
+            for mid, r, h, unit in zip(ids, records, hashes, units, strict=True)))
+        return {r.key: mid for mid, r in zip(ids, records, strict=True)}
+
+    @staticmethod
+    def _inserted_memories(conn: Connection, records: Sequence[NewMemory],
+                           units: Sequence[np.ndarray | None], hashes: dict[int, str],
+                           chosen: dict[int, int]) -> dict[int, Memory]:
+        """The memories just copied in (id -> index of their record), built from the records.
+
+        What the database adds is read back: the order of tags (its collation, as
+        ``_fetch`` returns them) and metadata as ``jsonb`` normalises it.
+        """
+        names = sorted({t for i in chosen.values() for t in records[i].tags})
+        rank: dict[str, int] = {}
+        if names:
+            rank = {str(r[0]): n for n, r in enumerate(conn.execute(text(
+                "SELECT n FROM unnest(CAST(:names AS text[])) AS n ORDER BY n"),
+                {"names": names}))}
+        with_meta = [mid for mid, i in chosen.items() if records[i].metadata]
+        metas: dict[int, dict[str, Any]] = {}
+        if with_meta:
+            metas = {int(r[0]): dict(r[1]) for r in conn.execute(text(
+                "SELECT id, metadata FROM memories WHERE id = ANY(:ids)"), {"ids": with_meta})}
+        out: dict[int, Memory] = {}
+        for mid, i in chosen.items():
+            r = records[i]
+            out[mid] = Memory(
+                id=mid, key=r.key, content=r.content, content_hash=hashes[i], robot=r.robot,
+                importance=float(r.importance), token_count=int(r.token_count),
+                created_at=r.created_at.astimezone(timezone.utc),
+                last_accessed=(r.last_accessed or r.created_at).astimezone(timezone.utc),
+                access_count=int(r.access_count),
+                tags=tuple(sorted(set(r.tags), key=rank.__getitem__)),
+                metadata=metas.get(mid, {}),
+                embedder=r.embedder if units[i] is not None else None,
+                forgotten_at=_utc(r.forgotten_at))
+        return out
 
     @staticmethod
     def _existing(conn: Connection, keys: Sequence[str]) -> dict[str, tuple[int, str, bool]]:
@@ -758,6 +979,122 @@ class PostgresStore:
 
         self._run("resetting embeddings", write)
         self._centroid = None
+
+    # -- bulk loading ----------------------------------------------------------------
+
+    @contextmanager
+    def bulk_load(self, *, maintenance_work_mem_mb: int = 1024,
+                  parallel_workers: int | None = None,
+                  defer_fulltext: bool = True) -> Iterator[PostgresStore]:
+        """Load many memories with the search indexes built once at the end.
+
+        Keeping the HNSW graph (and the GIN full-text index) up to date row by row is
+        what limits large loads; inside this block they are dropped, and on the way out
+        (also when the block raises) they are built again over all the rows with
+        ``maintenance_work_mem_mb`` of memory and up to ``parallel_workers`` parallel
+        workers (None: the server's ``max_parallel_maintenance_workers``), and the table
+        is analysed. Every ``add_many`` keeps its usual guarantees; searches meanwhile
+        are exact scans, so they stay correct, only slower. The build at the end blocks
+        writers (not readers) for its duration. With ``defer_fulltext=False`` the GIN
+        index is kept and maintained as rows arrive.
+
+        Example::
+
+            with store.bulk_load():
+                for batch in batches:          # lists of NewMemory, e.g. 10,000 each
+                    store.add_many(batch)
+        """
+        memory = _check_int("maintenance_work_mem_mb", maintenance_work_mem_mb, 1, 2**31 - 1)
+        workers = None if parallel_workers is None else _check_int(
+            "parallel_workers", parallel_workers, 0, 1024)
+
+        def start(conn: Connection) -> None:
+            self._set_meta(conn, _BULK_MARKER, json.dumps({"defer_fulltext": defer_fulltext}))
+            conn.exec_driver_sql(f"DROP INDEX IF EXISTS {_HNSW_INDEX}")
+            if defer_fulltext:
+                conn.exec_driver_sql(f"DROP INDEX IF EXISTS {_GIN_INDEX}")
+            self._log_many(conn, [("bulk_load", None, None, None, {"phase": "start"})])
+
+        try:
+            holder = self._engine.connect()
+        except DBAPIError as exc:
+            raise self._error(exc, "starting a bulk load") from exc
+        except PoolTimeoutError as exc:
+            raise self._pool_exhausted(exc, "starting a bulk load") from exc
+        try:
+            try:
+                # Held for the whole load: tells other stores this loader is alive.
+                holder.execute(text("SELECT pg_advisory_lock_shared(:k)"), {"k": _BULK_LOCK})
+                holder.commit()
+            except DBAPIError as exc:
+                raise self._error(exc, "starting a bulk load") from exc
+            try:
+                self._run("starting a bulk load", start)
+                yield self
+            finally:
+                try:
+                    holder.execute(text("SELECT pg_advisory_unlock_shared(:k)"),
+                                   {"k": _BULK_LOCK})
+                    holder.commit()
+                except DBAPIError:
+                    holder.invalidate()  # closing the session releases the lock too
+                self.rebuild_indexes(maintenance_work_mem_mb=memory, parallel_workers=workers)
+        finally:
+            holder.close()
+
+    def rebuild_indexes(self, *, maintenance_work_mem_mb: int = 1024,
+                        parallel_workers: int | None = None) -> list[str]:
+        """Build the GIN and HNSW search indexes if they are missing; return those built.
+
+        :meth:`bulk_load` calls this on its way out; call it yourself after a load was
+        interrupted. Clears the bulk-load marker unless another load is still running.
+        """
+        memory = _check_int("maintenance_work_mem_mb", maintenance_work_mem_mb, 1, 2**31 - 1)
+        workers = None if parallel_workers is None else _check_int(
+            "parallel_workers", parallel_workers, 0, 1024)
+        return self._run("rebuilding the search indexes",
+                         lambda conn: self._rebuild(conn, memory, workers, abandoned_only=False))
+
+    def _rebuild(self, conn: Connection, memory_mb: int, workers: int | None, *,
+                 abandoned_only: bool) -> list[str]:
+        alone = bool(conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"),
+                                  {"k": _BULK_LOCK}).scalar())
+        if abandoned_only and not alone:
+            return []  # a bulk load is running; it builds the indexes when it ends
+        conn.execute(text("SELECT set_config('maintenance_work_mem', :m, true)"),
+                     {"m": f"{memory_mb}MB"})
+        if workers is not None:
+            conn.execute(text("SELECT set_config('max_parallel_maintenance_workers', :w, true)"),
+                         {"w": str(workers)})
+        present = {str(r[0]) for r in conn.execute(text(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories' "
+            "AND schemaname = current_schema()"))}
+        built: list[str] = []
+        if _GIN_INDEX not in present:
+            conn.exec_driver_sql(_GIN_DDL)
+            built.append(_GIN_INDEX)
+        if _HNSW_INDEX not in present and self._info(self._meta(conn)) is not None:
+            conn.exec_driver_sql(self._hnsw_ddl())
+            built.append(_HNSW_INDEX)
+        if alone:
+            conn.execute(text("DELETE FROM htm_meta WHERE key = :k"), {"k": _BULK_MARKER})
+        if built:
+            conn.exec_driver_sql("ANALYZE memories")
+        self._log_many(conn, [("bulk_load", None, None, None,
+                               {"phase": "indexes built", "built": built})])
+        return built
+
+    def _recover_bulk_load(self) -> None:
+        """Build the indexes a bulk load dropped when that load's process died mid-way."""
+        marker = self._read("reading the bulk-load marker", lambda conn: conn.execute(
+            text("SELECT value FROM htm_meta WHERE key = :k"), {"k": _BULK_MARKER}).scalar())
+        if marker is None:
+            return
+        built = self._run("rebuilding the search indexes", lambda conn: self._rebuild(
+            conn, 1024, None, abandoned_only=True))
+        if built:
+            logger.warning("%s: a bulk load ended without rebuilding its indexes; rebuilt %s",
+                           self.url, ", ".join(built))
 
     # -- reading ---------------------------------------------------------------------
 
@@ -990,11 +1327,19 @@ class PostgresStore:
             return []
 
         def run(conn: Connection) -> list[Any]:
-            total = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM memories")).scalar_one())
-            rare = informative_terms(terms, total, lambda t, cap: int(conn.execute(text(
-                "SELECT count(*) FROM (SELECT 1 FROM memories "
-                "WHERE tsv @@ plainto_tsquery('english', :t) LIMIT :cap) s"),
-                {"t": t, "cap": cap + 1}).scalar_one()))
+            rare = terms
+            if len(terms) > 1:
+                # The store size and every word's match count (stopping past the common-word
+                # threshold) in one round trip; informative_terms decides which words stay.
+                total, counts = conn.execute(text(
+                    "WITH n AS (SELECT coalesce(max(id), 0) AS total FROM memories) "
+                    "SELECT n.total, array(SELECT (SELECT count(*) FROM (SELECT 1 FROM memories "
+                    "WHERE tsv @@ plainto_tsquery('english', w) "
+                    "LIMIT floor(n.total * :share)::bigint + 1) s) "
+                    "FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS u(w, i) ORDER BY i) "
+                    "FROM n"), {"terms": list(terms), "share": COMMON_TERM_SHARE}).one()
+                count_of = dict(zip(terms, counts, strict=True))
+                rare = informative_terms(terms, int(total), lambda t, _cap: int(count_of[t]))
             sql, params = self._fulltext_sql(terms, limit, filters,
                                              required=rare if len(rare) < len(terms) else None)
             return list(conn.execute(text(sql), params).all())

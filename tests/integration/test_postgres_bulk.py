@@ -1,0 +1,330 @@
+"""The PostgreSQL bulk path: COPY batches and ``bulk_load``, against a real server.
+
+A COPY batch must give exactly what the statement path gives (ids, keys, contents, tags,
+metadata, vectors, the operations log, created flags), keep every duplicate-key rule,
+write nothing when it fails part-way, and ``bulk_load`` must always leave the HNSW and
+GIN indexes in place, also after a failure or a loader that died.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+
+from htm_core import HTM, HashingEmbedder
+from htm_core.errors import DimensionMismatchError, DuplicateKeyError, StoreError, ValidationError
+from htm_core.models import Memory
+from htm_core.store import AddResult, NewMemory, SearchFilters
+from htm_core.store.postgres import PostgresStore
+from tests.pg import fresh_database
+
+pytestmark = pytest.mark.postgres
+
+T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
+DIM = 32
+WORDS = ["kernel", "garden", "invoice", "violin", "sailing", "pasta", "tennis", "printer",
+         "espresso", "glacier", "lantern", "harbor", "quartz", "meadow", "ferry", "canyon"]
+INDEXES = {"memories_embedding_hnsw", "memories_tsv_gin"}
+
+
+def vectors(n: int, seed: int = 3) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+
+
+def make_records(n: int, *, prefix: str = "k", start: int = 0, seed: int = 3) -> list[NewMemory]:
+    """Varied rows: tags, metadata, imported history, forgotten ones, a few without vectors."""
+    vecs = vectors(start + n, seed)
+    out = []
+    for i in range(start, start + n):
+        out.append(NewMemory(
+            key=f"{prefix}{i}", content=f"note {i} about the {WORDS[i % 16]} and {WORDS[i % 7]}",
+            robot=f"robot{i % 3}", importance=float(i % 11), token_count=9 + i % 5,
+            created_at=T0 + timedelta(minutes=i),
+            tags=(f"topic:{WORDS[i % 16]}", "Zeta", "alpha:b") if i % 3 == 0 else (),
+            metadata={"i": i, "nested": {"xs": [1, 2.5, "s"]}} if i % 4 == 0 else {},
+            embedding=None if i % 97 == 5 else vecs[i], embedder="test-emb",
+            last_accessed=T0 + timedelta(days=1, minutes=i) if i % 7 == 0 else None,
+            access_count=i % 7,
+            forgotten_at=T0 + timedelta(days=2) if i % 50 == 1 else None))
+    return out
+
+
+def admin(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(make_url(url).set(drivername="postgresql")
+                           .render_as_string(hide_password=False), autocommit=True)
+
+
+def indexes(url: str) -> set[str]:
+    with admin(url) as conn:
+        return {r[0] for r in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")} & INDEXES
+
+
+def marker(url: str) -> str | None:
+    with admin(url) as conn:
+        row = conn.execute("SELECT value FROM htm_meta WHERE key = 'bulk_load'").fetchone()
+        return None if row is None else str(row[0])
+
+
+def snapshot(store: PostgresStore, touched: int = 0) -> dict[str, Any]:
+    """Everything a load leaves behind, for comparing two stores.
+
+    The last access of the ``touched`` memories accessed most recently is left out: a touch
+    stamps it with the server's clock.
+    """
+    memories = [m for batch in store.iter_memories(include_embedding=True) for m in batch]
+    latest = sorted(memories, key=lambda m: m.last_accessed)[len(memories) - touched:]
+    memories = [replace(m, last_accessed=T0) if m in latest else m for m in memories]
+    ops = [(o.op, o.robot, o.key, o.detail) for o in reversed(store.operations(limit=100_000))
+           if o.op in ("add", "touch", "restore")]
+    return {"memories": memories, "ops": ops, "tags": store.tags(),
+            "counts": store.counts("robot0"), "robots": [(r.name, r.memory_count)
+                                                         for r in store.robots()]}
+
+
+@pytest.fixture
+def pg_url(postgres_server_url: str) -> Iterator[str]:
+    yield from fresh_database(postgres_server_url)
+
+
+@pytest.fixture
+def other_url(postgres_server_url: str) -> Iterator[str]:
+    yield from fresh_database(postgres_server_url)
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[PostgresStore]:
+    s = PostgresStore(pg_url)
+    yield s
+    s.close()
+
+
+def test_bulk_load_of_5000_equals_the_statement_path(pg_url: str, other_url: str) -> None:
+    records = make_records(5_000)
+    again = [records[10], records[11], records[1]]  # same key, same content: touch / restore
+    by_statement = PostgresStore(other_url, copy_min_rows=10**9)
+    bulk = PostgresStore(pg_url)
+    try:
+        expected = []
+        for begin in range(0, 5_000, 1_000):
+            expected += by_statement.add_many(records[begin:begin + 1_000])
+        expected += by_statement.add_many(again + make_records(2, prefix="late"))
+        got = []
+        with bulk.bulk_load():
+            assert indexes(pg_url) == set() and marker(pg_url) is not None
+            for begin in range(0, 5_000, 1_000):
+                got += bulk.add_many(records[begin:begin + 1_000])
+        got += bulk.add_many(again + make_records(2, prefix="late"))
+
+        # Touching sets last_accessed to the server's clock, so compare those apart.
+        def plain(results: list[AddResult]) -> list[tuple[Memory, bool]]:
+            return [(replace(r.memory, last_accessed=T0) if 5_000 <= i < 5_003 else r.memory,
+                     r.created) for i, r in enumerate(results)]
+
+        assert plain(got) == plain(expected)
+        assert [r.created for r in got[-5:]] == [False, False, False, True, True]
+        assert got[-3].memory.forgotten_at is None  # a forgotten key added again is restored
+        first = got[0].memory
+        assert (first.key, set(first.tags), first.metadata) == (
+            "k0", {"alpha:b", "topic:kernel", "Zeta"}, {"i": 0, "nested": {"xs": [1, 2.5, "s"]}})
+        assert snapshot(bulk, touched=3) == snapshot(by_statement, touched=3)
+        assert indexes(pg_url) == INDEXES and marker(pg_url) is None
+
+        # Both arms find the rows, through their indexes, as the statement-built store does.
+        query = vectors(5_000)[1234]
+        top = bulk.vector_search(query.tolist(), limit=5, filters=SearchFilters())
+        assert top[0][0] == got[1234].memory.id and top[0][1] == pytest.approx(1.0, abs=1e-5)
+        again_top = by_statement.vector_search(query.tolist(), limit=5, filters=SearchFilters())
+        assert again_top[0] == top[0]
+        words = bulk.fulltext_search("espresso kernel", limit=10, filters=SearchFilters())
+        assert words and words == by_statement.fulltext_search("espresso kernel", limit=10,
+                                                               filters=SearchFilters())
+        assert "memories_embedding_hnsw" in bulk.explain_search(vector=query.tolist(),
+                                                                seqscan=False)
+        assert "memories_tsv_gin" in bulk.explain_search(query="espresso", seqscan=False)
+    finally:
+        bulk.close()
+        by_statement.close()
+
+
+def test_searches_during_a_bulk_load_are_exact_and_the_index_is_built_at_the_end(
+        store: PostgresStore, pg_url: str) -> None:
+    store.hnsw_m, store.hnsw_ef_construction = 8, 40
+    records = make_records(1_200, seed=9)
+    with store.bulk_load():
+        store.add_many(records)
+        assert indexes(pg_url) == set()  # the first vector fixed the dimension, no index yet
+        query = vectors(1_200, 9)[77]
+        got = store.vector_search(query.tolist(), limit=10, filters=SearchFilters())
+        ids = {r.key: r.id for batch in store.iter_memories() for r in batch}
+        usable = [i for i, r in enumerate(records) if r.embedding is not None
+                  and r.forgotten_at is None]
+        matrix = vectors(1_200, 9)[usable]
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        exact = [ids[records[usable[j]].key] for j in
+                 np.argsort(-(matrix @ (query / np.linalg.norm(query))))[:10]]
+        assert [mid for mid, _ in got] == exact
+        assert store.fulltext_search("violin", limit=3, filters=SearchFilters())
+    assert indexes(pg_url) == INDEXES
+    with admin(pg_url) as conn:
+        indexdef = conn.execute("SELECT indexdef FROM pg_indexes "
+                                "WHERE indexname = 'memories_embedding_hnsw'").fetchone()
+    assert indexdef is not None and "m='8'" in indexdef[0] and "ef_construction='40'" in indexdef[0]
+    assert "WHERE (forgotten_at IS NULL)" in indexdef[0]
+
+
+def test_a_copy_batch_with_a_conflicting_key_writes_nothing(store: PostgresStore) -> None:
+    store.add_many(make_records(10))
+    before = snapshot(store)
+    clash = make_records(1_000, start=10)
+    clash[500] = NewMemory(**{**clash[500].__dict__, "key": "k3"})  # k3 holds other content
+    with pytest.raises(DuplicateKeyError, match="'k3' already holds different content"):
+        store.add_many(clash)
+    twice = make_records(1_000, start=10)
+    twice[900] = NewMemory(**{**twice[900].__dict__, "key": twice[100].key})
+    with pytest.raises(DuplicateKeyError, match="given twice in one batch"):
+        store.add_many(twice)
+    assert snapshot(store) == before
+
+    same = make_records(1_000, start=10) + make_records(1, start=500)  # k500 twice, same text
+    results = store.add_many(same)
+    assert [r.created for r in results].count(False) == 1 and not results[-1].created
+    assert results[-1].memory.id == results[490].memory.id
+    assert results[-1].memory.access_count == same[490].access_count + 1
+
+
+def test_a_failure_in_the_middle_of_a_bulk_load_leaves_nothing_half_written(
+        store: PostgresStore, pg_url: str) -> None:
+    store.add_many(make_records(20))
+    with pytest.raises(DimensionMismatchError), store.bulk_load():
+        store.add_many(make_records(1_000, start=20))
+        bad = make_records(1_000, start=1_020)
+        bad[600] = NewMemory(**{**bad[600].__dict__, "embedding": [1.0] * (DIM + 1)})
+        store.add_many(bad)
+    assert indexes(pg_url) == INDEXES and marker(pg_url) is None
+    assert store.counts("robot0").total + store.counts("robot0").forgotten == 1_020
+    assert store.get("k1019", include_forgotten=True) is not None
+    assert store.get("k1020", include_forgotten=True) is None
+
+    # A row the server refuses while the COPY is streaming (NUL in text) aborts the batch.
+    nul = make_records(1_000, start=2_000)
+    nul[700] = NewMemory(**{**nul[700].__dict__, "content": "bad \x00 text"})
+    with pytest.raises(StoreError):
+        store.add_many(nul)
+    assert store.get("k2000", include_forgotten=True) is None
+    assert len([o for o in store.operations(limit=10_000) if o.op == "add"]) == 1_020
+
+
+def commit_key_on_first_lookup(store: PostgresStore, url: str, key: str, content: str) -> Any:
+    """Make another writer commit ``key`` right after the batch has looked for its keys."""
+    fired: list[bool] = []
+
+    def insert(_c: Any, _cur: Any, sql: str, *_: Any) -> None:
+        if "FOR UPDATE" in sql and not fired:
+            fired.append(True)
+            with admin(url) as conn:
+                conn.execute(
+                    "INSERT INTO memories(key, content, content_hash, robot_id, token_count, "
+                    "created_at, last_accessed) SELECT %s, %s, 'h', id, 1, now(), now() "
+                    "FROM robots ORDER BY id LIMIT 1", (key, content))
+
+    event.listen(store.engine, "after_cursor_execute", insert)
+    return insert
+
+
+def test_a_key_committed_by_another_writer_during_the_copy_is_handled(
+        store: PostgresStore, pg_url: str) -> None:
+    store.add_many(make_records(1))
+    batch = make_records(400, start=1)
+    hook = commit_key_on_first_lookup(store, pg_url, "k200", batch[199].content)
+    results = store.add_many(batch)  # same content: the batch touches it instead of failing
+    event.remove(store.engine, "after_cursor_execute", hook)
+    assert [r.created for r in results].count(False) == 1 and not results[199].created
+    assert results[199].memory.access_count == 1
+    counts = store.counts("robot0")
+    assert counts.total + counts.forgotten == 401
+
+    hook = commit_key_on_first_lookup(store, pg_url, "k1200", "someone else's words")
+    with pytest.raises(DuplicateKeyError, match="'k1200' already holds different content"):
+        store.add_many(make_records(400, start=1_000))
+    event.remove(store.engine, "after_cursor_execute", hook)
+    assert store.get("k1000") is None and store.get("k1200") is not None
+    counts = store.counts("robot0")
+    assert counts.total + counts.forgotten == 402
+
+
+def test_a_loader_that_died_has_its_indexes_rebuilt_by_the_next_store(pg_url: str) -> None:
+    first = PostgresStore(pg_url)
+    first.add_many(make_records(300))
+    with first.bulk_load():
+        first.add_many(make_records(300, start=300))
+        # While a loader is alive, a store that opens leaves its indexes alone.
+        PostgresStore(pg_url).close()
+        assert indexes(pg_url) == set()
+    first.close()
+    # Now a loader that died: its marker is left behind and the indexes are gone.
+    with admin(pg_url) as conn:
+        conn.execute("INSERT INTO htm_meta(key, value) VALUES ('bulk_load', '{}')")
+        conn.execute("DROP INDEX memories_embedding_hnsw")
+        conn.execute("DROP INDEX memories_tsv_gin")
+    reopened = PostgresStore(pg_url)
+    try:
+        assert indexes(pg_url) == INDEXES and marker(pg_url) is None
+        assert "memories_embedding_hnsw" in reopened.explain_search(
+            vector=vectors(600)[5].tolist(), seqscan=False)
+        assert reopened.rebuild_indexes() == []  # nothing missing any more
+    finally:
+        reopened.close()
+
+
+def test_bulk_load_through_htm_and_defer_fulltext_off(pg_url: str) -> None:
+    store = PostgresStore(pg_url)
+    with HTM(robot="importer", store=store, embedder=HashingEmbedder(dim=DIM)) as htm:
+        with store.bulk_load(defer_fulltext=False, maintenance_work_mem_mb=64,
+                             parallel_workers=0):
+            assert indexes(pg_url) == {"memories_tsv_gin"}
+            added = htm.add_many([{"content": f"imported line {i} on {WORDS[i % 16]}",
+                                   "tags": ["import:old"]} for i in range(600)],
+                                 working_memory=False)
+        assert len({m.id for m in added}) == 600
+        assert indexes(pg_url) == INDEXES
+        line = f"imported line 417 on {WORDS[417 % 16]}"
+        hits = htm.recall(line, limit=3)
+        assert hits and hits[0].memory.content == line
+        assert htm.stats().long_term_total == 600
+
+
+def test_naive_times_take_the_statement_path_and_match_it(pg_url: str, other_url: str) -> None:
+    naive = [NewMemory(**{**r.__dict__, "created_at": r.created_at.replace(tzinfo=None),
+                          "last_accessed": None, "forgotten_at": None})
+             for r in make_records(300)]
+    copy_store, statement_store = PostgresStore(pg_url), PostgresStore(other_url,
+                                                                        copy_min_rows=10**9)
+    try:
+        assert [r.memory for r in copy_store.add_many(naive)] == [
+            r.memory for r in statement_store.add_many(naive)]
+    finally:
+        copy_store.close()
+        statement_store.close()
+
+
+def test_bad_settings_are_refused(pg_url: str) -> None:
+    with pytest.raises(ValidationError, match="copy_min_rows"):
+        PostgresStore(pg_url, copy_min_rows=0)
+    store = PostgresStore(pg_url)
+    try:
+        with pytest.raises(ValidationError, match="maintenance_work_mem_mb"), \
+                store.bulk_load(maintenance_work_mem_mb=0):
+            pytest.fail("the block must not run")
+        with pytest.raises(ValidationError, match="parallel_workers"):
+            store.rebuild_indexes(parallel_workers=-1)
+    finally:
+        store.close()
