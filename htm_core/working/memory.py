@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import heapq
 import math
 import threading
 import time
 from bisect import insort
 from collections.abc import Callable, Iterator
+from heapq import heapify, heappop, heappush, heapreplace
 from typing import Any
 
 from ..clock import Clock, local_now, to_timestamp
@@ -239,15 +239,15 @@ class WorkingMemory:
                             sizes[size] = count - 1
                         evicted.append(victim)
                         if resident <= free:
-                            heapq.heapreplace(heap, entry)  # the victim's place goes to the new item
+                            heapreplace(heap, entry)  # the victim's place goes to the new item
                             break
-                    heapq.heappop(heap)
+                    heappop(heap)
                 self._evictions += len(evicted)
                 self._dead += 2 * len(evicted)
                 if self._dead > 2 * len(recency) + _DEAD_SLACK:
                     self._compact()
             else:
-                heapq.heappush(heap, entry)
+                heappush(heap, entry)
                 if len(heap) > 2 * len(entries) + 1024:
                     self._rebuild_heap()
             entries[key] = entry
@@ -366,25 +366,25 @@ class WorkingMemory:
     def _push(self, item: WorkingItem) -> None:
         entry = self._entry(item)
         self._entries[item.key] = entry
-        heapq.heappush(self._heap, entry)
+        heappush(self._heap, entry)
         if len(self._heap) > 2 * len(self._entries) + 1024:
             self._rebuild_heap()
 
     def _rebuild_heap(self) -> None:
         self._heap = list(self._entries.values())
-        heapq.heapify(self._heap)
+        heapify(self._heap)
 
     def _smallest(self) -> int:
         counts = self._size_counts
         heap = self._size_heap
         while heap and heap[0] not in counts:
-            heapq.heappop(heap)
+            heappop(heap)
         return heap[0] if heap else 0
 
     def _new_size(self, size: int) -> None:
         # A size that left and came back may still be in the lazy heap; rebuild it before
         # such duplicates can pile up.
-        heapq.heappush(self._size_heap, size)
+        heappush(self._size_heap, size)
         if len(self._size_heap) > 2 * len(self._size_counts) + 64:
             self._size_heap = sorted(self._size_counts)
 
