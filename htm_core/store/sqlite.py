@@ -675,13 +675,13 @@ class SQLiteStore:
                      log_rows: Sequence[tuple[Any, ...]]) -> None:
         """Write a batch's new memories (ids ascending, consecutive), tags, touches and log.
 
-        With the batched trigger (``_FTS_BATCH_KEY``) the new rows are indexed for full
-        text by one statement over their id range instead of row by row.
+        With the batched trigger (``_FTS_BATCH_KEY``) two or more new rows are indexed for
+        full text by one statement over their id range instead of row by row.
         """
         cur = conn.connection.cursor()
         try:
             if new_rows:
-                batched = self._fts_batched
+                batched = self._fts_batched and len(new_rows) > 1  # one row: the trigger is cheaper
                 if batched:
                     cur.execute("INSERT OR REPLACE INTO htm_meta(key, value) VALUES (?, '1')",
                                 (_FTS_BATCH_KEY,))
