@@ -350,10 +350,15 @@ def coverage(query_words: Sequence[str], content: str) -> float:
     >>> coverage(["adopted", "beagle", "puppy"], "We adopt a beagle")
     0.6666666666666666
     """
-    if not query_words:
-        return 0.0
-    have = {_stem(w.lower()) for w in _WORD.findall(content)}
-    return sum(_stem(w) in have for w in query_words) / len(query_words)
+    return _share([_stem(w) for w in query_words], _stems_of(content))
+
+
+def _stems_of(content: str) -> set[str]:
+    return {_stem(w.lower()) for w in _WORD.findall(content)}
+
+
+def _share(stems: Sequence[str], have: set[str]) -> float:
+    return sum(s in have for s in stems) / len(stems) if stems else 0.0
 
 
 def _coverage_rrf(store: LongTermStore, arms: Mapping[str, Sequence[int]], text: str,
@@ -362,16 +367,18 @@ def _coverage_rrf(store: LongTermStore, arms: Mapping[str, Sequence[int]], text:
     """Weighted RRF where a full-text hit counts in proportion to the query words it has."""
     from .store._common import query_terms
 
-    words = query_terms(text)
+    stems = [_stem(w) for w in query_terms(text)]
     ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
     known.update(store.briefs(sorted(ids), filters))
-    contents = {mid: known[mid].content for mid in ids if mid in known}
+    shares: dict[int, float] = {}  # each hit's coverage, worked out once
+    for mid in ids:
+        shares[mid] = _share(stems, _stems_of(known[mid].content) if mid in known else set())
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     for arm, got in arms.items():
         weight = config.weights.get(arm, 1.0)
         for rank, mid in enumerate(got, start=1):
-            share = coverage(words, contents.get(mid, "")) if arm.startswith("fulltext") else 1.0
+            share = shares[mid] if arm.startswith("fulltext") else 1.0
             scores[mid] = scores.get(mid, 0.0) + weight * share / (config.rrf_k + rank)
             ranks.setdefault(mid, {})[arm] = rank
     ordered = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))

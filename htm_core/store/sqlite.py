@@ -956,23 +956,28 @@ class SQLiteStore:
         sql = ("SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
                "JOIN memories m ON m.id = memories_fts.rowid "
                f"WHERE memories_fts MATCH :match AND {where} ORDER BY rank, m.id LIMIT :limit")
-        count_sql = text("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
-                         "WHERE memories_fts MATCH :t LIMIT :cap)")
+        count_sql = ("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
+                     "WHERE memories_fts MATCH :t LIMIT :cap)")
         try:
+            # The raw cursor: a search is a few cheap statements, and SQLAlchemy's
+            # per-statement overhead would be most of its time.
             with self._read() as conn:
-                total = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM memories")
-                                         ).scalar_one())
-                rare = informative_terms(terms, total, lambda t, cap: int(conn.execute(
-                    count_sql, {"t": quoted(t), "cap": cap + 1}).scalar_one()))
-                match = " OR ".join(quoted(t) for t in rare)
-                if len(rare) < len(terms):
-                    # Candidates must hold a rare word; bm25 still scores every query word,
-                    # so common ones (a speaker's name) break ties among them.
-                    match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
-                params["match"] = match
-                rows = conn.execute(text(sql), params).all()
-        except DBAPIError as exc:
-            raise StoreError(f"full-text search failed: {exc.orig}") from exc
+                cur = conn.connection.cursor()
+                try:
+                    total = int(cur.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
+                    rare = informative_terms(terms, total, lambda t, cap: int(cur.execute(
+                        count_sql, {"t": quoted(t), "cap": cap + 1}).fetchone()[0]))
+                    match = " OR ".join(quoted(t) for t in rare)
+                    if len(rare) < len(terms):
+                        # Candidates must hold a rare word; bm25 still scores every query
+                        # word, so common ones (a speaker's name) break ties among them.
+                        match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
+                    params["match"] = match
+                    rows = cur.execute(sql, params).fetchall()
+                finally:
+                    cur.close()
+        except sqlite3.Error as exc:
+            raise StoreError(f"full-text search failed: {exc}") from exc
         return [(int(r[0]), -float(r[1])) for r in rows]
 
     def _load_index(self) -> None:
@@ -1000,10 +1005,18 @@ class SQLiteStore:
         if self._index is None:
             return
         with self._read() as conn:
-            generation = int(self._meta(conn, "vector_generation") or 0)
-        if generation != self._seen_generation or self._index_stale:
+            cur = conn.connection.cursor()  # one raw statement: this runs before every search
+            try:
+                generation, newest = cur.execute(
+                    "SELECT (SELECT value FROM htm_meta WHERE key = 'vector_generation'), "
+                    "(SELECT coalesce(max(id), 0) FROM memories)").fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
+            finally:
+                cur.close()
+        if int(generation or 0) != self._seen_generation or self._index_stale:
             self._load_index()
-        else:
+        elif int(newest) > self._index.max_id:
             self._pull_new_rows()
 
     def _pull_new_rows(self, *, below: int | None = None) -> None:
@@ -1084,14 +1097,21 @@ class SQLiteStore:
         params: dict[str, Any] = {}
         where = self._filter_sql(filters, params)
         out: dict[int, Brief] = {}
-        with self._read() as conn:
-            for part in chunks(sorted(set(ids)), 500):
-                id_list = ", ".join(str(int(i)) for i in part)
-                for mid, content, robot, created in conn.execute(text(
-                        "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
-                        f"JOIN robots r ON r.id = m.robot_id WHERE m.id IN ({id_list}) AND {where}"),
-                        params):
-                    out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
+        try:
+            with self._read() as conn:
+                cur = conn.connection.cursor()
+                try:
+                    for part in chunks(sorted(set(ids)), 500):
+                        id_list = ", ".join(str(int(i)) for i in part)
+                        for mid, content, robot, created in cur.execute(
+                                "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
+                                "JOIN robots r ON r.id = m.robot_id "
+                                f"WHERE m.id IN ({id_list}) AND {where}", params):
+                            out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
+                finally:
+                    cur.close()
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
         return out
 
     def vector_centroid(self) -> list[float] | None:
