@@ -364,8 +364,8 @@ class PostgresStore:
         self.ef_search = _check_int("ef_search", ef_search, 1, 1000)
         self.copy_min_rows = _check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
         self._robot_ids: dict[str, int] = {}
-        # (newest id then, monotonic time, centroid) of vector_centroid's last estimate.
-        self._centroid: tuple[int, float, list[float] | None] | None = None
+        # (newest id, monotonic time, embedder, centroid) of vector_centroid's last estimate.
+        self._centroid: tuple[int, float, str | None, list[float] | None] | None = None
         self._engine: Engine = create_engine(
             self._url,
             pool_size=_check_int("pool_size", pool_size, 1, 1000),
@@ -1272,27 +1272,32 @@ class PostgresStore:
     def vector_centroid(self) -> list[float] | None:
         """The mean direction of the newest 20,000 vectors (an estimate), cached: once it
         covers 1,000 memories it is checked at most once a minute and read again when the
-        store has grown by a twentieth since; smaller stores are checked on every call."""
+        store has grown by a twentieth or its embedder changed; smaller stores are checked
+        on every call."""
         cached = self._centroid
         now = time.monotonic()
         if cached is not None and cached[0] >= 1000 and now - cached[1] < 60.0:
-            return cached[2]
+            return cached[3]
 
-        def read(conn: Connection) -> tuple[int, list[float] | None]:
-            newest = int(conn.execute(text("SELECT coalesce(max(id), 0) FROM memories")).scalar_one())
-            if cached is not None and cached[2] is not None and newest <= cached[0] + cached[0] // 20:
-                return cached[0], cached[2]
+        def read(conn: Connection) -> tuple[int, str | None, list[float] | None]:
+            newest, embedder = conn.execute(text(
+                "SELECT (SELECT coalesce(max(id), 0) FROM memories), "
+                "(SELECT value FROM htm_meta WHERE key = 'embedder')")).one()
+            newest = int(newest)
+            if (cached is not None and cached[3] is not None and embedder == cached[2]
+                    and newest <= cached[0] + cached[0] // 20):
+                return cached[0], embedder, cached[3]
             row = conn.execute(text(
                 "SELECT CAST(avg(embedding) AS real[]) FROM (SELECT embedding FROM memories "
                 "WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 20000) s")).first()
             if row is None or row[0] is None:
-                return newest, None
+                return newest, embedder, None
             mean = np.asarray(row[0], dtype=np.float64)
             norm = float(np.linalg.norm(mean))
-            return newest, (mean / norm).tolist() if norm > 0 else None
+            return newest, embedder, (mean / norm).tolist() if norm > 0 else None
 
-        newest, centroid = self._read("estimating the vector centroid", read)
-        self._centroid = (newest, now, centroid)
+        newest, embedder, centroid = self._read("estimating the vector centroid", read)
+        self._centroid = (newest, now, embedder, centroid)
         return centroid
 
     def vector_search(self, vector: Sequence[float], *, limit: int, filters: SearchFilters,

@@ -342,3 +342,5 @@ def test_vector_centroid_is_the_mean_direction(store):
     assert got == pytest.approx([x / norm for x in mean], abs=1e-5)
     store.add_many([rec("zeta eta theta")])  # a small store is re-read as it grows
     assert store.vector_centroid() != pytest.approx(got, abs=1e-5)
+    store.reset_embeddings()
+    assert store.vector_centroid() is None
