@@ -103,7 +103,7 @@ DEFAULT_EF_SEARCH = 64
 
 #: Batches with at least this many new rows are written with COPY rather than arrays of
 #: parameters. Chosen from ``benchmarks/postgres_ops.py``; see docs/postgres.md.
-DEFAULT_COPY_MIN_ROWS = 256
+DEFAULT_COPY_MIN_ROWS = 16
 
 #: Advisory-lock keys (per database): schema migration, fixing the vector dimension, bulk
 #: loads (held shared by every running ``bulk_load``; taken exclusively to clean up after one).
@@ -900,7 +900,7 @@ class PostgresStore:
                 created_at=r.created_at.astimezone(timezone.utc),
                 last_accessed=(r.last_accessed or r.created_at).astimezone(timezone.utc),
                 access_count=int(r.access_count),
-                tags=tuple(sorted(set(r.tags), key=rank.__getitem__)),
+                tags=tuple(sorted(set(r.tags), key=rank.__getitem__)) if r.tags else (),
                 metadata=metas.get(mid, {}),
                 embedder=r.embedder if units[i] is not None else None,
                 forgotten_at=_utc(r.forgotten_at))
