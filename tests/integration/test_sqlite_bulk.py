@@ -8,7 +8,12 @@ all-or-nothing failure and the upgrade of files made with the older, per-row tri
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -274,3 +279,68 @@ def test_large_batch_cache_is_for_its_transaction_only(tmp_path: Path) -> None:
         assert cache_size() == default
     finally:
         store.close()
+
+
+def test_in_memory_store_takes_the_batched_path() -> None:
+    store = SQLiteStore(":memory:")
+    try:
+        results = store.add_many(make_records(400))
+        assert [r.memory.id for r in results] == list(range(1, 401))
+        assert store.fulltext_search("number 399", limit=1, filters=SearchFilters())[0][0] == 400
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM memories_fts WHERE memories_fts "
+                                        "MATCH 'note'").scalar_one() == 400
+            assert conn.exec_driver_sql("SELECT count(*) FROM htm_meta WHERE key = :k",
+                                        {"k": _FTS_BATCH_KEY}).scalar_one() == 0
+    finally:
+        store.close()
+
+
+CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[3])
+from tests.integration.test_sqlite_bulk import make_records
+from htm_core.store.sqlite import SQLiteStore
+store = SQLiteStore(sys.argv[1])
+with open(sys.argv[2], "a", buffering=1) as log:
+    start = 0
+    while True:
+        store.add_many(make_records(1_000, start=start))
+        log.write(f"{start}\n")
+        start += 1_000
+"""
+
+
+def test_sigkill_during_bulk_batches_leaves_whole_batches(tmp_path: Path) -> None:
+    """A writer killed mid-bulk: every returned batch is there, no partial one, FTS intact."""
+    path, log = tmp_path / "kill.db", tmp_path / "returned.log"
+    SQLiteStore(path).close()
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(log), str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while (not log.exists() or len(log.read_text().split()) < 2) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.15)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    returned = len(log.read_text().split())
+    assert returned >= 2, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+    ids, fts = fts_state(path)
+    assert ids == fts
+    assert len(ids) % 1_000 == 0 and ids == set(range(1, len(ids) + 1)), "a partial batch"
+    assert len(ids) >= returned * 1_000
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+    store = SQLiteStore(path)
+    try:
+        assert store.counts("r1").total == len(ids)
+        more = store.add_many(make_records(300, start=len(ids)))
+        assert more[0].memory.id == len(ids) + 1
+    finally:
+        store.close()
+    ids, fts = fts_state(path)
+    assert ids == fts == set(range(1, len(ids) + 1))
