@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
@@ -298,16 +298,33 @@ def _intersect(filters: SearchFilters, window: QueryTime) -> SearchFilters | Non
 # -- neighbour context -----------------------------------------------------------------
 
 
-def _neighbour_scores(store: LongTermStore, fused: list[RankedId], config: RetrievalConfig,
-                      filters: SearchFilters, pool: int, known: dict[int, Brief]) -> list[RankedId]:
+class _Briefs:
+    """The briefs one recall reads, each id asked for at most once (the first ask batches
+    what every step will need, so a recall usually reads them in one query)."""
+
+    def __init__(self, store: LongTermStore, filters: SearchFilters) -> None:
+        self._store, self._filters = store, filters
+        self._asked: set[int] = set()
+        self.found: dict[int, Brief] = {}
+
+    def fetch(self, ids: Iterable[int]) -> dict[int, Brief]:
+        todo = sorted({i for i in ids if i > 0} - self._asked)
+        if todo:
+            self._asked.update(todo)
+            # Forgotten memories and those failing the recall's filters are not returned.
+            self.found.update(self._store.briefs(todo, self._filters))
+        return self.found
+
+
+def _neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
+                      briefs: _Briefs) -> list[RankedId]:
     """Add to each memory ``weight ** distance × (s - floor)`` from its best better
     neighbour scoring ``s`` (``floor``: the weakest candidate's score), capped below ``s``."""
     n = config.neighbors
     top = fused[:pool]
     score = {r.id: r.score for r in fused}
     wanted = {r.id + d for r in top for d in range(-n, n + 1)}
-    # Neighbours that are forgotten or fail the recall's filters are not returned.
-    known.update(store.briefs([i for i in wanted if i > 0 and i not in known], filters))
+    known = briefs.fetch(wanted)
     memories = {i: known[i] for i in wanted if i in known}
     gap = timedelta(seconds=config.neighbor_gap)
     ranks = {r.id: r.ranks for r in fused}
@@ -361,15 +378,14 @@ def _share(stems: Sequence[str], have: set[str]) -> float:
     return sum(s in have for s in stems) / len(stems) if stems else 0.0
 
 
-def _coverage_rrf(store: LongTermStore, arms: Mapping[str, Sequence[int]], text: str,
-                  config: RetrievalConfig, filters: SearchFilters, known: dict[int, Brief]
-                  ) -> list[RankedId]:
+def _coverage_rrf(arms: Mapping[str, Sequence[int]], text: str, config: RetrievalConfig,
+                  briefs: _Briefs) -> list[RankedId]:
     """Weighted RRF where a full-text hit counts in proportion to the query words it has."""
     from .store._common import query_terms
 
     stems = [_stem(w) for w in query_terms(text)]
     ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
-    known.update(store.briefs(sorted(ids), filters))
+    known = briefs.fetch(ids)
     shares: dict[int, float] = {}  # each hit's coverage, worked out once
     for mid in ids:
         shares[mid] = _share(stems, _stems_of(known[mid].content) if mid in known else set())
@@ -452,14 +468,22 @@ def search(
                                                                      filters=window)]
         arms["fulltext@time"] = [mid for mid, _ in store.fulltext_search(text, limit=depth,
                                                                          filters=window)]
-    known: dict[int, Brief] = {}  # memories read once, for coverage and neighbours
-    if config.fusion is reciprocal_rank_fusion and config.coverage:
-        fused = _coverage_rrf(store, arms, text, config, filters, known)
+    briefs = _Briefs(store, filters)
+    coverage = config.fusion is reciprocal_rank_fusion and config.coverage
+    pool = max(limit * 2, 20)
+    # One read for both steps: the full-text hits (coverage) and the neighbours of each
+    # arm's best hits (most of the fused top); the few neighbours still missing are read
+    # after fusion.
+    briefs.fetch([mid for arm, got in arms.items() if coverage and arm.startswith("fulltext")
+                  for mid in got] +
+                 [mid + d for got in arms.values() for mid in got[:pool] if config.neighbors
+                  for d in range(-config.neighbors, config.neighbors + 1)])
+    if coverage:
+        fused = _coverage_rrf(arms, text, config, briefs)
     elif config.fusion is reciprocal_rank_fusion:
         fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
     else:
         fused = config.fusion(arms, config.rrf_k)
     if config.neighbors:
-        fused = _neighbour_scores(store, fused, config, filters, pool=max(limit * 2, 20),
-                                  known=known)
+        fused = _neighbour_scores(fused, config, pool, briefs)
     return fused[:limit]
