@@ -297,10 +297,14 @@ class SQLiteStore:
         """A write transaction: all or nothing. Waits (bounded) for another process's lock.
 
         ``cache_kib`` enlarges the connection's page cache for this transaction only (a large
-        batch then never spills dirty pages to the WAL before its commit).
+        batch then never spills dirty pages to the WAL before its commit). What the store
+        caches about the database (robot ids, the vector generation) is put back as it was
+        when the transaction does not commit.
         """
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         with self._lock:
+            cached = (dict(self._robot_ids), self._seen_generation, self._index_stale)
+            committed = False
             conn = self._engine.connect().execution_options(htm_write=True)
             raw = conn.connection.dbapi_connection if cache_kib else None
             normal_cache = None
@@ -328,9 +332,12 @@ class SQLiteStore:
                     trans.commit()
                 except DBAPIError as exc:
                     raise StoreError(f"SQLite commit failed on {self.url}: {exc.orig}") from exc
+                committed = True
             except DBAPIError as exc:
                 raise StoreError(f"SQLite write failed on {self.url}: {exc.orig}") from exc
             finally:
+                if not committed:
+                    self._robot_ids, self._seen_generation, self._index_stale = cached
                 if raw is not None and normal_cache is not None:
                     raw.execute(f"PRAGMA cache_size = {int(normal_cache)}")
                 conn.close()

@@ -344,3 +344,20 @@ def test_sigkill_during_bulk_batches_leaves_whole_batches(tmp_path: Path) -> Non
         store.close()
     ids, fts = fts_state(path)
     assert ids == fts == set(range(1, len(ids) + 1))
+
+
+def test_a_robot_first_seen_in_a_failed_batch_can_write_afterwards(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "robot.db")
+    try:
+        store.add_many(make_records(3))
+        batch = [*make_records(300, start=3, robots=("newbot",)), NewMemory(
+            key="k1", content="clash", robot="newbot", importance=1.0, token_count=1,
+            created_at=T0, explicit_key=True)]
+        with pytest.raises(DuplicateKeyError):
+            store.add_many(batch)
+        assert "newbot" not in [r.name for r in store.robots()]
+        results = store.add_many(batch[:300])
+        assert {r.memory.robot for r in results} == {"newbot"}
+        assert [r.name for r in store.robots()] == ["newbot", "r1", "r2"]
+    finally:
+        store.close()
