@@ -361,3 +361,22 @@ def test_a_robot_first_seen_in_a_failed_batch_can_write_afterwards(tmp_path: Pat
         assert [r.name for r in store.robots()] == ["newbot", "r1", "r2"]
     finally:
         store.close()
+
+
+def test_first_adds_after_open_do_not_regrow_the_vector_matrix(tmp_path: Path) -> None:
+    """Opening leaves spare rows, so the first add does not copy every vector to grow."""
+    path = tmp_path / "grow.db"
+    store = SQLiteStore(path)
+    store.add_many(make_records(4_000))
+    store.close()
+    store = SQLiteStore(path)
+    try:
+        index = store._index
+        assert index is not None
+        matrix = index._matrix
+        store.add_many(make_records(1, start=4_000))
+        store.add_many(make_records(900, start=4_001))
+        assert index._matrix is matrix and store._index is index
+        assert store.vector_search(matrix[4_500], limit=1, filters=SearchFilters())[0][0] == 4_501
+    finally:
+        store.close()
