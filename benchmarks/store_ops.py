@@ -200,9 +200,7 @@ def bench_bulk_into(n: int, rows: int = 20_000, batch: int = 1_000) -> dict[str,
 
     Twice: right after open (no search yet, so the HNSW graph is not loaded and nothing is
     folded into it), and after one vector search (the persisted graph is loaded; every
-    5,000 new rows are folded into it in a background thread, as in a running app). The
-    first add after open also grows the in-process vector matrix once (a copy of all
-    vectors); that is part of the figure.
+    5,000 new rows are folded into it in a background thread, as in a running app).
     """
     from htm_core.store.base import SearchFilters
     from htm_core.store.sqlite import SQLiteStore
