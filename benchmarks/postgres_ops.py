@@ -42,7 +42,7 @@ from .store_ops import records
 
 
 def bench_size(server_url: str, n: int, *, queries: int, batch: int, append: int,
-               memory_mb: int) -> dict[str, Any]:
+               memory_mb: int, ef_values: Sequence[int] = ()) -> dict[str, Any]:
     """Load ``n`` memories into a fresh database and time the operations."""
     from htm_core.retrieval import RetrievalConfig, search
     from htm_core.store.base import SearchFilters
@@ -93,6 +93,18 @@ def bench_size(server_url: str, n: int, *, queries: int, batch: int, append: int
             exact = ids[np.argsort(-(ds.vectors @ np.asarray(vec, dtype=np.float32)))[:10]]
             hits += len(got & set(exact.tolist()))
         out["recall_at_10"] = hits / (10 * len(qs))
+        exact_ids = [set(ids[np.argsort(-(ds.vectors @ np.asarray(vec, dtype=np.float32)))[:10]]
+                         .tolist()) for _text, vec in qs]
+        out["ef_sweep"] = []
+        for ef in ef_values:
+            found = sum(len(exact & {m for m, _ in store.vector_search(
+                vec, limit=10, filters=SearchFilters(), ef_search=ef)})
+                for exact, (_text, vec) in zip(exact_ids, qs, strict=True))
+
+            def at_ef(ef: int = ef) -> None:
+                store.vector_search(nxt()[1], limit=10, filters=SearchFilters(), ef_search=ef)
+            out["ef_sweep"].append({"ef_search": ef, "recall_at_10": found / (10 * len(qs)),
+                                    "vector": median_time(at_ef, runs=queries)})
         # add_many with the indexes live, after the queries (the extra rows are not in the
         # exact neighbour sets above).
         more = dataset(2 * append, seed=23)
@@ -116,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     parser.add_argument("--batch", type=int, default=1_000, help="add_many batch size of the load")
     parser.add_argument("--append", type=int, default=None,
                         help="rows added with live indexes per path (default 5,000; 100 with --quick)")
+    parser.add_argument("--ef-search", default=None,
+                        help="extra ef_search values for recall@10 / latency (default 100,200,400"
+                             " from 100,000 memories up)")
     parser.add_argument("--memory-mb", type=int, default=None,
                         help="maintenance_work_mem of the index build (default 1,024; 4,096 at 1M)")
     args = parser.parse_args(argv)
@@ -128,8 +143,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     with postgres_server(os.environ.get("HTM_BENCH_DATABASE_URL")) as url:
         for n in sizes:
             memory = args.memory_mb or (4_096 if n >= 1_000_000 else 1_024)
+            efs = [int(e) for e in args.ef_search.split(",")] if args.ef_search else (
+                [100, 200, 400] if n >= 100_000 else [])
             rows.append(bench_size(url, n, queries=5 if args.quick else 30, batch=args.batch,
-                                   append=append, memory_mb=memory))
+                                   append=append, memory_mb=memory, ef_values=efs))
     print("## PostgreSQL + pgvector HNSW (medians; query embedding excluded)\n")
     print(markdown_table(
         ["memories", "bulk_load: COPY phase", "index build", "bulk_load incl. build",
@@ -142,6 +159,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
           fmt_time(r["vector"]), fmt_time(r["hybrid"]), fmt_time(r["hybrid_plain"]),
           f"{r['recall_at_10']:.3f}"] for r in rows]))
     print()
+    sweep = [(r["size"], e) for r in rows for e in r["ef_sweep"]]
+    if sweep:
+        print("### Vector arm by ef_search (the default is the store's, above)\n")
+        print(markdown_table(["memories", "ef_search", "vector top-10", "recall@10 vs exact"],
+                             [[f"{n:,}", str(e["ef_search"]), fmt_time(e["vector"]),
+                               f"{e['recall_at_10']:.3f}"] for n, e in sweep]))
+        print()
     for r in rows:
         if r["size"] == 100_000:
             print(goal_line("hybrid top-10, PostgreSQL, 100k", r["hybrid"], 5e-3))

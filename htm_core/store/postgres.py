@@ -996,7 +996,8 @@ class PostgresStore:
         is analysed. Every ``add_many`` keeps its usual guarantees; searches meanwhile
         are exact scans, so they stay correct, only slower. The build at the end blocks
         writers (not readers) for its duration. With ``defer_fulltext=False`` the GIN
-        index is kept and maintained as rows arrive.
+        index is kept and maintained as rows arrive. The block keeps one pooled
+        connection for itself (it holds the advisory lock that marks the load as alive).
 
         Example::
 
@@ -1038,9 +1039,25 @@ class PostgresStore:
                     holder.commit()
                 except DBAPIError:
                     holder.invalidate()  # closing the session releases the lock too
+                self._vacuum()
                 self.rebuild_indexes(maintenance_work_mem_mb=memory, parallel_workers=workers)
         finally:
             holder.close()
+
+    def _vacuum(self) -> None:
+        """VACUUM the table after a load, before the big indexes exist again.
+
+        The load's inserts would otherwise set off autovacuum soon after, a full pass
+        over the new rows competing with the first searches (and, by then, visiting the
+        rebuilt indexes too). A failure here only costs that later pass: it is logged.
+        """
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
+                    "VACUUM memories")
+        except (DBAPIError, PoolTimeoutError) as exc:
+            logger.warning("%s: VACUUM after a bulk load failed (autovacuum will do it): %s",
+                           self.url, exc)
 
     def rebuild_indexes(self, *, maintenance_work_mem_mb: int = 1024,
                         parallel_workers: int | None = None) -> list[str]:
