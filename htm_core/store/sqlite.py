@@ -79,6 +79,10 @@ _FTS_INSERT_TRIGGER = f"""CREATE TRIGGER IF NOT EXISTS memories_fts_ai AFTER INS
 _LARGE_BATCH = 256
 _LARGE_BATCH_CACHE_KIB = 32_768
 
+#: The index behind the embedding cache (``find_embedding(s)``). Its keys are random, so each
+#: batch dirties pages all over it; ``bulk_load`` builds it once at the end instead.
+_HASH_INDEX = "CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash, embedder)"
+
 _SCHEMA_V1 = [
     """CREATE TABLE IF NOT EXISTS htm_meta (
         key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -103,7 +107,7 @@ _SCHEMA_V1 = [
         embedder TEXT,
         forgotten_at REAL)""",
     "CREATE INDEX IF NOT EXISTS memories_created_at ON memories(created_at)",
-    "CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash, embedder)",
+    _HASH_INDEX,
     "CREATE INDEX IF NOT EXISTS memories_robot ON memories(robot_id)",
     """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
         content, content='memories', content_rowid='id',
@@ -229,6 +233,7 @@ class SQLiteStore:
         self._seen_generation = 0
         self._index_stale = False
         self._fts_batched = False  # set on open: see _gate_fts_trigger
+        self._bulk_depth = 0  # nesting of bulk_load() blocks
         self._engine = self._make_engine()
         try:
             version = self.schema_version()
@@ -250,6 +255,8 @@ class SQLiteStore:
                 )
             self.migrate()
         self._fts_batched = self._gate_fts_trigger(upgrade=migrate)
+        if migrate:
+            self._build_hash_index(reason="left by a bulk load that did not finish")
         self._load_index()
 
     # -- engine and transactions -----------------------------------------------------
@@ -415,6 +422,48 @@ class SQLiteStore:
             return False
         logger.info("full-text indexing of %s now runs once per batch", self.url)
         return True
+
+    def _build_hash_index(self, *, reason: str) -> None:
+        """Create the embedding-cache index if it is missing (logged, with ``reason``)."""
+        with self._read() as conn:
+            present = conn.execute(text(
+                "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'memories_hash'")).first()
+        if present is not None:
+            return
+        with self._write() as conn:
+            conn.exec_driver_sql(_HASH_INDEX)
+            self._log(conn, "bulk_load", robot_id=None, detail={"index": "built", "reason": reason})
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[SQLiteStore]:
+        """A block for many ``add_many`` batches: the embedding-cache index is built once, at the end.
+
+        Each ``add_many`` inside stays one all-or-nothing transaction of its own. The index
+        on ``content_hash`` (random keys: every batch dirties pages all over it, which halves
+        bulk throughput in a 100k store) is dropped when the block starts and built when it
+        ends, also when it ends with an error; a loader that dies in between leaves that to
+        the next open of the store. Meanwhile ``find_embedding(s)`` scan the table, in every
+        process. Blocks may nest; the outermost one builds the index.
+
+        >>> store = SQLiteStore(":memory:")
+        >>> with store.bulk_load():
+        ...     pass
+        >>> [op.detail["index"] for op in store.operations(op="bulk_load")]
+        ['built', 'dropped']
+        """
+        with self._lock:
+            if self._bulk_depth == 0:
+                with self._write() as conn:
+                    conn.exec_driver_sql("DROP INDEX IF EXISTS memories_hash")
+                    self._log(conn, "bulk_load", robot_id=None, detail={"index": "dropped"})
+            self._bulk_depth += 1
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._bulk_depth -= 1
+                if self._bulk_depth == 0:
+                    self._build_hash_index(reason="end of bulk load")
 
     def close(self) -> None:
         self._engine.dispose()

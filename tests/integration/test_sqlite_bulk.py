@@ -380,3 +380,84 @@ def test_first_adds_after_open_do_not_regrow_the_vector_matrix(tmp_path: Path) -
         assert store.vector_search(matrix[4_500], limit=1, filters=SearchFilters())[0][0] == 4_501
     finally:
         store.close()
+
+
+def has_hash_index(path: Path) -> bool:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+                            "AND name = 'memories_hash'").fetchone()[0] == 1
+    finally:
+        conn.close()
+
+
+def test_bulk_load_gives_what_the_plain_path_gives(tmp_path: Path) -> None:
+    records = make_records(1_200)
+    bulk, plain = SQLiteStore(tmp_path / "bulk.db"), SQLiteStore(tmp_path / "plain.db")
+    try:
+        with bulk.bulk_load() as same:
+            assert same is bulk and not has_hash_index(tmp_path / "bulk.db")
+            for begin in range(0, 1_200, 400):
+                bulk.add_many(records[begin:begin + 400])
+            # The embedding cache still answers, by scanning.
+            assert bulk.find_embeddings([records[5].content_hash], "test") == \
+                {records[5].content_hash: pytest.approx(list(np.asarray(records[5].embedding)
+                                                             / np.linalg.norm(records[5].embedding)))}
+        for begin in range(0, 1_200, 400):
+            plain.add_many(records[begin:begin + 400])
+        assert has_hash_index(tmp_path / "bulk.db")
+        assert snapshot(bulk) == snapshot(plain)
+        assert searches(bulk, records) == searches(plain, records)
+        hashes = [r.content_hash for r in records[::50]]
+        assert bulk.find_embeddings(hashes, "test") == plain.find_embeddings(hashes, "test")
+        assert [o.detail["index"] for o in reversed(bulk.operations(op="bulk_load"))] == [
+            "dropped", "built"]
+    finally:
+        bulk.close()
+        plain.close()
+    ids, fts = fts_state(tmp_path / "bulk.db")
+    assert ids == fts == set(range(1, 1_201))
+
+
+def test_bulk_load_that_fails_keeps_committed_batches_and_rebuilds(tmp_path: Path) -> None:
+    path = tmp_path / "fail.db"
+    store = SQLiteStore(path)
+    try:
+        clash = NewMemory(key="k1", content="clash", robot="r1", importance=1.0, token_count=1,
+                          created_at=T0, explicit_key=True)
+        with pytest.raises(DuplicateKeyError), store.bulk_load():
+            store.add_many(make_records(500))
+            with store.bulk_load():  # nested: the outer block builds the index
+                store.add_many(make_records(300, start=500))
+            assert not has_hash_index(path)
+            store.add_many([*make_records(300, start=800), clash])
+        assert has_hash_index(path)
+        assert store.counts("r1").total == 800
+        assert store.fulltext_search("number 799", limit=1, filters=SearchFilters())[0][0] == 800
+    finally:
+        store.close()
+    ids, fts = fts_state(path)
+    assert ids == fts == set(range(1, 801))
+
+
+def test_a_dead_loader_index_is_built_by_the_next_open(tmp_path: Path) -> None:
+    path = tmp_path / "dead.db"
+    store = SQLiteStore(path)
+    store.add_many(make_records(400))
+    loading = store.bulk_load()
+    loading.__enter__()  # the loader "dies": its block never ends
+    store.add_many(make_records(100, start=400))
+    assert not has_hash_index(path)
+    SQLiteStore(path, migrate=False).close()  # may not change the schema
+    assert not has_hash_index(path)
+    reopened = SQLiteStore(path)
+    try:
+        assert has_hash_index(path)
+        assert reopened.operations(op="bulk_load", limit=1)[0].detail == {
+            "index": "built", "reason": "left by a bulk load that did not finish"}
+        assert reopened.counts("r1").total == 500
+    finally:
+        reopened.close()
+        loading.__exit__(None, None, None)  # end the suspended block: the index is there already
+        store.close()
+    assert has_hash_index(path)
