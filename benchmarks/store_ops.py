@@ -10,6 +10,7 @@ Run: ``python -m benchmarks.store_ops [--quick] [--sizes 1000,10000,100000]``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
@@ -89,20 +90,25 @@ def bench_bulk(n: int, batch: int, runs: int = 1) -> dict[str, Any]:
     """Throughput of ``store.add_many`` in batches of ``batch``, of the raw floor, and of the
     baselines.
 
-    htm and the raw floor run ``runs`` times each, alternating, on a fresh file each time;
-    the medians are the figures (the machine is shared, so single runs swing by 2×) and the
-    individual runs are kept too.
+    htm (plain, and inside ``bulk_load()``) and the raw floor (with and without the
+    ``content_hash`` index that ``bulk_load`` defers) run ``runs`` times each, alternating,
+    on a fresh file each time; the medians are the figures (the machine is shared, so single
+    runs swing by 2×) and the individual runs are kept too.
     """
     ds = dataset(n, seed=13)
     recs = records(ds, 0, n)
     rows = raw_rows(ds, n)
-    htm_rates, raw_rates = [], []
+    rates: dict[str, list[float]] = {"htm_bulk": [], "htm_bulk_load": [], "raw_sqlite": [],
+                                     "raw_sqlite_no_hash_index": []}
     for _ in range(runs):
-        htm_rates.append(_htm_bulk_once(recs, batch))
-        raw_rates.append(_raw_bulk_once(rows, batch))
-    out: dict[str, Any] = {"htm_bulk_per_s": statistics.median(htm_rates), "htm_bulk_runs_per_s": htm_rates,
-                           "raw_sqlite_per_s": statistics.median(raw_rates),
-                           "raw_sqlite_runs_per_s": raw_rates}
+        rates["htm_bulk"].append(_htm_bulk_once(recs, batch))
+        rates["htm_bulk_load"].append(_htm_bulk_once(recs, batch, bulk_load=True))
+        rates["raw_sqlite"].append(_raw_bulk_once(rows, batch))
+        rates["raw_sqlite_no_hash_index"].append(_raw_bulk_once(rows, batch, hash_index=False))
+    out: dict[str, Any] = {}
+    for name, values in rates.items():
+        out[f"{name}_per_s"] = statistics.median(values)
+        out[f"{name}_runs_per_s"] = values
     emb = VectorTableEmbedder(ds.texts, ds.vectors)
     try:
         from langchain_core.documents import Document
@@ -130,15 +136,17 @@ def bench_bulk(n: int, batch: int, runs: int = 1) -> dict[str, Any]:
     return out
 
 
-def _htm_bulk_once(recs: Sequence[Any], batch: int) -> float:
-    """Rows/s of ``SQLiteStore.add_many`` over ``recs`` in batches, on a fresh file."""
+def _htm_bulk_once(recs: Sequence[Any], batch: int, *, bulk_load: bool = False) -> float:
+    """Rows/s of ``SQLiteStore.add_many`` over ``recs`` in batches, on a fresh file (inside
+    ``bulk_load()`` when asked, its index build at the end included)."""
     from htm_core.store.sqlite import SQLiteStore
 
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(Path(tmp) / "bulk.db")
         t0 = time.perf_counter()
-        for begin in range(0, len(recs), batch):
-            store.add_many(recs[begin:begin + batch])
+        with store.bulk_load() if bulk_load else contextlib.nullcontext():
+            for begin in range(0, len(recs), batch):
+                store.add_many(recs[begin:begin + batch])
         rate = len(recs) / (time.perf_counter() - t0)
         store.close()
     return rate
@@ -153,18 +161,19 @@ def raw_rows(ds: Dataset, n: int) -> list[tuple[Any, ...]]:
              ds.vectors[i].tobytes(), EMBEDDER, None) for i in range(n)]
 
 
-def _raw_bulk_once(rows: Sequence[tuple[Any, ...]], batch: int) -> float:
+def _raw_bulk_once(rows: Sequence[tuple[Any, ...]], batch: int, *, hash_index: bool = True) -> float:
     """Rows/s of plain ``sqlite3`` doing the SQL htm's ``add_many`` does: the floor.
 
     No Python work per memory. Per batch, in one committed transaction, the statements htm
     issues: the full-text trigger stood aside, one ``executemany`` of the rows into
     ``memories`` (with its indexes), one ``INSERT .. SELECT`` into the FTS5 index, one
     ``executemany`` of the operations-log rows; on a connection set up like htm's (WAL,
-    ``synchronous=NORMAL``, the large-batch page cache).
+    ``synchronous=NORMAL``, the large-batch page cache). ``hash_index=False`` leaves out the
+    ``content_hash`` index, as ``bulk_load`` does, and builds it at the end.
     """
     import sqlite3
 
-    from htm_core.store.sqlite import _FTS_BATCH_KEY, _LARGE_BATCH_CACHE_KIB, _SCHEMA_V1
+    from htm_core.store.sqlite import _FTS_BATCH_KEY, _HASH_INDEX, _LARGE_BATCH_CACHE_KIB, _SCHEMA_V1
 
     with tempfile.TemporaryDirectory() as tmp:
         conn = sqlite3.connect(Path(tmp) / "raw.db", isolation_level=None)
@@ -173,6 +182,8 @@ def _raw_bulk_once(rows: Sequence[tuple[Any, ...]], batch: int) -> float:
         conn.execute(f"PRAGMA cache_size=-{_LARGE_BATCH_CACHE_KIB}")
         for statement in _SCHEMA_V1:
             conn.execute(statement)
+        if not hash_index:
+            conn.execute("DROP INDEX memories_hash")
         conn.execute("INSERT INTO robots(name, created_at) VALUES ('bench', 0)")
         t0 = time.perf_counter()
         for begin in range(0, len(rows), batch):
@@ -190,6 +201,8 @@ def _raw_bulk_once(rows: Sequence[tuple[Any, ...]], batch: int) -> float:
             conn.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
                              "VALUES (?, 'add', 1, ?, ?, '{}')", [(now, r[0], r[1]) for r in part])
             conn.execute("COMMIT")
+        if not hash_index:
+            conn.execute(_HASH_INDEX)
         rate = len(rows) / (time.perf_counter() - t0)
         conn.close()
     return rate
@@ -198,9 +211,10 @@ def _raw_bulk_once(rows: Sequence[tuple[Any, ...]], batch: int) -> float:
 def bench_bulk_into(n: int, rows: int = 20_000, batch: int = 1_000) -> dict[str, float]:
     """Rows/s of ``add_many`` into a copy of the cached ``n`` store, in batches of ``batch``.
 
-    Twice: right after open (no search yet, so the HNSW graph is not loaded and nothing is
-    folded into it), and after one vector search (the persisted graph is loaded; every
-    5,000 new rows are folded into it in a background thread, as in a running app).
+    Three times: right after open (no search yet, so the HNSW graph is not loaded and
+    nothing is folded into it); after one vector search (the persisted graph is loaded;
+    every 5,000 new rows are folded into it in a background thread, as in a running app);
+    and right after open inside ``bulk_load()`` (its index build at the end included).
     """
     from htm_core.store.base import SearchFilters
     from htm_core.store.sqlite import SQLiteStore
@@ -209,7 +223,7 @@ def bench_bulk_into(n: int, rows: int = 20_000, batch: int = 1_000) -> dict[str,
     ds = dataset(rows, seed=21)
     recs = records(ds, 0, rows, prefix="more")
     out: dict[str, float] = {}
-    for label in ("after_open", "graph_loaded"):
+    for label in ("after_open", "graph_loaded", "bulk_load"):
         with tempfile.TemporaryDirectory() as tmp:
             db = Path(tmp) / src.name
             shutil.copy(src, db)
@@ -223,8 +237,9 @@ def bench_bulk_into(n: int, rows: int = 20_000, batch: int = 1_000) -> dict[str,
                 if index is not None and hasattr(index, "wait"):
                     index.wait(300)
             t0 = time.perf_counter()
-            for begin in range(0, rows, batch):
-                store.add_many(recs[begin:begin + batch])
+            with store.bulk_load() if label == "bulk_load" else contextlib.nullcontext():
+                for begin in range(0, rows, batch):
+                    store.add_many(recs[begin:begin + batch])
             out[label] = rows / (time.perf_counter() - t0)
             store.close()
     return out
@@ -312,11 +327,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
              f"{bulk['raw_sqlite_per_s']:,.0f}/s "
              f"(htm at {bulk['htm_bulk_per_s'] / bulk['raw_sqlite_per_s']:.0%})",
              f"{bulk.get('langchain_bulk_per_s', 0):,.0f}/s",
-             f"{bulk.get('llamaindex_bulk_per_s', 0):,.0f}/s"]]
+             f"{bulk.get('llamaindex_bulk_per_s', 0):,.0f}/s"],
+            [f"the same inside `bulk_load()` (median of {runs})",
+             f"{bulk['htm_bulk_load_per_s']:,.0f}/s (runs: "
+             + ", ".join(f"{r:,.0f}" for r in sorted(bulk["htm_bulk_load_runs_per_s"])) + ")",
+             f"{bulk['raw_sqlite_no_hash_index_per_s']:,.0f}/s without the `content_hash` index "
+             f"(htm at {bulk['htm_bulk_load_per_s'] / bulk['raw_sqlite_no_hash_index_per_s']:.0%})",
+             "–", "–"]]
     if into is not None:
         rows.append([f"bulk `add_many` of 20,000 into the {big_n:,} store, batches of 1,000: "
-                     "after open / with its HNSW graph loaded",
-                     f"{into['after_open']:,.0f}/s / {into['graph_loaded']:,.0f}/s", "–", "–", "–"])
+                     "after open / with its HNSW graph loaded / inside `bulk_load()`",
+                     f"{into['after_open']:,.0f}/s / {into['graph_loaded']:,.0f}/s / "
+                     f"{into['bulk_load']:,.0f}/s", "–", "–", "–"])
     print(markdown_table(["operation", "htm (SQLite, durable)", "raw sqlite3, same rows and statements",
                           "LangChain in-memory", "LlamaIndex in-memory"], rows))
     print()
@@ -328,6 +350,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     print(goal_line("single add + commit", single["single_add"], 0.5e-3))
     print(goal_line("bulk add_many", bulk["htm_bulk_per_s"], 40_000, lower_is_better=False,
                     unit=lambda v: f"{v:,.0f}/s"))
+    print(goal_line("bulk add_many inside bulk_load()", bulk["htm_bulk_load_per_s"], 40_000,
+                    lower_is_better=False, unit=lambda v: f"{v:,.0f}/s"))
     big = next((o for o in opens if o["size"] == 100_000), None)
     if big:
         print(goal_line("open 100k store + first recall", big["open_first_recall"], 1.0))
