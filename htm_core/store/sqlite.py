@@ -256,7 +256,10 @@ class SQLiteStore:
             self.migrate()
         self._fts_batched = self._gate_fts_trigger(upgrade=migrate)
         if migrate:
-            self._build_hash_index(reason="left by a bulk load that did not finish")
+            try:
+                self._build_hash_index(reason="left by a bulk load that did not finish")
+            except StoreError as exc:  # a read-only file: cache lookups scan until it is built
+                logger.warning("could not rebuild the content_hash index of %s: %s", self.url, exc)
         self._load_index()
 
     # -- engine and transactions -----------------------------------------------------
