@@ -8,8 +8,9 @@ How it works:
   first vector arrives (``ALTER ... TYPE vector(dim)``), and the HNSW cosine index
   (``vector_cosine_ops``, ``m`` / ``ef_construction`` configurable) is created then. Rows
   are stored L2-normalised, as on SQLite. ``hnsw.ef_search`` is set per query
-  (``SET LOCAL`` through ``set_config``). The index is partial (``forgotten_at IS NULL``),
-  so forgotten memories never take a slot in an approximate result.
+  (through ``set_config``). The index is partial (``forgotten_at IS NULL``), so forgotten
+  memories never take a slot in an approximate result. Reads run in autocommit mode (no
+  BEGIN / ROLLBACK round trips on the recall path).
 - Full text: a generated ``tsvector`` column (``to_tsvector('english', content)``) with a
   GIN index, ranked by ``ts_rank_cd``. User text is reduced to plain words
   (:func:`~htm_core.store._common.query_terms`) and each word goes through
@@ -436,8 +437,12 @@ class PostgresStore:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _read(self, what: str, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn``'s reads in autocommit mode: each statement is its own snapshot, and
+        no BEGIN / ROLLBACK round trips are paid (a read is on the path of every recall).
+        ``set_config(..., true)`` does not carry over between statements here; use
+        :meth:`_run` for anything that needs a transaction."""
         try:
-            with self._engine.connect() as conn:
+            with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 return fn(conn)
         except DBAPIError as exc:
             raise self._error(exc, what) from exc
@@ -1255,15 +1260,17 @@ class PostgresStore:
             f"WHERE m.tsv @@ ({match}) AND {where} ORDER BY rank DESC, m.id LIMIT :limit", params)
 
     def _prepare_vector_query(self, conn: Connection, vector: Sequence[float],
-                              ef_search: int) -> np.ndarray | None:
-        """Set ``hnsw.ef_search`` for this transaction and check the query vector, in one trip.
+                              ef_search: int, *, local: bool = True) -> np.ndarray | None:
+        """Set ``hnsw.ef_search`` and check the query vector, in one trip.
 
+        ``local``: for this transaction only; else for the connection's session (every
+        vector search sets it, so the value a pooled connection keeps never matters).
         Returns the unit query vector, or None when the store holds no vectors yet.
         """
         dim = conn.execute(text(
-            "SELECT set_config('hnsw.ef_search', :v, true), "
+            "SELECT set_config('hnsw.ef_search', :v, :local), "
             "(SELECT value FROM htm_meta WHERE key = 'embedding_dim')"),
-            {"v": str(ef_search)}).one()[1]
+            {"v": str(ef_search), "local": local}).one()[1]
         if dim is None:
             return None
         query = normalise(vector)
@@ -1328,18 +1335,25 @@ class PostgresStore:
         ef = _check_int("ef_search", ef_search if ef_search is not None else self.ef_search,
                         1, 1000)
 
-        def search(conn: Connection) -> list[tuple[int, float]]:
-            unit = self._prepare_vector_query(conn, vector, min(1000, max(ef, limit)))
+        def search(conn: Connection) -> tuple[list[Any], str, dict[str, Any]] | None:
+            unit = self._prepare_vector_query(conn, vector, min(1000, max(ef, limit)),
+                                              local=False)
             if unit is None or not np.any(unit):
-                return []
+                return None
             sql, params = self._vector_sql(unit, limit, filters)
-            rows = conn.execute(text(sql), params).all()
-            if len(rows) < limit:
-                conn.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
-                rows = conn.execute(text(sql), params).all()
-            return [(int(r[0]), float(r[1])) for r in rows]
+            return list(conn.execute(text(sql), params).all()), sql, params
 
-        return self._run("vector search", search)
+        def exact(conn: Connection) -> list[Any]:
+            conn.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
+            return list(conn.execute(text(sql), params).all())
+
+        found = self._read("vector search", search)
+        if found is None:
+            return []
+        rows, sql, params = found
+        if len(rows) < limit:
+            rows = self._run("vector search", exact)  # index scans off: this transaction only
+        return [(int(r[0]), float(r[1])) for r in rows]
 
     def fulltext_search(self, query: str, *, limit: int,
                         filters: SearchFilters) -> list[tuple[int, float]]:
