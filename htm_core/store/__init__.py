@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import SCHEMA_VERSION, AddResult, LongTermStore, NewMemory, SearchFilters, StoreCounts
+from .base import (
+    SCHEMA_VERSION,
+    AddResult,
+    Brief,
+    LongTermStore,
+    NewMemory,
+    SearchFilters,
+    StoreCounts,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
     "AddResult",
+    "Brief",
     "LongTermStore",
     "NewMemory",
     "SearchFilters",
