@@ -5,6 +5,7 @@
     python -m benchmarks.recall_quality            # the whole dev set, MiniLM
     python -m benchmarks.recall_quality --quick    # one conversation, a few questions
     python -m benchmarks.recall_quality --ablation # each hybrid option switched off in turn
+    python -m benchmarks.recall_quality --postgres # htm's arms on a throwaway PostgreSQL
 
 Every conversation of ``benchmarks/data/devset.json`` goes into its own SQLite store
 through :meth:`htm_core.HTM.add_many` (one memory per turn, ``"Speaker: text"``,
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -172,10 +174,9 @@ def _turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _htm_arms(conv: dict[str, Any], questions: list[dict[str, Any]], embedder: CachedEmbedder,
-              workdir: Path, configs: dict[str, tuple[str, RetrievalConfig]], depth: int
+              url: str, configs: dict[str, tuple[str, RetrievalConfig]], depth: int
               ) -> dict[str, ArmResult]:
     clock = FrozenClock(datetime.fromisoformat(conv["sessions"][-1]["date"]))
-    url = str(workdir / f"{conv['id']}.db")
     results = {name: ArmResult(name) for name in configs}
     with HTM(robot="bench", database_url=url, embedder=embedder, clock=clock,
              working_memory_tokens=1_000_000) as base:
@@ -291,9 +292,14 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
 
 
 def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = False,
-             ablation: bool = False, baselines: bool = True, depth: int = 25
+             ablation: bool = False, baselines: bool = True, depth: int = 25,
+             database: Callable[[str], AbstractContextManager[str]] | None = None
              ) -> tuple[list[dict[str, Any]], dict[str, ArmResult]]:
-    """Run every arm over the dev set; return the questions asked and each arm's results."""
+    """Run every arm over the dev set; return the questions asked and each arm's results.
+
+    ``database(conversation_id)`` gives the store URL for one conversation (default: a
+    SQLite file in a temporary folder).
+    """
     convs = devset["conversations"][:1] if quick else devset["conversations"]
     asked: list[dict[str, Any]] = []
     results: dict[str, ArmResult] = {}
@@ -304,7 +310,9 @@ def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = 
             if quick:
                 questions = [q for kind in KINDS for q in questions if q["kind"] == kind][::4]
             asked.extend(questions)
-            arms = _htm_arms(conv, questions, embedder, Path(tmp), configs, depth)
+            with (database(conv["id"]) if database else
+                  nullcontext(str(Path(tmp) / f"{conv['id']}.db"))) as url:
+                arms = _htm_arms(conv, questions, embedder, url, configs, depth)
             if baselines:
                 arms["LangChain InMemoryVectorStore"] = _langchain_arm(conv, questions, embedder,
                                                                        depth)
@@ -358,6 +366,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
     parser.add_argument("--json", type=Path, help="also write the summaries here")
     parser.add_argument("--keep-common-terms", action="store_true", help="ablation: keep query "
                         "words found in most memories (speaker names) in the full-text arm")
+    parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
+                        help="run htm's arms on PostgreSQL: the server at URL, or a throwaway "
+                        "pgserver when no URL is given (one database per conversation)")
     args = parser.parse_args(argv)
     if args.keep_common_terms:
         from htm_core.store import _common
@@ -367,8 +378,19 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
     devset = json.loads(args.devset.read_text(encoding="utf-8"))
     embedder = make_embedder(args.embedder, args.cache)
     t0 = time.perf_counter()
-    questions, results = evaluate(devset, embedder=embedder, quick=args.quick,
-                                  ablation=args.ablation, baselines=not args.no_baselines)
+    with ExitStack() as stack:
+        database: Callable[[str], AbstractContextManager[str]] | None = None
+        if args.postgres is not None:
+            from ._common import fresh_database, postgres_server
+
+            server = stack.enter_context(postgres_server(args.postgres or None,
+                                                         prefix="htm-recall-pg-"))
+
+            def database(_conversation: str) -> AbstractContextManager[str]:
+                return fresh_database(server, prefix="htm_recall")
+        questions, results = evaluate(devset, embedder=embedder, quick=args.quick,
+                                      ablation=args.ablation, baselines=not args.no_baselines,
+                                      database=database)
     turns = sum(len(s["turns"]) for c in devset["conversations"][: 1 if args.quick else None]
                 for s in c["sessions"])
     print(f"# Recall quality: {len(questions)} questions over {turns} turns, embedder "

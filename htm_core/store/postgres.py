@@ -79,7 +79,8 @@ from ..errors import (
     ValidationError,
 )
 from ..models import Memory, Operation, Robot
-from ._common import COMMON_TERM_SHARE, informative_terms, mask_url, query_terms
+from . import _common
+from ._common import informative_terms, mask_url, query_terms
 from .base import (
     SCHEMA_VERSION,
     AddResult,
@@ -1373,7 +1374,7 @@ class PostgresStore:
                     "WHERE tsv @@ plainto_tsquery('english', w) "
                     "LIMIT floor(n.total * :share)::bigint + 1) s) "
                     "FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS u(w, i) ORDER BY i) "
-                    "FROM n"), {"terms": list(terms), "share": COMMON_TERM_SHARE}).one()
+                    "FROM n"), {"terms": list(terms), "share": _common.COMMON_TERM_SHARE}).one()
                 count_of = dict(zip(terms, counts, strict=True))
                 rare = informative_terms(terms, int(total), lambda t, _cap: int(count_of[t]))
             sql, params = self._fulltext_sql(terms, limit, filters,
