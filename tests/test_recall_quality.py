@@ -121,6 +121,20 @@ def test_benchmark_quick_run_end_to_end(tmp_path: Path, small_devset: dict[str, 
     assert "**R@10**" in printed and "recall latency" in printed
 
 
+def test_benchmark_quick_run_on_postgres(tmp_path: Path, small_devset: dict[str, Any],
+                                        postgres_server_url: str) -> None:
+    """``--postgres URL`` runs htm's arms on that server, one fresh database per
+    conversation, and ranks like the SQLite run on the same (hashing) vectors."""
+    devset = tmp_path / "devset.json"
+    devset.write_text(json.dumps(small_devset), encoding="utf-8")
+    common = ["--quick", "--embedder", "hashing", "--devset", str(devset), "--no-baselines"]
+    on_postgres = rq.main([*common, "--postgres", postgres_server_url])
+    on_sqlite = rq.main(common)
+    assert set(on_postgres) == {"htm vector", "htm fulltext", "plain RRF", "htm hybrid (default)"}
+    assert on_postgres["htm vector"]["all"]["R@25"] == pytest.approx(
+        on_sqlite["htm vector"]["all"]["R@25"], abs=0.1)
+
+
 def test_cached_embedder_reuses_vectors_across_instances(tmp_path: Path) -> None:
     calls: list[int] = []
 
