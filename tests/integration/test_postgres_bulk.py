@@ -8,6 +8,7 @@ GIN indexes in place, also after a failure or a loader that died.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -179,6 +180,44 @@ def test_searches_during_a_bulk_load_are_exact_and_the_index_is_built_at_the_end
                                 "WHERE indexname = 'memories_embedding_hnsw'").fetchone()
     assert indexdef is not None and "m='8'" in indexdef[0] and "ef_construction='40'" in indexdef[0]
     assert "WHERE (forgotten_at IS NULL)" in indexdef[0]
+
+
+def test_searches_from_another_store_stay_right_through_drop_load_and_build(
+        pg_url: str) -> None:
+    """A second store (own pool) searches all along: before, during and after the load."""
+    loader, searcher = PostgresStore(pg_url), PostgresStore(pg_url)
+    known = make_records(50, seed=5)
+    loader.add_many(known)
+    probe = vectors(50, 5)[42]
+    errors: list[BaseException] = []
+    seen: list[int] = []
+    done = threading.Event()
+
+    def search() -> None:
+        try:
+            while not done.is_set():
+                top = searcher.vector_search(probe.tolist(), limit=3, filters=SearchFilters())
+                words = searcher.fulltext_search("note 42", limit=50, filters=SearchFilters())
+                assert top[0][1] == pytest.approx(1.0, abs=1e-5)
+                assert searcher.get_many([top[0][0]])[0].key == "k42"
+                assert "k42" in {m.key for m in searcher.get_many([w for w, _ in words])}
+                seen.append(len(top))
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    try:
+        with loader.bulk_load():
+            for begin in range(0, 3_000, 1_000):
+                loader.add_many(make_records(1_000, start=100 + begin, seed=6))
+    finally:
+        done.set()
+        thread.join()
+        loader.close()
+        searcher.close()
+    assert not errors, errors[0]
+    assert len(seen) >= 3 and indexes(pg_url) == INDEXES
 
 
 def test_a_copy_batch_with_a_conflicting_key_writes_nothing(store: PostgresStore) -> None:
