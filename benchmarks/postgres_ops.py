@@ -42,16 +42,18 @@ from .store_ops import records
 
 
 def bench_size(server_url: str, n: int, *, queries: int, batch: int, append: int,
-               memory_mb: int, ef_values: Sequence[int] = ()) -> dict[str, Any]:
+               memory_mb: int, ef_values: Sequence[int] = (),
+               hnsw: dict[str, int] | None = None) -> dict[str, Any]:
     """Load ``n`` memories into a fresh database and time the operations."""
     from htm_core.retrieval import RetrievalConfig, search
     from htm_core.store.base import SearchFilters
     from htm_core.store.postgres import PostgresStore
 
     ds = dataset(n, queries=queries)
-    out: dict[str, Any] = {"size": n, "batch": batch}
+    out: dict[str, Any] = {"size": n, "batch": batch, **(hnsw or {})}
     with fresh_database(server_url) as url:
-        store = PostgresStore(url)
+        store = PostgresStore(url, hnsw_m=(hnsw or {}).get("hnsw_m", 16),
+                              hnsw_ef_construction=(hnsw or {}).get("hnsw_ef_construction", 64))
         recs = records(ds, 0, n)
         loading = store.bulk_load(maintenance_work_mem_mb=memory_mb)
         t0 = time.perf_counter()
@@ -131,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     parser.add_argument("--ef-search", default=None,
                         help="extra ef_search values for recall@10 / latency (default 100,200,400"
                              " from 100,000 memories up)")
+    parser.add_argument("--hnsw-m", type=int, default=16, help="HNSW m of the store")
+    parser.add_argument("--ef-construction", type=int, default=64,
+                        help="HNSW ef_construction of the store")
     parser.add_argument("--memory-mb", type=int, default=None,
                         help="maintenance_work_mem of the index build (default 1,024; 4,096 at 1M)")
     args = parser.parse_args(argv)
@@ -146,8 +151,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
             efs = [int(e) for e in args.ef_search.split(",")] if args.ef_search else (
                 [100, 200, 400] if n >= 100_000 else [])
             rows.append(bench_size(url, n, queries=5 if args.quick else 30, batch=args.batch,
-                                   append=append, memory_mb=memory, ef_values=efs))
-    print("## PostgreSQL + pgvector HNSW (medians; query embedding excluded)\n")
+                                   append=append, memory_mb=memory, ef_values=efs,
+                                   hnsw={"hnsw_m": args.hnsw_m,
+                                         "hnsw_ef_construction": args.ef_construction}))
+    print(f"## PostgreSQL + pgvector HNSW, m = {args.hnsw_m}, ef_construction = "
+          f"{args.ef_construction} (medians; query embedding excluded)\n")
     print(markdown_table(
         ["memories", "bulk_load: COPY phase", "index build", "bulk_load incl. build",
          "add_many, live index (COPY)", "add_many, live index (statements)",
