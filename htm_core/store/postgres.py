@@ -996,11 +996,12 @@ class PostgresStore:
 
         Keeping the HNSW graph (and the GIN full-text index) up to date row by row is
         what limits large loads; inside this block they are dropped, and on the way out
-        (also when the block raises) they are built again over all the rows with
-        ``maintenance_work_mem_mb`` of memory and up to ``parallel_workers`` parallel
-        workers (None: the server's ``max_parallel_maintenance_workers``), and the table
-        is analysed. Every ``add_many`` keeps its usual guarantees; searches meanwhile
-        are exact scans, so they stay correct, only slower. The build at the end blocks
+        (also when the block raises) the table is vacuumed, the indexes are built again
+        over all the rows with ``maintenance_work_mem_mb`` of memory and up to
+        ``parallel_workers`` parallel workers (None: the server's
+        ``max_parallel_maintenance_workers``), and the table is analysed. Every
+        ``add_many`` keeps its usual guarantees; searches meanwhile are exact scans, so
+        they stay correct, only slower. The build at the end blocks
         writers (not readers) for its duration. With ``defer_fulltext=False`` the GIN
         index is kept and maintained as rows arrive. The block keeps one pooled
         connection for itself (it holds the advisory lock that marks the load as alive).
