@@ -147,7 +147,9 @@ def test_ef_search_is_set_per_query(store):
 
 # -- writing --------------------------------------------------------------------------
 
-def test_a_batch_of_adds_is_a_fixed_number_of_statements(store):
+def test_a_batch_of_adds_is_a_fixed_number_of_statements_or_copies(store):
+    """Whatever its size, a batch is a fixed number of statements (small batches) or
+    COPYs (large ones): never one statement per row."""
     store.add_many(notes(1, prefix="warm"))  # fixes the dimension, registers the robot
     seen = statements(store)
     store.add_many(notes(1, prefix="one"))
