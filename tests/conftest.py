@@ -43,6 +43,14 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     yield from session_server(tmp_path_factory)
 
 
+@pytest.fixture
+def pg_url(postgres_server_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database (dropped afterwards)."""
+    from tests.pg import fresh_database
+
+    yield from fresh_database(postgres_server_url)
+
+
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database on each backend."""

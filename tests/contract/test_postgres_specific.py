@@ -28,7 +28,6 @@ from htm_core.errors import (
 )
 from htm_core.store import SCHEMA_VERSION, NewMemory, SearchFilters, open_store
 from htm_core.store.postgres import DEFAULT_EF_SEARCH, PostgresStore, postgres_url
-from tests.pg import fresh_database
 
 pytestmark = pytest.mark.postgres
 
@@ -53,11 +52,6 @@ def admin(url: str) -> psycopg.Connection:
     """A plain psycopg connection to the same database, for checks from outside the store."""
     return psycopg.connect(make_url(url).set(drivername="postgresql")
                            .render_as_string(hide_password=False), autocommit=True)
-
-
-@pytest.fixture
-def pg_url(postgres_server_url: str) -> Iterator[str]:
-    yield from fresh_database(postgres_server_url)
 
 
 @pytest.fixture

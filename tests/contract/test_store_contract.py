@@ -319,7 +319,7 @@ def test_briefs_return_visible_memories_that_pass_the_filters(store):
                            rec("tagged", when=T0, tags=("topic:x",)), rec("to forget", when=T0)])
     ids = {r.memory.content: r.memory.id for r in made}
     store.forget(made[-1].memory.key, robot="r1", at=T0)
-    everything = store.briefs(list(ids.values()) + [10**9], SearchFilters())
+    everything = store.briefs([*ids.values(), 10**9], SearchFilters())
     assert {b.content for b in everything.values()} == {"in window", "old one", "other robot",
                                                           "tagged"}
     brief = everything[ids["other robot"]]

@@ -92,11 +92,6 @@ def snapshot(store: PostgresStore, touched: int = 0) -> dict[str, Any]:
 
 
 @pytest.fixture
-def pg_url(postgres_server_url: str) -> Iterator[str]:
-    yield from fresh_database(postgres_server_url)
-
-
-@pytest.fixture
 def other_url(postgres_server_url: str) -> Iterator[str]:
     yield from fresh_database(postgres_server_url)
 
