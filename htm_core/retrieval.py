@@ -55,6 +55,7 @@ __all__ = [
     "QueryTime",
     "RankedId",
     "RetrievalConfig",
+    "centred_query",
     "check_recall_strategy",
     "coverage",
     "query_timeframe",
@@ -469,16 +470,17 @@ def search(
         arms["fulltext@time"] = [mid for mid, _ in store.fulltext_search(text, limit=depth,
                                                                          filters=window)]
     briefs = _Briefs(store, filters)
-    coverage = config.fusion is reciprocal_rank_fusion and config.coverage
+    weigh_coverage = config.fusion is reciprocal_rank_fusion and config.coverage
     pool = max(limit * 2, 20)
     # One read for both steps: the full-text hits (coverage) and the neighbours of each
     # arm's best hits (most of the fused top); the few neighbours still missing are read
     # after fusion.
-    briefs.fetch([mid for arm, got in arms.items() if coverage and arm.startswith("fulltext")
+    briefs.fetch([mid for arm, got in arms.items()
+                  if weigh_coverage and arm.startswith("fulltext")
                   for mid in got] +
                  [mid + d for got in arms.values() for mid in got[:pool] if config.neighbors
                   for d in range(-config.neighbors, config.neighbors + 1)])
-    if coverage:
+    if weigh_coverage:
         fused = _coverage_rrf(arms, text, config, briefs)
     elif config.fusion is reciprocal_rank_fusion:
         fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
