@@ -203,7 +203,25 @@ class _Row:
                    payload=json.loads(self.payload), attempts=self.attempts, last_error=self.last_error)
 
 
-class InMemoryJobQueue:
+def _checked_jobs(jobs: Iterable[tuple[str, str, Mapping[str, Any] | None]]
+                  ) -> list[tuple[str, str, str]]:
+    return [(_check_kind(kind), check_key(key), _encode(payload)) for kind, key, payload in jobs]
+
+
+class _PutOne:
+    """``put`` as a one-job ``put_many`` (shared by the queues)."""
+
+    def put(self, kind: str, memory_key: str, payload: Mapping[str, Any] | None = None, *,
+            dedupe: bool = True) -> int:
+        """Queue one job (see :meth:`JobQueue.put`)."""
+        return self.put_many([(kind, memory_key, payload)], dedupe=dedupe)[0]
+
+    def put_many(self, jobs: Iterable[tuple[str, str, Mapping[str, Any] | None]], *,
+                 dedupe: bool = True) -> list[int]:
+        raise NotImplementedError
+
+
+class InMemoryJobQueue(_PutOne):
     """A :class:`JobQueue` in a dict: for tests and for processes that accept losing jobs.
 
     >>> queue = InMemoryJobQueue()
@@ -219,13 +237,9 @@ class InMemoryJobQueue:
         self._lock = threading.Lock()
         self._clock = clock
 
-    def put(self, kind: str, memory_key: str, payload: Mapping[str, Any] | None = None, *,
-            dedupe: bool = True) -> int:
-        return self.put_many([(kind, memory_key, payload)], dedupe=dedupe)[0]
-
     def put_many(self, jobs: Iterable[tuple[str, str, Mapping[str, Any] | None]], *,
                  dedupe: bool = True) -> list[int]:
-        checked = [(_check_kind(kind), check_key(key), _encode(payload)) for kind, key, payload in jobs]
+        checked = _checked_jobs(jobs)
         ids = []
         with self._lock:
             for kind, memory_key, body in checked:
@@ -331,7 +345,7 @@ jobs_table = Table(
 )
 
 
-class SQLJobQueue:
+class SQLJobQueue(_PutOne):
     """A durable :class:`JobQueue` in the table ``htm_jobs`` (created if missing).
 
     Any SQLAlchemy 2 ``Engine`` works; it can be the store's own engine (for an in-memory
@@ -417,13 +431,9 @@ class SQLJobQueue:
         except SQLAlchemyError as exc:
             raise JobQueueError(f"the job queue failed: {exc}") from exc
 
-    def put(self, kind: str, memory_key: str, payload: Mapping[str, Any] | None = None, *,
-            dedupe: bool = True) -> int:
-        return self.put_many([(kind, memory_key, payload)], dedupe=dedupe)[0]
-
     def put_many(self, jobs: Iterable[tuple[str, str, Mapping[str, Any] | None]], *,
                  dedupe: bool = True) -> list[int]:
-        checked = [(_check_kind(kind), check_key(key), _encode(payload)) for kind, key, payload in jobs]
+        checked = _checked_jobs(jobs)
         if not checked:
             return []
         t = jobs_table.c

@@ -61,15 +61,19 @@ class TokenBucket:
         self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
         self._last = now
 
+    def _take(self) -> bool:
+        """Refill, then take a token if there is one (the caller holds the lock)."""
+        self._refill()
+        if self._tokens >= 1.0 - _EPSILON:
+            self._tokens = max(0.0, self._tokens - 1.0)
+            self.acquired += 1
+            return True
+        return False
+
     def try_acquire(self) -> bool:
         """Take a token if one is there now; never waits."""
         with self._lock:
-            self._refill()
-            if self._tokens >= 1.0 - _EPSILON:
-                self._tokens = max(0.0, self._tokens - 1.0)
-                self.acquired += 1
-                return True
-            return False
+            return self._take()
 
     def acquire(self, cancel: threading.Event | None = None) -> bool:
         """Wait for a token and take it; ``False`` if ``cancel`` was set while waiting.
@@ -78,10 +82,7 @@ class TokenBucket:
         """
         while True:
             with self._lock:
-                self._refill()
-                if self._tokens >= 1.0 - _EPSILON:
-                    self._tokens = max(0.0, self._tokens - 1.0)
-                    self.acquired += 1
+                if self._take():
                     return True
                 wait = (1.0 - self._tokens) / self.rate
             if cancel is not None:

@@ -1180,8 +1180,8 @@ class SQLiteStore:
     def vector_centroid(self) -> list[float] | None:
         if self._index is None:
             self._load_index()
-        else:
-            self._sync_index()  # another writer's new or re-embedded rows count too
+        # No sync with other writers here: the vector search that follows does it, and an
+        # estimate one query behind them is fine for centring.
         centroid = self._index.centroid() if self._index is not None else None
         return None if centroid is None else centroid.tolist()
 
