@@ -379,6 +379,31 @@ def _share(stems: Sequence[str], have: set[str]) -> float:
     return sum(s in have for s in stems) / len(stems) if stems else 0.0
 
 
+def _may_reach_top(arms: Mapping[str, Sequence[int]], config: RetrievalConfig,
+                   pool: int) -> list[int]:
+    """The ids that can be among the top ``pool`` of :func:`_coverage_rrf`, whatever the
+    coverage of the full-text hits turns out to be (a share is between 0 and 1).
+
+    The ``pool`` best scores, counting no full-text term, are each a floor of a fused
+    score, so the ``pool``-th of them is a floor of the ``pool``-th fused score: an id
+    whose score counting every full-text term in full stays below it cannot get in.
+    """
+    if not config.neighbors:
+        return []
+    low: dict[int, float] = {}
+    high: dict[int, float] = {}
+    for arm, got in arms.items():
+        weight = config.weights.get(arm, 1.0)
+        text_arm = arm.startswith("fulltext")
+        for rank, mid in enumerate(got, start=1):
+            term = weight / (config.rrf_k + rank)
+            high[mid] = high.get(mid, 0.0) + term
+            low[mid] = low.get(mid, 0.0) + (0.0 if text_arm else term)
+    floors = sorted(low.values(), reverse=True)
+    bar = floors[pool - 1] if len(floors) >= pool else 0.0
+    return [mid for mid, best in high.items() if best >= bar]
+
+
 def _coverage_rrf(arms: Mapping[str, Sequence[int]], text: str, config: RetrievalConfig,
                   briefs: _Briefs) -> list[RankedId]:
     """Weighted RRF where a full-text hit counts in proportion to the query words it has."""
@@ -472,15 +497,13 @@ def search(
     briefs = _Briefs(store, filters)
     weigh_coverage = config.fusion is reciprocal_rank_fusion and config.coverage
     pool = max(limit * 2, 20)
-    # One read for both steps: the full-text hits (coverage) and the neighbours of each
-    # arm's best hits (most of the fused top); the few neighbours still missing are read
-    # after fusion.
-    briefs.fetch([mid for arm, got in arms.items()
-                  if weigh_coverage and arm.startswith("fulltext")
-                  for mid in got] +
-                 [mid + d for got in arms.values() for mid in got[:pool] if config.neighbors
-                  for d in range(-config.neighbors, config.neighbors + 1)])
     if weigh_coverage:
+        # One read for both steps: the full-text hits (coverage) and the neighbours of
+        # every memory that can still reach the fused top ``pool``, whatever its coverage.
+        briefs.fetch([mid for arm, got in arms.items() if arm.startswith("fulltext")
+                      for mid in got] +
+                     [mid + d for mid in _may_reach_top(arms, config, pool)
+                      for d in range(-config.neighbors, config.neighbors + 1)])
         fused = _coverage_rrf(arms, text, config, briefs)
     elif config.fusion is reciprocal_rank_fusion:
         fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)

@@ -2,8 +2,11 @@
 
 How it works:
 
-- SQLAlchemy 2 engine on psycopg 3 (``postgresql+psycopg``) with a ``QueuePool``
-  (``pool_pre_ping``), so a process opens a handful of connections and reuses them.
+- SQLAlchemy 2 engine on psycopg 3 (``postgresql+psycopg``) with a ``QueuePool``, so a
+  process opens a handful of connections and reuses them. Connections are not pinged
+  before use (a round trip on every call); a pooled connection found dead (the server
+  restarted) is replaced and the call retried once, which is safe because the failure
+  came before anything was committed: a read, or a transaction before its ``COMMIT``.
 - ``memories.embedding`` is a pgvector ``vector`` column. Its dimension is fixed when the
   first vector arrives (``ALTER ... TYPE vector(dim)``), and the HNSW cosine index
   (``vector_cosine_ops``, ``m`` / ``ef_construction`` configurable) is created then. Rows
@@ -80,7 +83,7 @@ from ..errors import (
 )
 from ..models import Memory, Operation, Robot
 from . import _common
-from ._common import informative_terms, mask_url, query_terms
+from ._common import mask_url, query_terms
 from .base import (
     SCHEMA_VERSION,
     AddResult,
@@ -368,12 +371,13 @@ class PostgresStore:
         self._robot_ids: dict[str, int] = {}
         # (newest id, monotonic time, embedder, centroid) of vector_centroid's last estimate.
         self._centroid: tuple[int, float, str | None, list[float] | None] | None = None
+        # The vector dimension once vectors exist (see _prepare_vector_query).
+        self._dim: int | None = None
         self._engine: Engine = create_engine(
             self._url,
             pool_size=_check_int("pool_size", pool_size, 1, 1000),
             max_overflow=_check_int("max_overflow", max_overflow, 0, 1000),
             pool_timeout=pool_timeout,
-            pool_pre_ping=True,
             pool_recycle=1800,
             connect_args={"connect_timeout": _check_int("connect_timeout", connect_timeout, 1, 3600),
                           "application_name": "htm"},
@@ -423,14 +427,23 @@ class PostgresStore:
             "long-running work holding connections")
 
     def _run(self, what: str, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn`` in one transaction; retry on deadlock or serialisation failure."""
+        """Run ``fn`` in one transaction; retry on deadlock or serialisation failure, and
+        once on a dead pooled connection when it failed before the commit."""
+        reconnected = False
         for attempt in range(_RETRIES):
+            before_commit = False
             try:
                 with self._engine.begin() as conn:
-                    return fn(conn)
+                    before_commit = True
+                    result = fn(conn)
+                    before_commit = False
+                return result
             except DBAPIError as exc:
                 if _sqlstate(exc) in _RETRYABLE and attempt < _RETRIES - 1:
                     time.sleep(random.uniform(0.005, 0.02) * 2**attempt)
+                    continue
+                if before_commit and exc.connection_invalidated and not reconnected:
+                    reconnected = True  # nothing was committed: run it again, once
                     continue
                 raise self._error(exc, what) from exc
             except PoolTimeoutError as exc:
@@ -441,14 +454,19 @@ class PostgresStore:
         """Run ``fn``'s reads in autocommit mode: each statement is its own snapshot, and
         no BEGIN / ROLLBACK round trips are paid (a read is on the path of every recall).
         ``set_config(..., true)`` does not carry over between statements here; use
-        :meth:`_run` for anything that needs a transaction."""
-        try:
-            with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-                return fn(conn)
-        except DBAPIError as exc:
-            raise self._error(exc, what) from exc
-        except PoolTimeoutError as exc:
-            raise self._pool_exhausted(exc, what) from exc
+        :meth:`_run` for anything that needs a transaction. A dead pooled connection is
+        replaced and ``fn`` run again, once."""
+        for attempt in range(2):
+            try:
+                with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                    return fn(conn)
+            except DBAPIError as exc:
+                if exc.connection_invalidated and attempt == 0:
+                    continue
+                raise self._error(exc, what) from exc
+            except PoolTimeoutError as exc:
+                raise self._pool_exhausted(exc, what) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- schema ----------------------------------------------------------------------
 
@@ -985,6 +1003,7 @@ class PostgresStore:
 
         self._run("resetting embeddings", write)
         self._centroid = None
+        self._dim = None
 
     # -- bulk loading ----------------------------------------------------------------
 
@@ -1241,48 +1260,79 @@ class PostgresStore:
             f"WHERE m.embedding IS NOT NULL AND {where} "
             "ORDER BY m.embedding <=> CAST(:q AS vector) LIMIT :limit", params)
 
-    def _fulltext_sql(self, terms: Sequence[str], limit: int, filters: SearchFilters,
-                      required: Sequence[str] | None = None) -> tuple[str, dict[str, Any]]:
-        """Match any of ``required`` (default: any term) and rank by every term.
+    def _fulltext_sql(self, terms: Sequence[str], limit: int,
+                      filters: SearchFilters) -> tuple[str, dict[str, Any]]:
+        """Rank by every term; match only the informative ones, all in one statement.
 
-        Common query words (see ``informative_terms``) then only break ties among the
-        memories that hold a rarer word, instead of widening the candidates.
+        The rule is :func:`~htm_core.store._common.informative_terms`'s, worked out in the
+        database: a word found in more than ``COMMON_TERM_SHARE`` of the memories (each
+        count stops one past that) does not widen the candidates, it only breaks ties
+        among those holding a rarer word; a single word, a small store, or a query of
+        common words only matches on every word.
         """
         # Each word is a bound value through plainto_tsquery: no tsquery syntax can get in.
         params: dict[str, Any] = {f"w{i}": t for i, t in enumerate(terms)}
         params["limit"] = limit
-        query = " || ".join(f"plainto_tsquery('english', :w{i})" for i in range(len(terms)))
+        words = [f"plainto_tsquery('english', :w{i})" for i in range(len(terms))]
+        query = " || ".join(words)
         match = query
-        if required is not None:
-            index = {t: i for i, t in enumerate(terms)}
-            match = " || ".join(f"plainto_tsquery('english', :w{index[t]})" for t in required)
+        if len(terms) > 1:
+            params["share"] = _common.COMMON_TERM_SHARE
+            params["small"] = _common.MIN_MEMORIES_FOR_COMMON
+            rare = [f"(SELECT count(*) FROM (SELECT 1 FROM memories WHERE tsv @@ {w} "
+                    "LIMIT n.cap + 1) s) <= n.cap" for w in words]
+            kept = " || ".join(f"CASE WHEN c.k[{i + 1}] THEN {w} ELSE ''::tsquery END"
+                               for i, w in enumerate(words))
+            match = (
+                "(SELECT CASE WHEN c.total < :small OR NOT (true = ANY(c.k)) "
+                f"THEN {query} ELSE {kept} END "
+                f"FROM (SELECT n.total, ARRAY[{', '.join(rare)}] AS k "
+                "FROM (SELECT t.total, floor(t.total * :share)::bigint AS cap "
+                # OFFSET 0 keeps the counts from being inlined into (and run again by)
+                # each CASE branch.
+                "FROM (SELECT coalesce(max(id), 0) AS total FROM memories) t) n OFFSET 0) c)")
         where = self._filter_sql(filters, params)
         return (
             f"SELECT m.id, ts_rank_cd(m.tsv, {query}) AS rank FROM memories m "
-            f"WHERE m.tsv @@ ({match}) AND {where} ORDER BY rank DESC, m.id LIMIT :limit", params)
+            f"WHERE m.tsv @@ {match} AND {where} ORDER BY rank DESC, m.id LIMIT :limit", params)
 
     def _prepare_vector_query(self, conn: Connection, vector: Sequence[float],
                               ef_search: int, *, local: bool = True) -> np.ndarray | None:
-        """Set ``hnsw.ef_search`` and check the query vector, in one trip.
+        """Check the query vector and set ``hnsw.ef_search``.
 
-        ``local``: for this transaction only; else for the connection's session (every
-        vector search sets it, so the value a pooled connection keeps never matters).
+        ``local``: for this transaction only; else for the connection's session, and only
+        when the connection holds another value (every vector search goes through here,
+        so a pooled connection's value never matters, and a warm one costs no trip). The
+        store's dimension is cached once vectors exist (it changes only when the vectors
+        are reset; a query of another dimension re-reads it before it is refused).
         Returns the unit query vector, or None when the store holds no vectors yet.
         """
-        dim = conn.execute(text(
-            "SELECT set_config('hnsw.ef_search', :v, :local), "
-            "(SELECT value FROM htm_meta WHERE key = 'embedding_dim')"),
-            {"v": str(ef_search), "local": local}).one()[1]
-        if dim is None:
-            return None
         query = normalise(vector)
-        if query.shape[0] != int(dim):
+        dim = self._dim
+        if dim is None or dim != query.shape[0]:
+            dim = self._dim = self._stored_dim(conn)
+            if dim is None:
+                return None
+        if query.shape[0] != dim:
             raise DimensionMismatchError(
                 f"query vector has dimension {query.shape[0]} but the store holds "
                 f"{dim}-dimensional vectors; use the store's embedder")
         if not np.isfinite(query).all():
             raise DimensionMismatchError("query vector contains NaN or infinity")
+        if local:
+            conn.execute(text("SELECT set_config('hnsw.ef_search', :v, true)"),
+                         {"v": str(ef_search)})
+        elif conn.connection.info.get("hnsw.ef_search") != ef_search:
+            conn.execute(text("SELECT set_config('hnsw.ef_search', :v, false)"),
+                         {"v": str(ef_search)})
+            conn.connection.info["hnsw.ef_search"] = ef_search
         return query
+
+    @staticmethod
+    def _stored_dim(conn: Connection) -> int | None:
+        value = conn.execute(text(
+            "SELECT value FROM htm_meta WHERE key = 'embedding_dim'")).scalar()
+        return None if value is None else int(value)
 
     def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
         """Id, content, robot and creation time of the visible ``ids`` that pass ``filters``."""
@@ -1363,26 +1413,9 @@ class PostgresStore:
         terms = query_terms(query)[:_MAX_TERMS]
         if not terms:
             return []
-
-        def run(conn: Connection) -> list[Any]:
-            rare = terms
-            if len(terms) > 1:
-                # The store size and every word's match count (stopping past the common-word
-                # threshold) in one round trip; informative_terms decides which words stay.
-                total, counts = conn.execute(text(
-                    "WITH n AS (SELECT coalesce(max(id), 0) AS total FROM memories) "
-                    "SELECT n.total, array(SELECT (SELECT count(*) FROM (SELECT 1 FROM memories "
-                    "WHERE tsv @@ plainto_tsquery('english', w) "
-                    "LIMIT floor(n.total * :share)::bigint + 1) s) "
-                    "FROM unnest(CAST(:terms AS text[])) WITH ORDINALITY AS u(w, i) ORDER BY i) "
-                    "FROM n"), {"terms": list(terms), "share": _common.COMMON_TERM_SHARE}).one()
-                count_of = dict(zip(terms, counts, strict=True))
-                rare = informative_terms(terms, int(total), lambda t, _cap: int(count_of[t]))
-            sql, params = self._fulltext_sql(terms, limit, filters,
-                                             required=rare if len(rare) < len(terms) else None)
-            return list(conn.execute(text(sql), params).all())
-
-        rows = self._read("full-text search", run)
+        sql, params = self._fulltext_sql(terms, limit, filters)
+        rows = self._read("full-text search",
+                          lambda conn: conn.execute(text(sql), params).all())
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def explain_search(self, *, vector: Sequence[float] | None = None, query: str | None = None,

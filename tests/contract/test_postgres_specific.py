@@ -20,6 +20,7 @@ from sqlalchemy.exc import OperationalError
 from htm_core import HTM, HashingEmbedder
 from htm_core.errors import (
     DatabaseUnavailableError,
+    DimensionMismatchError,
     DuplicateKeyError,
     HTMError,
     SchemaError,
@@ -135,8 +136,36 @@ def test_ef_search_is_set_per_query(store):
     store.vector_search(query, limit=3, filters=SearchFilters())
     values = [p["v"] for sql, p in seen if "hnsw.ef_search" in sql]  # type: ignore[index]
     assert values == ["123", str(DEFAULT_EF_SEARCH)]
+    # The pooled connection keeps the value in its session: asking again sends nothing,
+    # and the dimension was read once.
+    seen.clear()
+    store.vector_search(query, limit=3, filters=SearchFilters())
+    assert [sql for sql, _ in seen if "hnsw.ef_search" in sql or "embedding_dim" in sql] == []
+    with store._engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW hnsw.ef_search").scalar() == str(DEFAULT_EF_SEARCH)
     with pytest.raises(ValidationError, match="ef_search"):
         store.vector_search(query, limit=3, filters=SearchFilters(), ef_search=0)
+
+
+def test_cached_dimension_follows_a_reset_by_another_process(pg_url):
+    """The dimension is cached after the first vector search; when another store resets the
+    vectors and re-embeds at another dimension, a query of the new dimension works and one
+    of the old dimension is refused."""
+    mine, other = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        mine.add_many(notes(30))
+        query = EMB.embed_query("topic 4")
+        assert len(mine.vector_search(query, limit=3, filters=SearchFilters())) == 3
+        narrow = HashingEmbedder(dim=16)
+        other.reset_embeddings()
+        other.add_many([rec("note about topic 4 again", key="narrow", emb=narrow)])
+        hits = mine.vector_search(narrow.embed_query("topic 4"), limit=3, filters=SearchFilters())
+        assert [h[0] for h in hits] == [other.get("narrow").id]  # type: ignore[union-attr]
+        with pytest.raises(DimensionMismatchError):
+            mine.vector_search(query, limit=3, filters=SearchFilters())
+    finally:
+        mine.close()
+        other.close()
 
 
 # -- writing --------------------------------------------------------------------------

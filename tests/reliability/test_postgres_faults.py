@@ -4,8 +4,9 @@ The server tests start their OWN pgserver instance (PostgreSQL 16 + pgvector) in
 directory, so they can stop it with ``pg_ctl stop -m fast`` (what a crash of the server or
 a restart by an operator looks like to clients: every connection is cut) and start it again
 on the same socket. While it is down every call raises ``DatabaseUnavailableError`` (never
-a raw driver exception); once it is back the connection pool's pre-ping replaces the dead
-connections and the same ``HTM`` objects work again with nothing lost.
+a raw driver exception); once it is back, the first call on a dead pooled connection
+replaces it and runs again (nothing had been committed), so the same ``HTM`` objects work
+again with nothing lost and no error.
 
 The embedder tests run on both backends with a real ``HashingEmbedder`` behind a switch that
 makes it raise (an unreachable embedding server): in the foreground ``add`` raises
@@ -103,7 +104,7 @@ def test_calls_while_down_raise_database_unavailable(own_server: OwnServer, own_
                 HTM(robot="late", database_url=own_url, embedder=HashingEmbedder())
         finally:
             own_server.start()
-        # Same HTM object, dead pooled connections: pre-ping replaces them.
+        # Same HTM object, dead pooled connections: the first call replaces them.
         assert htm.retrieve("before") is not None
         htm.add("written after the outage", key="after")
         assert all_contents(htm) == ["written after the outage", "written before the outage"]
@@ -111,6 +112,27 @@ def test_calls_while_down_raise_database_unavailable(own_server: OwnServer, own_
             and htm.stats().long_term_total == 2
         # The call that failed during the outage changed nothing: "before" is not forgotten.
         assert htm.store.get("before") is not None
+    finally:
+        htm.close()
+
+
+def test_first_call_after_a_restart_succeeds(own_server: OwnServer, own_url: str) -> None:
+    """Pooled connections are not pinged before use: after a restart the first write, and
+    after another the first read, meet a dead connection, which is replaced and the call
+    run again (it had committed nothing), so neither raises and nothing is doubled."""
+    htm = HTM(robot="solo", database_url=own_url, embedder=HashingEmbedder())
+    try:
+        htm.add("written before the restarts", key="before")
+        own_server.stop()
+        own_server.start()
+        htm.add("first call after a restart", key="after")
+        assert all_contents(htm) == ["first call after a restart", "written before the restarts"]
+        own_server.stop()
+        own_server.start()
+        hits = htm.recall("restart", strategy="hybrid", limit=5)
+        assert [h.memory.key for h in hits][:2] and {h.memory.key for h in hits} <= {"before",
+                                                                                     "after"}
+        assert htm.stats().long_term_total == 2
     finally:
         htm.close()
 
