@@ -7,6 +7,7 @@ throwaway pgserver), each in a fresh database.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -166,6 +167,33 @@ def test_cached_dimension_follows_a_reset_by_another_process(pg_url):
     finally:
         mine.close()
         other.close()
+
+
+def test_common_words_are_judged_by_the_statistics_once_analyzed(store, pg_url):
+    """A name in nearly every memory does not widen the full-text candidates: counted
+    while the table has no statistics, read from them (no count) once it is analyzed."""
+    store.add_many([rec(f"Ana: filler line number {i}", key=f"f{i}") for i in range(240)]
+                   + [rec("Bo: I bought a used vehicle", key="v0")])
+    seen = statements(store)
+
+    def keys(query: str) -> list[str]:
+        hits = store.fulltext_search(query, limit=5, filters=SearchFilters())
+        return [m.key for m in store.get_many([h[0] for h in hits])]
+
+    def searched() -> str:
+        return [sql for sql, _ in seen if "ts_rank" in sql][-1]
+
+    # As before any ANALYZE (whatever autovacuum may have done meanwhile): counted.
+    store._common = (time.monotonic(), None)
+    assert keys("Ana vehicle") == ["v0"]
+    assert "count(*)" in searched() and "<@" not in searched()
+    with admin(pg_url) as conn:
+        conn.execute("ANALYZE memories")
+    store._common = None  # the cached read would otherwise last a minute
+    assert "ana" in (store._common_lexemes() or [])
+    assert keys("Ana vehicle") == ["v0"]
+    assert "count(*)" not in searched() and "<@" in searched()
+    assert len(keys("Ana")) == 5  # a common word alone still matches
 
 
 # -- writing --------------------------------------------------------------------------
