@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from .errors import UnknownStrategyError, ValidationError
-from .store.base import Brief, LongTermStore, SearchFilters
+from .store.base import ArmQuery, Brief, LongTermStore, SearchFilters
 
 __all__ = [
     "STRATEGIES",
@@ -484,16 +484,14 @@ def search(
         when = query_timeframe(query, now or datetime.now(timezone.utc).astimezone())
         if when is not None:
             text = query.replace(when.phrase, " ")
-    arms: dict[str, list[int]] = {
-        "vector": [mid for mid, _ in store.vector_search(vector, limit=depth, filters=filters)],
-        "fulltext": [mid for mid, _ in store.fulltext_search(text, limit=depth, filters=filters)],
-    }
     window = _intersect(filters, when) if when is not None else None
+    asked = {"vector": ArmQuery(vector=vector, limit=depth, filters=filters),
+             "fulltext": ArmQuery(text=text, limit=depth, filters=filters)}
     if window is not None:
-        arms["vector@time"] = [mid for mid, _ in store.vector_search(vector, limit=depth,
-                                                                     filters=window)]
-        arms["fulltext@time"] = [mid for mid, _ in store.fulltext_search(text, limit=depth,
-                                                                         filters=window)]
+        asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window)
+        asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
+    arms = {name: [mid for mid, _ in hits]
+            for name, hits in zip(asked, store.search_arms(list(asked.values())), strict=True)}
     briefs = _Briefs(store, filters)
     weigh_coverage = config.fusion is reciprocal_rank_fusion and config.coverage
     pool = max(limit * 2, 20)

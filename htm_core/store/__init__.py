@@ -7,6 +7,7 @@ from pathlib import Path
 from .base import (
     SCHEMA_VERSION,
     AddResult,
+    ArmQuery,
     Brief,
     LongTermStore,
     NewMemory,
@@ -17,6 +18,7 @@ from .base import (
 __all__ = [
     "SCHEMA_VERSION",
     "AddResult",
+    "ArmQuery",
     "Brief",
     "LongTermStore",
     "NewMemory",

@@ -105,6 +105,20 @@ class SearchFilters:
         return self.start is None and self.end is None and self.robot is None and not self.tags
 
 
+@dataclass(frozen=True, kw_only=True)
+class ArmQuery:
+    """One search of :meth:`LongTermStore.search_arms`: by ``vector`` or by full ``text``."""
+
+    limit: int
+    filters: SearchFilters
+    vector: Sequence[float] | None = None
+    text: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.vector is None) == (self.text is None):
+            raise ValueError("ArmQuery takes exactly one of vector= or text=")
+
+
 @dataclass(frozen=True, slots=True)
 class Brief:
     """What hybrid recall reads of a candidate memory while ranking (no tags, no vector)."""
@@ -260,6 +274,15 @@ class LongTermStore(Protocol):
         """Top ``limit`` (id, relevance) by full text, best first, filters applied.
 
         ``query`` is plain user text: the backend escapes it for its query language.
+        """
+        ...
+
+    def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
+        """Run several vector and full-text searches, results in the order asked.
+
+        Each is what :meth:`vector_search` / :meth:`fulltext_search` would return; hybrid
+        recall asks for all of its arms at once, so a server backend can answer them in
+        one round trip.
         """
         ...
 

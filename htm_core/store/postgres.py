@@ -91,6 +91,7 @@ from ._common import mask_url, query_terms
 from .base import (
     SCHEMA_VERSION,
     AddResult,
+    ArmQuery,
     Brief,
     NewMemory,
     SearchFilters,
@@ -1322,8 +1323,10 @@ class PostgresStore:
                 "OFFSET 0) c)")
         where = self._filter_sql(filters, params)
         return (
-            f"SELECT m.id, ts_rank(m.tsv, {query}) AS rank FROM memories m "
-            f"WHERE m.tsv @@ {match} AND {where} ORDER BY rank DESC, m.id LIMIT :limit", params)
+            # double precision, like the vector score: the two can share one statement.
+            f"SELECT m.id, CAST(ts_rank(m.tsv, {query}) AS double precision) AS rank "
+            f"FROM memories m WHERE m.tsv @@ {match} AND {where} "
+            "ORDER BY rank DESC, m.id LIMIT :limit", params)
 
     def _common_lexemes(self) -> list[str] | None:
         """The lexemes found in more than ``COMMON_TERM_SHARE`` of the memories, from the
@@ -1440,36 +1443,73 @@ class PostgresStore:
         """
         ef = _check_int("ef_search", ef_search if ef_search is not None else self.ef_search,
                         1, 1000)
-
-        def search(conn: Connection) -> tuple[list[Any], str, dict[str, Any]] | None:
-            unit = self._prepare_vector_query(conn, vector, min(1000, max(ef, limit)),
-                                              local=False)
-            if unit is None or not np.any(unit):
-                return None
-            sql, params = self._vector_sql(unit, limit, filters)
-            return _fetch(conn, sql, params), sql, params
-
-        def exact(conn: Connection) -> list[Any]:
-            conn.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
-            return list(conn.execute(text(sql), params).all())
-
-        found = self._read("vector search", search)
-        if found is None:
-            return []
-        rows, sql, params = found
-        if len(rows) < limit:
-            rows = self._run("vector search", exact)  # index scans off: this transaction only
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return self._search([ArmQuery(vector=vector, limit=limit, filters=filters)], ef)[0]
 
     def fulltext_search(self, query: str, *, limit: int,
                         filters: SearchFilters) -> list[tuple[int, float]]:
         """Top ``limit`` (id, ``ts_rank``) for the words of ``query``, OR-ed, best first."""
-        terms = query_terms(query)[:_MAX_TERMS]
-        if not terms:
-            return []
-        sql, params = self._fulltext_sql(terms, limit, filters, self._common_lexemes())
-        rows = self._read("full-text search", lambda conn: _fetch(conn, sql, params))
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return self._search([ArmQuery(text=query, limit=limit, filters=filters)],
+                            self.ef_search)[0]
+
+    def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
+        """All the searches in one statement (one round trip), results in the order asked."""
+        return self._search(arms, self.ef_search)
+
+    def _search(self, arms: Sequence[ArmQuery], ef: int) -> list[list[tuple[int, float]]]:
+        parts: dict[int, tuple[str, dict[str, Any]]] = {}
+
+        def run(conn: Connection) -> list[Any]:
+            parts.clear()
+            common: list[str] | None = None
+            deepest = max((a.limit for a in arms if a.vector is not None), default=0)
+            for k, arm in enumerate(arms):
+                if arm.vector is not None:
+                    unit = self._prepare_vector_query(conn, arm.vector, min(1000, max(ef, deepest)),
+                                                      local=False)
+                    if unit is not None and np.any(unit):
+                        parts[k] = self._vector_sql(unit, arm.limit, arm.filters)
+                else:
+                    terms = query_terms(arm.text or "")[:_MAX_TERMS]
+                    if terms:
+                        common = common if common is not None else self._common_lexemes()
+                        parts[k] = self._fulltext_sql(terms, arm.limit, arm.filters, common)
+            if not parts:
+                return []
+            if len(parts) == 1:
+                (k, (sql, params)), = parts.items()
+                return [(k, *row) for row in _fetch(conn, sql, params)]
+            union, merged = [], {}
+            for k, (sql, params) in parts.items():
+                # Each arm's parameters get a prefix of their own; row_number keeps its order.
+                renamed = re.sub(r"(?<![:\w]):(\w+)", rf":a{k}_\1", sql)
+                merged.update({f"a{k}_{name}": value for name, value in params.items()})
+                union.append(f"SELECT {k} AS arm, s.* FROM ({renamed}) s")
+            sql = " UNION ALL ".join(f"({part})" for part in union)
+            return _fetch(conn, sql, merged)
+
+        rows = self._read("search", run)
+        found: list[list[tuple[int, float]]] = [[] for _ in arms]
+        for row in rows:
+            found[int(row[0])].append((int(row[1]), float(row[2])))
+        for k, arm in enumerate(arms):
+            if arm.vector is not None and k in parts and len(found[k]) < arm.limit:
+                found[k] = self._exact_vector_search(*parts[k])
+            elif arm.vector is not None:
+                # Each arm's own order (by distance; a stable sort keeps the index's order
+                # of equal scores), whatever order the union handed its rows back in.
+                found[k].sort(key=lambda hit: -hit[1])
+            else:
+                found[k].sort(key=lambda hit: (-hit[1], hit[0]))  # its ORDER BY
+        return found
+
+    def _exact_vector_search(self, sql: str, params: dict[str, Any]) -> list[tuple[int, float]]:
+        """The vector search again with index scans off (this transaction only): a filter
+        or a small store left the approximate search short."""
+        def exact(conn: Connection) -> list[Any]:
+            conn.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
+            return list(conn.execute(text(sql), params).all())
+
+        return [(int(r[0]), float(r[1])) for r in self._run("vector search", exact)]
 
     def explain_search(self, *, vector: Sequence[float] | None = None, query: str | None = None,
                        limit: int = 10, filters: SearchFilters | None = None,

@@ -49,6 +49,7 @@ from .ann import ApproximateIndex, make_index
 from .base import (
     SCHEMA_VERSION,
     AddResult,
+    ArmQuery,
     Brief,
     NewMemory,
     SearchFilters,
@@ -1000,6 +1001,13 @@ class SQLiteStore:
                 f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))"
             )
         return " AND ".join(clauses)
+
+    def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
+        """Each search in turn (an embedded database has no round trips to save)."""
+        return [self.vector_search(a.vector, limit=a.limit, filters=a.filters)
+                if a.vector is not None else
+                self.fulltext_search(a.text or "", limit=a.limit, filters=a.filters)
+                for a in arms]
 
     def fulltext_search(self, query: str, *, limit: int,
                         filters: SearchFilters) -> list[tuple[int, float]]:

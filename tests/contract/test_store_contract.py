@@ -14,7 +14,7 @@ from htm_core.errors import (
     NotFoundError,
     SchemaError,
 )
-from htm_core.store import SCHEMA_VERSION, NewMemory, SearchFilters, open_store
+from htm_core.store import SCHEMA_VERSION, ArmQuery, NewMemory, SearchFilters, open_store
 from htm_core.store.base import generated_key
 
 T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
@@ -329,6 +329,34 @@ def test_briefs_return_visible_memories_that_pass_the_filters(store):
         "in window", "tagged"}
     assert set(store.briefs(list(ids.values()), SearchFilters(tags=("topic",)))) == {ids["tagged"]}
     assert store.briefs([], SearchFilters()) == {}
+
+
+def test_search_arms_answer_as_the_single_searches_do(store):
+    """Several vector and full-text searches at once (PostgreSQL: one statement) return
+    what each search returns alone, in the order asked, filters and limits kept apart."""
+    store.ensure_robot("r2")
+    store.add_many([rec(f"note {i} about topic {i % 7} and colour {i % 3}",
+                        when=T0 + timedelta(minutes=i), robot="r1" if i % 4 else "r2")
+                    for i in range(120)])
+    store.add_many([rec("a note nobody embedded about topic 3", embed=False)])
+    window = SearchFilters(start=T0 + timedelta(minutes=30), end=T0 + timedelta(minutes=60))
+    vector = EMB.embed_query("topic 3 and colour 1")
+    arms = [ArmQuery(vector=vector, limit=12, filters=SearchFilters()),
+            ArmQuery(text="topic 3 colour", limit=9, filters=SearchFilters()),
+            ArmQuery(vector=vector, limit=5, filters=window),
+            ArmQuery(text="topic 3", limit=50, filters=SearchFilters(robot="r2")),
+            ArmQuery(text="???", limit=5, filters=SearchFilters())]
+    got = store.search_arms(arms)
+    assert got == [store.vector_search(vector, limit=12, filters=SearchFilters()),
+                   store.fulltext_search("topic 3 colour", limit=9, filters=SearchFilters()),
+                   store.vector_search(vector, limit=5, filters=window),
+                   store.fulltext_search("topic 3", limit=50, filters=SearchFilters(robot="r2")),
+                   []]
+    assert [len(hits) for hits in got[:3]] == [12, 9, 5]
+    assert 0 < len(got[3]) < 50  # only r2's matches: the filter stayed with its arm
+    assert store.search_arms([]) == []
+    with pytest.raises(ValueError, match="exactly one"):
+        ArmQuery(limit=3, filters=SearchFilters())
 
 
 def test_vector_centroid_is_the_mean_direction(store):
