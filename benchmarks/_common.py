@@ -218,10 +218,22 @@ def goal_line(label: str, value: float, goal: float, *, lower_is_better: bool = 
     return f"- {label}: {unit(value)} (goal {sign} {unit(goal)}): **{verdict}**"
 
 
+def shared_buffers_mb() -> int:
+    """A quarter of this machine's memory, at most 8 GB (PostgreSQL's usual starting point)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    except (ValueError, OSError):
+        return 128
+    return max(128, min(8_192, total // 4))
+
+
 @contextmanager
-def postgres_server(url: str | None = None, *, prefix: str = "htm-bench-pg-") -> Iterator[str]:
+def postgres_server(url: str | None = None, *, prefix: str = "htm-bench-pg-",
+                    shared_buffers: int | None = None) -> Iterator[str]:
     """A PostgreSQL server URL: ``url`` when given, else a throwaway pgserver (PostgreSQL 16
-    with pgvector) started for the run and stopped afterwards."""
+    with pgvector) started for the run and stopped afterwards. ``shared_buffers`` (MB), when
+    given, is set on the throwaway server (pgserver keeps PostgreSQL's 128 MB default, in
+    which a 100k store's table and HNSW graph no longer fit)."""
     if url:
         yield url
         return
@@ -232,6 +244,14 @@ def postgres_server(url: str | None = None, *, prefix: str = "htm-bench-pg-") ->
     pgdata = Path(tempfile.mkdtemp(prefix=prefix))
     srv = pgserver.get_server(str(pgdata), cleanup_mode="stop")
     try:
+        if shared_buffers:
+            import psycopg
+            from pgserver._commands import pg_ctl
+
+            with psycopg.connect(srv.get_uri(), autocommit=True) as conn:
+                conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(shared_buffers)}MB'")
+            pg_ctl(["-w", "-m", "fast", "restart"], pgdata=srv.pgdata, user=srv.system_user,
+                   timeout=120)
         yield srv.get_uri()
     finally:
         srv.cleanup()

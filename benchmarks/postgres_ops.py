@@ -14,6 +14,12 @@ fresh database per size, and measures (rows carry precomputed vectors; no embedd
   ``RetrievalConfig`` and with ``RetrievalConfig.plain()``, and recall@10 of the vector arm
   against exact search. Query embedding is excluded.
 
+The throwaway server gets ``shared_buffers`` of a quarter of the machine's memory (at most
+8 GB): pgserver keeps PostgreSQL's 128 MB default, in which a 100k store's table and HNSW
+graph already do not fit, so every search would read pages from the OS cache. The store's
+``ef_search`` is 64, and 600 from 1,000,000 memories up (what recall@10 ≥ 0.95 takes on
+this data; see docs/benchmarks.md).
+
 Run: ``python -m benchmarks.postgres_ops [--quick] [--sizes 1000,10000] [--long]``
 (``--long`` adds 1,000,000 memories: tens of minutes and several GB of disk).
 """
@@ -37,23 +43,25 @@ from ._common import (
     median_time,
     postgres_server,
     save_results,
+    shared_buffers_mb,
 )
 from .store_ops import records
 
 
 def bench_size(server_url: str, n: int, *, queries: int, batch: int, append: int,
                memory_mb: int, ef_values: Sequence[int] = (),
-               hnsw: dict[str, int] | None = None) -> dict[str, Any]:
+               hnsw: dict[str, int] | None = None, ef_search: int = 64) -> dict[str, Any]:
     """Load ``n`` memories into a fresh database and time the operations."""
     from htm_core.retrieval import RetrievalConfig, search
     from htm_core.store.base import SearchFilters
     from htm_core.store.postgres import PostgresStore
 
     ds = dataset(n, queries=queries)
-    out: dict[str, Any] = {"size": n, "batch": batch, **(hnsw or {})}
+    out: dict[str, Any] = {"size": n, "batch": batch, "ef_search": ef_search, **(hnsw or {})}
     with fresh_database(server_url) as url:
         store = PostgresStore(url, hnsw_m=(hnsw or {}).get("hnsw_m", 16),
-                              hnsw_ef_construction=(hnsw or {}).get("hnsw_ef_construction", 64))
+                              hnsw_ef_construction=(hnsw or {}).get("hnsw_ef_construction", 64),
+                              ef_search=ef_search)
         recs = records(ds, 0, n)
         loading = store.bulk_load(maintenance_work_mem_mb=memory_mb)
         t0 = time.perf_counter()
@@ -138,10 +146,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
                         help="rows added with live indexes per path (default 5,000; 100 with --quick)")
     parser.add_argument("--ef-search", default=None,
                         help="extra ef_search values for recall@10 / latency (default 100,200,400"
-                             " from 100,000 memories up)")
+                             " from 100,000 memories up, and 600,800 at 1,000,000)")
     parser.add_argument("--hnsw-m", type=int, default=16, help="HNSW m of the store")
     parser.add_argument("--ef-construction", type=int, default=64,
                         help="HNSW ef_construction of the store")
+    parser.add_argument("--store-ef-search", type=int, default=None,
+                        help="the store's ef_search for the vector, hybrid and recall columns "
+                             "(default 64; 600 from 1,000,000 memories up)")
+    parser.add_argument("--shared-buffers-mb", type=int, default=None,
+                        help="shared_buffers of the throwaway server (default a quarter of the "
+                             "memory, at most 8 GB)")
     parser.add_argument("--memory-mb", type=int, default=None,
                         help="maintenance_work_mem of the index build (default 1,024; 4,096 at 1M)")
     args = parser.parse_args(argv)
@@ -151,23 +165,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
         sizes.append(1_000_000)
     append = args.append if args.append is not None else (100 if args.quick else 5_000)
     rows = []
-    with postgres_server(os.environ.get("HTM_BENCH_DATABASE_URL")) as url:
+    buffers = args.shared_buffers_mb or (256 if args.quick else shared_buffers_mb())
+    with postgres_server(os.environ.get("HTM_BENCH_DATABASE_URL"), shared_buffers=buffers) as url:
         for n in sizes:
             memory = args.memory_mb or (4_096 if n >= 1_000_000 else 1_024)
             efs = [int(e) for e in args.ef_search.split(",")] if args.ef_search else (
+                [100, 200, 400, 600, 800] if n >= 1_000_000 else
                 [100, 200, 400] if n >= 100_000 else [])
             rows.append(bench_size(url, n, queries=5 if args.quick else 30, batch=args.batch,
                                    append=append, memory_mb=memory, ef_values=efs,
                                    hnsw={"hnsw_m": args.hnsw_m,
-                                         "hnsw_ef_construction": args.ef_construction}))
+                                         "hnsw_ef_construction": args.ef_construction},
+                                   ef_search=args.store_ef_search or (
+                                       600 if n >= 1_000_000 else 64)))
     print(f"## PostgreSQL + pgvector HNSW, m = {args.hnsw_m}, ef_construction = "
-          f"{args.ef_construction} (medians; query embedding excluded)\n")
+          f"{args.ef_construction}, shared_buffers = {buffers:,} MB "
+          "(medians; query embedding excluded)\n")
     print(markdown_table(
-        ["memories", "bulk_load: COPY phase", "index build", "bulk_load incl. build",
+        ["memories", "ef_search", "bulk_load: COPY phase", "index build", "bulk_load incl. build",
          "add_many, live index (COPY)", "add_many, live index (statements)",
          "single add + commit", "vector top-10", "hybrid (default)", "hybrid (plain RRF)",
          "recall@10 vs exact"],
-        [[f"{r['size']:,}", f"{r['copy_per_s']:,.0f}/s", fmt_time(r["index_build_s"]),
+        [[f"{r['size']:,}", str(r["ef_search"]), f"{r['copy_per_s']:,.0f}/s", fmt_time(r["index_build_s"]),
           f"{r['load_per_s']:,.0f}/s", f"{r['live_copy_per_s']:,.0f}/s",
           f"{r['live_statement_per_s']:,.0f}/s", fmt_time(r["single_add"]),
           fmt_time(r["vector"]), fmt_time(r["hybrid"]), fmt_time(r["hybrid_plain"]),
@@ -196,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     print(rate("bulk load including the index build", last["load_per_s"]))
     print(rate("add_many with the HNSW index live (COPY)", last["live_copy_per_s"]))
     if not args.quick:
-        save_results("postgres_ops", {"rows": rows})
+        save_results("postgres_ops", {"shared_buffers_mb": buffers, "rows": rows})
     return {"rows": rows}
 
 
