@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -97,14 +98,19 @@ def bench_bulk(n: int, batch: int, runs: int = 1) -> dict[str, Any]:
     """
     ds = dataset(n, seed=13)
     recs = records(ds, 0, n)
+    # The same memories without vectors: a store with no embedder (full text only).
+    bare = [replace(r, embedding=None, embedder=None) for r in recs]
     rows = raw_rows(ds, n)
     rates: dict[str, list[float]] = {"htm_bulk": [], "htm_bulk_load": [], "raw_sqlite": [],
-                                     "raw_sqlite_no_hash_index": []}
+                                     "raw_sqlite_no_hash_index": [], "htm_bulk_no_vectors": [],
+                                     "htm_bulk_load_no_vectors": []}
     for _ in range(runs):
         rates["htm_bulk"].append(_htm_bulk_once(recs, batch))
         rates["htm_bulk_load"].append(_htm_bulk_once(recs, batch, bulk_load=True))
         rates["raw_sqlite"].append(_raw_bulk_once(rows, batch))
         rates["raw_sqlite_no_hash_index"].append(_raw_bulk_once(rows, batch, hash_index=False))
+        rates["htm_bulk_no_vectors"].append(_htm_bulk_once(bare, batch))
+        rates["htm_bulk_load_no_vectors"].append(_htm_bulk_once(bare, batch, bulk_load=True))
     out: dict[str, Any] = {}
     for name, values in rates.items():
         out[f"{name}_per_s"] = statistics.median(values)
@@ -333,7 +339,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
              + ", ".join(f"{r:,.0f}" for r in sorted(bulk["htm_bulk_load_runs_per_s"])) + ")",
              f"{bulk['raw_sqlite_no_hash_index_per_s']:,.0f}/s without the `content_hash` index "
              f"(htm at {bulk['htm_bulk_load_per_s'] / bulk['raw_sqlite_no_hash_index_per_s']:.0%})",
-             "–", "–"]]
+             "–", "–"],
+            [f"the same memories without vectors (no embedder: full text only), plain / "
+             f"inside `bulk_load()` (median of {runs})",
+             f"{bulk['htm_bulk_no_vectors_per_s']:,.0f}/s / "
+             f"{bulk['htm_bulk_load_no_vectors_per_s']:,.0f}/s", "–", "–", "–"]]
     if into is not None:
         rows.append([f"bulk `add_many` of 20,000 into the {big_n:,} store, batches of 1,000: "
                      "after open / with its HNSW graph loaded / inside `bulk_load()`",
@@ -352,6 +362,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
                     unit=lambda v: f"{v:,.0f}/s"))
     print(goal_line("bulk add_many inside bulk_load()", bulk["htm_bulk_load_per_s"], 40_000,
                     lower_is_better=False, unit=lambda v: f"{v:,.0f}/s"))
+    print(goal_line("bulk add_many, memories without vectors", bulk["htm_bulk_no_vectors_per_s"],
+                    40_000, lower_is_better=False, unit=lambda v: f"{v:,.0f}/s"))
     big = next((o for o in opens if o["size"] == 100_000), None)
     if big:
         print(goal_line("open 100k store + first recall", big["open_first_recall"], 1.0))

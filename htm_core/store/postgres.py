@@ -13,8 +13,8 @@ How it works:
   are stored L2-normalised, as on SQLite. ``hnsw.ef_search`` is set on a pooled
   connection when it holds another value than the search asks for. The index is partial
   (``forgotten_at IS NULL``), so forgotten memories never take a slot in an approximate
-  result. Reads run in autocommit mode (no
-  BEGIN / ROLLBACK round trips on the recall path).
+  result. Reads run in autocommit mode (no BEGIN / ROLLBACK round trips on the recall
+  path).
 - Full text: a generated ``tsvector`` column (``to_tsvector('english', content)``) with a
   GIN index, ranked by ``ts_rank`` (``ts_rank_cd`` cost twice as much per matching row
   and ranked no better on the recall-quality set). User text is reduced to plain words
@@ -243,12 +243,16 @@ def _vector_literal(unit: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.9g}" for x in unit.tolist()) + "]"
 
 
+#: A ``text()`` placeholder (``:name``), not a ``::`` cast.
+_PARAM = re.compile(r"(?<![:\w]):(\w+)")
+
+
 @functools.lru_cache(maxsize=512)
 def _pyformat(sql: str) -> str:
     """``text()``'s ``:name`` placeholders as the driver's ``%(name)s`` (``::`` casts and
     literal ``%`` kept), for the reads on every recall's path, which skip SQLAlchemy's
     statement compilation (a tenth of a millisecond per statement here)."""
-    return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql.replace("%", "%%"))
+    return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
 def _fetch(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
@@ -1457,11 +1461,12 @@ class PostgresStore:
 
     def _search(self, arms: Sequence[ArmQuery], ef: int) -> list[list[tuple[int, float]]]:
         parts: dict[int, tuple[str, dict[str, Any]]] = {}
+        # Read (at most once a minute) before taking a connection for the searches.
+        common = self._common_lexemes() if any(a.text for a in arms) else None
+        deepest = max((a.limit for a in arms if a.vector is not None), default=0)
 
         def run(conn: Connection) -> list[Any]:
             parts.clear()
-            common: list[str] | None = None
-            deepest = max((a.limit for a in arms if a.vector is not None), default=0)
             for k, arm in enumerate(arms):
                 if arm.vector is not None:
                     unit = self._prepare_vector_query(conn, arm.vector, min(1000, max(ef, deepest)),
@@ -1471,7 +1476,6 @@ class PostgresStore:
                 else:
                     terms = query_terms(arm.text or "")[:_MAX_TERMS]
                     if terms:
-                        common = common if common is not None else self._common_lexemes()
                         parts[k] = self._fulltext_sql(terms, arm.limit, arm.filters, common)
             if not parts:
                 return []
@@ -1480,8 +1484,8 @@ class PostgresStore:
                 return [(k, *row) for row in _fetch(conn, sql, params)]
             union, merged = [], {}
             for k, (sql, params) in parts.items():
-                # Each arm's parameters get a prefix of their own; row_number keeps its order.
-                renamed = re.sub(r"(?<![:\w]):(\w+)", rf":a{k}_\1", sql)
+                # Each arm's parameters get a prefix of their own.
+                renamed = _PARAM.sub(rf":a{k}_\1", sql)
                 merged.update({f"a{k}_{name}": value for name, value in params.items()})
                 union.append(f"SELECT {k} AS arm, s.* FROM ({renamed}) s")
             sql = " UNION ALL ".join(f"({part})" for part in union)
