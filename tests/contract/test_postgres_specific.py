@@ -28,6 +28,7 @@ from htm_core.errors import (
     StoreError,
     ValidationError,
 )
+from htm_core.retrieval import search
 from htm_core.store import SCHEMA_VERSION, NewMemory, SearchFilters, open_store
 from htm_core.store.postgres import DEFAULT_EF_SEARCH, PostgresStore, postgres_url
 
@@ -402,4 +403,21 @@ def test_an_exhausted_pool_is_a_clear_error(pg_url):
         assert store.counts("r1").total == 0  # usable again once a connection is free
     finally:
         held.close()
+        store.close()
+
+
+def test_a_pool_of_one_connection_serves_a_hybrid_recall(pg_url):
+    """Every read of a recall (the word statistics, the arms, the briefs) takes the one
+    connection in turn: none waits for a connection its own caller holds."""
+    store = PostgresStore(pg_url, pool_size=1, max_overflow=0, pool_timeout=0.5)
+    try:
+        store.add_many(notes(250))
+        with admin(pg_url) as conn:
+            conn.execute("ANALYZE memories")
+        store._common = None  # the statistics are read inside this recall
+        hits = search(store, query="topic 4 colour 2", strategy="hybrid", limit=5,
+                      query_vector=lambda: EMB.embed_query("topic 4 colour 2"),
+                      filters=SearchFilters())
+        assert len(hits) == 5
+    finally:
         store.close()
