@@ -17,8 +17,9 @@ fresh database per size, and measures (rows carry precomputed vectors; no embedd
 The throwaway server gets ``shared_buffers`` of a quarter of the machine's memory (at most
 8 GB): pgserver keeps PostgreSQL's 128 MB default, in which a 100k store's table and HNSW
 graph already do not fit, so every search would read pages from the OS cache. The store's
-``ef_search`` is 64, and 600 from 1,000,000 memories up (what recall@10 ≥ 0.95 takes on
-this data; see docs/benchmarks.md).
+HNSW parameters are the store's defaults (m = 16, ef_construction = 64, ``ef_search`` = 64)
+below 1,000,000 memories, and what docs/postgres.md recommends from there up
+(ef_construction = 128, ``ef_search`` = 200: recall@10 ≥ 0.95 on this data).
 
 Run: ``python -m benchmarks.postgres_ops [--quick] [--sizes 1000,10000] [--long]``
 (``--long`` adds 1,000,000 memories: tens of minutes and several GB of disk).
@@ -152,11 +153,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
                         help="extra ef_search values for recall@10 / latency (default 100,200,400"
                              " from 100,000 memories up, and 600,800 at 1,000,000)")
     parser.add_argument("--hnsw-m", type=int, default=16, help="HNSW m of the store")
-    parser.add_argument("--ef-construction", type=int, default=64,
-                        help="HNSW ef_construction of the store")
+    parser.add_argument("--ef-construction", type=int, default=None,
+                        help="HNSW ef_construction of the store (default 64; 128 from "
+                             "1,000,000 memories up)")
     parser.add_argument("--store-ef-search", type=int, default=None,
                         help="the store's ef_search for the vector, hybrid and recall columns "
-                             "(default 64; 600 from 1,000,000 memories up)")
+                             "(default 64; 200 from 1,000,000 memories up)")
     parser.add_argument("--shared-buffers-mb", type=int, default=None,
                         help="shared_buffers of the throwaway server (default a quarter of the "
                              "memory, at most 8 GB)")
@@ -179,11 +181,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
             rows.append(bench_size(url, n, queries=5 if args.quick else 30, batch=args.batch,
                                    append=append, memory_mb=memory, ef_values=efs,
                                    hnsw={"hnsw_m": args.hnsw_m,
-                                         "hnsw_ef_construction": args.ef_construction},
+                                         "hnsw_ef_construction": args.ef_construction or (
+                                             128 if n >= 1_000_000 else 64)},
                                    ef_search=args.store_ef_search or (
-                                       600 if n >= 1_000_000 else 64)))
+                                       200 if n >= 1_000_000 else 64)))
+    builds = sorted({str(r["hnsw_ef_construction"]) for r in rows})
     print(f"## PostgreSQL + pgvector HNSW, m = {args.hnsw_m}, ef_construction = "
-          f"{args.ef_construction}, shared_buffers = {buffers:,} MB "
+          f"{' / '.join(builds)}, shared_buffers = {buffers:,} MB "
           "(medians; query embedding excluded)\n")
     print(markdown_table(
         ["memories", "ef_search", "bulk_load: COPY phase", "index build", "bulk_load incl. build",
