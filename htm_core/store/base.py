@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from ..errors import ValidationError
 from ..models import Memory, Operation, Robot
 
 __all__ = [
@@ -116,7 +117,7 @@ class ArmQuery:
 
     def __post_init__(self) -> None:
         if (self.vector is None) == (self.text is None):
-            raise ValueError("ArmQuery takes exactly one of vector= or text=")
+            raise ValidationError("ArmQuery takes exactly one of vector= or text=")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from htm_core.errors import (
     DuplicateKeyError,
     NotFoundError,
     SchemaError,
+    ValidationError,
 )
 from htm_core.store import SCHEMA_VERSION, ArmQuery, NewMemory, SearchFilters, open_store
 from htm_core.store.base import generated_key
@@ -355,7 +356,7 @@ def test_search_arms_answer_as_the_single_searches_do(store):
     assert [len(hits) for hits in got[:3]] == [12, 9, 5]
     assert 0 < len(got[3]) < 50  # only r2's matches: the filter stayed with its arm
     assert store.search_arms([]) == []
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ValidationError, match="exactly one"):
         ArmQuery(limit=3, filters=SearchFilters())
 
 
