@@ -29,9 +29,9 @@ __all__ = ["STRATEGIES", "RecencyEntry", "balanced_score", "live_entries", "orde
 
 STRATEGIES = ("balanced", "important", "recent")
 
-#: What the recency indexes hold: ``[last_accessed, seq, item]``, or ``[last_accessed, seq,
-#: None]`` once dead (its item removed or re-keyed). ``(last_accessed, seq)`` is unique
-#: among all entries, dead or live, so comparisons never reach the item and run in C.
+#: What the recency indexes hold: ``[last_accessed, access_seq, item]``, or ``[last_accessed,
+#: access_seq, None]`` once dead (its item removed or re-keyed). ``(last_accessed, access_seq)``
+#: is unique among all entries, dead or live, so comparisons never reach the item and run in C.
 RecencyEntry = list[Any]
 
 #: The item of an entry, None when the entry is dead; items are always true.
@@ -40,12 +40,12 @@ _item = itemgetter(2)
 
 def recency_key(item: WorkingItem) -> tuple[float, int]:
     """Ascending key of the recency indexes: oldest access first."""
-    return (item.last_accessed, item.seq)
+    return (item.last_accessed, item.access_seq)
 
 
 def recency_entry(item: WorkingItem) -> RecencyEntry:
     """The entry that stands for ``item`` in a recency index."""
-    return [item.last_accessed, item.seq, item]
+    return [item.last_accessed, item.access_seq, item]
 
 
 def live_entries(entries: Sequence[RecencyEntry]) -> list[RecencyEntry]:

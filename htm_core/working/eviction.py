@@ -46,7 +46,11 @@ class WorkingItem:
     added_at: float
     last_accessed: float
     access_count: int = 0
+    #: Order of entry into working memory (unique per working memory).
     seq: int = 0
+    #: Order of the latest access (unique; drawn from the same counter as ``seq``), so an
+    #: access moves an item even when the clock has not advanced.
+    access_seq: int = 0
     metadata: dict[str, object] = field(default_factory=dict)
 
 
@@ -91,7 +95,7 @@ class LRUPolicy:
     tracks_access = True
 
     def sort_key(self, item: WorkingItem) -> SortKey:
-        return (item.last_accessed, item.seq)
+        return (item.last_accessed, item.access_seq)
 
 
 class FrequencyPolicy:
@@ -101,7 +105,7 @@ class FrequencyPolicy:
     tracks_access = True
 
     def sort_key(self, item: WorkingItem) -> SortKey:
-        return (item.access_count, item.last_accessed, item.seq)
+        return (item.access_count, item.last_accessed, item.access_seq)
 
 
 POLICIES: dict[str, Callable[[], EvictionPolicy]] = {

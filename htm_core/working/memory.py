@@ -173,12 +173,16 @@ class WorkingMemory:
         created_at: float | None = None,
         last_accessed: float | None = None,
         access_count: int = 0,
+        seq: int | None = None,
+        access_seq: int | None = None,
     ) -> list[WorkingItem]:
         """Put an item in, evicting by policy until it fits; return what was evicted.
 
         Adding a key that is already resident replaces that item (and counts as an
         access). ``created_at`` / ``last_accessed`` are POSIX timestamps; they default
-        to now.
+        to now. ``seq`` / ``access_seq`` (the item's entry and latest-access order) are
+        for restoring a saved working memory: they must be unique among the resident
+        items' numbers; by default the item is the newest entry and access.
         """
         # This is the hot path, so the helpers are inlined. A plain float importance in
         # range and a plain non-negative int token count are what the checks would return
@@ -202,7 +206,14 @@ class WorkingMemory:
                 self._unlink(old)
                 access_count = max(access_count, old.access_count + 1)
                 created_at = old.created_at if created_at is None else created_at
-            self._seq = seq = self._seq + 1
+            if seq is None:
+                self._seq = seq = self._seq + 1
+            else:
+                self._seq = max(self._seq, seq)
+            if access_seq is None:
+                access_seq = seq
+            else:
+                self._seq = max(self._seq, access_seq)
             item = WorkingItem(
                 key=key,
                 content=content,
@@ -213,6 +224,7 @@ class WorkingMemory:
                 last_accessed=now if last_accessed is None else float(last_accessed),
                 access_count=access_count,
                 seq=seq,
+                access_seq=access_seq,
             )
             order = self._policy.sort_key(item)
             entry: _HeapEntry = (*order, seq, item) if self._flat else (order, seq, item)
@@ -390,7 +402,7 @@ class WorkingMemory:
 
     def _index(self, item: WorkingItem) -> None:
         """Enter ``item`` into the recency indexes under its current ``last_accessed``."""
-        entry: RecencyEntry = [item.last_accessed, item.seq, item]
+        entry: RecencyEntry = [item.last_accessed, item.access_seq, item]
         self._recency[item.key] = entry
         ordered = self._by_recency
         if ordered and entry < ordered[-1]:
@@ -436,12 +448,16 @@ class WorkingMemory:
             self._size_counts[size] = count - 1
 
     def _touch(self, item: WorkingItem, at: float) -> None:
+        # Every access makes the item the most recent one, also when the clock has not
+        # moved (a frozen or coarse clock): the recency order is (last_accessed,
+        # access_seq), and access_seq is drawn fresh. A clock behind the item's last
+        # access (another process's) never moves last_accessed back.
         item.access_count += 1
         if at > item.last_accessed:
-            # The recency order is by (last_accessed, seq): re-key the item in it.
             item.last_accessed = at
-            self._kill(item.key)
-            self._index(item)
+        self._seq = item.access_seq = self._seq + 1
+        self._kill(item.key)
+        self._index(item)
         if self._policy.tracks_access:
             self._push(item)
 

@@ -20,19 +20,19 @@ START = datetime(2024, 5, 15, 12, 0, tzinfo=timezone.utc)
 EVICTION_KEYS = {
     "hybrid": lambda i: (i.importance, i.created_at, i.seq),
     "importance": lambda i: (i.importance, i.seq),
-    "lru": lambda i: (i.last_accessed, i.seq),
-    "frequency": lambda i: (i.access_count, i.last_accessed, i.seq),
+    "lru": lambda i: (i.last_accessed, i.access_seq),
+    "frequency": lambda i: (i.access_count, i.last_accessed, i.access_seq),
 }
 
 
 def reference_order(items: list[WorkingItem], strategy: str, now: float) -> list[str]:
     """The strategy's order by a full sort of the scores the docs define."""
     if strategy == "recent":
-        key = lambda i: (i.last_accessed, i.seq)  # noqa: E731
+        key = lambda i: (i.last_accessed, i.access_seq)  # noqa: E731
     elif strategy == "important":
-        key = lambda i: (i.importance, i.last_accessed, i.seq)  # noqa: E731
+        key = lambda i: (i.importance, i.last_accessed, i.access_seq)  # noqa: E731
     else:
-        key = lambda i: (balanced_score(i, now), i.last_accessed, i.seq)  # noqa: E731
+        key = lambda i: (balanced_score(i, now), i.last_accessed, i.access_seq)  # noqa: E731
     return [i.key for i in sorted(items, key=key, reverse=True)]
 
 

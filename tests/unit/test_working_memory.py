@@ -216,8 +216,8 @@ def _expected_victim_order(wm: WorkingMemory, policy: str) -> list[str]:
     keys = {
         "hybrid": lambda i: (i.importance, i.created_at, i.seq),
         "importance": lambda i: (i.importance, i.seq),
-        "lru": lambda i: (i.last_accessed, i.seq),
-        "frequency": lambda i: (i.access_count, i.last_accessed, i.seq),
+        "lru": lambda i: (i.last_accessed, i.access_seq),
+        "frequency": lambda i: (i.access_count, i.last_accessed, i.access_seq),
     }
     return [i.key for i in sorted(items, key=keys[policy])]
 
@@ -319,3 +319,39 @@ def test_thread_safety_under_concurrent_adds():
         t.join()
     assert not errors
     assert wm.tokens == sum(i.token_count for i in wm.items()) <= 5_000
+
+
+@pytest.mark.parametrize("policy", ["lru", "frequency"])
+def test_an_access_at_a_frozen_clock_still_counts_for_eviction(policy):
+    """Regression: with the clock not moving, the memory just read was evicted first."""
+    wm = WorkingMemory(max_tokens=30, policy=policy, clock=make_clock())
+    for key in ("a", "b", "c"):
+        wm.add(key, f"memory {key}", tokens=10)
+    assert wm.get("a") is not None  # same timestamp as every add
+    if policy == "frequency":
+        wm.touch("b")
+        wm.touch("c")  # b and c now have as many accesses as a, and later ones
+        assert wm.get("a") is not None
+    gone = [i.key for i in wm.add("d", "memory d", tokens=10)]
+    assert gone == ["b"]
+    assert "a" in wm
+
+
+def test_recent_context_puts_the_last_access_first_at_a_frozen_clock():
+    wm = WorkingMemory(max_tokens=100, clock=make_clock())
+    for key in ("a", "b", "c"):
+        wm.add(key, f"memory {key}", tokens=10)
+    wm.touch("a")
+    assert [i.key for i in wm.select("recent")] == ["a", "c", "b"]
+    wm.touch("b")
+    assert [i.key for i in wm.select("recent")] == ["b", "a", "c"]
+
+
+def test_saved_order_numbers_are_kept_when_restoring_items():
+    """``seq`` / ``access_seq`` restore a saved working memory's order exactly."""
+    wm = WorkingMemory(max_tokens=100, policy="lru", clock=make_clock())
+    wm.add("x", "memory x", tokens=10, seq=7, access_seq=40)
+    wm.add("y", "memory y", tokens=10, seq=3, access_seq=9)
+    assert wm.keys() == ["y", "x"]
+    wm.add("z", "memory z", tokens=10)
+    assert wm.peek("z").seq == 41  # new numbers continue after the restored ones
