@@ -26,12 +26,13 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from .background import EmbeddingWorker
-from .clock import Clock, local_now, to_aware, to_timestamp
+from .clock import Clock, local_now, to_aware
 from .config import Settings
 from .embeddings import embedder_name, resolve_embedder
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
@@ -44,14 +45,13 @@ from .errors import (
     HTMError,
     InvalidBudgetError,
     InvalidContentError,
-    MemoryTooLargeError,
     ValidationError,
 )
 from .models import Context, Hit, Memory, Operation, Robot, Stats
 from .observability import Metrics, instrumented
 from .retrieval import RetrievalConfig, check_recall_strategy, search
 from .store import LongTermStore, NewMemory, SearchFilters, open_store
-from .store.base import content_hash, generated_key
+from .store.base import WorkingChange, WorkingResult, content_hash, generated_key
 from .timeframe import parse_timeframe
 from .tokens import TokenCounter, resolve_counter
 from .validation import (
@@ -65,6 +65,7 @@ from .validation import (
 from .working import WorkingMemory
 from .working.context import check_strategy
 from .working.memory import SEPARATOR
+from .working.resident import ResidentSet
 
 __all__ = ["HTM"]
 
@@ -186,8 +187,9 @@ class HTM:
                 refresh_importance=self._refresh_importance, options=enrichment_options)
             self._check_store_embedder(allow_mismatch=allow_embedder_mismatch)
             self._store.ensure_robot(self.robot)
-            self._wm_memories: dict[str, Memory] = {}
-            self._restore_working_memory()
+            self._resident = ResidentSet(self._wm, self._store, self.robot, clock=self._clock)
+            self._wm_memories = self._resident.memories
+            self._sync()
         except BaseException:
             if self._owns_store:
                 self._store.close()
@@ -553,11 +555,22 @@ class HTM:
             records = [NewMemory(**{**r.__dict__, "embedding": v,
                                     "embedder": self._embedder_name})
                        for r, v in zip(records, vectors, strict=True)]
+        records = [r if given else replace(r, importance_given=False)
+                   for r, given in zip(records, importance_given, strict=True)]
         with self._lock:
-            results = self._store.add_many(records)
-            memories = [r.memory for r in results]
             if working_memory:
-                self._enter_working(memories)
+                self._sync()
+                try:
+                    results, applied = self._store.add_and_enter(
+                        records, expected_version=self._resident.version,
+                        working=lambda rs: self._resident.stage_enter([r.memory for r in rs]))
+                except BaseException:
+                    self._resident.rollback()
+                    raise
+                self._after_change(applied)
+            else:
+                results = self._store.add_many(records)
+            memories = [r.memory for r in results]
         created = [(r.memory, given) for r, given in zip(results, importance_given, strict=True)
                    if r.created]
         self._enrichment.added([m for m, _ in created], [g for _, g in created])
@@ -567,55 +580,37 @@ class HTM:
 
     # -- working memory --------------------------------------------------------------
 
-    def _enter_working(self, memories: Sequence[Memory], *, accessed: datetime | None = None
-                       ) -> None:
-        """Put memories into working memory and persist the membership change."""
-        added: dict[str, int] = {}
-        evicted: list[int] = []  # every eviction is logged, even of an item added in this batch
-        left: list[tuple[str, str]] = []
-        for memory in memories:
-            try:
-                gone = self._wm.add(
-                    memory.key, memory.content, tokens=memory.token_count,
-                    importance=memory.importance, created_at=to_timestamp(memory.created_at),
-                    last_accessed=to_timestamp(accessed) if accessed else None,
-                    access_count=memory.access_count,
-                )
-            except MemoryTooLargeError as exc:
-                logger.warning("%s", exc)
-                memory.in_working_memory = False
-                continue
-            memory.in_working_memory = True
-            self._wm_memories[memory.key] = memory
-            added[memory.key] = memory.id
-            for item in gone:
-                old = self._wm_memories.pop(item.key, None)
-                added.pop(item.key, None)
-                if old is not None:
-                    evicted.append(old.id)
-                    left.append((old.key, old.content))
-        self.metrics.evicted(len(evicted))
-        self._store.update_working(self.robot, add=list(added.values()),
-                                   remove=evicted, at=self._clock())
-        self._enrichment.evicted(left)
+    def _sync(self) -> None:
+        """Bring working memory up to date with the store (one cheap read when nothing moved)."""
+        evicted = self._resident.sync()
+        if evicted:
+            self.metrics.evicted(len(evicted))
+            self._enrichment.evicted(evicted)
 
-    def _restore_working_memory(self) -> None:
-        resident = self._store.working_set(self.robot)
-        if resident:
-            self._enter_working(resident)
-            for memory in resident:
-                if memory.key in self._wm:
-                    self._wm.touch(memory.key, at=to_timestamp(memory.last_accessed))
-            logger.info("restored %d memories into %s's working memory", len(self._wm),
-                        self.robot)
+    def _write_change(self, change: WorkingChange) -> WorkingResult | None:
+        """Write a staged working-memory change; undo it in the process if that fails."""
+        try:
+            if change.put or change.evict:
+                result = self._store.apply_working(change,
+                                                   expected_version=self._resident.version)
+            else:
+                self._store.touch(change.touch, at=change.at)
+                result = None
+        except BaseException:
+            self._resident.rollback()
+            raise
+        self._after_change(result)
+        return result
+
+    def _after_change(self, result: WorkingResult | None) -> None:
+        evicted = self._resident.commit(result)
+        self.metrics.evicted(len(evicted))
+        self._enrichment.evicted(evicted)
 
     def clear_working_memory(self) -> int:
         """Empty this robot's working memory. Long-term memory is untouched (never-forget)."""
         with self._lock:
-            gone = self._wm.clear()
-            self._wm_memories.clear()
-            self._store.clear_working(self.robot)
-            return len(gone)
+            return self._resident.clear()
 
     # -- enrichment and documents ----------------------------------------------------
 
@@ -630,9 +625,11 @@ class HTM:
             if item is None or memory is None:
                 return
             memory.importance = importance
+            self._wm.remove(key)  # re-entered with the new importance, nothing else changed
             self._wm.add(key, item.content, tokens=item.token_count, importance=importance,
                          created_at=item.created_at, last_accessed=item.last_accessed,
-                         access_count=item.access_count)
+                         access_count=item.access_count, seq=item.seq,
+                         access_seq=item.access_seq)
 
     def flush_enrichment(self, timeout: float | None = None) -> bool:
         """Wait until queued enrichment (tags, importance, summaries) is applied."""
@@ -717,15 +714,20 @@ class HTM:
         memories = self._store.get_many([r.id for r in ranked])
         now = self._clock()
         by_id = {m.id: m for m in memories}
+        refused: frozenset[str] = frozenset()
         with self._lock:
-            self._store.touch(list(by_id), at=now)
+            self._sync()
             for m in memories:
                 m.access_count += 1
                 m.last_accessed = now.astimezone(timezone.utc)
-            # Least relevant first, so a later (better) hit never evicts an earlier one.
-            self._enter_working(memories[::-1], accessed=now)
+            if memories:
+                # Least relevant first, so a later (better) hit never evicts an earlier one.
+                result = self._write_change(self._resident.stage_enter(
+                    memories[::-1], accessed=now, touch=list(by_id)))
+                refused = result.refused if result is not None else refused
+        # A hit forgotten since it was read is not returned (nor entered: the store refused it).
         return [Hit(memory=by_id[r.id], score=r.score, ranks=dict(r.ranks))
-                for r in ranked if r.id in by_id]
+                for r in ranked if r.id in by_id and by_id[r.id].key not in refused]
 
     def _recall_args(self, query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any,
                      robot: Any) -> tuple[SearchFilters, str, int]:
@@ -743,12 +745,14 @@ class HTM:
     def retrieve(self, key: str) -> Memory | None:
         """The memory under ``key`` (exact lookup), or None; counts as an access."""
         memory = self._store.get(check_key(key))
-        if memory is not None:
-            now = self._clock()
-            self._store.touch([memory.id], at=now)
-            memory.access_count += 1
-            memory.last_accessed = now.astimezone(timezone.utc)
-            self._wm.touch(memory.key, at=to_timestamp(now))
+        with self._lock:
+            self._sync()
+            if memory is not None:
+                now = self._clock()
+                memory.access_count += 1
+                memory.last_accessed = now.astimezone(timezone.utc)
+                self._write_change(self._resident.stage_touch([memory.key], at=now,
+                                                              touch=[memory.id]))
         return memory
 
     # -- context ---------------------------------------------------------------------
@@ -786,6 +790,7 @@ class HTM:
             recalled = [hit.memory for hit in self.recall(
                 query, limit=recall_limit, strategy=recall_strategy, tags=tags, robot=robot)]
         with self._lock:
+            self._sync()
             items = self._wm.select(strategy, limit)
             resident = [self._wm_memories[i.key] for i in items if i.key in self._wm_memories]
         memories, text, tokens = self._fit([*summaries, *recalled, *resident], budget)
@@ -828,9 +833,10 @@ class HTM:
                 f"forget({key!r}) hides the memory from recall; call forget({key!r}, "
                 "confirm=True) to do it (it stays recoverable with restore until purge)")
         with self._lock:
-            memory = self._store.forget(key, robot=self.robot, at=self._clock())
-            self._wm.remove(key)
-            self._wm_memories.pop(key, None)
+            try:
+                memory = self._store.forget(key, robot=self.robot, at=self._clock())
+            finally:  # also when the key is gone (purged by another robot): out of here too
+                self._resident.forget(key)
         return memory
 
     @instrumented("restore")
@@ -852,6 +858,8 @@ class HTM:
 
     def stats(self) -> Stats:
         """Working-memory and long-term figures for this robot and the whole store."""
+        with self._lock:
+            self._sync()
         counts = self._store.counts(self.robot)
         info = self._store.embedding_info()
         return Stats(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -29,13 +29,17 @@ __all__ = [
     "NewMemory",
     "SearchFilters",
     "StoreCounts",
+    "WorkingChange",
+    "WorkingResult",
+    "WorkingRow",
+    "WorkingState",
     "content_hash",
     "generated_key",
     "tag_patterns",
 ]
 
 #: The schema version this code writes and understands.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def content_hash(content: str) -> str:
@@ -73,10 +77,64 @@ class NewMemory:
     last_accessed: datetime | None = None
     access_count: int = 0
     forgotten_at: datetime | None = None
+    #: Whether the caller chose ``importance``: a second add of existing content raises the
+    #: stored importance to it; a default importance never changes the stored one.
+    importance_given: bool = True
 
     @property
     def content_hash(self) -> str:
         return content_hash(self.content)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkingState:
+    """One robot's hold on one memory in its working memory, as persisted.
+
+    ``last_accessed`` / ``access_count`` are the robot's own (not the memory's global
+    figures); ``seq`` and ``access_seq`` are the item's entry and latest-access order, so
+    a restarted working memory keeps its order under every policy.
+    """
+
+    key: str
+    last_accessed: datetime
+    access_count: int
+    seq: int
+    access_seq: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkingChange:
+    """A change of one robot's working memory, written in one transaction.
+
+    ``put`` memories enter (or update) membership only while visible: one forgotten or
+    purged meanwhile is refused (see :class:`WorkingResult`). ``evict`` keys leave it,
+    each logged as an eviction. ``touch`` ids get an access recorded on the memory.
+    """
+
+    robot: str
+    at: datetime
+    put: Sequence[WorkingState] = ()
+    evict: Sequence[str] = ()
+    touch: Sequence[int] = ()
+
+
+@dataclass(frozen=True)
+class WorkingResult:
+    """What a :class:`WorkingChange` did: the robot's working-set version after it, whether
+    that version was the one expected (nobody else changed the set in between), and the
+    keys refused because the memory is not visible."""
+
+    version: int
+    in_step: bool
+    refused: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkingRow:
+    """A persisted working-memory entry with its memory (see :meth:`LongTermStore.working_rows`)."""
+
+    memory: Memory
+    state: WorkingState
 
 
 @dataclass(frozen=True)
@@ -192,8 +250,22 @@ class LongTermStore(Protocol):
         """Write ``records`` in one transaction; all or nothing.
 
         A record whose key exists with the same content touches that memory (and
-        restores it if forgotten); with different content raises ``DuplicateKeyError``
-        and nothing of the batch is written.
+        restores it if forgotten), merging what the record adds: tags unioned, importance
+        raised to the record's when given and larger, metadata merged (the record's keys
+        win); the ``touch`` log line lists what changed. With different content it
+        raises ``DuplicateKeyError`` and nothing of the batch is written.
+        """
+        ...
+
+    def add_and_enter(self, records: Sequence[NewMemory], *,
+                      working: Callable[[list[AddResult]], WorkingChange | None],
+                      expected_version: int | None = None,
+                      ) -> tuple[list[AddResult], WorkingResult | None]:
+        """:meth:`add_many` and a working-memory change in one transaction.
+
+        ``working`` is called inside the transaction with the results and returns the
+        change to write with them (see :meth:`apply_working`); it is called again if the
+        transaction is retried.
         """
         ...
 
@@ -288,8 +360,25 @@ class LongTermStore(Protocol):
         ...
 
     # -- working-memory membership ---------------------------------------------------
+    #: Every change of a robot's membership (its own, or a forget/purge taking a memory
+    #: out of it) bumps that robot's working-set version in the same transaction; a reader
+    #: whose last known version differs reloads with :meth:`working_rows`.
     def working_set(self, robot: str) -> list[Memory]:
         """The memories in ``robot``'s persisted working memory, oldest entry first."""
+        ...
+
+    def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
+        """``robot``'s working-set version and its entries (visible memories, entry order),
+        read in one snapshot."""
+        ...
+
+    def working_version(self, robot: str) -> int:
+        """``robot``'s working-set version (0 for an unknown robot): one cheap read."""
+        ...
+
+    def apply_working(self, change: WorkingChange, *,
+                      expected_version: int | None = None) -> WorkingResult:
+        """Write a working-memory change in one transaction (see :class:`WorkingChange`)."""
         ...
 
     def update_working(self, robot: str, *, add: Sequence[int] = (),

@@ -87,6 +87,7 @@ from ..errors import (
 )
 from ..models import Memory, Operation, Robot
 from . import _common
+from ._coherence import Merged, as_dict, merge_readd, touch_detail
 from ._common import mask_url, query_terms
 from .base import (
     SCHEMA_VERSION,
@@ -96,6 +97,10 @@ from .base import (
     NewMemory,
     SearchFilters,
     StoreCounts,
+    WorkingChange,
+    WorkingResult,
+    WorkingRow,
+    WorkingState,
     like_prefix,
     tag_patterns,
 )
@@ -205,7 +210,28 @@ _SCHEMA_V1 = [
     "CREATE INDEX IF NOT EXISTS operations_at ON operations (at)",
 ]
 
-_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1}
+#: Schema version 2, coherence part: per-robot working-memory item state (the robot's own
+#: last access and count, entry and access order) so a restart restores the exact order, and
+#: a per-robot working-set version every membership change bumps. (Ids come from an
+#: identity sequence, which never hands out a number twice.)
+_V2_COHERENCE = [
+    """ALTER TABLE working_memory ADD COLUMN IF NOT EXISTS last_accessed timestamptz,
+        ADD COLUMN IF NOT EXISTS access_count integer NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS seq bigint NOT NULL DEFAULT 0,
+        ADD COLUMN IF NOT EXISTS access_seq bigint NOT NULL DEFAULT 0""",
+    "ALTER TABLE robots ADD COLUMN IF NOT EXISTS working_version bigint NOT NULL DEFAULT 0",
+    """UPDATE working_memory w SET last_accessed = o.last_accessed,
+        access_count = o.access_count, seq = o.s, access_seq = o.a
+        FROM (SELECT w2.robot_id, w2.memory_id, m.last_accessed, m.access_count,
+                     row_number() OVER (PARTITION BY w2.robot_id
+                                        ORDER BY w2.added_at, w2.memory_id) AS s,
+                     row_number() OVER (PARTITION BY w2.robot_id
+                                        ORDER BY m.last_accessed, w2.memory_id) AS a
+              FROM working_memory w2 JOIN memories m ON m.id = w2.memory_id) o
+        WHERE o.robot_id = w.robot_id AND o.memory_id = w.memory_id""",
+]
+
+_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_COHERENCE]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
@@ -734,20 +760,39 @@ class PostgresStore:
         With ``copy_min_rows`` new rows or more the rows are streamed with a binary COPY
         (see the module docstring); the outcome is the same either way.
         """
+        return self._add(records, None, None)[0]
+
+    def add_and_enter(self, records: Sequence[NewMemory], *,
+                      working: Callable[[list[AddResult]], WorkingChange | None],
+                      expected_version: int | None = None,
+                      ) -> tuple[list[AddResult], WorkingResult | None]:
+        """``add_many`` and a working-memory change in one transaction (see ``LongTermStore``)."""
+        return self._add(records, working, expected_version)
+
+    def _add(self, records: Sequence[NewMemory],
+             working: Callable[[list[AddResult]], WorkingChange | None] | None,
+             expected_version: int | None) -> tuple[list[AddResult], WorkingResult | None]:
         if not records:
-            return []
+            return [], None
         dims = {len(r.embedding) for r in records if r.embedding is not None}
         if len(dims) > 1:
             raise DimensionMismatchError(
                 f"embeddings in one batch have different dimensions: {sorted(dims)}")
         units = _units(records)
         robot_ids = self._robot_id_map([r.robot for r in records])
+
+        def write(conn: Connection, allow_copy: bool
+                  ) -> tuple[list[AddResult], WorkingResult | None]:
+            results = self._add_many(conn, records, units, robot_ids, dims, allow_copy=allow_copy)
+            change = working(results) if working is not None else None
+            if change is None:
+                return results, None
+            return results, self._apply_working(conn, change, expected_version)
+
         try:
-            return self._run("adding memories", lambda conn: self._add_many(
-                conn, records, units, robot_ids, dims, allow_copy=True))
+            return self._run("adding memories", lambda conn: write(conn, True))
         except _KeyRace:  # rolled back; the statement path's ON CONFLICT sorts out the race
-            return self._run("adding memories", lambda conn: self._add_many(
-                conn, records, units, robot_ids, dims, allow_copy=False))
+            return self._run("adding memories", lambda conn: write(conn, False))
 
     def _add_many(self, conn: Connection, records: Sequence[NewMemory],
                   units: Sequence[np.ndarray | None], robot_ids: dict[str, int],
@@ -820,6 +865,9 @@ class PostgresStore:
                 {"ids": list(touches), "ns": list(touches.values())})
         self._link_tags(conn, [(inserted[records[i].key], records[i].tags) for i in new
                                if records[i].key in inserted])
+        self._merge_readds(conn, [(n, ids[i], rec) for n, (i, rec) in enumerate(
+            (i, rec) for i, rec in enumerate(records)
+            if not (first[rec.key] == i and rec.key in inserted))], log)
         created = {inserted[records[i].key]: i for i in new if records[i].key in inserted}
         by_id: dict[int, Memory] = {}
         if copied:
@@ -834,6 +882,41 @@ class PostgresStore:
             by_id.update((m.id, m) for m in self._fetch(conn, "m.id = ANY(:ids)", {"ids": rest},
                                                           False))
         return [AddResult(by_id[mid], created.get(mid) == i) for i, mid in enumerate(ids)]
+
+    @staticmethod
+    def _merge_readds(conn: Connection, readds: Sequence[tuple[int, int, NewMemory]],
+                      log: list[tuple[str, int | None, int | None, str | None,
+                                      dict[str, Any] | None]]) -> None:
+        """Merge each re-add ``(n, id, record)`` into its memory (see ``merge_readd``); the
+        n-th re-add's line in ``log`` says what it changed."""
+        if not readds:
+            return
+        state = {int(r[0]): Merged(float(r[1]), as_dict(r[2]), set(r[3])) for r in conn.execute(
+            text("SELECT m.id, m.importance, m.metadata, ARRAY(SELECT t.name FROM memory_tags mt "
+                 "JOIN tags t ON t.id = mt.tag_id WHERE mt.memory_id = m.id) FROM memories m "
+                 "WHERE m.id = ANY(:ids)"), {"ids": sorted({mid for _, mid, _ in readds})})}
+        lines = [i for i, entry in enumerate(log) if entry[0] != "add"]
+        changed: set[int] = set()
+        links: list[tuple[int, Sequence[str]]] = []
+        for n, mid, rec in readds:
+            now = state[mid]
+            step = merge_readd(Merged(now.importance, now.metadata, set(now.tags)), rec)
+            state[mid] = Merged(step.importance, step.metadata, step.tags)
+            if step.detail.get("tags"):
+                links.append((mid, step.detail["tags"]))
+            if step.changed_row:
+                changed.add(mid)
+            entry = log[lines[n]]
+            log[lines[n]] = (*entry[:4], touch_detail(step))
+        PostgresStore._link_tags(conn, links)
+        if changed:
+            rows = sorted(changed)
+            conn.execute(text(
+                "UPDATE memories m SET importance = v.i, metadata = CAST(v.meta AS jsonb) "
+                "FROM unnest(CAST(:ids AS bigint[]), CAST(:imps AS double precision[]), "
+                "CAST(:metas AS text[])) AS v(id, i, meta) WHERE m.id = v.id"),
+                {"ids": rows, "imps": [state[m].importance for m in rows],
+                 "metas": [json.dumps(state[m].metadata) for m in rows]})
 
     @staticmethod
     def _insert_statement(conn: Connection, records: Sequence[NewMemory],
@@ -1553,10 +1636,108 @@ class PostgresStore:
             if rid is None:
                 return []
             return self._fetch(
-                conn, f"{_VISIBLE} ORDER BY w.added_at, m.id", {"r": rid}, False,
+                conn, f"{_VISIBLE} ORDER BY w.seq, w.added_at, m.id", {"r": rid}, False,
                 join="JOIN working_memory w ON w.memory_id = m.id AND w.robot_id = :r")
 
         return self._read("reading working memory", read)
+
+    def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
+        """``robot``'s working-set version and entries, read in one snapshot."""
+        def read(conn: Connection) -> tuple[int, list[WorkingRow]]:
+            conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+            row = conn.execute(text("SELECT id, working_version FROM robots WHERE name = :n"),
+                               {"n": robot}).first()
+            if row is None:
+                return 0, []
+            states = {int(r[0]): r[1:] for r in conn.execute(text(
+                "SELECT memory_id, last_accessed, access_count, seq, access_seq "
+                "FROM working_memory WHERE robot_id = :r"), {"r": row[0]})}
+            memories = self._fetch(conn, f"m.id = ANY(:ids) AND {_VISIBLE}",
+                                   {"ids": list(states)}, False)
+            out = []
+            for m in memories:
+                accessed, count, seq, access_seq = states[m.id]
+                out.append(WorkingRow(memory=m, state=WorkingState(
+                    key=m.key, access_count=int(count), seq=int(seq), access_seq=int(access_seq),
+                    last_accessed=m.last_accessed if accessed is None
+                    else accessed.astimezone(timezone.utc))))
+            out.sort(key=lambda r: (r.state.seq, r.memory.id))
+            return int(row[1]), out
+
+        return self._run("reading working memory", read)
+
+    def working_version(self, robot: str) -> int:
+        """``robot``'s working-set version (0 for an unknown robot)."""
+        value = self._read("reading the working-set version", lambda conn: conn.execute(
+            text("SELECT working_version FROM robots WHERE name = :n"), {"n": robot}).scalar())
+        return int(value) if value is not None else 0
+
+    def apply_working(self, change: WorkingChange, *,
+                      expected_version: int | None = None) -> WorkingResult:
+        """Write a working-memory change in one transaction."""
+        self._robot_id(change.robot)
+        return self._run("updating working memory",
+                         lambda conn: self._apply_working(conn, change, expected_version))
+
+    def _apply_working(self, conn: Connection, change: WorkingChange,
+                       expected_version: int | None) -> WorkingResult:
+        """Write ``change`` on ``conn``. The memories entering are locked FOR SHARE while
+        checked visible, so a forget (which locks the row FOR UPDATE) either commits first
+        and the memory is refused, or waits until this membership is in and then removes it."""
+        rid = self._robot_id(change.robot)
+        if change.touch:
+            conn.execute(text(
+                "UPDATE memories SET last_accessed = GREATEST(last_accessed, :t), "
+                "access_count = access_count + 1 WHERE id = ANY(:ids)"),
+                {"t": change.at, "ids": sorted({int(i) for i in change.touch})})
+        if change.evict:
+            keys = list(dict.fromkeys(change.evict))
+            gone = {str(r[0]): int(r[1]) for r in conn.execute(text(
+                "DELETE FROM working_memory w USING memories m WHERE w.robot_id = :r "
+                "AND w.memory_id = m.id AND m.key = ANY(:keys) RETURNING m.key, m.id"),
+                {"r": rid, "keys": keys})}
+            ids = {str(r[0]): int(r[1]) for r in conn.execute(text(
+                "SELECT key, id FROM memories WHERE key = ANY(:keys)"), {"keys": keys})}
+            ids.update(gone)
+            self._log_many(conn, [("evict", rid, ids.get(k), k, None) for k in change.evict])
+        refused: frozenset[str] = frozenset()
+        if change.put:
+            keys = sorted({s.key for s in change.put})
+            visible = {str(r[0]): int(r[1]) for r in conn.execute(text(
+                "SELECT key, id FROM memories WHERE key = ANY(:keys) AND forgotten_at IS NULL "
+                "ORDER BY id FOR SHARE"), {"keys": keys})}
+            refused = frozenset(k for k in keys if k not in visible)
+            put = [s for s in change.put if s.key in visible]
+            if put:
+                conn.execute(text(
+                    "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
+                    "access_count, seq, access_seq) SELECT :r, v.mid, :t, v.la, v.n, v.s, v.a "
+                    "FROM unnest(CAST(:mids AS bigint[]), CAST(:las AS timestamptz[]), "
+                    "CAST(:ns AS integer[]), CAST(:ss AS bigint[]), CAST(:as_ AS bigint[])) "
+                    "AS v(mid, la, n, s, a) ON CONFLICT (robot_id, memory_id) DO UPDATE SET "
+                    "last_accessed = excluded.last_accessed, access_count = excluded.access_count, "
+                    "seq = excluded.seq, access_seq = excluded.access_seq"),
+                    {"r": rid, "t": change.at, "mids": [visible[s.key] for s in put],
+                     "las": [s.last_accessed for s in put], "ns": [s.access_count for s in put],
+                     "ss": [s.seq for s in put], "as_": [s.access_seq for s in put]})
+        return self._bump_working(conn, rid, change.at, expected_version, refused)
+
+    @staticmethod
+    def _bump_working(conn: Connection, rid: int, at: datetime | None, expected: int | None,
+                      refused: frozenset[str] = frozenset()) -> WorkingResult:
+        version = int(conn.execute(text(
+            "UPDATE robots SET working_version = working_version + 1, "
+            "last_active = coalesce(CAST(:t AS timestamptz), last_active) WHERE id = :r "
+            "RETURNING working_version"), {"t": at, "r": rid}).scalar_one())
+        return WorkingResult(version, expected is None or version == expected + 1, refused)
+
+    @staticmethod
+    def _unhold(conn: Connection, ids: Sequence[int]) -> None:
+        """Take memories out of every robot's working set, bumping those robots' versions."""
+        conn.execute(text(
+            "WITH gone AS (DELETE FROM working_memory WHERE memory_id = ANY(:ids) "
+            "RETURNING robot_id) UPDATE robots SET working_version = working_version + 1 "
+            "WHERE id IN (SELECT robot_id FROM gone)"), {"ids": [int(i) for i in ids]})
 
     def update_working(self, robot: str, *, add: Sequence[int] = (),
                        remove: Sequence[int] = (), at: datetime) -> None:
@@ -1577,13 +1758,15 @@ class PostgresStore:
                                       for m in remove])
             if add:
                 conn.execute(text(
-                    "INSERT INTO working_memory(robot_id, memory_id, added_at) "
-                    "SELECT :r, mid, :t FROM unnest(CAST(:ids AS bigint[])) AS mid "
-                    "WHERE EXISTS (SELECT 1 FROM memories WHERE id = mid) "
+                    "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
+                    "seq, access_seq) SELECT :r, m.id, :t, m.last_accessed, n.base + v.ord, "
+                    "n.base + v.ord FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY "
+                    "AS v(mid, ord) JOIN memories m ON m.id = v.mid AND m.forgotten_at IS NULL "
+                    "CROSS JOIN (SELECT coalesce(GREATEST(max(seq), max(access_seq)), 0) AS base "
+                    "FROM working_memory WHERE robot_id = :r) n "
                     "ON CONFLICT (robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
-                    {"r": rid, "t": at, "ids": sorted({int(m) for m in add})})
-            conn.execute(text("UPDATE robots SET last_active = :t WHERE id = :r"),
-                         {"t": at, "r": rid})
+                    {"r": rid, "t": at, "ids": list(dict.fromkeys(int(m) for m in add))})
+            self._bump_working(conn, rid, at, None)
 
         self._run("updating working memory", write)
 
@@ -1595,6 +1778,7 @@ class PostgresStore:
             n = int(conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"),
                                  {"r": rid}).rowcount)
             self._log_many(conn, [("clear_working", rid, None, None, {"count": n})])
+            self._bump_working(conn, rid, None, None)
             return n
 
         return self._run("clearing working memory", write)
@@ -1607,7 +1791,8 @@ class PostgresStore:
             "SELECT id, forgotten_at IS NOT NULL FROM memories WHERE key = :k FOR UPDATE"),
             {"k": key}).first()
         if row is None:
-            raise NotFoundError(f"no memory with key {key!r}")
+            raise NotFoundError(f"no memory with key {key!r}: it was never stored, or it has "
+                                "been purged (a purge cannot be undone)")
         return int(row[0]), bool(row[1])
 
     def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
@@ -1657,7 +1842,7 @@ class PostgresStore:
             if not forgotten:
                 conn.execute(text("UPDATE memories SET forgotten_at = :t WHERE id = :id"),
                              {"t": at, "id": mid})
-                conn.execute(text("DELETE FROM working_memory WHERE memory_id = :id"), {"id": mid})
+                self._unhold(conn, [mid])
                 self._log_many(conn, [("forget", rid, mid, key, None)])
             return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
 
@@ -1694,6 +1879,7 @@ class PostgresStore:
                     "SELECT id, key FROM memories WHERE forgotten_at IS NOT NULL "
                     "ORDER BY id FOR UPDATE"))]
             if targets:
+                self._unhold(conn, [t[0] for t in targets])
                 conn.execute(text("DELETE FROM memories WHERE id = ANY(:ids)"),
                              {"ids": [t[0] for t in targets]})
                 self._log_many(conn, [("purge", rid, mid, mkey, None) for mid, mkey in targets])

@@ -21,7 +21,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +44,7 @@ from ..errors import (
     ValidationError,
 )
 from ..models import Memory, Operation, Robot
+from ._coherence import Merged, as_dict, merge_readd, touch_detail
 from ._common import chunks, informative_terms, mask_url, query_terms
 from .ann import ApproximateIndex, make_index
 from .base import (
@@ -54,6 +55,10 @@ from .base import (
     NewMemory,
     SearchFilters,
     StoreCounts,
+    WorkingChange,
+    WorkingResult,
+    WorkingRow,
+    WorkingState,
     like_prefix,
     tag_patterns,
 )
@@ -144,7 +149,33 @@ _SCHEMA_V1 = [
     "CREATE INDEX IF NOT EXISTS operations_at ON operations(at)",
 ]
 
-_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1}
+#: Schema version 2, coherence part: per-robot working-memory item state (the robot's own
+#: last access and count, entry and access order) so a restart restores the exact order; a
+#: per-robot working-set version every membership change bumps; the id high-water mark
+#: (ids are never reused: the purge log of a v1 file seeds it).
+_V2_COHERENCE = [
+    "ALTER TABLE working_memory ADD COLUMN last_accessed REAL",
+    "ALTER TABLE working_memory ADD COLUMN access_count INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE working_memory ADD COLUMN seq INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE working_memory ADD COLUMN access_seq INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE robots ADD COLUMN working_version INTEGER NOT NULL DEFAULT 0",
+    """UPDATE working_memory SET
+        last_accessed = (SELECT m.last_accessed FROM memories m WHERE m.id = memory_id),
+        access_count = (SELECT m.access_count FROM memories m WHERE m.id = memory_id)""",
+    """UPDATE working_memory SET
+        seq = (SELECT count(*) FROM working_memory w WHERE w.robot_id = working_memory.robot_id
+               AND (w.added_at < working_memory.added_at OR (w.added_at = working_memory.added_at
+                    AND w.memory_id <= working_memory.memory_id))),
+        access_seq = (SELECT count(*) FROM working_memory w WHERE w.robot_id = working_memory.robot_id
+               AND (w.last_accessed < working_memory.last_accessed
+                    OR (w.last_accessed = working_memory.last_accessed
+                        AND w.memory_id <= working_memory.memory_id)))""",
+    """INSERT OR IGNORE INTO htm_meta(key, value)
+        SELECT 'id_high_water', CAST(max(coalesce((SELECT max(memory_id) FROM operations), 0),
+                                         coalesce((SELECT max(id) FROM memories), 0)) AS TEXT)""",
+]
+
+_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_COHERENCE]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
@@ -607,13 +638,35 @@ class SQLiteStore:
 
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
         """Write ``records`` in one transaction; all or nothing (see ``LongTermStore``)."""
+        return self._add(records, None, None)[0]
+
+    def add_and_enter(self, records: Sequence[NewMemory], *,
+                      working: Callable[[list[AddResult]], WorkingChange | None],
+                      expected_version: int | None = None,
+                      ) -> tuple[list[AddResult], WorkingResult | None]:
+        """``add_many`` and a working-memory change in one transaction (see ``LongTermStore``)."""
+        return self._add(records, working, expected_version)
+
+    def _add(self, records: Sequence[NewMemory],
+             working: Callable[[list[AddResult]], WorkingChange | None] | None,
+             expected_version: int | None) -> tuple[list[AddResult], WorkingResult | None]:
         if not records:
-            return []
+            return [], None
         made: dict[int, Memory] = {}
         revived: list[int] = []
         big = len(records) >= _LARGE_BATCH
+        applied: WorkingResult | None = None
         with self._write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None) as conn:
             outcomes = self._add_many(conn, records, made, revived)
+            # New rows are returned as written (no read-back); touched ones are re-read.
+            again = [mid for mid, _created, _vec in outcomes if mid not in made]
+            by_id = {m.id: m for part in chunks(again, 500) for m in self._fetch(
+                conn, f"m.id IN ({', '.join(str(int(i)) for i in part)})", {}, False)}
+            by_id.update(made)
+            results = [AddResult(by_id[mid], created) for mid, created, _ in outcomes]
+            change = working(results) if working is not None else None
+            if change is not None:
+                applied = self._apply_working(conn, change, expected_version)
         # The in-process index follows only once the transaction has committed.
         self._index_new(outcomes)
         if self._index is not None:
@@ -622,11 +675,7 @@ class SQLiteStore:
             for rec, (mid, created, _vec) in zip(records, outcomes, strict=True):
                 if created and rec.forgotten_at is not None:
                     self._index.set_alive(mid, False)  # imported forgotten: hidden until restored
-        # New rows are returned as written (no read-back); touched ones are re-read.
-        again = [mid for mid, _created, _vec in outcomes if mid not in made]
-        by_id = {m.id: m for m in self.get_many(again, include_forgotten=True)} if again else {}
-        by_id.update(made)
-        return [AddResult(by_id[mid], created) for mid, created, _ in outcomes]
+        return results, applied
 
     def _add_many(self, conn: Connection, records: Sequence[NewMemory], made: dict[int, Memory],
                   revived: list[int]) -> list[tuple[int, bool, tuple[np.ndarray, float, int] | None]]:
@@ -643,6 +692,7 @@ class SQLiteStore:
             self._check_embedding(conn, embedder or "unknown", dims.pop())
         keys = list(dict.fromkeys(r.key for r in records))
         existing: dict[str, tuple[int, str, float | None]] = {}
+        stored: dict[int, Merged] = {}  # importance and metadata of existing rows (re-adds)
         # Reads and writes of the add path go through the raw cursor (SQLAlchemy's
         # per-statement overhead is most of a single add otherwise). New rows get their
         # ids here (we hold the write lock, so max(id) + 1 onwards is what SQLite would
@@ -651,10 +701,15 @@ class SQLiteStore:
         try:
             for part in chunks(keys, 500):
                 for row in cur.execute(
-                        "SELECT key, id, content, forgotten_at FROM memories WHERE key IN "
-                        f"({', '.join('?' * len(part))})", list(part)):
+                        "SELECT key, id, content, forgotten_at, importance, metadata FROM memories "
+                        f"WHERE key IN ({', '.join('?' * len(part))})", list(part)):
                     existing[row[0]] = (row[1], row[2], row[3])
-            next_id = int(cur.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]) + 1
+                    stored[row[1]] = Merged(float(row[4]), as_dict(row[5]), set())
+            # Ids are never reused: past the newest row and past every purged one.
+            next_id = int(cur.execute(
+                "SELECT max(coalesce((SELECT max(id) FROM memories), 0), coalesce((SELECT "
+                "CAST(value AS INTEGER) FROM htm_meta WHERE key = 'id_high_water'), 0))"
+            ).fetchone()[0]) + 1
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
         finally:
@@ -668,6 +723,7 @@ class SQLiteStore:
         tag_links: list[tuple[int, str]] = []
         log_rows: list[tuple[Any, ...]] = []
         touched: list[tuple[float, int]] = []
+        readds: list[tuple[int, int, NewMemory]] = []  # (log row, id, record) of each re-add
         for rec in records:
             rid = robot_ids.get(rec.robot)
             if rid is None:
@@ -685,6 +741,7 @@ class SQLiteStore:
                     )
                 made.pop(mid, None)  # touched (a row of this batch, or an old one): read it back
                 touched.append((now, mid))
+                readds.append((len(log_rows), mid, rec))
                 log_rows.append((now, "restore" if forgotten else "touch", rid, mid, rec.key,
                                  '{"reason": "added again"}'))
                 if forgotten:
@@ -727,8 +784,38 @@ class SQLiteStore:
                 tag_links.extend((mid, tag) for tag in rec.tags)
             log_rows.append((now, "add", rid, mid, rec.key, "{}"))
             results.append((mid, True, vec))
+            stored[mid] = Merged(float(rec.importance), dict(rec.metadata), set(rec.tags))
+        merged_rows = self._merge_readds(conn, readds, stored, tag_links, log_rows)
         self._write_batch(conn, new_rows, tag_links, touched, log_rows)
+        if merged_rows:
+            conn.execute(text("UPDATE memories SET importance = :i, metadata = :m WHERE id = :id"),
+                         [{"i": i, "m": m, "id": mid} for i, m, mid in merged_rows])
         return results
+
+    @staticmethod
+    def _merge_readds(conn: Connection, readds: Sequence[tuple[int, int, NewMemory]],
+                      stored: dict[int, Merged], tag_links: list[tuple[int, str]],
+                      log_rows: list[tuple[Any, ...]]) -> list[tuple[float, str, int]]:
+        """Merge each re-add into its memory (see ``merge_readd``): new tags go to
+        ``tag_links``, the log lines say what changed; return the rows to update."""
+        if not readds:
+            return []
+        old = sorted({mid for _, mid, _ in readds})
+        for mid, name in conn.execute(text(
+                "SELECT mt.memory_id, t.name FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+                f"WHERE mt.memory_id IN ({', '.join(str(int(m)) for m in old)})")):
+            stored[mid].tags.add(name)
+        changed: set[int] = set()
+        for at, mid, rec in readds:
+            now = stored[mid]
+            step = merge_readd(Merged(now.importance, now.metadata, set(now.tags)), rec)
+            stored[mid] = Merged(step.importance, step.metadata, step.tags)
+            tag_links.extend((mid, tag) for tag in step.detail.get("tags", ()))
+            if step.changed_row:
+                changed.add(mid)
+            row = log_rows[at]
+            log_rows[at] = (*row[:5], json.dumps(touch_detail(step)))
+        return [(stored[m].importance, json.dumps(stored[m].metadata), m) for m in sorted(changed)]
 
     def _write_batch(self, conn: Connection, new_rows: Sequence[tuple[Any, ...]],
                      tag_links: Sequence[tuple[int, str]], touched: Sequence[tuple[float, int]],
@@ -1202,9 +1289,106 @@ class SQLiteStore:
         with self._read() as conn:
             order = {r[0]: i for i, r in enumerate(conn.execute(text(
                 "SELECT memory_id FROM working_memory WHERE robot_id = :r "
-                "ORDER BY added_at, memory_id"), {"r": rid}))}
+                "ORDER BY seq, added_at, memory_id"), {"r": rid}))}
         memories = self.get_many(list(order))
         return sorted(memories, key=lambda m: order[m.id])
+
+    def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
+        with self._read() as conn:  # one read transaction: one snapshot
+            row = conn.execute(text("SELECT id, working_version FROM robots WHERE name = :n"),
+                               {"n": robot}).first()
+            if row is None:
+                return 0, []
+            states = {r[0]: r[1:] for r in conn.execute(text(
+                "SELECT memory_id, last_accessed, access_count, seq, access_seq "
+                "FROM working_memory WHERE robot_id = :r"), {"r": row[0]})}
+            memories = [m for part in chunks(list(states), 500) for m in self._fetch(
+                conn, f"m.id IN ({', '.join(str(int(i)) for i in part)}) "
+                "AND m.forgotten_at IS NULL", {}, False)]
+        out = []
+        for m in memories:
+            accessed, count, seq, access_seq = states[m.id]
+            out.append(WorkingRow(memory=m, state=WorkingState(
+                key=m.key, access_count=int(count), seq=int(seq), access_seq=int(access_seq),
+                last_accessed=m.last_accessed if accessed is None
+                else utc_from_timestamp(accessed))))
+        out.sort(key=lambda r: (r.state.seq, r.memory.id))
+        return int(row[1]), out
+
+    def working_version(self, robot: str) -> int:
+        with self._read() as conn:
+            cur = conn.connection.cursor()  # one raw statement: this runs before every read
+            try:
+                row = cur.execute("SELECT working_version FROM robots WHERE name = ?",
+                                  (robot,)).fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
+            finally:
+                cur.close()
+        return int(row[0]) if row else 0
+
+    def apply_working(self, change: WorkingChange, *,
+                      expected_version: int | None = None) -> WorkingResult:
+        with self._write() as conn:
+            return self._apply_working(conn, change, expected_version)
+
+    def _apply_working(self, conn: Connection, change: WorkingChange,
+                       expected_version: int | None) -> WorkingResult:
+        """Write ``change`` on ``conn``. The write lock is held, so a forget cannot run
+        between the visibility check and the insert: a hidden memory is refused."""
+        rid = self._robot_id(conn, change.robot)
+        ts = to_timestamp(change.at)
+        if change.touch:
+            conn.execute(text("UPDATE memories SET last_accessed = max(last_accessed, :t), "
+                              "access_count = access_count + 1 WHERE id = :id"),
+                         [{"t": ts, "id": i} for i in change.touch])
+        keys = list(dict.fromkeys([*change.evict, *(s.key for s in change.put)]))
+        ids: dict[str, tuple[int, bool]] = {}
+        for part in chunks(keys, 500):
+            params = {f"k{i}": k for i, k in enumerate(part)}
+            for key, mid, forgotten in conn.execute(text(
+                    "SELECT key, id, forgotten_at IS NOT NULL FROM memories WHERE key IN ("
+                    + ", ".join(f":k{i}" for i in range(len(part))) + ")"), params):
+                ids[key] = (int(mid), bool(forgotten))
+        if change.evict:
+            gone = [ids[k][0] for k in change.evict if k in ids]
+            if gone:
+                conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r AND memory_id = :m"),
+                             [{"r": rid, "m": m} for m in gone])
+            for key in change.evict:
+                self._log(conn, "evict", robot_id=rid, memory_id=ids[key][0] if key in ids else None,
+                          key=key)
+        refused = frozenset(s.key for s in change.put if s.key not in ids or ids[s.key][1])
+        put = [s for s in change.put if s.key not in refused]
+        if put:
+            conn.execute(text(
+                "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
+                "access_count, seq, access_seq) VALUES (:r, :m, :t, :la, :n, :s, :a) "
+                "ON CONFLICT(robot_id, memory_id) DO UPDATE SET last_accessed = "
+                "excluded.last_accessed, access_count = excluded.access_count, "
+                "seq = excluded.seq, access_seq = excluded.access_seq"),
+                [{"r": rid, "m": ids[s.key][0], "t": ts, "la": to_timestamp(s.last_accessed),
+                  "n": s.access_count, "s": s.seq, "a": s.access_seq} for s in put])
+        return self._bump_working(conn, rid, ts, expected_version, refused)
+
+    @staticmethod
+    def _bump_working(conn: Connection, rid: int, ts: float | None, expected: int | None,
+                      refused: frozenset[str] = frozenset()) -> WorkingResult:
+        version = int(conn.execute(text(
+            "UPDATE robots SET working_version = working_version + 1, "
+            "last_active = coalesce(:t, last_active) WHERE id = :r RETURNING working_version"),
+            {"t": ts, "r": rid}).scalar_one())
+        return WorkingResult(version, expected is None or version == expected + 1, refused)
+
+    @staticmethod
+    def _unhold(conn: Connection, ids: Sequence[int]) -> None:
+        """Take memories out of every robot's working set, bumping those robots' versions."""
+        for part in chunks(list(ids), 500):
+            id_list = ", ".join(str(int(i)) for i in part)
+            conn.execute(text(
+                "UPDATE robots SET working_version = working_version + 1 WHERE id IN "
+                f"(SELECT robot_id FROM working_memory WHERE memory_id IN ({id_list}))"))
+            conn.execute(text(f"DELETE FROM working_memory WHERE memory_id IN ({id_list})"))
 
     def update_working(self, robot: str, *, add: Sequence[int] = (),
                        remove: Sequence[int] = (), at: datetime) -> None:
@@ -1223,16 +1407,20 @@ class SQLiteStore:
                     self._log(conn, "evict", robot_id=rid, memory_id=mid, key=keys.get(mid))
             if add:
                 conn.execute(text(
-                    "INSERT INTO working_memory(robot_id, memory_id, added_at) VALUES (:r, :m, :t) "
+                    "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, seq, "
+                    "access_seq) SELECT :r, id, :t, last_accessed, n, n FROM memories, (SELECT "
+                    "coalesce(max(max(seq), max(access_seq)), 0) + 1 AS n FROM working_memory "
+                    "WHERE robot_id = :r) WHERE id = :m AND forgotten_at IS NULL "
                     "ON CONFLICT(robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
                     [{"r": rid, "m": m, "t": ts} for m in add])
-            conn.execute(text("UPDATE robots SET last_active = :t WHERE id = :r"), {"t": ts, "r": rid})
+            self._bump_working(conn, rid, ts, None)
 
     def clear_working(self, robot: str) -> int:
         with self._write() as conn:
             rid = self._robot_id(conn, robot)
             n = conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"), {"r": rid}).rowcount
             self._log(conn, "clear_working", robot_id=rid, detail={"count": n})
+            self._bump_working(conn, rid, None, None)
         return int(n)
 
     # -- never forget ----------------------------------------------------------------
@@ -1241,7 +1429,8 @@ class SQLiteStore:
         row = conn.execute(text("SELECT id, forgotten_at FROM memories WHERE key = :k"),
                            {"k": key}).first()
         if row is None:
-            raise NotFoundError(f"no memory with key {key!r}")
+            raise NotFoundError(f"no memory with key {key!r}: it was never stored, or it has "
+                                "been purged (a purge cannot be undone)")
         return row
 
     def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
@@ -1251,7 +1440,7 @@ class SQLiteStore:
             if row.forgotten_at is None:
                 conn.execute(text("UPDATE memories SET forgotten_at = :t WHERE id = :id"),
                              {"t": to_timestamp(at), "id": row.id})
-                conn.execute(text("DELETE FROM working_memory WHERE memory_id = :id"), {"id": row.id})
+                self._unhold(conn, [row.id])
                 self._log(conn, "forget", robot_id=rid, memory_id=row.id, key=key)
                 self._bump_generation(conn)
         if self._index is not None:
@@ -1290,11 +1479,15 @@ class SQLiteStore:
             else:
                 targets = [(r[0], r[1]) for r in conn.execute(text(
                     "SELECT id, key FROM memories WHERE forgotten_at IS NOT NULL"))]
+            self._unhold(conn, [mid for mid, _ in targets])
             for mid, mkey in targets:
                 conn.execute(text("DELETE FROM memories WHERE id = :id"), {"id": mid})
                 self._log(conn, "purge", robot_id=rid, memory_id=mid, key=mkey)
             if targets:
                 self._bump_generation(conn)
+                # The ids of purged memories are never handed out again (see _add_many).
+                high = max(int(self._meta(conn, "id_high_water") or 0), *(m for m, _ in targets))
+                self._set_meta(conn, "id_high_water", str(high))
         if self._index is not None:
             for mid, _ in targets:
                 self._index.remove(mid)

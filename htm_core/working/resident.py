@@ -1,0 +1,233 @@
+"""The coherent resident set: one robot's working memory as a view of the store.
+
+Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` plus the
+:class:`~htm_core.models.Memory` of each resident item), but the store is the truth:
+
+* **Persisted exactly.** Each membership row keeps the robot's own last access, access
+  count and entry/access order numbers, so a new ``HTM`` for the robot (a restart, another
+  process) rebuilds the same working memory: same items, same order under every policy.
+* **Checked cheaply, reloaded when stale.** Every change of a robot's membership (its own
+  adds and recalls, another instance of the robot, a ``forget`` or ``purge`` by any robot
+  that takes a memory out of it) bumps that robot's working-set version in the same
+  transaction. :meth:`ResidentSet.sync` reads that one number at the start of each read
+  (``create_context``, ``recall``, ``retrieve``...) and rebuilds from the store only when
+  it moved.
+* **All or nothing.** A change is staged in the process, written in one transaction (with
+  the memory itself when it is an ``add``), then committed, or rolled back in the process
+  when the write fails. A memory the store no longer shows (forgotten meanwhile) is
+  refused by the store's conditional insert and dropped here as well, so no race brings a
+  forgotten memory back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from ..clock import Clock, to_timestamp, utc_from_timestamp
+from ..errors import MemoryTooLargeError
+from ..models import Memory
+from ..store.base import LongTermStore, WorkingChange, WorkingResult, WorkingRow, WorkingState
+from .eviction import WorkingItem
+from .memory import WorkingMemory
+
+__all__ = ["ResidentSet"]
+
+logger = logging.getLogger(__name__)
+
+_Undo = list[tuple[str, WorkingItem | None, Memory | None]]
+
+
+class ResidentSet:
+    """A robot's working memory kept coherent with the store (see the module docstring).
+
+    Not thread-safe on its own: the caller (``HTM``) holds its lock around each use.
+    """
+
+    def __init__(self, wm: WorkingMemory, store: LongTermStore, robot: str, *,
+                 clock: Clock) -> None:
+        self.wm = wm
+        self.memories: dict[str, Memory] = {}
+        #: The robot's working-set version this view reflects; None: reload on next sync.
+        self.version: int | None = None
+        self._store = store
+        self._robot = robot
+        self._clock = clock
+        self._undo: _Undo | None = None
+        self._evicted: list[tuple[str, str]] = []
+
+    # -- reading ------------------------------------------------------------------------
+
+    def sync(self) -> list[tuple[str, str]]:
+        """Reload from the store if the persisted working set changed since this view
+        was made; return what a reload had to evict (key, content)."""
+        if self.version is not None and self._store.working_version(self._robot) == self.version:
+            return []
+        return self.reload()
+
+    def reload(self) -> list[tuple[str, str]]:
+        """Rebuild from the persisted working set: same items, state and order.
+
+        Items that no longer fit (a smaller budget than the last instance's, or two
+        instances of the robot writing at once) are evicted by policy, and the eviction is
+        written back; the evicted (key, content) pairs are returned.
+        """
+        version, rows = self._store.working_rows(self._robot)
+        renumbered = _unique_numbers(rows)
+        self.wm.clear()
+        self.memories.clear()
+        dropped: list[tuple[str, str]] = []
+        for row in renumbered:
+            m, state = row.memory, row.state
+            try:
+                gone = self.wm.add(
+                    m.key, m.content, tokens=m.token_count, importance=m.importance,
+                    created_at=to_timestamp(m.created_at),
+                    last_accessed=to_timestamp(state.last_accessed),
+                    access_count=state.access_count, seq=state.seq, access_seq=state.access_seq)
+            except MemoryTooLargeError:
+                dropped.append((m.key, m.content))
+                continue
+            m.in_working_memory = True
+            self.memories[m.key] = m
+            for item in gone:
+                self.memories.pop(item.key, None)
+                dropped.append((item.key, item.content))
+        fixed = renumbered is not rows
+        if dropped or fixed:
+            result = self._store.apply_working(WorkingChange(
+                robot=self._robot, at=self._clock(), evict=[k for k, _ in dropped],
+                put=[self.state(k) for k in self.memories] if fixed else ()),
+                expected_version=version)
+            self.version = result.version if result.in_step else None
+        else:
+            self.version = version
+        if self.memories:
+            logger.debug("loaded %d memories into %s's working memory", len(self.memories),
+                         self._robot)
+        return dropped
+
+    def state(self, key: str) -> WorkingState:
+        """The persisted form of the resident item ``key``."""
+        item = self.wm.peek(key)
+        assert item is not None
+        return WorkingState(key=key, last_accessed=utc_from_timestamp(item.last_accessed),
+                            access_count=item.access_count, seq=item.seq,
+                            access_seq=item.access_seq)
+
+    # -- staging changes ----------------------------------------------------------------
+
+    def stage_enter(self, memories: Sequence[Memory], *, accessed: datetime | None = None,
+                    touch: Sequence[int] = ()) -> WorkingChange:
+        """Put ``memories`` into working memory (evicting by policy) in the process and
+        return the change to write; :meth:`commit` or :meth:`rollback` follows."""
+        self.rollback()  # a retried transaction stages again from the same start
+        undo: _Undo = []
+        self._undo, self._evicted = undo, []
+        entered: dict[str, None] = {}
+        evicted: list[str] = []
+        at = to_timestamp(accessed) if accessed is not None else None
+        for memory in memories:
+            old = self.wm.peek(memory.key)
+            try:
+                gone = self.wm.add(
+                    memory.key, memory.content, tokens=memory.token_count,
+                    importance=memory.importance, created_at=to_timestamp(memory.created_at),
+                    last_accessed=at, access_count=memory.access_count)
+            except MemoryTooLargeError as exc:
+                logger.warning("%s", exc)
+                memory.in_working_memory = False
+                continue
+            undo.append((memory.key, replace(old) if old is not None else None,
+                         self.memories.get(memory.key)))
+            memory.in_working_memory = True
+            self.memories[memory.key] = memory
+            entered[memory.key] = None
+            for item in gone:  # every eviction is logged, even of an item of this batch
+                undo.append((item.key, item, self.memories.pop(item.key, None)))
+                evicted.append(item.key)
+                self._evicted.append((item.key, item.content))
+        return WorkingChange(robot=self._robot, at=self._clock(), touch=touch, evict=evicted,
+                             put=[self.state(k) for k in entered if k in self.wm])
+
+    def stage_touch(self, keys: Sequence[str], *, at: datetime,
+                    touch: Sequence[int] = ()) -> WorkingChange:
+        """Record an access to the resident ones of ``keys``; return the change to write."""
+        self.rollback()
+        undo: _Undo = []
+        self._undo, self._evicted = undo, []
+        put = []
+        for key in keys:
+            item = self.wm.peek(key)
+            if item is None:
+                continue
+            undo.append((key, replace(item), self.memories.get(key)))
+            self.wm.touch(key, at=to_timestamp(at))
+            put.append(self.state(key))
+        return WorkingChange(robot=self._robot, at=at, touch=touch, put=put)
+
+    def commit(self, result: WorkingResult | None) -> list[tuple[str, str]]:
+        """Keep the staged change (it is written); return the evicted (key, content)."""
+        self._undo = None
+        evicted, self._evicted = self._evicted, []
+        if result is None:
+            return evicted
+        for key in result.refused:  # hidden in the store meanwhile: out of here too
+            self.wm.remove(key)
+            gone = self.memories.pop(key, None)
+            if gone is not None:
+                gone.in_working_memory = False
+        self.version = result.version if result.in_step and self.version is not None else None
+        return evicted
+
+    def rollback(self) -> None:
+        """Undo the staged change in the process (its write failed)."""
+        undo, self._undo = self._undo, None
+        self._evicted = []
+        if not undo:
+            return
+        for key, _item, _memory in undo:
+            self.wm.remove(key)
+            self.memories.pop(key, None)
+        seen: set[str] = set()
+        for key, item, memory in undo:  # the first record of a key is its state before
+            if key in seen:
+                continue
+            seen.add(key)
+            if item is not None:
+                self.wm.add(key, item.content, tokens=item.token_count,
+                            importance=item.importance, created_at=item.created_at,
+                            last_accessed=item.last_accessed, access_count=item.access_count,
+                            seq=item.seq, access_seq=item.access_seq)
+            if memory is not None:
+                self.memories[key] = memory
+
+    def forget(self, key: str) -> None:
+        """Drop ``key`` here; the store's forget already took it out of every working set
+        (and bumped the versions, so other views reload)."""
+        self.wm.remove(key)
+        self.memories.pop(key, None)
+        self.version = None
+
+    def clear(self) -> int:
+        """Empty the working memory here and in the store; return how many left."""
+        gone = self.wm.clear()
+        self.memories.clear()
+        self._store.clear_working(self._robot)
+        self.version = None
+        return len(gone)
+
+
+def _unique_numbers(rows: list[WorkingRow]) -> list[WorkingRow]:
+    """``rows`` (entry order), or a renumbered copy when order numbers repeat (two instances
+    of one robot numbered items at once): relative order kept, ties broken by memory id."""
+    seqs = [r.state.seq for r in rows]
+    access = [r.state.access_seq for r in rows]
+    if len(set(seqs)) == len(seqs) and len(set(access)) == len(access):
+        return rows
+    by_access = sorted(rows, key=lambda r: (r.state.access_seq, r.memory.id))
+    access_rank = {r.memory.id: n for n, r in enumerate(by_access, 1)}
+    return [WorkingRow(memory=r.memory, state=replace(
+        r.state, seq=n, access_seq=access_rank[r.memory.id])) for n, r in enumerate(rows, 1)]
