@@ -206,6 +206,12 @@ class WorkingMemory:
                 self._unlink(old)
                 access_count = max(access_count, old.access_count + 1)
                 created_at = old.created_at if created_at is None else created_at
+            if (seq is not None or access_seq is not None) and (
+                    self._dead or len(self._heap) != len(self._entries)):
+                # Saved numbers may equal those of stale index entries (an item put back as
+                # it was): drop the stale entries first so that no comparison ties.
+                self._compact()
+                self._rebuild_heap()
             if seq is None:
                 self._seq = seq = self._seq + 1
             else:

@@ -355,3 +355,20 @@ def test_saved_order_numbers_are_kept_when_restoring_items():
     assert wm.keys() == ["y", "x"]
     wm.add("z", "memory z", tokens=10)
     assert wm.peek("z").seq == 41  # new numbers continue after the restored ones
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_an_item_put_back_with_its_own_numbers_keeps_its_place(policy):
+    """Removing an item and adding it back as it was (a rolled-back change) restores the
+    order exactly, with no tie against the stale index entries it left behind."""
+    wm = WorkingMemory(max_tokens=100, policy=policy, clock=make_clock())
+    for key in ("a", "b", "c"):
+        wm.add(key, f"memory {key}", tokens=10)
+    wm.touch("b")
+    order, recent = wm.keys(), [i.key for i in wm.select("recent")]
+    item = wm.remove("b")
+    wm.add("b", item.content, tokens=item.token_count, importance=item.importance,
+           created_at=item.created_at, last_accessed=item.last_accessed,
+           access_count=item.access_count, seq=item.seq, access_seq=item.access_seq)
+    assert wm.keys() == order
+    assert [i.key for i in wm.select("recent")] == recent
