@@ -10,9 +10,11 @@
         hits = htm.recall("editor preferences", timeframe="last week")
         ctx = htm.create_context(strategy="balanced", max_tokens=8_000)
 
-Every write reaches the long-term store (committed) before working memory changes.
-Working memory is per robot and per process; its membership is persisted so a new
-``HTM`` for the same robot on the same store starts with the working memory it had.
+Every write is one transaction: a memory, its working-memory membership and its log lines
+commit together or not at all. Working memory is per robot and a coherent view of the
+store (see :mod:`htm_core.working.resident`): a new ``HTM`` for the same robot starts with
+exactly the working memory the last one had, and what any ``HTM`` forgets or purges leaves
+every working memory from its next call on.
 Eviction only clears membership; only ``forget(key, confirm=True)`` hides a memory and
 only ``purge(confirm=True)`` removes a forgotten one for good.
 """
@@ -233,7 +235,8 @@ class HTM:
 
     @property
     def working_memory(self) -> WorkingMemory:
-        """This robot's working memory (read it; change it through ``HTM``'s methods)."""
+        """This robot's working memory as of this instance's last call (read it; change it
+        through ``HTM``'s methods, which also bring it up to date with the store)."""
         return self._wm
 
     @property
@@ -825,7 +828,9 @@ class HTM:
         """Hide a memory from recall, recoverably (``restore``), until ``purge``.
 
         Raises :class:`~htm_core.errors.ConfirmationRequiredError` unless ``confirm=True``
-        and :class:`~htm_core.errors.NotFoundError` for an unknown key.
+        and :class:`~htm_core.errors.NotFoundError` for an unknown or purged key (the memory
+        is then out of this robot's working memory too). Every working memory holding the
+        memory, in any process, drops it from its next call on.
         """
         key = check_key(key)
         if confirm is not True:

@@ -57,6 +57,14 @@ def test_recall_latency_quick(tmp_path: Path) -> None:
     assert float(data[-1]) == 1.0  # exact search below the ANN threshold: recall@10 is 1
 
 
+def test_coherence_quick(tmp_path: Path) -> None:
+    out = run("coherence", "--quick", cache=tmp_path)
+    rows = table_rows(out)
+    assert rows[0][:4] == ["backend", "memories", "resident", "create_context"]
+    assert rows[2][0] == "SQLite" and rows[2][1] == "200"
+    assert all(cell.endswith("s") for cell in rows[2][3:])
+
+
 @pytest.mark.postgres
 def test_postgres_ops_quick(tmp_path: Path) -> None:
     """Starts its own throwaway pgserver (PostgreSQL 16 + pgvector)."""

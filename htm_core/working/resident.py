@@ -105,7 +105,7 @@ class ResidentSet:
         else:
             self.version = version
         if self.memories:
-            logger.debug("loaded %d memories into %s's working memory", len(self.memories),
+            logger.info("restored %d memories into %s's working memory", len(self.memories),
                          self._robot)
         return dropped
 
