@@ -15,6 +15,7 @@ through pipes by a seeded random script (a short run).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import random
 import traceback
@@ -108,24 +109,18 @@ class CoherenceMachine(RuleBasedStateMachine):
 
     @rule(who=st.sampled_from(sorted(INSTANCES)), key=keys)
     def forget(self, who: str, key: str) -> None:
-        try:
+        with contextlib.suppress(NotFoundError):  # purged earlier
             self.htms[who].forget(key, confirm=True)
-        except NotFoundError:
-            pass  # purged earlier
 
     @rule(who=st.sampled_from(sorted(INSTANCES)), key=keys)
     def restore(self, who: str, key: str) -> None:
-        try:
+        with contextlib.suppress(NotFoundError):
             self.htms[who].restore(key)
-        except NotFoundError:
-            pass
 
     @rule(who=st.sampled_from(sorted(INSTANCES)), key=st.one_of(st.none(), keys))
     def purge(self, who: str, key: str | None) -> None:
-        try:
-            self.htms[who].purge(confirm=True, key=key)
-        except (NotFoundError, ConfirmationRequiredError):
-            pass  # unknown, or not forgotten
+        with contextlib.suppress(NotFoundError, ConfirmationRequiredError):
+            self.htms[who].purge(confirm=True, key=key)  # unknown, or not forgotten: no-op
 
     @rule(who=st.sampled_from(sorted(INSTANCES)))
     def restart(self, who: str) -> None:
@@ -249,11 +244,9 @@ def test_instances_in_separate_processes_stay_coherent(store_url: str) -> None:
                 assert tokens <= BUDGET
                 assert set(resident) == {m.key for m in store.working_set(robot)}, (step, other)
     finally:
-        for name, pipe in pipes.items():
-            try:
+        for pipe in pipes.values():
+            with contextlib.suppress(OSError):
                 pipe.send(("stop", None))
-            except OSError:
-                pass
         for proc in procs:
             proc.join(30)
             if proc.is_alive():
