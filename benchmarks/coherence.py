@@ -1,6 +1,6 @@
 """HTM-level read and write path, through the public API: what coherence costs per call.
 
-One robot with 2,000 stored memories and a working memory of about 250 items (an
+One robot with 2,000 stored memories and a full working memory of about 300 items (an
 8,000-token budget) times, as medians per call: ``create_context()`` (balanced, the
 default), ``recall(query)`` (hybrid, top 10; hits enter working memory, committed),
 ``retrieve(key)`` and ``add(text)`` (which evicts). Then a second ``HTM`` on the same store,
@@ -44,9 +44,8 @@ def run(url: str, *, memories: int, calls: int) -> dict[str, Any]:
             HTM(robot=f"{robot}-other", database_url=url, embedder="hashing") as other:
         htm.add_many([{"content": _text(i), "key": f"{robot}-{i}"} for i in range(memories)],
                      working_memory=False)
-        for i in range(0, memories, max(1, memories // 300)):  # fill working memory
-            htm.retrieve(f"{robot}-{i}")
-            htm.recall(WORDS[i % 16], limit=5)
+        for i in range(0, memories, max(1, memories // 400)):  # fill working memory
+            htm.recall(f"plan item {i}", limit=2, strategy="fulltext")
         out["resident"] = len(htm.working_memory)
         queries = iter([f"{WORDS[i % 16]} hour {i % 24}" for i in range(10 * calls)])
         keys = iter([f"{robot}-{i}" for i in range(10 * calls)])

@@ -372,6 +372,11 @@ class LongTermStore(Protocol):
         read in one snapshot."""
         ...
 
+    def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
+        """``robot``'s working-set version and each entry's state by memory id (visible
+        memories only), in one snapshot: the light read that lets a reader catch up."""
+        ...
+
     def working_version(self, robot: str) -> int:
         """``robot``'s working-set version (0 for an unknown robot): one cheap read."""
         ...

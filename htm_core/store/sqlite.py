@@ -1315,6 +1315,27 @@ class SQLiteStore:
         out.sort(key=lambda r: (r.state.seq, r.memory.id))
         return int(row[1]), out
 
+    def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
+        with self._read() as conn:  # one read transaction: one snapshot
+            cur = conn.connection.cursor()
+            try:
+                row = cur.execute("SELECT id, working_version FROM robots WHERE name = ?",
+                                  (robot,)).fetchone()
+                if row is None:
+                    return 0, {}
+                rows = cur.execute(
+                    "SELECT w.memory_id, m.key, coalesce(w.last_accessed, m.last_accessed), "
+                    "w.access_count, w.seq, w.access_seq FROM working_memory w JOIN memories m "
+                    "ON m.id = w.memory_id WHERE w.robot_id = ? AND m.forgotten_at IS NULL",
+                    (row[0],)).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
+            finally:
+                cur.close()
+        return int(row[1]), {int(r[0]): WorkingState(
+            key=r[1], last_accessed=utc_from_timestamp(r[2]), access_count=int(r[3]),
+            seq=int(r[4]), access_seq=int(r[5])) for r in rows}
+
     def working_version(self, robot: str) -> int:
         with self._read() as conn:
             cur = conn.connection.cursor()  # one raw statement: this runs before every read

@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 
 _Undo = list[tuple[str, WorkingItem | None, Memory | None]]
 
+#: A version no store reaches: the view is behind and catches up on the next sync.
+_BEHIND = -1
+
 
 class ResidentSet:
     """A robot's working memory kept coherent with the store (see the module docstring).
@@ -50,7 +53,8 @@ class ResidentSet:
                  clock: Clock) -> None:
         self.wm = wm
         self.memories: dict[str, Memory] = {}
-        #: The robot's working-set version this view reflects; None: reload on next sync.
+        #: The robot's working-set version this view reflects; None: never loaded (reload
+        #: on the next sync); -1: known to be behind (catch up on the next sync).
         self.version: int | None = None
         self._store = store
         self._robot = robot
@@ -61,11 +65,13 @@ class ResidentSet:
     # -- reading ------------------------------------------------------------------------
 
     def sync(self) -> list[tuple[str, str]]:
-        """Reload from the store if the persisted working set changed since this view
-        was made; return what a reload had to evict (key, content)."""
-        if self.version is not None and self._store.working_version(self._robot) == self.version:
+        """Catch up with the store if the persisted working set changed since this view
+        was made; return what catching up had to evict (key, content)."""
+        if self.version is None:
+            return self.reload()
+        if self._store.working_version(self._robot) == self.version:
             return []
-        return self.reload()
+        return self._catch_up()
 
     def reload(self) -> list[tuple[str, str]]:
         """Rebuild from the persisted working set: same items, state and order.
@@ -78,8 +84,43 @@ class ResidentSet:
         renumbered = _unique_numbers(rows)
         self.wm.clear()
         self.memories.clear()
+        dropped = self._load(renumbered)
+        result = self._write_back(version, dropped, fixed=renumbered is not rows)
+        if self.memories:
+            logger.info("restored %d memories into %s's working memory", len(self.memories),
+                        self._robot)
+        return result
+
+    def _catch_up(self) -> list[tuple[str, str]]:
+        """Apply the difference between the persisted entries and this view: drop what
+        left, re-enter what changed, fetch only the memories that are new here."""
+        version, states = self._store.working_states(self._robot)
+        numbers = [s.seq for s in states.values()]
+        access = [s.access_seq for s in states.values()]
+        if len(set(numbers)) != len(numbers) or len(set(access)) != len(access):
+            return self.reload()  # two writers numbered at once: renumber everything
+        wanted = {s.key: (mid, s) for mid, s in states.items()}
+        for key in [k for k in self.memories if k not in wanted]:
+            self.wm.remove(key)
+            self.memories.pop(key)
+        again: list[WorkingRow] = []
+        for key, (_mid, state) in wanted.items():
+            memory = self.memories.get(key)
+            if memory is not None and self.state(key) != state:
+                self.wm.remove(key)
+                again.append(WorkingRow(memory=memory, state=state))
+        new = [mid for key, (mid, _s) in wanted.items() if key not in self.memories]
+        again.extend(WorkingRow(memory=m, state=states[m.id])
+                     for m in self._store.get_many(new))
+        for row in again:
+            self.memories.pop(row.memory.key, None)
+        again.sort(key=lambda r: (r.state.seq, r.memory.id))
+        return self._write_back(version, self._load(again), fixed=False)
+
+    def _load(self, rows: Sequence[WorkingRow]) -> list[tuple[str, str]]:
+        """Enter persisted entries with their saved state; return what had to leave."""
         dropped: list[tuple[str, str]] = []
-        for row in renumbered:
+        for row in rows:
             m, state = row.memory, row.state
             try:
                 gone = self.wm.add(
@@ -95,18 +136,19 @@ class ResidentSet:
             for item in gone:
                 self.memories.pop(item.key, None)
                 dropped.append((item.key, item.content))
-        fixed = renumbered is not rows
+        return dropped
+
+    def _write_back(self, version: int, dropped: list[tuple[str, str]], *,
+                    fixed: bool) -> list[tuple[str, str]]:
+        """Persist what loading changed (evictions, renumbering); settle the version."""
         if dropped or fixed:
             result = self._store.apply_working(WorkingChange(
                 robot=self._robot, at=self._clock(), evict=[k for k, _ in dropped],
                 put=[self.state(k) for k in self.memories] if fixed else ()),
                 expected_version=version)
-            self.version = result.version if result.in_step else None
+            self.version = result.version if result.in_step else _BEHIND
         else:
             self.version = version
-        if self.memories:
-            logger.info("restored %d memories into %s's working memory", len(self.memories),
-                         self._robot)
         return dropped
 
     def state(self, key: str) -> WorkingState:
@@ -179,7 +221,8 @@ class ResidentSet:
             gone = self.memories.pop(key, None)
             if gone is not None:
                 gone.in_working_memory = False
-        self.version = result.version if result.in_step and self.version is not None else None
+        if self.version is not None:
+            self.version = result.version if result.in_step else _BEHIND
         return evicted
 
     def rollback(self) -> None:
@@ -209,14 +252,13 @@ class ResidentSet:
         (and bumped the versions, so other views reload)."""
         self.wm.remove(key)
         self.memories.pop(key, None)
-        self.version = None
 
     def clear(self) -> int:
         """Empty the working memory here and in the store; return how many left."""
         gone = self.wm.clear()
         self.memories.clear()
         self._store.clear_working(self._robot)
-        self.version = None
+        self.version = _BEHIND
         return len(gone)
 
 
