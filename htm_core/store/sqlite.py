@@ -1356,41 +1356,48 @@ class SQLiteStore:
     def _apply_working(self, conn: Connection, change: WorkingChange,
                        expected_version: int | None) -> WorkingResult:
         """Write ``change`` on ``conn``. The write lock is held, so a forget cannot run
-        between the visibility check and the insert: a hidden memory is refused."""
+        between the visibility check and the insert: a hidden memory is refused. (The raw
+        cursor: this runs on every recall and add.)"""
         rid = self._robot_id(conn, change.robot)
         ts = to_timestamp(change.at)
-        if change.touch:
-            conn.execute(text("UPDATE memories SET last_accessed = max(last_accessed, :t), "
-                              "access_count = access_count + 1 WHERE id = :id"),
-                         [{"t": ts, "id": i} for i in change.touch])
         keys = list(dict.fromkeys([*change.evict, *(s.key for s in change.put)]))
         ids: dict[str, tuple[int, bool]] = {}
-        for part in chunks(keys, 500):
-            params = {f"k{i}": k for i, k in enumerate(part)}
-            for key, mid, forgotten in conn.execute(text(
-                    "SELECT key, id, forgotten_at IS NOT NULL FROM memories WHERE key IN ("
-                    + ", ".join(f":k{i}" for i in range(len(part))) + ")"), params):
-                ids[key] = (int(mid), bool(forgotten))
-        if change.evict:
-            gone = [ids[k][0] for k in change.evict if k in ids]
-            if gone:
-                conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r AND memory_id = :m"),
-                             [{"r": rid, "m": m} for m in gone])
-            for key in change.evict:
-                self._log(conn, "evict", robot_id=rid, memory_id=ids[key][0] if key in ids else None,
-                          key=key)
-        refused = frozenset(s.key for s in change.put if s.key not in ids or ids[s.key][1])
-        put = [s for s in change.put if s.key not in refused]
-        if put:
-            conn.execute(text(
+        cur = conn.connection.cursor()
+        try:
+            if change.touch:
+                cur.executemany("UPDATE memories SET last_accessed = max(last_accessed, ?), "
+                                "access_count = access_count + 1 WHERE id = ?",
+                                [(ts, int(i)) for i in change.touch])
+            for part in chunks(keys, 500):
+                for key, mid, forgotten in cur.execute(
+                        "SELECT key, id, forgotten_at IS NOT NULL FROM memories WHERE key IN "
+                        f"({', '.join('?' * len(part))})", list(part)):
+                    ids[key] = (int(mid), bool(forgotten))
+            if change.evict:
+                cur.executemany("DELETE FROM working_memory WHERE robot_id = ? AND memory_id = ?",
+                                [(rid, ids[k][0]) for k in change.evict if k in ids])
+                cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
+                                "VALUES (?, 'evict', ?, ?, ?, '{}')",
+                                [(time.time(), rid, ids[k][0] if k in ids else None, k)
+                                 for k in change.evict])
+            refused = frozenset(s.key for s in change.put if s.key not in ids or ids[s.key][1])
+            cur.executemany(
                 "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
-                "access_count, seq, access_seq) VALUES (:r, :m, :t, :la, :n, :s, :a) "
+                "access_count, seq, access_seq) VALUES (?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(robot_id, memory_id) DO UPDATE SET last_accessed = "
                 "excluded.last_accessed, access_count = excluded.access_count, "
-                "seq = excluded.seq, access_seq = excluded.access_seq"),
-                [{"r": rid, "m": ids[s.key][0], "t": ts, "la": to_timestamp(s.last_accessed),
-                  "n": s.access_count, "s": s.seq, "a": s.access_seq} for s in put])
-        return self._bump_working(conn, rid, ts, expected_version, refused)
+                "seq = excluded.seq, access_seq = excluded.access_seq",
+                [(rid, ids[s.key][0], ts, to_timestamp(s.last_accessed), s.access_count, s.seq,
+                  s.access_seq) for s in change.put if s.key not in refused])
+            version = int(cur.execute(
+                "UPDATE robots SET working_version = working_version + 1, last_active = ? "
+                "WHERE id = ? RETURNING working_version", (ts, rid)).fetchone()[0])
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite write failed on {self.url}: {exc}") from exc
+        finally:
+            cur.close()
+        in_step = expected_version is None or version == expected_version + 1
+        return WorkingResult(version, in_step, refused)
 
     @staticmethod
     def _bump_working(conn: Connection, rid: int, ts: float | None, expected: int | None,
