@@ -89,6 +89,7 @@ from ..models import Memory, Operation, Robot
 from . import _common
 from ._coherence import Merged, as_dict, merge_readd, touch_detail
 from ._common import mask_url, query_terms
+from ._postgres_working import PostgresWorkingSet
 from .base import (
     SCHEMA_VERSION,
     AddResult,
@@ -99,8 +100,6 @@ from .base import (
     StoreCounts,
     WorkingChange,
     WorkingResult,
-    WorkingRow,
-    WorkingState,
     like_prefix,
     tag_patterns,
 )
@@ -362,7 +361,7 @@ def _check_int(name: str, value: int, low: int, high: int) -> int:
     return value
 
 
-class PostgresStore:
+class PostgresStore(PostgresWorkingSet):
     """The PostgreSQL + pgvector backend. See the module docstring for how it works.
 
     Args:
@@ -1626,178 +1625,6 @@ class PostgresStore:
             return "\n".join(str(r[0]) for r in conn.execute(text("EXPLAIN " + sql), params))
 
         return self._run("explaining a search", explain)
-
-    # -- working-memory membership ---------------------------------------------------
-
-    def working_set(self, robot: str) -> list[Memory]:
-        """The visible memories in ``robot``'s working memory, oldest entry first."""
-        def read(conn: Connection) -> list[Memory]:
-            rid = self._known_robot_id(conn, robot)
-            if rid is None:
-                return []
-            return self._fetch(
-                conn, f"{_VISIBLE} ORDER BY w.seq, w.added_at, m.id", {"r": rid}, False,
-                join="JOIN working_memory w ON w.memory_id = m.id AND w.robot_id = :r")
-
-        return self._read("reading working memory", read)
-
-    def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
-        """``robot``'s working-set version and entries, read in one snapshot."""
-        def read(conn: Connection) -> tuple[int, list[WorkingRow]]:
-            conn.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
-            row = conn.execute(text("SELECT id, working_version FROM robots WHERE name = :n"),
-                               {"n": robot}).first()
-            if row is None:
-                return 0, []
-            states = {int(r[0]): r[1:] for r in conn.execute(text(
-                "SELECT memory_id, last_accessed, access_count, seq, access_seq "
-                "FROM working_memory WHERE robot_id = :r"), {"r": row[0]})}
-            memories = self._fetch(conn, f"m.id = ANY(:ids) AND {_VISIBLE}",
-                                   {"ids": list(states)}, False)
-            out = []
-            for m in memories:
-                accessed, count, seq, access_seq = states[m.id]
-                out.append(WorkingRow(memory=m, state=WorkingState(
-                    key=m.key, access_count=int(count), seq=int(seq), access_seq=int(access_seq),
-                    last_accessed=m.last_accessed if accessed is None
-                    else accessed.astimezone(timezone.utc))))
-            out.sort(key=lambda r: (r.state.seq, r.memory.id))
-            return int(row[1]), out
-
-        return self._run("reading working memory", read)
-
-    def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
-        """``robot``'s working-set version and entry states by memory id, one snapshot."""
-        def read(conn: Connection) -> tuple[int, dict[int, WorkingState]]:
-            rows = conn.execute(text(
-                "SELECT r.working_version, w.memory_id, m.key, "
-                "coalesce(w.last_accessed, m.last_accessed), w.access_count, w.seq, w.access_seq "
-                "FROM robots r LEFT JOIN (working_memory w JOIN memories m ON m.id = w.memory_id "
-                f"AND {_VISIBLE}) ON w.robot_id = r.id WHERE r.name = :n"), {"n": robot}).all()
-            if not rows:
-                return 0, {}
-            return int(rows[0][0]), {int(r[1]): WorkingState(
-                key=r[2], last_accessed=r[3].astimezone(timezone.utc), access_count=int(r[4]),
-                seq=int(r[5]), access_seq=int(r[6])) for r in rows if r[1] is not None}
-
-        return self._read("reading working memory", read)
-
-    def working_version(self, robot: str) -> int:
-        """``robot``'s working-set version (0 for an unknown robot)."""
-        value = self._read("reading the working-set version", lambda conn: conn.execute(
-            text("SELECT working_version FROM robots WHERE name = :n"), {"n": robot}).scalar())
-        return int(value) if value is not None else 0
-
-    def apply_working(self, change: WorkingChange, *,
-                      expected_version: int | None = None) -> WorkingResult:
-        """Write a working-memory change in one transaction."""
-        self._robot_id(change.robot)
-        return self._run("updating working memory",
-                         lambda conn: self._apply_working(conn, change, expected_version))
-
-    def _apply_working(self, conn: Connection, change: WorkingChange,
-                       expected_version: int | None) -> WorkingResult:
-        """Write ``change`` on ``conn``. The memories entering are locked FOR SHARE while
-        checked visible, so a forget (which locks the row FOR UPDATE) either commits first
-        and the memory is refused, or waits until this membership is in and then removes it."""
-        rid = self._robot_id(change.robot)
-        if change.touch:
-            conn.execute(text(
-                "UPDATE memories SET last_accessed = GREATEST(last_accessed, :t), "
-                "access_count = access_count + 1 WHERE id = ANY(:ids)"),
-                {"t": change.at, "ids": sorted({int(i) for i in change.touch})})
-        if change.evict:
-            keys = list(dict.fromkeys(change.evict))
-            gone = {str(r[0]): int(r[1]) for r in conn.execute(text(
-                "DELETE FROM working_memory w USING memories m WHERE w.robot_id = :r "
-                "AND w.memory_id = m.id AND m.key = ANY(:keys) RETURNING m.key, m.id"),
-                {"r": rid, "keys": keys})}
-            ids = {str(r[0]): int(r[1]) for r in conn.execute(text(
-                "SELECT key, id FROM memories WHERE key = ANY(:keys)"), {"keys": keys})}
-            ids.update(gone)
-            self._log_many(conn, [("evict", rid, ids.get(k), k, None) for k in change.evict])
-        refused: frozenset[str] = frozenset()
-        if change.put:
-            keys = sorted({s.key for s in change.put})
-            visible = {str(r[0]): int(r[1]) for r in conn.execute(text(
-                "SELECT key, id FROM memories WHERE key = ANY(:keys) AND forgotten_at IS NULL "
-                "ORDER BY id FOR SHARE"), {"keys": keys})}
-            refused = frozenset(k for k in keys if k not in visible)
-            put = [s for s in change.put if s.key in visible]
-            if put:
-                conn.execute(text(
-                    "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
-                    "access_count, seq, access_seq) SELECT :r, v.mid, :t, v.la, v.n, v.s, v.a "
-                    "FROM unnest(CAST(:mids AS bigint[]), CAST(:las AS timestamptz[]), "
-                    "CAST(:ns AS integer[]), CAST(:ss AS bigint[]), CAST(:as_ AS bigint[])) "
-                    "AS v(mid, la, n, s, a) ON CONFLICT (robot_id, memory_id) DO UPDATE SET "
-                    "last_accessed = excluded.last_accessed, access_count = excluded.access_count, "
-                    "seq = excluded.seq, access_seq = excluded.access_seq"),
-                    {"r": rid, "t": change.at, "mids": [visible[s.key] for s in put],
-                     "las": [s.last_accessed for s in put], "ns": [s.access_count for s in put],
-                     "ss": [s.seq for s in put], "as_": [s.access_seq for s in put]})
-        return self._bump_working(conn, rid, change.at, expected_version, refused)
-
-    @staticmethod
-    def _bump_working(conn: Connection, rid: int, at: datetime | None, expected: int | None,
-                      refused: frozenset[str] = frozenset()) -> WorkingResult:
-        version = int(conn.execute(text(
-            "UPDATE robots SET working_version = working_version + 1, "
-            "last_active = coalesce(CAST(:t AS timestamptz), last_active) WHERE id = :r "
-            "RETURNING working_version"), {"t": at, "r": rid}).scalar_one())
-        return WorkingResult(version, expected is None or version == expected + 1, refused)
-
-    @staticmethod
-    def _unhold(conn: Connection, ids: Sequence[int]) -> None:
-        """Take memories out of every robot's working set, bumping those robots' versions."""
-        conn.execute(text(
-            "WITH gone AS (DELETE FROM working_memory WHERE memory_id = ANY(:ids) "
-            "RETURNING robot_id) UPDATE robots SET working_version = working_version + 1 "
-            "WHERE id IN (SELECT robot_id FROM gone)"), {"ids": [int(i) for i in ids]})
-
-    def update_working(self, robot: str, *, add: Sequence[int] = (),
-                       remove: Sequence[int] = (), at: datetime) -> None:
-        """Add/remove membership; each removal is logged as an eviction."""
-        if not add and not remove:
-            return
-        rid = self._robot_id(robot)
-
-        def write(conn: Connection) -> None:
-            if remove:
-                conn.execute(text(
-                    "DELETE FROM working_memory WHERE robot_id = :r AND memory_id = ANY(:ids)"),
-                    {"r": rid, "ids": [int(m) for m in remove]})
-                keys = {int(r[0]): str(r[1]) for r in conn.execute(text(
-                    "SELECT id, key FROM memories WHERE id = ANY(:ids)"),
-                    {"ids": [int(m) for m in remove]})}
-                self._log_many(conn, [("evict", rid, int(m), keys.get(int(m)), None)
-                                      for m in remove])
-            if add:
-                conn.execute(text(
-                    "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
-                    "seq, access_seq) SELECT :r, m.id, :t, m.last_accessed, n.base + v.ord, "
-                    "n.base + v.ord FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY "
-                    "AS v(mid, ord) JOIN memories m ON m.id = v.mid AND m.forgotten_at IS NULL "
-                    "CROSS JOIN (SELECT coalesce(GREATEST(max(seq), max(access_seq)), 0) AS base "
-                    "FROM working_memory WHERE robot_id = :r) n "
-                    "ON CONFLICT (robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
-                    {"r": rid, "t": at, "ids": list(dict.fromkeys(int(m) for m in add))})
-            self._bump_working(conn, rid, at, None)
-
-        self._run("updating working memory", write)
-
-    def clear_working(self, robot: str) -> int:
-        """Drop ``robot``'s working-memory membership (memories stay); return how many."""
-        rid = self._robot_id(robot)
-
-        def write(conn: Connection) -> int:
-            n = int(conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"),
-                                 {"r": rid}).rowcount)
-            self._log_many(conn, [("clear_working", rid, None, None, {"count": n})])
-            self._bump_working(conn, rid, None, None)
-            return n
-
-        return self._run("clearing working memory", write)
 
     # -- never forget ----------------------------------------------------------------
 

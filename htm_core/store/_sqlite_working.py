@@ -1,0 +1,216 @@
+"""SQLite: each robot's persisted working memory (membership, item state, version).
+
+The working-set half of :class:`~htm_core.store.sqlite.SQLiteStore`, as a mixin: see
+:mod:`htm_core.working.resident` for how working memory uses it. Every change bumps the
+robot's ``working_version`` in its transaction; a membership insert happens only for a
+visible memory, under the write lock, so it cannot race a forget.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ..clock import to_timestamp, utc_from_timestamp
+from ..errors import StoreError
+from ..models import Memory
+from ._common import chunks
+from .base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+
+__all__ = ["SQLiteWorkingSet"]
+
+
+class SQLiteWorkingSet:
+    """Working-set methods of the SQLite store (mixed into ``SQLiteStore``)."""
+
+    if TYPE_CHECKING:
+        url: str
+
+        def _read(self) -> AbstractContextManager[Connection]: ...
+        def _write(self, *, cache_kib: int | None = None
+                   ) -> AbstractContextManager[Connection]: ...
+        def _robot_id(self, conn: Connection, name: str) -> int: ...
+        def _known_robot_id(self, name: str) -> int | None: ...
+        def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
+                   include_embedding: bool) -> list[Memory]: ...
+        def _log(self, conn: Connection, op: str, *, robot_id: int | None,
+                 memory_id: int | None = None, key: str | None = None,
+                 detail: dict[str, Any] | None = None) -> None: ...
+        def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
+                     include_forgotten: bool = False) -> list[Memory]: ...
+
+    def working_set(self, robot: str) -> list[Memory]:
+        rid = self._known_robot_id(robot)
+        if rid is None:
+            return []
+        with self._read() as conn:
+            order = {r[0]: i for i, r in enumerate(conn.execute(text(
+                "SELECT memory_id FROM working_memory WHERE robot_id = :r "
+                "ORDER BY seq, added_at, memory_id"), {"r": rid}))}
+        memories = self.get_many(list(order))
+        return sorted(memories, key=lambda m: order[m.id])
+
+    def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
+        with self._read() as conn:  # one read transaction: one snapshot
+            row = conn.execute(text("SELECT id, working_version FROM robots WHERE name = :n"),
+                               {"n": robot}).first()
+            if row is None:
+                return 0, []
+            states = {r[0]: r[1:] for r in conn.execute(text(
+                "SELECT memory_id, last_accessed, access_count, seq, access_seq "
+                "FROM working_memory WHERE robot_id = :r"), {"r": row[0]})}
+            memories = [m for part in chunks(list(states), 500) for m in self._fetch(
+                conn, f"m.id IN ({', '.join(str(int(i)) for i in part)}) "
+                "AND m.forgotten_at IS NULL", {}, False)]
+        out = []
+        for m in memories:
+            accessed, count, seq, access_seq = states[m.id]
+            out.append(WorkingRow(memory=m, state=WorkingState(
+                key=m.key, access_count=int(count), seq=int(seq), access_seq=int(access_seq),
+                last_accessed=m.last_accessed if accessed is None
+                else utc_from_timestamp(accessed))))
+        out.sort(key=lambda r: (r.state.seq, r.memory.id))
+        return int(row[1]), out
+
+    def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
+        with self._read() as conn:  # one read transaction: one snapshot
+            cur = conn.connection.cursor()
+            try:
+                row = cur.execute("SELECT id, working_version FROM robots WHERE name = ?",
+                                  (robot,)).fetchone()
+                if row is None:
+                    return 0, {}
+                rows = cur.execute(
+                    "SELECT w.memory_id, m.key, coalesce(w.last_accessed, m.last_accessed), "
+                    "w.access_count, w.seq, w.access_seq FROM working_memory w JOIN memories m "
+                    "ON m.id = w.memory_id WHERE w.robot_id = ? AND m.forgotten_at IS NULL",
+                    (row[0],)).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
+            finally:
+                cur.close()
+        return int(row[1]), {int(r[0]): WorkingState(
+            key=r[1], last_accessed=utc_from_timestamp(r[2]), access_count=int(r[3]),
+            seq=int(r[4]), access_seq=int(r[5])) for r in rows}
+
+    def working_version(self, robot: str) -> int:
+        with self._read() as conn:
+            cur = conn.connection.cursor()  # one raw statement: this runs before every read
+            try:
+                row = cur.execute("SELECT working_version FROM robots WHERE name = ?",
+                                  (robot,)).fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
+            finally:
+                cur.close()
+        return int(row[0]) if row else 0
+
+    def apply_working(self, change: WorkingChange, *,
+                      expected_version: int | None = None) -> WorkingResult:
+        with self._write() as conn:
+            return self._apply_working(conn, change, expected_version)
+
+    def _apply_working(self, conn: Connection, change: WorkingChange,
+                       expected_version: int | None) -> WorkingResult:
+        """Write ``change`` on ``conn``. The write lock is held, so a forget cannot run
+        between the visibility check and the insert: a hidden memory is refused. (The raw
+        cursor: this runs on every recall and add.)"""
+        rid = self._robot_id(conn, change.robot)
+        ts = to_timestamp(change.at)
+        keys = list(dict.fromkeys([*change.evict, *(s.key for s in change.put)]))
+        ids: dict[str, tuple[int, bool]] = {}
+        cur = conn.connection.cursor()
+        try:
+            if change.touch:
+                cur.executemany("UPDATE memories SET last_accessed = max(last_accessed, ?), "
+                                "access_count = access_count + 1 WHERE id = ?",
+                                [(ts, int(i)) for i in change.touch])
+            for part in chunks(keys, 500):
+                for key, mid, forgotten in cur.execute(
+                        "SELECT key, id, forgotten_at IS NOT NULL FROM memories WHERE key IN "
+                        f"({', '.join('?' * len(part))})", list(part)):
+                    ids[key] = (int(mid), bool(forgotten))
+            if change.evict:
+                cur.executemany("DELETE FROM working_memory WHERE robot_id = ? AND memory_id = ?",
+                                [(rid, ids[k][0]) for k in change.evict if k in ids])
+                cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
+                                "VALUES (?, 'evict', ?, ?, ?, '{}')",
+                                [(time.time(), rid, ids[k][0] if k in ids else None, k)
+                                 for k in change.evict])
+            refused = frozenset(s.key for s in change.put if s.key not in ids or ids[s.key][1])
+            cur.executemany(
+                "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
+                "access_count, seq, access_seq) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(robot_id, memory_id) DO UPDATE SET last_accessed = "
+                "excluded.last_accessed, access_count = excluded.access_count, "
+                "seq = excluded.seq, access_seq = excluded.access_seq",
+                [(rid, ids[s.key][0], ts, to_timestamp(s.last_accessed), s.access_count, s.seq,
+                  s.access_seq) for s in change.put if s.key not in refused])
+            version = int(cur.execute(
+                "UPDATE robots SET working_version = working_version + 1, last_active = ? "
+                "WHERE id = ? RETURNING working_version", (ts, rid)).fetchone()[0])
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite write failed on {self.url}: {exc}") from exc
+        finally:
+            cur.close()
+        in_step = expected_version is None or version == expected_version + 1
+        return WorkingResult(version, in_step, refused)
+
+    @staticmethod
+    def _bump_working(conn: Connection, rid: int, ts: float | None, expected: int | None,
+                      refused: frozenset[str] = frozenset()) -> WorkingResult:
+        version = int(conn.execute(text(
+            "UPDATE robots SET working_version = working_version + 1, "
+            "last_active = coalesce(:t, last_active) WHERE id = :r RETURNING working_version"),
+            {"t": ts, "r": rid}).scalar_one())
+        return WorkingResult(version, expected is None or version == expected + 1, refused)
+
+    @staticmethod
+    def _unhold(conn: Connection, ids: Sequence[int]) -> None:
+        """Take memories out of every robot's working set, bumping those robots' versions."""
+        for part in chunks(list(ids), 500):
+            id_list = ", ".join(str(int(i)) for i in part)
+            conn.execute(text(
+                "UPDATE robots SET working_version = working_version + 1 WHERE id IN "
+                f"(SELECT robot_id FROM working_memory WHERE memory_id IN ({id_list}))"))
+            conn.execute(text(f"DELETE FROM working_memory WHERE memory_id IN ({id_list})"))
+
+    def update_working(self, robot: str, *, add: Sequence[int] = (),
+                       remove: Sequence[int] = (), at: datetime) -> None:
+        if not add and not remove:
+            return
+        ts = to_timestamp(at)
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            if remove:
+                conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r AND memory_id = :m"),
+                             [{"r": rid, "m": m} for m in remove])
+                keys: dict[int, str] = dict(conn.execute(text(
+                    "SELECT id, key FROM memories WHERE id IN ("
+                    + ", ".join(str(int(m)) for m in remove) + ")")).all())
+                for mid in remove:
+                    self._log(conn, "evict", robot_id=rid, memory_id=mid, key=keys.get(mid))
+            if add:
+                conn.execute(text(
+                    "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, seq, "
+                    "access_seq) SELECT :r, id, :t, last_accessed, n, n FROM memories, (SELECT "
+                    "coalesce(max(max(seq), max(access_seq)), 0) + 1 AS n FROM working_memory "
+                    "WHERE robot_id = :r) WHERE id = :m AND forgotten_at IS NULL "
+                    "ON CONFLICT(robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
+                    [{"r": rid, "m": m, "t": ts} for m in add])
+            self._bump_working(conn, rid, ts, None)
+
+    def clear_working(self, robot: str) -> int:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            n = conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"), {"r": rid}).rowcount
+            self._log(conn, "clear_working", robot_id=rid, detail={"count": n})
+            self._bump_working(conn, rid, None, None)
+        return int(n)
