@@ -258,3 +258,18 @@ def test_schema_upgrade_from_version_1_keeps_working_memory_and_ids(store_url: s
             "one": 1, "two": 2, "three": 3}
         # SQLite: past the purged id 9; PostgreSQL: its identity sequence never goes back.
         assert htm.add("a new memory", key="new").id > (3 if stamp == "now()" else 9)
+
+
+def test_an_adapters_prompt_drops_what_another_robot_forgot(htm_factory):
+    """Adapters take their context from working memory: a LangChain ``HTMMemory`` of robot B
+    stops showing a memory robot A forgot, from its next call on."""
+    pytest.importorskip("langchain_classic")
+    from htm_integrations.langchain import HTMMemory
+
+    ada, bob = htm_factory(robot="ada"), htm_factory(robot="bob")
+    ada.add(SECRET, key="secret")
+    bob.recall("admin password")
+    memory = HTMMemory(htm=bob)
+    assert SECRET in memory.load_memory_variables({"input": "what is new?"})["history"]
+    ada.forget("secret", confirm=True)
+    assert SECRET not in memory.load_memory_variables({"input": "what is new?"})["history"]
