@@ -252,3 +252,53 @@ def test_instances_in_separate_processes_stay_coherent(store_url: str) -> None:
             if proc.is_alive():
                 proc.kill()
         store.close()
+
+
+@pytest.mark.postgres
+def test_two_processes_of_one_robot_writing_at_once_settle_within_budget(store_url: str) -> None:
+    """Two processes of robot ``a`` add and recall at the same time (each command is sent to
+    both before either answers). Whatever the persisted set held meanwhile, each one's next
+    call leaves it within budget, logged, and equal to the persisted membership."""
+    ctx = multiprocessing.get_context("spawn")
+    HTM(database_url=store_url, embedder=HashingEmbedder()).close()
+    pipes, procs = {}, []
+    for name in ("a1", "a2"):
+        here, there = ctx.Pipe()
+        proc = ctx.Process(target=_serve, args=(name, store_url, there), daemon=True)
+        proc.start()
+        pipes[name], procs = here, [*procs, proc]
+    store = open_store(store_url)
+
+    def both(op: str, args: dict[str, Any]) -> list[Any]:
+        for name, pipe in pipes.items():
+            pipe.send((op, args[name]))
+        replies = []
+        for name, pipe in pipes.items():
+            assert pipe.poll(120), f"{name} did not answer {op}"
+            reply = pipe.recv()
+            assert not (isinstance(reply, tuple) and reply[0] == "error"), reply[1]
+            replies.append(reply)
+        return replies
+
+    try:
+        for step in range(30):
+            both("add", {n: (f"{n}-{step}", f"{WORDS[step % 8]} {n} note {step} of the run",
+                             1.0) for n in pipes})
+            if step % 5 == 4:
+                both("recall", {n: WORDS[(step + 3) % 8] for n in pipes})
+        for _round in range(2):  # the second round sees what the first one settled
+            views = both("view", {n: None for n in pipes})
+        persisted = store.working_set("a")
+        assert sum(m.token_count for m in persisted) <= BUDGET
+        for _context, resident, tokens in views:
+            assert tokens <= BUDGET
+            assert set(resident) == {m.key for m in persisted}
+    finally:
+        for pipe in pipes.values():
+            with contextlib.suppress(OSError):
+                pipe.send(("stop", None))
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+        store.close()
