@@ -158,17 +158,19 @@ _V2_COHERENCE = [
     "ALTER TABLE working_memory ADD COLUMN seq INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE working_memory ADD COLUMN access_seq INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE robots ADD COLUMN working_version INTEGER NOT NULL DEFAULT 0",
-    """UPDATE working_memory SET
-        last_accessed = (SELECT m.last_accessed FROM memories m WHERE m.id = memory_id),
-        access_count = (SELECT m.access_count FROM memories m WHERE m.id = memory_id)""",
-    """UPDATE working_memory SET
-        seq = (SELECT count(*) FROM working_memory w WHERE w.robot_id = working_memory.robot_id
-               AND (w.added_at < working_memory.added_at OR (w.added_at = working_memory.added_at
-                    AND w.memory_id <= working_memory.memory_id))),
-        access_seq = (SELECT count(*) FROM working_memory w WHERE w.robot_id = working_memory.robot_id
-               AND (w.last_accessed < working_memory.last_accessed
-                    OR (w.last_accessed = working_memory.last_accessed
-                        AND w.memory_id <= working_memory.memory_id)))""",
+    # Backfill through an indexed temporary table: O(n log n) for a large working memory.
+    """CREATE TEMP TABLE htm_v2_order AS SELECT w.robot_id, w.memory_id,
+        m.last_accessed AS la, m.access_count AS n,
+        row_number() OVER (PARTITION BY w.robot_id ORDER BY w.added_at, w.memory_id) AS s,
+        row_number() OVER (PARTITION BY w.robot_id ORDER BY m.last_accessed, w.memory_id) AS a
+        FROM working_memory w JOIN memories m ON m.id = w.memory_id""",
+    "CREATE UNIQUE INDEX temp.htm_v2_order_key ON htm_v2_order(robot_id, memory_id)",
+    """UPDATE working_memory SET (last_accessed, access_count, seq, access_seq) =
+        (SELECT la, n, s, a FROM htm_v2_order o
+         WHERE o.robot_id = working_memory.robot_id AND o.memory_id = working_memory.memory_id)
+        WHERE EXISTS (SELECT 1 FROM htm_v2_order o WHERE o.robot_id = working_memory.robot_id
+                      AND o.memory_id = working_memory.memory_id)""",
+    "DROP TABLE temp.htm_v2_order",
     """INSERT OR IGNORE INTO htm_meta(key, value)
         SELECT 'id_high_water', CAST(max(coalesce((SELECT max(memory_id) FROM operations), 0),
                                          coalesce((SELECT max(id) FROM memories), 0)) AS TEXT)""",
