@@ -88,6 +88,17 @@ from ..errors import (
 from ..models import Memory, Operation, Robot
 from . import _common
 from ._common import mask_url, query_terms
+from ._vectors import (
+    FAILED_COUNT,
+    FAILURES_DDL,
+    NOT_FAILED,
+    EmbeddingFailure,
+    batch_embedder,
+    check_embedder,
+    clear_failures,
+    list_failures,
+    mark_failures,
+)
 from .base import (
     SCHEMA_VERSION,
     AddResult,
@@ -205,7 +216,10 @@ _SCHEMA_V1 = [
     "CREATE INDEX IF NOT EXISTS operations_at ON operations (at)",
 ]
 
-_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1}
+#: Schema version 2, this branch's part: the marks of memories whose embedding failed.
+_V2_VECTORS = [FAILURES_DDL.format(id_type="bigint", time_type="timestamptz")]
+
+_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_VECTORS]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
@@ -619,12 +633,7 @@ class PostgresStore:
             self._set_meta(conn, "hnsw", json.dumps({"m": self.hnsw_m,
                                                      "ef_construction": self.hnsw_ef_construction}))
             return
-        name, stored = info
-        if stored != dim:
-            raise DimensionMismatchError(
-                f"embedding has dimension {dim} but this store holds {stored}-dimensional "
-                f"vectors from {name}; use the same embedder or re-embed the store "
-                "(HTM.reembed())")
+        check_embedder(info[0], info[1], embedder, dim)
 
     # -- robots ----------------------------------------------------------------------
 
@@ -736,10 +745,8 @@ class PostgresStore:
         """
         if not records:
             return []
-        dims = {len(r.embedding) for r in records if r.embedding is not None}
-        if len(dims) > 1:
-            raise DimensionMismatchError(
-                f"embeddings in one batch have different dimensions: {sorted(dims)}")
+        vectors = batch_embedder(records)  # one embedder and dimension per batch
+        dims = {vectors[1]} if vectors is not None else set()
         units = _units(records)
         robot_ids = self._robot_id_map([r.robot for r in records])
         try:
@@ -1010,6 +1017,7 @@ class PostgresStore:
                 "WHERE m.id = v.id"),
                 {"ids": [mid for mid, _ in units], "embs": [_vector_literal(u) for _, u in units],
                  "n": embedder})
+            clear_failures(conn, [mid for mid, _ in units])
 
         self._run("storing embeddings", write)
 
@@ -1022,6 +1030,7 @@ class PostgresStore:
             conn.exec_driver_sql(f"DROP INDEX IF EXISTS {_HNSW_INDEX}")
             conn.exec_driver_sql("ALTER TABLE memories ALTER COLUMN embedding TYPE vector")
             conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))
+            clear_failures(conn)
             self._log_many(conn, [("reset_embeddings", None, None, None, None)])
 
         self._run("resetting embeddings", write)
@@ -1226,12 +1235,29 @@ class PostgresStore:
             {"h": list(dict.fromkeys(content_hashes)), "e": embedder}).all())
         return {str(r[0]): [float(x) for x in r[1]] for r in rows}
 
-    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` (id, content) of visible memories without a vector, oldest id first."""
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """Up to ``limit`` (id, content, metadata) of visible memories without a vector and
+        not marked as failing, oldest id first."""
         rows = self._read("listing memories without embeddings", lambda conn: conn.execute(text(
-            "SELECT id, content FROM memories WHERE embedding IS NULL AND forgotten_at IS NULL "
-            "ORDER BY id LIMIT :l"), {"l": limit}).all())
-        return [(int(r[0]), str(r[1])) for r in rows]
+            "SELECT m.id, m.content, m.metadata FROM memories m WHERE m.embedding IS NULL "
+            f"AND m.forgotten_at IS NULL AND {NOT_FAILED} ORDER BY m.id LIMIT :l"),
+            {"l": limit}).all())
+        return [(int(r[0]), str(r[1]), dict(r[2] or {})) for r in rows]
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        """Mark memories ``(id, reason)`` whose text ``embedder`` rejects."""
+        now = datetime.now(timezone.utc)
+        self._run("marking failed embeddings",
+                  lambda conn: mark_failures(conn, failures, embedder, now))
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        """The memories marked as failing, with the reason, oldest mark first."""
+        rows = self._read("listing failed embeddings", lambda conn: list_failures(conn, limit))
+        return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=t) for k, e, r, t in rows]
+
+    def retry_embedding_failures(self) -> int:
+        """Clear every failure mark (the memories are pending again); return how many."""
+        return self._run("clearing failed embeddings", clear_failures)
 
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
                       include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
@@ -1720,8 +1746,11 @@ class PostgresStore:
             "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
             " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
             " (SELECT count(*) FROM robots),"
-            " (SELECT count(*) FROM memories WHERE embedding IS NULL AND forgotten_at IS NULL)"
+            " (SELECT count(*) FROM memories m WHERE m.embedding IS NULL AND "
+            f"  m.forgotten_at IS NULL AND {NOT_FAILED}),"
+            f" ({FAILED_COUNT})"
         ), {"robot": robot}).first())
         assert row is not None
         return StoreCounts(total=int(row[0]), robot=int(row[1]), forgotten=int(row[2]),
-                           robots=int(row[3]), missing_embeddings=int(row[4]))
+                           robots=int(row[3]), missing_embeddings=int(row[4]),
+                           failed_embeddings=int(row[5]))
