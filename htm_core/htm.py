@@ -26,6 +26,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -641,9 +642,20 @@ class HTM:
 
     # -- enrichment and documents ----------------------------------------------------
 
-    def _add_summary(self, key: str, text: str, source_keys: list[str]) -> None:
-        self.add_many([{"content": text, "key": key, "tags": [SUMMARY_TAG],
-                        "metadata": {"source_keys": source_keys}}], working_memory=False)
+    def _add_summary(self, key: str, text: str, source_keys: list[str], robot: str) -> None:
+        item = {"content": text, "key": key, "tags": [SUMMARY_TAG],
+                "metadata": {"source_keys": source_keys}}
+        if robot == self.robot:
+            self.add_many([item], working_memory=False)
+            return
+        # Another robot's job done by this runner: the summary is that robot's memory.
+        record = replace(self._record(**item), robot=robot)
+        if self._worker is None and not self._embedder_mismatch:
+            record = replace(record, embedding=self._embed_documents([record.content])[0],
+                             embedder=self._embedder_name)
+        self._store.add_many([record])
+        if self._worker is not None:
+            self._worker.wake()
 
     def _refresh_importance(self, key: str, importance: float) -> None:
         with self._lock:

@@ -22,8 +22,9 @@ from ..errors import DimensionMismatchError, EmbedderMismatchError
 from ._common import chunks
 from .base import EmbeddingFailure, NewMemory
 
-__all__ = ["FAILED_COUNT", "FAILURES_DDL", "NOT_FAILED", "EmbeddingFailure", "batch_embedder", "check_embedder", "clear_failures",
-           "list_failures", "mark_failures", "mismatch_advice"]
+__all__ = ["FAILED_COUNT", "FAILURES_DDL", "NOT_FAILED", "EmbeddingFailure", "batch_embedder",
+           "check_embedder", "clear_failures", "list_failures", "mark_failures",
+           "mismatch_advice"]
 
 #: The table of memories whose embedding failed; ``at`` is the backend's time type.
 FAILURES_DDL = """CREATE TABLE IF NOT EXISTS embedding_failures (
