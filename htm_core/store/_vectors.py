@@ -22,9 +22,9 @@ from ..errors import DimensionMismatchError, EmbedderMismatchError
 from ._common import chunks
 from .base import EmbeddingFailure, NewMemory
 
-__all__ = ["FAILED_COUNT", "FAILURES_DDL", "NOT_FAILED", "EmbeddingFailure", "batch_embedder",
-           "check_embedder", "clear_failures", "list_failures", "mark_failures",
-           "mismatch_advice"]
+__all__ = ["CHUNK_POSTGRES", "CHUNK_SQLITE", "FAILED_COUNT", "FAILURES_DDL", "NOT_FAILED",
+           "EmbeddingFailure", "batch_embedder", "check_embedder", "clear_failures",
+           "list_failures", "mark_failures", "mismatch_advice"]
 
 #: The table of memories whose embedding failed; ``at`` is the backend's time type.
 FAILURES_DDL = """CREATE TABLE IF NOT EXISTS embedding_failures (
@@ -35,6 +35,14 @@ FAILURES_DDL = """CREATE TABLE IF NOT EXISTS embedding_failures (
 
 #: ``AND`` clause for ``memories m``: not marked as failed.
 NOT_FAILED = "NOT EXISTS (SELECT 1 FROM embedding_failures f WHERE f.memory_id = m.id)"
+#: True for a document chunk, whose vector is of its heading path and text
+#: (:func:`htm_core.enrich.documents.embed_text`), not of its content alone: the store
+#: cache (``find_embedding(s)``) never hands such a vector out for another text.
+CHUNK_SQLITE = ("(json_extract(metadata, '$.heading_path[0]') IS NOT NULL AND "
+                "json_extract(metadata, '$.chunk_index') IS NOT NULL AND "
+                "json_extract(metadata, '$.source') IS NOT NULL)")
+CHUNK_POSTGRES = ("(metadata->'heading_path'->>0 IS NOT NULL AND "
+                  "metadata->'chunk_index' IS NOT NULL AND metadata->'source' IS NOT NULL)")
 #: How many visible memories without a vector are marked as failed.
 FAILED_COUNT = ("SELECT count(*) FROM embedding_failures f JOIN memories m ON m.id = f.memory_id "
                 "WHERE m.forgotten_at IS NULL AND m.embedding IS NULL")

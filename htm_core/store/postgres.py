@@ -89,6 +89,7 @@ from ..models import Memory, Operation, Robot
 from . import _common
 from ._common import mask_url, query_terms
 from ._vectors import (
+    CHUNK_POSTGRES,
     FAILED_COUNT,
     FAILURES_DDL,
     NOT_FAILED,
@@ -1219,7 +1220,7 @@ class PostgresStore:
         """A stored vector for this content by this embedder, if any (the store cache)."""
         row = self._read("looking up an embedding", lambda conn: conn.execute(text(
             "SELECT CAST(embedding AS real[]) FROM memories WHERE content_hash = :h "
-            "AND embedder = :e AND embedding IS NOT NULL LIMIT 1"),
+            f"AND embedder = :e AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES} LIMIT 1"),
             {"h": content_hash, "e": embedder}).first())
         return [float(x) for x in row[0]] if row else None
 
@@ -1231,7 +1232,7 @@ class PostgresStore:
         rows = self._read("looking up embeddings", lambda conn: conn.execute(text(
             "SELECT DISTINCT ON (content_hash) content_hash, CAST(embedding AS real[]) "
             "FROM memories WHERE content_hash = ANY(:h) AND embedder = :e "
-            "AND embedding IS NOT NULL"),
+            f"AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES}"),
             {"h": list(dict.fromkeys(content_hashes)), "e": embedder}).all())
         return {str(r[0]): [float(x) for x in r[1]] for r in rows}
 

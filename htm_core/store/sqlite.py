@@ -46,6 +46,7 @@ from ..errors import (
 from ..models import Memory, Operation, Robot
 from ._common import chunks, informative_terms, mask_url, query_terms
 from ._vectors import (
+    CHUNK_SQLITE,
     FAILED_COUNT,
     FAILURES_DDL,
     NOT_FAILED,
@@ -947,7 +948,8 @@ class SQLiteStore:
         with self._read() as conn:
             row = conn.execute(text(
                 "SELECT embedding FROM memories WHERE content_hash = :h AND embedder = :e "
-                "AND embedding IS NOT NULL LIMIT 1"), {"h": content_hash, "e": embedder}).first()
+                f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE} LIMIT 1"),
+                {"h": content_hash, "e": embedder}).first()
         return np.frombuffer(row[0], dtype=np.float32).tolist() if row else None
 
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
@@ -960,7 +962,8 @@ class SQLiteStore:
                 marks = ", ".join(f":h{i}" for i in range(len(part)))
                 for h, blob in conn.execute(text(
                         f"SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) "
-                        "AND embedder = :e AND embedding IS NOT NULL"), params):
+                        f"AND embedder = :e AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}"),
+                        params):
                     found.setdefault(h, np.frombuffer(blob, dtype=np.float32).tolist())
         return found
 

@@ -228,3 +228,23 @@ def test_cli_import_keeps_the_store_usable_and_retries_failures(tmp_path: Path,
                           "--retry-failed")
     assert code == 0, err
     assert "retried 1" in out and "0 still failing" in out
+
+
+def test_a_chunk_vector_is_never_reused_for_other_text(store_url: str, clock: Any) -> None:
+    """A chunk's vector is of its heading path and text; a plain memory with the chunk's
+    text, and the same text as a chunk under another heading, get vectors of their own."""
+    hashing = HashingEmbedder(dim=64)
+    text = "Run pip install now.\n"
+    with HTM(database_url=store_url, clock=clock, embedder="hashing:64") as htm:
+        chunks = htm.add_document(f"# Setup\n\nFirst paragraph here.\n\n{text}", source="a.md",
+                                  chunk_tokens=6)
+        assert chunks[-1].content == text
+    with HTM(database_url=store_url, clock=clock, embedder="hashing:64") as htm:
+        plain = htm.add(text, key="plain")
+        assert np.allclose(_vector(htm, plain.key), hashing.embed_query(text),  # type: ignore[arg-type]
+                           atol=1e-6)
+        other = htm.add_document(f"# Deploy\n\nOther words first.\n\n{text}", source="b.md",
+                                 chunk_tokens=6)[-1]
+        assert other.content == text
+        assert np.allclose(_vector(htm, other.key),  # type: ignore[arg-type]
+                           hashing.embed_query(f"Deploy\n\n{text}"), atol=1e-6)
