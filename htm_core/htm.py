@@ -87,7 +87,9 @@ class HTM:
         working_memory_tokens: the working-memory budget (default 128,000).
         embedder: an object with ``embed_documents``/``embed_query`` (any LangChain
             ``Embeddings``), or ``"auto"``, ``"hashing"``, ``"local"``, ``"ollama[:model]"``.
-            Default ``HTM_EMBEDDER``, else the best local embedder installed.
+            Default ``HTM_EMBEDDER``, else ``"auto"``: the store's own embedder when it
+            already has vectors and that embedder is available here, else the best local
+            embedder installed. Every vector written is checked against the store's.
         token_counter: a counter with ``count(text)``, any ``str -> int`` callable, or a
             tiktoken encoding name. Default tiktoken ``cl100k_base``, offline.
         eviction: working-memory policy: ``hybrid``, ``lru``, ``importance``, ``frequency``.
@@ -102,7 +104,9 @@ class HTM:
             returns at once (full-text recall finds it immediately); a worker thread fills
             the vectors in batches, retrying failures with backoff. :meth:`flush` waits
             for it. Memories left without a vector (crash, failing embedder) are picked up
-            by the next ``HTM`` in background mode on the store, or by :meth:`flush`.
+            by the next ``HTM`` in background mode on the store, or by :meth:`flush`. A
+            text the embedder rejects is marked and skipped (the rest get their vectors)
+            until :meth:`retry_failed_embeddings`.
         allow_embedder_mismatch: open a store whose vectors were made by another embedder
             instead of raising :class:`~htm_core.errors.EmbedderMismatchError`, so that
             :meth:`reembed` can rebuild them. Until then new memories get no vector and
@@ -423,7 +427,9 @@ class HTM:
         bar when tqdm is installed and ``progress`` is True. It is resumable: if it is
         interrupted, calling it again continues with the memories still missing a
         vector. ``force=True`` starts over even when the store already carries this
-        embedder's name (e.g. the model behind an Ollama name changed).
+        embedder's name (e.g. the model behind an Ollama name changed). Every vector is
+        computed anew (no cache is used); memories whose text the embedder rejects are
+        marked and skipped, and not counted.
 
         >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
         ...     _ = htm.add("User prefers Vim keybindings")
