@@ -357,10 +357,10 @@ class HTM:
         self.metrics.embedded(tokens=self._counter.count(text))
         return self._checked_vector(vector)
 
-    def _fill_pending(self, limit: int, *, fresh: bool = False) -> int:
+    def _fill_pending(self, limit: int) -> int:
         """Embed up to ``limit`` stored memories that have no vector; return how many were
         done (embedded, or marked as failing: see :mod:`htm_core._embedding`)."""
-        return sum(self._fill_once(limit, fresh=fresh))
+        return sum(self._fill_once(limit))
 
     def _fill_once(self, limit: int, *, fresh: bool = False) -> tuple[int, int]:
         with self._fill_lock:
