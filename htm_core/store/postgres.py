@@ -1023,8 +1023,14 @@ class PostgresStore:
         self._run("storing embeddings", write)
 
     def reset_embeddings(self) -> None:
-        """Drop every vector, the HNSW index and the fixed dimension, to re-embed from scratch."""
+        """Drop every vector, the HNSW index and the fixed dimension, to re-embed from scratch.
+
+        Every vector write reads ``htm_meta`` first (the embedder check), so locking that
+        table first waits for the writes in flight and holds back new ones until the reset
+        commits: a write checked against the old embedder can never land after the reset.
+        """
         def write(conn: Connection) -> None:
+            conn.execute(text("LOCK TABLE htm_meta IN ACCESS EXCLUSIVE MODE"))
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DIMENSION_LOCK})
             conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL "
                               "WHERE embedding IS NOT NULL OR embedder IS NOT NULL"))
