@@ -109,7 +109,7 @@ def embed_text(content: str, metadata: Mapping[str, Any] | None) -> str:
 
     >>> embed_text("Run pip install.", {"source": "guide.md", "chunk_index": 0,
     ...                                 "heading_path": ["Setup", "Linux"]})
-    'Setup > Linux\n\nRun pip install.'
+    'Setup > Linux\\n\\nRun pip install.'
     >>> embed_text("Run pip install.", {"heading_path": ["Setup"]})
     'Run pip install.'
     """
