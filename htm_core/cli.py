@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("import", "load a JSON Lines export (resumable: existing keys are skipped)")
     p.add_argument("file")
     p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument("--reembed", action="store_true",
+                   help="ignore the file's vectors and embed every memory with the embedder "
+                        "(needed when the file was made with another embedder)")
 
     add("migrate", "create or upgrade the database schema")
 
@@ -132,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--force", action="store_true",
                    help="start over even if the store already carries this embedder's name")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="only give the memories whose embedding failed another try")
 
     p = add("copy", "copy every memory from one database to another (resumable, verified)")
     p.add_argument("source", metavar="SRC_URL")
@@ -308,6 +313,9 @@ def _cmd_stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       f"{stats.robot}), {stats.forgotten} forgotten, {stats.robots} robot(s)"),
         ("embedder", f"{stats.embedder} ({stats.embedder_choice}), dim {stats.embedding_dim}"),
         ("pending embeddings", str(stats.pending_embeddings)),
+        ("failed embeddings", f"{stats.failed_embeddings}" + (
+            " (retry with `htm reembed --retry-failed`)" if stats.failed_embeddings else "")),
+        *[(f"  {f['key']}", f["error"]) for f in stats.extra.get("embedding_failures", [])],
         ("token counter", stats.token_counter),
     ]
     width = max(len(k) for k, _ in rows)
@@ -353,26 +361,30 @@ def _cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _file_has_embeddings(path: str) -> bool:
+def _file_embedder(path: str) -> str | None:
+    """The embedder named in an export's header (None without vectors or when unreadable)."""
     try:
         with open(path, encoding="utf-8") as fh:
             header = json.loads(fh.readline() or "{}")
     except (OSError, json.JSONDecodeError):
-        return False  # import_jsonl reports the problem precisely
-    return isinstance(header, dict) and bool(header.get("embedder"))
+        return None  # import_jsonl reports the problem precisely
+    name = header.get("embedder") if isinstance(header, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .embeddings import resolve_embedder
     from .transfer import import_jsonl
 
-    embedder = None
-    if not _file_has_embeddings(args.file):
-        spec = Settings.resolve(embedder=_opt(args, "embedder")).embedder
-        embedder, _choice = resolve_embedder(spec)
+    spec = Settings.resolve(embedder=_opt(args, "embedder")).embedder
     with _store(_database_url(args)) as store, _progress(args, "import", err) as progress:
-        result = import_jsonl(store, args.file, embedder=embedder, batch_size=args.batch_size,
-                              progress=progress)
+        # The embedder every later command on this store will pick: the store's own (or, for
+        # a store without vectors, the file's) under "auto", else the one asked for.
+        info = store.embedding_info()
+        embedder, _choice = resolve_embedder(
+            spec, store_embedder=info[0] if info else _file_embedder(args.file))
+        result = import_jsonl(store, args.file, embedder=embedder, reembed=args.reembed,
+                              batch_size=args.batch_size, progress=progress)
     out.write(f"imported {result.written} memories ({result.skipped} already there, "
               f"{result.embedded} embedded) from {args.file}\n")
     return 0
@@ -387,7 +399,13 @@ def _cmd_migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _cmd_reembed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     show = bool(_opt(args, "progress")) or err.isatty()
-    with _open_htm(args, allow_embedder_mismatch=True) as htm:
+    with _open_htm(args, allow_embedder_mismatch=not args.retry_failed) as htm:
+        if args.retry_failed:
+            count = htm.retry_failed_embeddings()
+            htm.flush()
+            still = htm.stats().failed_embeddings
+            out.write(f"retried {count} memories whose embedding failed; {still} still failing\n")
+            return 0
         with redirect_stderr(err):
             count = htm.reembed(batch_size=args.batch_size, progress=show, force=args.force)
         out.write(f"re-embedded {count} memories with {htm.stats().embedder}\n")

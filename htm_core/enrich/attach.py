@@ -40,9 +40,12 @@ class FacadeEnrichment:
 
     Args:
         store: the long-term store results are written to.
-        robot: the robot the writes are logged under.
+        robot: the robot whose adds and evictions queue jobs; every job carries it, and a
+            job's results are written as the robot it carries (on a shared store, this
+            runner may do another robot's jobs: they stay that robot's).
         importance_scorer / tagger / summariser: the enrichers (any may be None).
-        add_summary: ``add_summary(key, text, source_keys)`` stores a summary memory.
+        add_summary: ``add_summary(key, text, source_keys, robot)`` stores a summary memory
+            as ``robot``'s.
         refresh_importance: ``refresh_importance(key, value)`` updates working memory.
         options: runner options for the background jobs (``requests_per_second``,
             ``workers``, ``batch_size``, ``max_attempts`` ...).
@@ -50,7 +53,7 @@ class FacadeEnrichment:
 
     def __init__(self, *, store: LongTermStore, robot: str, importance_scorer: Any = None,
                  tagger: Any = None, summariser: Any = None,
-                 add_summary: Callable[[str, str, list[str]], None],
+                 add_summary: Callable[[str, str, list[str], str], None],
                  refresh_importance: Callable[[str, float], None],
                  options: Mapping[str, Any] | None = None) -> None:
         for name, enricher, method in (("importance_scorer", importance_scorer, "score"),
@@ -83,7 +86,7 @@ class FacadeEnrichment:
                 scorer=background["scorer"],
                 on_importance=self._on_importance if background["scorer"] else None,
                 summariser=summariser, on_summary=self._on_summary if summariser else None,
-                **dict(options or {}))
+                with_robot=True, **dict(options or {}))
 
     def start(self) -> None:
         """Start the background workers (jobs left from earlier runs resume)."""
@@ -113,33 +116,35 @@ class FacadeEnrichment:
         for given in (True, False):
             batch = [(m.key, m.content) for m, g in fresh if g is given]
             if batch:
-                self.background.memories_added(batch, importance=not given)
+                self.background.memories_added(batch, importance=not given, robot=self._robot)
 
     def evicted(self, items: Sequence[tuple[str, str]]) -> None:
         """Queue a summary of what just left working memory."""
         if self.background is not None and items:
-            self.background.memories_evicted(items)
+            self.background.memories_evicted(items, robot=self._robot)
 
     # -- callbacks from the worker ---------------------------------------------------
 
-    def _on_tags(self, key: str, tags: list[str]) -> None:
+    def _on_tags(self, key: str, tags: list[str], robot: str | None = None) -> None:
         try:
-            self._store.add_tags(key, check_tags(tags), robot=self._robot)
+            self._store.add_tags(key, check_tags(tags), robot=robot or self._robot)
         except HTMError as exc:  # purged meanwhile: nothing to tag
             logger.info("tags for %s not applied: %s", key, exc)
 
-    def _on_importance(self, key: str, value: float) -> None:
+    def _on_importance(self, key: str, value: float, robot: str | None = None) -> None:
         try:
-            self._store.set_importance(key, check_importance(value), robot=self._robot)
+            self._store.set_importance(key, check_importance(value), robot=robot or self._robot)
         except HTMError as exc:
             logger.info("importance for %s not applied: %s", key, exc)
             return
         self._refresh_importance(key, value)
 
-    def _on_summary(self, key: str, text: str, source_keys: list[str]) -> None:
-        self._add_summary(key, text, source_keys)
-        if key not in self.summaries:
-            self.summaries.append(key)
+    def _on_summary(self, key: str, text: str, source_keys: list[str],
+                    robot: str | None = None) -> None:
+        owner = robot or self._robot
+        self._add_summary(key, text, source_keys, owner)
+        if owner == self._robot and key not in self.summaries:
+            self.summaries.append(key)  # another robot's summary never reaches our context
 
     # -- lifecycle -------------------------------------------------------------------
 

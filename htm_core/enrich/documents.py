@@ -12,7 +12,7 @@ functions; the facade does the writing.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from ..validation import check_content
 from .chunking import chunk_markdown
 
 __all__ = ["ChunkRecord", "DocumentDiff", "DocumentPlan", "diff_document", "document_prefix",
-           "plan_document"]
+           "embed_text", "plan_document"]
 
 
 def _digest(text: str, n: int = 16) -> str:
@@ -98,6 +98,29 @@ class DocumentDiff:
         return not (self.add or self.forget)
 
 
+def embed_text(content: str, metadata: Mapping[str, Any] | None) -> str:
+    """What is embedded for a stored memory: the one rule every embedding path follows.
+
+    A document chunk (metadata with ``source``, ``chunk_index`` and a non-empty
+    ``heading_path``, as :func:`plan_document` writes) is embedded as its heading path
+    joined with `` > ``, a blank line, then its text, so a question about a section finds
+    its chunks; any other memory is embedded as its content. Adding, background filling and
+    re-embedding all use this, so a chunk gets the same vector in every mode.
+
+    >>> embed_text("Run pip install.", {"source": "guide.md", "chunk_index": 0,
+    ...                                 "heading_path": ["Setup", "Linux"]})
+    'Setup > Linux\\n\\nRun pip install.'
+    >>> embed_text("Run pip install.", {"heading_path": ["Setup"]})
+    'Run pip install.'
+    """
+    if not metadata or "source" not in metadata or "chunk_index" not in metadata:
+        return content
+    path = metadata.get("heading_path")
+    if not isinstance(path, (list, tuple)) or not path or not all(isinstance(p, str) for p in path):
+        return content
+    return f"{' > '.join(path)}\n\n{content}"
+
+
 def plan_document(text: str, *, source: str, chunk_tokens: int = 400, overlap: int = 40,
                   count: Callable[[str], int] | None = None) -> DocumentPlan:
     """Split ``text`` into chunk records with stable keys.
@@ -121,15 +144,16 @@ def plan_document(text: str, *, source: str, chunk_tokens: int = 400, overlap: i
         seen[content_hash] = seen.get(content_hash, 0) + 1
         suffix = "" if seen[content_hash] == 1 else f"-{seen[content_hash]}"
         heading = chunk.heading
+        metadata = {"source": source, "heading_path": list(chunk.heading_path), "heading": heading,
+                    "chunk_index": chunk.index, "chunk_count": len(chunks), "start": chunk.start,
+                    "content_hash": content_hash}
         records.append(ChunkRecord(
             key=f"{prefix}{content_hash}{suffix}",
             content=chunk.text,
-            embed_text=f"{heading}\n\n{chunk.text}" if heading else chunk.text,
+            embed_text=embed_text(chunk.text, metadata),
             heading_path=chunk.heading_path,
             index=chunk.index,
-            metadata={"source": source, "heading_path": list(chunk.heading_path), "heading": heading,
-                      "chunk_index": chunk.index, "chunk_count": len(chunks), "start": chunk.start,
-                      "content_hash": content_hash},
+            metadata=metadata,
         ))
     return DocumentPlan(source=source, prefix=prefix, chunks=records, document_hash=_digest(text, 32))
 

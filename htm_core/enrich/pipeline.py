@@ -40,6 +40,8 @@ class Enrichment:
         batch_tags: send a claimed batch of tag jobs to the model in one request.
         usage: the model counters :meth:`stats` reports (default: the first enricher's
             ``usage``; give all enrichers one shared ``LLMUsage`` to see every call).
+        with_robot: call every callback with ``robot=``, the robot a job was queued for
+            (``memories_added(..., robot=)``, ``memories_evicted(..., robot=)``).
         **runner: options for :class:`~htm_core.enrich.JobRunner` (``requests_per_second``,
             ``workers``, ``batch_size``, ``max_attempts``, ``lease`` ...).
 
@@ -60,10 +62,12 @@ class Enrichment:
                  on_tags: Callable[[str, list[str]], None] | None = None, scorer: Any = None,
                  on_importance: Callable[[str, float], None] | None = None, summariser: Any = None,
                  on_summary: Callable[[str, str, list[str]], None] | None = None,
-                 batch_tags: bool = True, usage: LLMUsage | None = None, **runner: Any) -> None:
+                 batch_tags: bool = True, usage: LLMUsage | None = None,
+                 with_robot: bool = False, **runner: Any) -> None:
         handlers = enrichment_handlers(tagger=tagger, on_tags=on_tags, scorer=scorer,
                                        on_importance=on_importance, summariser=summariser,
-                                       on_summary=on_summary, batch_tags=batch_tags)
+                                       on_summary=on_summary, batch_tags=batch_tags,
+                                       with_robot=with_robot)
         if not handlers:
             raise ValidationError("give at least one enricher with its callback (e.g. tagger= and on_tags=)")
         if usage is None:
@@ -94,25 +98,29 @@ class Enrichment:
         return self.runner.stats()
 
     def memories_added(self, items: Iterable[tuple[str, str]], *, tags: bool = True,
-                       importance: bool = True) -> list[int]:
+                       importance: bool = True, robot: str | None = None) -> list[int]:
         """Queue enrichment for new memories ``(key, content)``, in one transaction.
 
         ``tags`` / ``importance``: whether to ask for them (a facade passes ``False`` when the
-        caller gave them). Kinds without an enricher are skipped. Returns the job ids.
+        caller gave them). Kinds without an enricher are skipped. ``robot``: the robot the
+        jobs are for (carried by each job). Returns the job ids.
         """
         jobs = []
         for key, content in items:
             if tags and TAGS in self.runner.handlers:
-                jobs.append(tag_job(key, content))
+                jobs.append(tag_job(key, content, robot=robot))
             if importance and IMPORTANCE in self.runner.handlers:
-                jobs.append(importance_job(key, content))
+                jobs.append(importance_job(key, content, robot=robot))
         return self.runner.submit_many(jobs) if jobs else []
 
-    def memories_evicted(self, items: Sequence[tuple[str, str]]) -> str | None:
-        """Queue a summary of evicted memories ``(key, content)``; returns the summary's key
-        (``None`` when there is nothing to summarise or no summariser)."""
+    def memories_evicted(self, items: Sequence[tuple[str, str]], *, robot: str | None = None
+                         ) -> str | None:
+        """Queue a summary of evicted memories ``(key, content)`` for ``robot`` (the one
+        whose working memory evicted them); returns the summary's key (``None`` when there
+        is nothing to summarise or no summariser)."""
         if not items or SUMMARY not in self.runner.handlers:
             return None
-        kind, key, payload = summary_job([k for k, _ in items], [c for _, c in items])
+        kind, key, payload = summary_job([k for k, _ in items], [c for _, c in items],
+                                         robot=robot)
         self.runner.submit(kind, key, payload)
         return key

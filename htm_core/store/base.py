@@ -25,6 +25,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AddResult",
     "Brief",
+    "EmbeddingFailure",
     "LongTermStore",
     "NewMemory",
     "SearchFilters",
@@ -196,7 +197,20 @@ class StoreCounts:
     robot: int
     forgotten: int
     robots: int
+    #: Visible memories without a vector that are waiting for one (not marked as failing).
     missing_embeddings: int
+    #: Visible memories without a vector whose text the embedder rejected (marked).
+    failed_embeddings: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbeddingFailure:
+    """A memory whose text the embedder rejected: its key, the embedder, the reason, when."""
+
+    key: str
+    embedder: str
+    error: str
+    failed_at: datetime
 
 
 def like_prefix(prefix: str) -> str:
@@ -313,8 +327,22 @@ class LongTermStore(Protocol):
         """Stored vectors by this embedder for any of these contents, by content hash."""
         ...
 
-    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` (id, content) of visible memories that have no vector yet."""
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """Up to ``limit`` (id, content, metadata) of visible memories that have no vector
+        yet and are not marked as failing, oldest first."""
+        ...
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        """Mark memories ``(id, reason)`` whose text ``embedder`` keeps rejecting: filling
+        skips them until :meth:`retry_embedding_failures`. A stored vector clears a mark."""
+        ...
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        """The visible memories marked as failing, with the reason, oldest mark first."""
+        ...
+
+    def retry_embedding_failures(self) -> int:
+        """Clear every failure mark (those memories are pending again); return how many."""
         ...
 
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,

@@ -90,6 +90,18 @@ from . import _common
 from ._coherence import Merged, as_dict, merge_readd, touch_detail
 from ._common import mask_url, query_terms
 from ._postgres_working import PostgresWorkingSet
+from ._vectors import (
+    CHUNK_POSTGRES,
+    FAILED_COUNT,
+    FAILURES_DDL,
+    NOT_FAILED,
+    EmbeddingFailure,
+    batch_embedder,
+    check_embedder,
+    clear_failures,
+    list_failures,
+    mark_failures,
+)
 from .base import (
     SCHEMA_VERSION,
     AddResult,
@@ -230,7 +242,10 @@ _V2_COHERENCE = [
         WHERE o.robot_id = w.robot_id AND o.memory_id = w.memory_id""",
 ]
 
-_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_COHERENCE]}
+#: Schema version 2, this branch's part: the marks of memories whose embedding failed.
+_V2_VECTORS = [FAILURES_DDL.format(id_type="bigint", time_type="timestamptz")]
+
+_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
@@ -644,12 +659,7 @@ class PostgresStore(PostgresWorkingSet):
             self._set_meta(conn, "hnsw", json.dumps({"m": self.hnsw_m,
                                                      "ef_construction": self.hnsw_ef_construction}))
             return
-        name, stored = info
-        if stored != dim:
-            raise DimensionMismatchError(
-                f"embedding has dimension {dim} but this store holds {stored}-dimensional "
-                f"vectors from {name}; use the same embedder or re-embed the store "
-                "(HTM.reembed())")
+        check_embedder(info[0], info[1], embedder, dim)
 
     # -- robots ----------------------------------------------------------------------
 
@@ -773,10 +783,8 @@ class PostgresStore(PostgresWorkingSet):
              expected_version: int | None) -> tuple[list[AddResult], WorkingResult | None]:
         if not records:
             return [], None
-        dims = {len(r.embedding) for r in records if r.embedding is not None}
-        if len(dims) > 1:
-            raise DimensionMismatchError(
-                f"embeddings in one batch have different dimensions: {sorted(dims)}")
+        vectors = batch_embedder(records)  # one embedder and dimension per batch
+        dims = {vectors[1]} if vectors is not None else set()
         units = _units(records)
         robot_ids = self._robot_id_map([r.robot for r in records])
 
@@ -1092,18 +1100,26 @@ class PostgresStore(PostgresWorkingSet):
                 "WHERE m.id = v.id"),
                 {"ids": [mid for mid, _ in units], "embs": [_vector_literal(u) for _, u in units],
                  "n": embedder})
+            clear_failures(conn, [mid for mid, _ in units])
 
         self._run("storing embeddings", write)
 
     def reset_embeddings(self) -> None:
-        """Drop every vector, the HNSW index and the fixed dimension, to re-embed from scratch."""
+        """Drop every vector, the HNSW index and the fixed dimension, to re-embed from scratch.
+
+        Every vector write reads ``htm_meta`` first (the embedder check), so locking that
+        table first waits for the writes in flight and holds back new ones until the reset
+        commits: a write checked against the old embedder can never land after the reset.
+        """
         def write(conn: Connection) -> None:
+            conn.execute(text("LOCK TABLE htm_meta IN ACCESS EXCLUSIVE MODE"))
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DIMENSION_LOCK})
             conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL "
                               "WHERE embedding IS NOT NULL OR embedder IS NOT NULL"))
             conn.exec_driver_sql(f"DROP INDEX IF EXISTS {_HNSW_INDEX}")
             conn.exec_driver_sql("ALTER TABLE memories ALTER COLUMN embedding TYPE vector")
             conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))
+            clear_failures(conn)
             self._log_many(conn, [("reset_embeddings", None, None, None, None)])
 
         self._run("resetting embeddings", write)
@@ -1292,7 +1308,7 @@ class PostgresStore(PostgresWorkingSet):
         """A stored vector for this content by this embedder, if any (the store cache)."""
         row = self._read("looking up an embedding", lambda conn: conn.execute(text(
             "SELECT CAST(embedding AS real[]) FROM memories WHERE content_hash = :h "
-            "AND embedder = :e AND embedding IS NOT NULL LIMIT 1"),
+            f"AND embedder = :e AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES} LIMIT 1"),
             {"h": content_hash, "e": embedder}).first())
         return [float(x) for x in row[0]] if row else None
 
@@ -1304,16 +1320,33 @@ class PostgresStore(PostgresWorkingSet):
         rows = self._read("looking up embeddings", lambda conn: conn.execute(text(
             "SELECT DISTINCT ON (content_hash) content_hash, CAST(embedding AS real[]) "
             "FROM memories WHERE content_hash = ANY(:h) AND embedder = :e "
-            "AND embedding IS NOT NULL"),
+            f"AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES}"),
             {"h": list(dict.fromkeys(content_hashes)), "e": embedder}).all())
         return {str(r[0]): [float(x) for x in r[1]] for r in rows}
 
-    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit`` (id, content) of visible memories without a vector, oldest id first."""
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """Up to ``limit`` (id, content, metadata) of visible memories without a vector and
+        not marked as failing, oldest id first."""
         rows = self._read("listing memories without embeddings", lambda conn: conn.execute(text(
-            "SELECT id, content FROM memories WHERE embedding IS NULL AND forgotten_at IS NULL "
-            "ORDER BY id LIMIT :l"), {"l": limit}).all())
-        return [(int(r[0]), str(r[1])) for r in rows]
+            "SELECT m.id, m.content, m.metadata FROM memories m WHERE m.embedding IS NULL "
+            f"AND m.forgotten_at IS NULL AND {NOT_FAILED} ORDER BY m.id LIMIT :l"),
+            {"l": limit}).all())
+        return [(int(r[0]), str(r[1]), dict(r[2] or {})) for r in rows]
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        """Mark memories ``(id, reason)`` whose text ``embedder`` rejects."""
+        now = datetime.now(timezone.utc)
+        self._run("marking failed embeddings",
+                  lambda conn: mark_failures(conn, failures, embedder, now))
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        """The memories marked as failing, with the reason, oldest mark first."""
+        rows = self._read("listing failed embeddings", lambda conn: list_failures(conn, limit))
+        return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=t) for k, e, r, t in rows]
+
+    def retry_embedding_failures(self) -> int:
+        """Clear every failure mark (the memories are pending again); return how many."""
+        return self._run("clearing failed embeddings", clear_failures)
 
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
                       include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
@@ -1749,8 +1782,11 @@ class PostgresStore(PostgresWorkingSet):
             "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
             " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
             " (SELECT count(*) FROM robots),"
-            " (SELECT count(*) FROM memories WHERE embedding IS NULL AND forgotten_at IS NULL)"
+            " (SELECT count(*) FROM memories m WHERE m.embedding IS NULL AND "
+            f"  m.forgotten_at IS NULL AND {NOT_FAILED}),"
+            f" ({FAILED_COUNT})"
         ), {"robot": robot}).first())
         assert row is not None
         return StoreCounts(total=int(row[0]), robot=int(row[1]), forgotten=int(row[2]),
-                           robots=int(row[3]), missing_embeddings=int(row[4]))
+                           robots=int(row[3]), missing_embeddings=int(row[4]),
+                           failed_embeddings=int(row[5]))

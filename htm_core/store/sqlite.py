@@ -47,6 +47,18 @@ from ..models import Memory, Operation, Robot
 from ._coherence import Merged, as_dict, merge_readd, touch_detail
 from ._common import chunks, informative_terms, mask_url, query_terms
 from ._sqlite_working import SQLiteWorkingSet
+from ._vectors import (
+    CHUNK_SQLITE,
+    FAILED_COUNT,
+    FAILURES_DDL,
+    NOT_FAILED,
+    EmbeddingFailure,
+    batch_embedder,
+    check_embedder,
+    clear_failures,
+    list_failures,
+    mark_failures,
+)
 from .ann import ApproximateIndex, make_index
 from .base import (
     SCHEMA_VERSION,
@@ -176,7 +188,10 @@ _V2_COHERENCE = [
                                          coalesce((SELECT max(id) FROM memories), 0)) AS TEXT)""",
 ]
 
-_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_COHERENCE]}
+#: Schema version 2, this branch's part: the marks of memories whose embedding failed.
+_V2_VECTORS = [FAILURES_DDL.format(id_type="INTEGER", time_type="REAL")]
+
+_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
@@ -542,18 +557,12 @@ class SQLiteStore(SQLiteWorkingSet):
                                     "('embedder', 'embedding_dim')").fetchall())
         finally:
             cur.close()
-        name = meta.get("embedder")
         stored_dim = meta.get("embedding_dim")
         if stored_dim is None:
             self._set_meta(conn, "embedder", embedder)
             self._set_meta(conn, "embedding_dim", str(dim))
             return
-        if int(stored_dim) != dim:
-            raise DimensionMismatchError(
-                f"embedding has dimension {dim} but this store holds {stored_dim}-dimensional "
-                f"vectors from {name}; use the same embedder or re-embed the store "
-                "(HTM.reembed())"
-            )
+        check_embedder(meta.get("embedder") or "", int(stored_dim), embedder, dim)
 
     # -- robots ----------------------------------------------------------------------
 
@@ -685,12 +694,9 @@ class SQLiteStore(SQLiteWorkingSet):
         Returns (id, created, (unit vector, created_at, robot id) or None) per record.
         """
         now = time.time()
-        dims = {len(r.embedding) for r in records if r.embedding is not None}
-        if len(dims) > 1:
-            raise DimensionMismatchError(f"embeddings in one batch have different dimensions: {dims}")
-        if dims:
-            embedder = next(r.embedder for r in records if r.embedding is not None)
-            self._check_embedding(conn, embedder or "unknown", dims.pop())
+        vectors = batch_embedder(records)  # one embedder and dimension per batch
+        if vectors is not None:
+            self._check_embedding(conn, *vectors)
         keys = list(dict.fromkeys(r.key for r in records))
         existing: dict[str, tuple[int, str, float | None]] = {}
         stored: dict[int, Merged] = {}  # importance and metadata of existing rows (re-adds)
@@ -905,6 +911,7 @@ class SQLiteStore(SQLiteWorkingSet):
                 text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
                 [{"e": u.tobytes(), "n": embedder, "id": mid} for mid, u in units],
             )
+            clear_failures(conn, [mid for mid, _ in units])
             self._bump_generation(conn)
             meta = {
                 r[0]: (r[1], r[2], r[3]) for part in chunks([m for m, _ in units], 500)
@@ -965,6 +972,7 @@ class SQLiteStore(SQLiteWorkingSet):
         with self._write() as conn:
             conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL"))
             conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))
+            clear_failures(conn)
             self._log(conn, "reset_embeddings", robot_id=None)
             self._bump_generation(conn)
         if isinstance(self._index, ApproximateIndex):
@@ -1028,7 +1036,8 @@ class SQLiteStore(SQLiteWorkingSet):
         with self._read() as conn:
             row = conn.execute(text(
                 "SELECT embedding FROM memories WHERE content_hash = :h AND embedder = :e "
-                "AND embedding IS NOT NULL LIMIT 1"), {"h": content_hash, "e": embedder}).first()
+                f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE} LIMIT 1"),
+                {"h": content_hash, "e": embedder}).first()
         return np.frombuffer(row[0], dtype=np.float32).tolist() if row else None
 
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
@@ -1041,16 +1050,32 @@ class SQLiteStore(SQLiteWorkingSet):
                 marks = ", ".join(f":h{i}" for i in range(len(part)))
                 for h, blob in conn.execute(text(
                         f"SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) "
-                        "AND embedder = :e AND embedding IS NOT NULL"), params):
+                        f"AND embedder = :e AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}"),
+                        params):
                     found.setdefault(h, np.frombuffer(blob, dtype=np.float32).tolist())
         return found
 
-    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str]]:
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
         with self._read() as conn:
             rows = conn.execute(text(
-                "SELECT id, content FROM memories WHERE embedding IS NULL AND forgotten_at IS NULL "
-                "ORDER BY id LIMIT :l"), {"l": limit}).all()
-        return [(r[0], r[1]) for r in rows]
+                "SELECT m.id, m.content, m.metadata FROM memories m WHERE m.embedding IS NULL "
+                f"AND m.forgotten_at IS NULL AND {NOT_FAILED} ORDER BY m.id LIMIT :l"),
+                {"l": limit}).all()
+        return [(r[0], r[1], json.loads(r[2]) if r[2] else {}) for r in rows]
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        with self._write() as conn:
+            mark_failures(conn, failures, embedder, time.time())
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        with self._read() as conn:
+            rows = list_failures(conn, limit)
+        return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=utc_from_timestamp(t))
+                for k, e, r, t in rows]
+
+    def retry_embedding_failures(self) -> int:
+        with self._write() as conn:
+            return clear_failures(conn)
 
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
                       include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
@@ -1370,8 +1395,10 @@ class SQLiteStore(SQLiteWorkingSet):
                 "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
                 " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
                 " (SELECT count(*) FROM robots),"
-                " (SELECT count(*) FROM memories WHERE embedding IS NULL AND forgotten_at IS NULL)"
+                " (SELECT count(*) FROM memories m WHERE m.embedding IS NULL AND "
+                f"  m.forgotten_at IS NULL AND {NOT_FAILED}),"
+                f" ({FAILED_COUNT})"
             ), {"robot": robot}).first()
         assert row is not None
         return StoreCounts(total=row[0], robot=row[1], forgotten=row[2], robots=row[3],
-                           missing_embeddings=row[4])
+                           missing_embeddings=row[4], failed_embeddings=row[5])

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
@@ -422,3 +422,37 @@ def test_a_pool_of_one_connection_serves_a_hybrid_recall(pg_url):
         assert len(hits) == 5
     finally:
         store.close()
+
+
+def test_a_reset_waits_for_a_write_checked_against_the_old_embedder(pg_url):
+    """A write has passed the embedder check (it read the store's meta) when another
+    process's reembed() resets the vectors. The reset waits for that write to commit and
+    then drops its vector too, so no old-model vector survives into the re-embedded store."""
+    writer, resetter = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        writer.add_many([rec("note one", key="one")])
+        target = writer.get("one").id  # type: ignore[union-attr]
+        done = threading.Event()
+        with writer.engine.connect() as conn:
+            trans = conn.begin()
+            writer._check_embedding(conn, EMB.name, 64)  # the check every vector write makes
+            thread = threading.Thread(target=lambda: (resetter.reset_embeddings(), done.set()))
+            thread.start()
+            with admin(pg_url) as watcher:  # until the reset has finished, or waits on a lock
+                for _ in range(3000):
+                    if done.is_set() or watcher.execute(
+                            "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                            "current_database() AND wait_event_type = 'Lock'").fetchone()[0]:
+                        break
+                    time.sleep(0.01)
+            conn.execute(text("UPDATE memories SET embedding = CAST(:v AS vector), embedder = :n "
+                              "WHERE id = :id"),
+                         {"v": str(EMB.embed_query("note one")), "n": EMB.name, "id": target})
+            trans.commit()
+        thread.join(60)
+        assert done.is_set()
+        assert resetter.embedding_info() is None
+        assert resetter.get("one", include_embedding=True).embedding is None  # type: ignore[union-attr]
+    finally:
+        writer.close()
+        resetter.close()

@@ -237,7 +237,7 @@ def test_robots_tags_counts(store):
 def test_embeddings_can_be_filled_later_and_reset(store):
     ms = [r.memory for r in store.add_many([rec("later one", embed=False),
                                             rec("later two", embed=False)])]
-    assert {c for _, c in store.missing_embeddings(limit=10)} == {"later one", "later two"}
+    assert {c for _, c, _ in store.missing_embeddings(limit=10)} == {"later one", "later two"}
     assert store.counts("r1").missing_embeddings == 2
     store.set_embeddings([(m.id, EMB.embed_query(m.content)) for m in ms], EMB.name)
     assert store.missing_embeddings(limit=10) == []

@@ -112,3 +112,33 @@ def test_documents_are_chunked_with_heading_paths_and_updated_in_place(sqlite_ur
         old = dropped.pop()
         assert htm.retrieve(old) is None
         assert "30 days" in htm.restore(old).content  # never forget: recoverable
+
+
+def test_background_jobs_belong_to_the_robot_that_caused_them(store_url, clock):
+    """Robots a and b share a store and its job table; only b's runner works (a's process
+    is gone, its runner stopped), so b's runner does a's summary and importance jobs. The
+    results are a's: the summary is stored as a's memory and never enters b's context, and
+    the importance writes are logged under a."""
+    a = HTM(database_url=store_url, clock=clock, embedder=HashingEmbedder(), robot="a",
+            working_memory_tokens=30,
+            summariser=Summariser(FakeListChatModel(responses=["Earlier: a planned Lisbon."])),
+            importance_scorer=LLMImportanceScorer(FakeListChatModel(responses=["7"])))
+    a._enrichment.stop()  # a's runner is gone; b's is the one runner on the store
+    b = HTM(database_url=store_url, clock=clock, embedder=HashingEmbedder(), robot="b",
+            summariser=Summariser(FakeListChatModel(responses=["Earlier: a planned Lisbon."])),
+            importance_scorer=LLMImportanceScorer(FakeListChatModel(responses=["7"])))
+    try:
+        for i in range(6):
+            a.add(f"turn {i}: planning the Lisbon trip", key=f"a{i}")
+        assert b.flush_enrichment(timeout=60)
+        assert b.create_context(max_tokens=500, include_summaries=5).text == ""
+        summaries = [b.store.get(k) for k in b.store.keys_with_prefix("summary:")]
+        assert summaries, "b's runner wrote no summary"
+        assert {m.robot for m in summaries} == {"a"}
+        assert all(m.content == "Earlier: a planned Lisbon." for m in summaries)
+        assert b.stats().long_term_robot == 0
+        scored = b.operations(op="importance", limit=50)
+        assert scored and {o.robot for o in scored} == {"a"}
+    finally:
+        a.close()
+        b.close()

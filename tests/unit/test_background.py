@@ -167,7 +167,8 @@ def test_failing_embedder_loses_nothing_and_a_new_htm_finishes(store_url: str,
             htm.flush(timeout=30)
         s = htm.stats()
         assert s.long_term_total == 40 and s.pending_embeddings == 40
-        assert s.failed_embeddings >= 3 * 16
+        assert s.failed_embeddings == 0  # an embedder that is down marks no memory
+        assert s.extra["failed_embedding_passes"] >= 3
         assert len(htm.recall("garden", strategy="fulltext", limit=50)) == 40
         started = time.monotonic()
     assert time.monotonic() - started < 5  # close stopped the worker in its backoff

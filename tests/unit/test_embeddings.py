@@ -231,7 +231,7 @@ def test_reembed_is_resumable(store_url: str, clock: Any) -> None:
         with pytest.raises(EmbeddingError, match="killed"):
             htm.reembed(batch_size=10, progress=False)
         assert htm.stats().pending_embeddings == 11
-        assert htm.stats().failed_embeddings == 10
+        assert htm.stats().failed_embeddings == 0  # an embedder that is down marks nothing
     # The store now belongs to the new embedder: it opens without the opt-in and resumes.
     resumed = CountingEmbedder(dim=32)
     with HTM(database_url=store_url, clock=clock, embedder=resumed) as htm:
