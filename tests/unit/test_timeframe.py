@@ -263,3 +263,19 @@ def test_out_of_range_input_is_a_timeframe_error(bad):
 def test_the_edges_of_the_range_still_work() -> None:
     assert parse_timeframe("9998", clock=clock) == (d(9998, 1, 1), d(9999, 1, 1))
     assert parse_timeframe("0001", clock=clock) == (d(1, 1, 1), d(2, 1, 1))
+
+
+def test_iso_ranges_and_rolling_years_at_boundaries() -> None:
+    berlin_now = FrozenClock(local(BERLIN, 2024, 4, 10, 12))
+    start, end = parse_timeframe("2024-03-31..2024-04-01", clock=berlin_now)
+    assert end.astimezone(UTC) - start.astimezone(UTC) == timedelta(hours=23)
+    start, end = parse_timeframe("2024-03-30T12:00..2024-03-31T12:00", clock=berlin_now)
+    assert end.astimezone(UTC) - start.astimezone(UTC) == timedelta(hours=23)
+    leap_day = FrozenClock(local(NEW_YORK, 2024, 2, 29, 9))
+    start, end = parse_timeframe("last 1 years", clock=leap_day)
+    assert start == local(NEW_YORK, 2023, 2, 28, 9)
+    new_year = FrozenClock(local(NEW_YORK, 2025, 1, 1, 0, 30))
+    start, _ = parse_timeframe("last 1 months", clock=new_year)
+    assert start == local(NEW_YORK, 2024, 12, 1, 0, 30)
+    start, _ = parse_timeframe("last 1 days", clock=new_year)
+    assert start == local(NEW_YORK, 2024, 12, 31, 0, 30)
