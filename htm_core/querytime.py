@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 
+from .clock import to_aware
+
 __all__ = ["QueryTime", "query_timeframe"]
 
 _MONTHS = {name: i + 1 for i, names in enumerate([
@@ -101,8 +103,7 @@ def query_timeframe(query: str, now: datetime) -> QueryTime | None:
     >>> query_timeframe("This may sound odd, but what is my cat's name?", now) is None
     True
     """
-    if now.tzinfo is None:
-        now = now.astimezone()
+    now = to_aware(now)
     found: list[tuple[int, str, re.Match[str]]] = []
     for kind, pattern in _PATTERNS:
         m = next((m for m in pattern.finditer(query) if _is_time_phrase(kind, m, query)), None)
