@@ -230,3 +230,12 @@ def test_absurd_numbers_give_no_window_rather_than_an_error() -> None:
 
 def test_retrieval_still_exports_the_names() -> None:
     assert RetrievalQueryTime is QueryTime and retrieval_query_timeframe is query_timeframe
+
+
+@pytest.mark.parametrize("module", ["htm_core.querytime", "htm_core.timeframe", "htm_core.clock"])
+def test_the_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
