@@ -35,11 +35,10 @@ def local_zone() -> tzinfo:
     return fixed if fixed is not None else timezone.utc
 
 
+@lru_cache(maxsize=1)
 def _localtime_target() -> str:
-    try:
-        return os.path.realpath("/etc/localtime")
-    except OSError:  # pragma: no cover - realpath does not raise on POSIX
-        return ""
+    """Where /etc/localtime points, read once per process (as libc reads it once)."""
+    return os.path.realpath("/etc/localtime")
 
 
 @lru_cache(maxsize=8)
