@@ -132,8 +132,9 @@ def _is_time_phrase(kind: str, m: re.Match[str], query: str) -> bool:
             return _ends_phrase(rest)
     if kind in ("year", "month_year"):
         following = _NEXT_WORD.match(rest)
+        word = following.group(1) if following is not None else ""
         # "in 2000 words": a lower-case word right after the number makes it a count.
-        if following is not None and following.group(1).islower() and following.group(1) not in _FOLLOWERS:
+        if word.islower() and word not in _FOLLOWERS:
             return False
     return True
 
