@@ -3,7 +3,7 @@
 ::
 
     htm add "User prefers Vim keybindings" --importance 9 --key pref-vim --tag user:preferences
-    htm recall "editor preferences" --timeframe "last week"
+    htm recall "editor preferences" --timeframe "last 7 days"
     htm context --strategy balanced --max-tokens 2000
     htm export backup.jsonl --with-embeddings
     htm copy memories.db postgresql://localhost/htm
@@ -88,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("recall", "find the memories most relevant to a query", parent=no_robot)
     p.add_argument("query", help="plain text")
-    p.add_argument("--timeframe", help="'today', 'last week', 'May 2023', '2024-05-01..2024-06-01'")
+    p.add_argument("--timeframe", help="'last 7 days' (rolling, ending now), 'today', "
+                   "'last week' (the previous calendar week), 'May 2023', "
+                   "'2024-05-01..2024-06-01'")
     p.add_argument("--limit", type=int, default=10, help="how many hits at most (default 10)")
     p.add_argument("--strategy", choices=RECALL_STRATEGIES, default="hybrid")
     p.add_argument("--tag", action="append", default=None, dest="tags", metavar="TAG",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["Clock", "FrozenClock", "local_now", "to_aware", "to_timestamp", "utc_from_timestamp"]
+__all__ = ["Clock", "FrozenClock", "local_now", "local_zone", "to_aware", "to_timestamp",
+           "utc_from_timestamp"]
 
 #: A clock is any callable that returns the current time as an aware ``datetime``.
 #: Its time zone is the one timeframes such as "today" are computed in.
@@ -13,8 +17,40 @@ Clock = Callable[[], datetime]
 
 
 def local_now() -> datetime:
-    """The default clock: now, in the machine's local time zone."""
-    return datetime.now().astimezone()
+    """The default clock: now, in the machine's local time zone (:func:`local_zone`)."""
+    return datetime.now(local_zone())
+
+
+def local_zone() -> tzinfo:
+    """The machine's time zone with its daylight-saving rules, as a ``ZoneInfo``.
+
+    Read from the ``TZ`` environment variable (``"Europe/Berlin"``, ``":Europe/Berlin"``
+    or a path into the zone database), else from the zone ``/etc/localtime`` links to;
+    when neither names a zone, the fixed UTC offset the machine has now.
+    """
+    zone = _named_zone(os.environ.get("TZ"), _localtime_target())
+    if zone is not None:
+        return zone
+    fixed = datetime.now().astimezone().tzinfo
+    return fixed if fixed is not None else timezone.utc
+
+
+@lru_cache(maxsize=1)
+def _localtime_target() -> str:
+    """Where /etc/localtime points, read once per process (as libc reads it once)."""
+    return os.path.realpath("/etc/localtime")
+
+
+@lru_cache(maxsize=8)
+def _named_zone(tz_env: str | None, localtime: str) -> ZoneInfo | None:
+    name = (tz_env or localtime.partition("/zoneinfo/")[2]).lstrip(":")
+    key = name.partition("/zoneinfo/")[2] or name
+    if not key or key.startswith("/"):
+        return None
+    try:
+        return ZoneInfo(key)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None  # TZ in POSIX form ("CET-1CEST") or a zone this machine lacks
 
 
 class FrozenClock:
@@ -26,14 +62,20 @@ class FrozenClock:
     """
 
     def __init__(self, start: datetime, tz: tzinfo | None = None) -> None:
+        """Start at ``start``; a naive one is taken in ``tz`` (default: local), an aware
+        one is shown in ``tz`` when given."""
         self._now = to_aware(start, tz)
+        if tz is not None:
+            self._now = self._now.astimezone(tz)
 
     def __call__(self) -> datetime:
         return self._now
 
     def advance(self, **delta: float) -> datetime:
-        """Move the clock forward by ``timedelta(**delta)`` and return the new time."""
-        self._now = self._now + timedelta(**delta)
+        """Move the clock forward by ``timedelta(**delta)`` of elapsed time (across a
+        daylight-saving change too) and return the new time."""
+        tz = self._now.tzinfo
+        self._now = (self._now.astimezone(timezone.utc) + timedelta(**delta)).astimezone(tz)
         return self._now
 
     def set(self, when: datetime) -> None:
@@ -42,9 +84,14 @@ class FrozenClock:
 
 
 def to_aware(when: datetime, tz: tzinfo | None = None) -> datetime:
-    """Give a naive datetime the time zone ``tz`` (default: local); keep aware ones."""
+    """Give a naive datetime the time zone ``tz`` (default: :func:`local_zone`), with
+    the offset in force on its date; keep aware ones."""
     if when.tzinfo is None:
-        return when.replace(tzinfo=tz) if tz is not None else when.astimezone()
+        if tz is None:
+            tz = local_zone()
+            if not isinstance(tz, ZoneInfo):
+                return when.astimezone()  # the system's rules for that date
+        return when.replace(tzinfo=tz)
     return when
 
 

@@ -42,12 +42,14 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 
+from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
+from .querytime import QueryTime, query_timeframe
 from .store.base import ArmQuery, Brief, LongTermStore, SearchFilters
 
 __all__ = [
@@ -168,124 +170,7 @@ def check_recall_strategy(strategy: str) -> str:
     return strategy
 
 
-# -- time expressions in queries -------------------------------------------------------
-
-_MONTHS = {name: i + 1 for i, names in enumerate([
-    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
-    ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sept", "sep"),
-    ("october", "oct"), ("november", "nov"), ("december", "dec")]) for name in names}
-_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-            "few": 3, "couple of": 2, "several": 4}
-_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
-
-_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("month_year", re.compile(rf"\b(?:(?:in|during|of|on)\s+)?(?:(early|mid|late)\s+)?"
-                              rf"({_MONTH_RE})\.?,?\s+(\d{{4}})\b", re.I)),
-    ("rel_month", re.compile(rf"\b(last|this|in|during|early|mid|late|since)\s+({_MONTH_RE})\b"
-                             r"(?!\s*\d)", re.I)),
-    ("ago", re.compile(r"\b(\d+|an?|one|two|three|four|five|six|few|couple of|several)\s+"
-                       r"(day|week|month|year)s?\s+ago\b", re.I)),
-    ("season", re.compile(r"\b(last|this|in|during)\s+(spring|summer|autumn|fall|winter)\b", re.I)),
-    ("year", re.compile(r"\b(?:in|during|of)\s+((?:19|20)\d{2})\b", re.I)),
-    ("named", re.compile(r"\b(yesterday|today|last weekend|this weekend|last week|this week|"
-                         r"last month|this month|last year|this year)\b", re.I)),
-]
-
-
-@dataclass(frozen=True)
-class QueryTime:
-    """A time expression found in a query: the window it means and the words it used."""
-
-    start: datetime
-    end: datetime
-    phrase: str
-
-
-def _midnight(d: date, tz: Any) -> datetime:
-    return datetime.combine(d, time(), tzinfo=tz)
-
-
-def _month_window(year: int, month: int, tz: Any) -> tuple[datetime, datetime]:
-    nxt = date(year + month // 12, month % 12 + 1, 1)
-    return _midnight(date(year, month, 1), tz), _midnight(nxt, tz)
-
-
-def _resolve(kind: str, m: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:
-    tz = now.tzinfo
-    today = now.date()
-    if kind == "month_year":
-        return _month_window(int(m.group(3)), _MONTHS[m.group(2).lower()], tz)
-    if kind == "rel_month":
-        word, month = m.group(1).lower(), _MONTHS[m.group(2).lower()]
-        if word == "this":
-            year = today.year
-        elif word == "last":
-            year = today.year if month < today.month else today.year - 1
-        else:
-            year = today.year if month <= today.month else today.year - 1
-        start, end = _month_window(year, month, tz)
-        return (start, now) if word == "since" else (start, end)
-    if kind == "ago":
-        word = m.group(1).lower()
-        n = int(word) if word.isdigit() else _NUMBERS.get(word, 1)
-        days = _UNIT_DAYS[m.group(2).lower()]
-        centre = now - timedelta(days=n * days)
-        half = timedelta(days=max(2, days * (1 if word in ("few", "several") else 0.75)))
-        return centre - half, min(now, centre + half)
-    if kind == "season":
-        word, first = m.group(1).lower(), _SEASONS[m.group(2).lower()]
-        year = today.year
-        start_d = date(year, first, 1)
-        if word == "last" or start_d > today:
-            year -= 1
-        if first == 12:
-            return _midnight(date(year, 12, 1), tz), _midnight(date(year + 1, 3, 1), tz)
-        return _midnight(date(year, first, 1), tz), _midnight(date(year, first + 3, 1), tz)
-    if kind == "year":
-        year = int(m.group(1))
-        return _midnight(date(year, 1, 1), tz), _midnight(date(year + 1, 1, 1), tz)
-    phrase = m.group(1).lower()
-    if phrase in ("last weekend", "this weekend"):
-        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
-        if phrase == "last weekend" and saturday + timedelta(days=2) > today:
-            saturday -= timedelta(days=7)
-        return _midnight(saturday - timedelta(days=1), tz), _midnight(saturday + timedelta(days=2), tz)
-    from .timeframe import parse_timeframe
-
-    low, high = parse_timeframe(phrase, clock=lambda: now)
-    if low is None or high is None:
-        return None
-    return low, high
-
-
-def query_timeframe(query: str, now: datetime) -> QueryTime | None:
-    """The first time expression in ``query``, resolved against ``now``, or None.
-
-    Understands month names with a year ("June 2023"), relative months ("last May",
-    "in March", "early July"), "N days/weeks/months ago", seasons ("last summer"),
-    "in 2023", and "yesterday", "last weekend", "last week/month/year", "this ...".
-
-    >>> now = datetime(2024, 3, 10, 12, tzinfo=timezone.utc)
-    >>> t = query_timeframe("What did Ana do last May?", now)
-    >>> t.start.date().isoformat(), t.end.date().isoformat(), t.phrase
-    ('2023-05-01', '2023-06-01', 'last May')
-    """
-    if now.tzinfo is None:
-        now = now.astimezone()
-    best: tuple[int, str, re.Match[str]] | None = None
-    for kind, pattern in _PATTERNS:
-        m = pattern.search(query)
-        if m and (best is None or m.start() < best[0]):
-            best = (m.start(), kind, m)
-    if best is None:
-        return None
-    _, kind, m = best
-    window = _resolve(kind, m, now)
-    if window is None:
-        return None
-    return QueryTime(window[0], window[1], m.group(0))
+# -- time expressions in queries (parsed in querytime.py) -------------------------------
 
 
 def _intersect(filters: SearchFilters, window: QueryTime) -> SearchFilters | None:
@@ -346,7 +231,8 @@ def _neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
                 # never enough to pass the neighbour itself.
                 lent = config.neighbor_weight ** abs(d) * (score[other.id] - floor)
                 bonus = max(bonus, min(lent, (score[other.id] - own) * (1 - 1e-6)))
-        out[mid] = own + bonus
+        if mid in score or bonus > 0.0:  # a memory no arm found enters only on a real bonus
+            out[mid] = own + bonus
     for r in fused[pool:]:
         out.setdefault(r.id, r.score)
     ordered = sorted(out, key=lambda m: (-out[m], m))
@@ -481,7 +367,7 @@ def search(
     when = None
     text = query
     if config.time_boost:
-        when = query_timeframe(query, now or datetime.now(timezone.utc).astimezone())
+        when = query_timeframe(query, now or local_now())
         if when is not None:
             text = query.replace(when.phrase, " ")
     window = _intersect(filters, when) if when is not None else None

@@ -5,36 +5,42 @@ Accepted forms (phrases are case-insensitive and computed in the clock's time zo
 - ``None``: no limit
 - a ``(start, end)`` pair of datetimes (either may be None); naive ones are taken in the
   clock's time zone
-- a ``timedelta``: the last that long, up to now
-- ``"today"``, ``"yesterday"``
-- ``"this week"``, ``"last week"``, ``"this month"``, ``"last month"``, ``"this year"``,
-  ``"last year"`` (weeks start on Monday)
-- ``"last N days"``, ``"last N weeks"``, ``"last N months"``, ``"last N years"``,
-  ``"last N hours"`` (a rolling window ending now; ``"past"`` works as ``"last"``)
-- a month name and year, ``"May 2023"`` or ``"2023-05"``; a year, ``"2023"``; a date,
-  ``"2023-05-01"``
-- an ISO range ``"2023-05-01..2023-06-01"`` (dates or datetimes; end exclusive)
+- **calendar** phrases, whole days from local midnight to local midnight (23 or 25 hours
+  on a daylight-saving day): ``"today"``, ``"yesterday"``, ``"this week"``,
+  ``"last week"`` (the previous Monday-to-Sunday week, not the last seven days),
+  ``"this month"``, ``"last month"``, ``"this year"``, ``"last year"``; a month and year,
+  ``"May 2023"`` or ``"2023-05"``; a year, ``"2023"``; a date, ``"2023-05-01"``
+- **rolling** windows, ending now (a memory dated in the future is outside them): a
+  ``timedelta``; ``"last N hours"``, ``"last N days"``, ``"last N weeks"`` (exact
+  durations, ``N × 24`` real hours a day whatever the clocks do), ``"last N months"``,
+  ``"last N years"`` (from the same local time N months back); ``"past"`` works as
+  ``"last"`` and ``"the last 7 days"`` as ``"last 7 days"``
+- an ISO range ``"2023-05-01..2023-06-01"`` (dates or datetimes, ``Z`` or an offset
+  allowed; end exclusive)
 
-Anything else raises :class:`~htm_core.errors.TimeframeError` naming these forms.
+Anything else, and any window that does not fit between the years 1 and 9999, raises
+:class:`~htm_core.errors.TimeframeError` naming these forms. The rules are stated for
+users in docs/concepts.md ("Time").
 """
 
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, time, timedelta, tzinfo
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from typing import Any
 
-from .clock import Clock, local_now
+from .clock import Clock, local_now, to_aware
 from .errors import TimeframeError
 
-__all__ = ["ACCEPTED_FORMS", "Timeframe", "parse_timeframe"]
+__all__ = ["ACCEPTED_FORMS", "Timeframe", "parse_timeframe", "rolling_window", "through_now"]
 
 Timeframe = tuple[datetime | None, datetime | None]
 
 ACCEPTED_FORMS = (
     "None, a (start, end) pair of datetimes, a timedelta, 'today', 'yesterday', "
-    "'this week|month|year', 'last week|month|year', 'last N hours|days|weeks|months|years', "
-    "'May 2023', '2023-05', '2023', '2023-05-01', '2023-05-01..2023-06-01'"
+    "'this week|month|year', 'last week|month|year' (calendar), "
+    "'last N hours|days|weeks|months|years' (rolling, ending now), "
+    "'May 2023', '2023-05', '2023', '2023-05-01', '2023-05-01..2023-06-01' (years 1 to 9999)"
 )
 
 _MONTHS = {
@@ -49,7 +55,8 @@ _MONTHS = {
     )
     for name in names
 }
-_LAST_N = re.compile(r"^(?:last|past)\s+(\d+)\s+(hour|day|week|month|year)s?$")
+_LAST_N = re.compile(r"^(?:the )?(?:last|past) (\d+) (hour|day|week|month|year)s?$")
+_INSTANT = timedelta(microseconds=1)
 _MONTH_YEAR = re.compile(r"^([a-z]+)\.?\s+(\d{4})$")
 
 
@@ -62,26 +69,61 @@ def parse_timeframe(timeframe: Any, *, clock: Clock | None = None) -> Timeframe:
     >>> start.isoformat(), end.isoformat()
     ('2023-05-01T00:00:00+00:00', '2023-06-01T00:00:00+00:00')
     """
-    now = (clock or local_now)()
-    if now.tzinfo is None:
-        now = now.astimezone()
-    tz = now.tzinfo
+    now = to_aware((clock or local_now)())
     if timeframe is None:
         return (None, None)
+    try:
+        window = _parse(timeframe, now)
+        for bound in window or ():
+            if bound is not None:
+                _utc(bound).timestamp()  # fails outside what a store can hold
+    except TimeframeError:
+        raise
+    except (ValueError, OverflowError):  # a date before year 1 or after 9999
+        raise TimeframeError(f"timeframe {timeframe!r} is out of range; give dates between the "
+                             f"years 1 and 9999, in one of: {ACCEPTED_FORMS}") from None
+    if window is None:
+        raise TimeframeError(
+            f"cannot understand timeframe {timeframe!r}; use one of: {ACCEPTED_FORMS}")
+    return window
+
+
+def rolling_window(now: datetime, length: timedelta) -> tuple[datetime, datetime]:
+    """The window of ``length`` elapsed time that ends with ``now`` (included).
+
+    >>> from zoneinfo import ZoneInfo
+    >>> now = datetime(2024, 3, 10, 12, tzinfo=ZoneInfo("America/New_York"))  # DST began
+    >>> start, end = rolling_window(now, timedelta(hours=24))
+    >>> start.isoformat()  # 24 real hours back: 11:00, not 12:00, the day before
+    '2024-03-09T11:00:00-05:00'
+    """
+    utc = now.astimezone(timezone.utc)
+    return (utc - length).astimezone(now.tzinfo), through_now(now)
+
+
+def through_now(now: datetime) -> datetime:
+    """The (exclusive) end of a window that includes ``now`` and nothing after it."""
+    return (now.astimezone(timezone.utc) + _INSTANT).astimezone(now.tzinfo)
+
+
+def _parse(timeframe: Any, now: datetime) -> Timeframe | None:
+    tz = now.tzinfo
     if isinstance(timeframe, timedelta):
         if timeframe <= timedelta(0):
             raise TimeframeError(f"a timedelta timeframe must be positive, got {timeframe}")
-        return (now - timeframe, None)
+        return rolling_window(now, timeframe)
     if isinstance(timeframe, (tuple, list)) and len(timeframe) == 2:
         start, end = (_aware(v, tz) for v in timeframe)
-        if start is not None and end is not None and start > end:
+        if start is not None and end is not None and _utc(start) > _utc(end):
             raise TimeframeError(f"timeframe starts ({start}) after it ends ({end})")
         return (start, end)
     if isinstance(timeframe, str):
-        result = _parse_phrase(timeframe.strip().lower(), now)
-        if result is not None:
-            return result
-    raise TimeframeError(f"cannot understand timeframe {timeframe!r}; use one of: {ACCEPTED_FORMS}")
+        return _parse_phrase(timeframe.strip().lower(), now)
+    return None
+
+
+def _utc(when: datetime) -> datetime:
+    return when.astimezone(timezone.utc)
 
 
 def _aware(value: Any, tz: tzinfo | None) -> datetime | None:
@@ -115,7 +157,7 @@ def _shift_months(when: datetime, months: int) -> datetime:
 
 def _parse_iso(text: str, tz: tzinfo | None) -> datetime | None:
     try:
-        value = datetime.fromisoformat(text)
+        value = datetime.fromisoformat(text.upper())  # "t" and "z" as typed in lower case
     except ValueError:
         return None
     return value if value.tzinfo is not None else value.replace(tzinfo=tz)
@@ -148,8 +190,8 @@ def _parse_phrase(text: str, now: datetime) -> Timeframe | None:
         if n <= 0:
             return None
         if unit in ("month", "year"):
-            return (_shift_months(now, -n * (12 if unit == "year" else 1)), None)
-        return (now - timedelta(**{f"{unit}s": n}), None)
+            return (_shift_months(now, -n * (12 if unit == "year" else 1)), through_now(now))
+        return rolling_window(now, timedelta(**{f"{unit}s": n}))
     m = _MONTH_YEAR.match(text)
     if m and m.group(1) in _MONTHS:
         first = date(int(m.group(2)), _MONTHS[m.group(1)], 1)
@@ -174,7 +216,7 @@ def _parse_phrase(text: str, now: datetime) -> Timeframe | None:
         end = _parse_iso(right.strip(), tz) if right.strip() else None
         if (left.strip() and start is None) or (right.strip() and end is None):
             return None
-        if start is not None and end is not None and start > end:
+        if start is not None and end is not None and _utc(start) > _utc(end):
             raise TimeframeError(f"timeframe {text!r} starts after it ends")
         return (start, end)
     return None

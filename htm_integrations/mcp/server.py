@@ -160,8 +160,12 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
     @guarded
     def recall(
         query: Annotated[str, Field(description="What to look for, in plain words.")],
-        timeframe: Annotated[str | None, Field(description="E.g. 'today', 'last week', "
-                                                           "'May 2023', '2024-05-01..2024-05-08'."
+        timeframe: Annotated[str | None, Field(description="E.g. 'last 7 days' or 'past 24 "
+                                                           "hours' (rolling, ending now), "
+                                                           "'today', 'yesterday', 'last week' "
+                                                           "(the previous Monday-to-Sunday "
+                                                           "week), 'May 2023', "
+                                                           "'2024-05-01..2024-05-08'."
                                                )] = None,
         limit: Annotated[int, Field(description="How many memories at most.")] = 10,
         strategy: Annotated[str, Field(description="'hybrid' (default), 'vector' or "

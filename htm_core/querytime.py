@@ -1,0 +1,219 @@
+"""Time expressions inside a recall query: "last May", "two weeks ago", "in June 2023".
+
+Hybrid recall (:func:`htm_core.retrieval.search`) asks :func:`query_timeframe` for the
+first time expression in the query and, when there is one, runs both arms again inside
+that window. A false positive costs recall (memories from the wrong month rise), so only
+real time phrases count:
+
+- a month needs a cue before it ("last", "this", "in", "during", "early", "mid",
+  "late", "since") or a year after it ("May 2023"); "may", "march" and "mar" in lower
+  case count only when what follows cannot be a verb's object (end of the sentence,
+  punctuation, a number, or a word such as "and", "when", "we", "did": "this may sound
+  odd" is not May, "what did we do last may?" is);
+- "spring" and "fall" after a cue follow the same rule ("in spring water" is no season);
+- a year needs "in" or "during" before it ("in 2023"), or "summer of", "end of" and the
+  like, and must not be followed by a lower-case word that makes it a count ("in 2000
+  words");
+- "last ..." after a determiner ("the last year of school", "my last fall") is not a
+  time phrase, except "the last 3 days" / "the past week" (rolling windows).
+
+Calendar phrases ("last month", "yesterday", "in March") mean whole days, months and
+years in the clock's time zone; "N days ago" is a window around that day; rolling phrases
+("the last 3 days", "the past week") end at now. The same vocabulary as
+:mod:`htm_core.timeframe`, described in docs/concepts.md ("Time").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, tzinfo
+
+from .clock import to_aware
+
+__all__ = ["QueryTime", "query_timeframe"]
+
+_MONTHS = {name: i + 1 for i, names in enumerate([
+    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
+    ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sept", "sep"),
+    ("october", "oct"), ("november", "nov"), ("december", "dec")]) for name in names}
+_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "few": 3, "couple of": 2,
+            "several": 4}
+_NUMBER_RE = r"\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|couple of|several"
+_UNIT_DAYS = {"hour": 1 / 24, "day": 1, "week": 7, "month": 30, "year": 365}
+_YEAR_RE = r"(?:19|20)\d{2}(?![.:/]\d)"  # not a version such as 2024.1
+
+#: Words that mean a month or season, but also something else ("this may sound odd").
+_AMBIGUOUS = {"may", "march", "mar", "spring", "fall"}
+#: Words that can follow a time phrase but not the modal "may" or the verb "march".
+_FOLLOWERS = frozenset("""
+    and or but nor so yet then when while where whereas because though although if
+    with without at on in to for from before after during since until till by about around
+    did do does was were had have has i we you he she they it ago again too also there
+    the a an my your his her our their
+    """.split())
+_DETERMINER_BEFORE = re.compile(
+    r"\b(?:the|a|an|my|your|his|her|our|their|its|that|whose|every|each|this)\s+$", re.I)
+_NEXT_WORD = re.compile(r"\s*([A-Za-z]+)")
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("rolling", re.compile(rf"\b(?:(?:in|over|during)\s+)?(?:the\s+)?(?:last|past)\s+"
+                           rf"({_NUMBER_RE})\s+(hour|day|week|month|year)s\b|"
+                           r"\b(?:(?:in|over|during)\s+)?(?:the\s+(?:last|past)|past)\s+"
+                           r"(week|month|year)\b(?!\s+of\b)", re.I)),
+    ("month_year", re.compile(rf"\b(?:(?:in|during|of|on)\s+)?(?:(early|mid|late)\s+)?"
+                              rf"({_MONTH_RE})\.?,?\s+({_YEAR_RE})\b", re.I)),
+    ("rel_month", re.compile(rf"\b(last|this|in|during|early|mid|late|since)\s+({_MONTH_RE})\b"
+                             r"(?!\s*\d)", re.I)),
+    ("ago", re.compile(rf"\b({_NUMBER_RE})\s+(day|week|month|year)s?\s+ago\b", re.I)),
+    ("season", re.compile(r"\b(last|this|in|during)\s+(spring|summer|autumn|fall|winter)\b",
+                          re.I)),
+    ("year", re.compile(rf"\b(?:(?:in|during)|(?:spring|summer|autumn|fall|winter|end|start|"
+                        rf"beginning|middle|rest)\s+of)\s+({_YEAR_RE})\b", re.I)),
+    ("named", re.compile(r"\b(yesterday|today|last weekend|this weekend|last week|this week|"
+                         r"last month|this month|last year|this year)\b", re.I)),
+]
+
+
+@dataclass(frozen=True)
+class QueryTime:
+    """A time expression found in a query: the window it means and the words it used."""
+
+    start: datetime
+    end: datetime
+    phrase: str
+
+
+def query_timeframe(query: str, now: datetime) -> QueryTime | None:
+    """The first time expression in ``query``, resolved against ``now``, or None.
+
+    Understands month names with a year ("June 2023"), relative months ("last May",
+    "in March", "early July"), "N days/weeks/months ago", seasons ("last summer"),
+    "in 2023", "yesterday", "last weekend", "last week/month/year", "this ...", and
+    rolling windows ending now ("the last 3 days", "the past week").
+
+    >>> from datetime import timezone
+    >>> now = datetime(2024, 3, 10, 12, tzinfo=timezone.utc)
+    >>> t = query_timeframe("What did Ana do last May?", now)
+    >>> t.start.date().isoformat(), t.end.date().isoformat(), t.phrase
+    ('2023-05-01', '2023-06-01', 'last May')
+    >>> query_timeframe("This may sound odd, but what is my cat's name?", now) is None
+    True
+    """
+    now = to_aware(now)
+    found: list[tuple[int, str, re.Match[str]]] = []
+    for kind, pattern in _PATTERNS:
+        m = next((m for m in pattern.finditer(query) if _is_time_phrase(kind, m, query)), None)
+        if m is not None:
+            found.append((m.start(), kind, m))
+    for _, kind, m in sorted(found, key=lambda f: f[0]):
+        try:
+            window = _resolve(kind, m, now)
+        except (ValueError, OverflowError):  # a date before year 1 or after 9999
+            window = None
+        if window is not None:
+            return QueryTime(window[0], window[1], m.group(0))
+    return None
+
+
+def _is_time_phrase(kind: str, m: re.Match[str], query: str) -> bool:
+    """Whether the match ``m`` of pattern ``kind`` is a time phrase in its sentence."""
+    first = m.group(0).split()[0].lower()
+    if first in ("last", "past", "this") and \
+            _DETERMINER_BEFORE.search(query, 0, m.start()):
+        return False  # "the last year of school", "my last fall"
+    rest = query[m.end():]
+    if kind in ("rel_month", "season"):
+        word = m.group(2)
+        if word.lower() in _AMBIGUOUS and not (kind == "rel_month" and word[0].isupper()):
+            return _ends_phrase(rest)
+    if kind in ("year", "month_year"):
+        following = _NEXT_WORD.match(rest)
+        word = following.group(1) if following is not None else ""
+        # "in 2000 words": a lower-case word right after the number makes it a count.
+        if word.islower() and word not in _FOLLOWERS:
+            return False
+    return True
+
+
+def _ends_phrase(rest: str) -> bool:
+    """Whether ``rest`` (the text after a month or season) can follow a time phrase."""
+    stripped = rest.lstrip()
+    if not stripped or not stripped[0].isalpha():
+        return True  # the end, punctuation or "'s"
+    word = _NEXT_WORD.match(rest)
+    return word is not None and word.group(1).lower() in _FOLLOWERS
+
+
+def _midnight(d: date, tz: tzinfo | None) -> datetime:
+    return datetime.combine(d, time(), tzinfo=tz)
+
+
+def _month_window(year: int, month: int, tz: tzinfo | None) -> tuple[datetime, datetime]:
+    nxt = date(year + month // 12, month % 12 + 1, 1)
+    return _midnight(date(year, month, 1), tz), _midnight(nxt, tz)
+
+
+def _count(word: str) -> int:
+    word = re.sub(r"\s+", " ", word.lower())
+    return int(word) if word.isdigit() else _NUMBERS.get(word, 1)
+
+
+def _resolve(kind: str, m: re.Match[str], now: datetime) -> tuple[datetime, datetime] | None:
+    from .timeframe import parse_timeframe, rolling_window, through_now
+
+    tz = now.tzinfo
+    today = now.date()
+    if kind == "rolling":
+        n, unit = (_count(m.group(1)), m.group(2)) if m.group(2) else (1, m.group(3))
+        if n <= 0:
+            return None
+        return rolling_window(now, timedelta(days=n * _UNIT_DAYS[unit.lower()]))
+    if kind == "month_year":
+        return _month_window(int(m.group(3)), _MONTHS[m.group(2).lower()], tz)
+    if kind == "rel_month":
+        word, month = m.group(1).lower(), _MONTHS[m.group(2).lower()]
+        if word == "this":
+            year = today.year
+        elif word == "last":
+            year = today.year if month < today.month else today.year - 1
+        else:
+            year = today.year if month <= today.month else today.year - 1
+        start, end = _month_window(year, month, tz)
+        return (start, through_now(now)) if word == "since" else (start, end)
+    if kind == "ago":
+        word = m.group(1).lower()
+        days = _UNIT_DAYS[m.group(2).lower()]
+        centre = now - timedelta(days=_count(word) * days)
+        half = timedelta(days=max(2, days * (1 if word in ("few", "several") else 0.75)))
+        return centre - half, min(now, centre + half)
+    if kind == "season":
+        word, first = m.group(1).lower(), _SEASONS[m.group(2).lower()]
+        # The latest season of that name to have begun by today ...
+        year = today.year if date(today.year, first, 1) <= today else today.year - 1
+        begins, ends = _season(year, first)
+        if word == "last" and today < ends:
+            begins, ends = _season(year - 1, first)  # ... or, for "last", the one before it.
+        return _midnight(begins, tz), _midnight(ends, tz)
+    if kind == "year":
+        year = int(m.group(1))
+        return _midnight(date(year, 1, 1), tz), _midnight(date(year + 1, 1, 1), tz)
+    phrase = m.group(1).lower()
+    if phrase in ("last weekend", "this weekend"):
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
+        if phrase == "last weekend" and saturday + timedelta(days=2) > today:
+            saturday -= timedelta(days=7)
+        return _midnight(saturday - timedelta(days=1), tz), _midnight(saturday + timedelta(days=2), tz)
+    low, high = parse_timeframe(phrase, clock=lambda: now)
+    if low is None or high is None:
+        return None
+    return low, high
+
+
+def _season(year: int, first: int) -> tuple[date, date]:
+    """The three months from ``first`` of ``year`` (winter runs into the next year)."""
+    end_month = first + 3
+    return date(year, first, 1), date(year + (end_month > 12), (end_month - 1) % 12 + 1, 1)
