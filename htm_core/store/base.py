@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 #: The schema version this code writes and understands.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def content_hash(content: str) -> str:

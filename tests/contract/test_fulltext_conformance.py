@@ -1,0 +1,170 @@
+"""Full text means the same on every backend: one table of queries and the memories each
+must find, run against each store (``store_url``: SQLite and PostgreSQL).
+
+Every backend must return exactly the expected memories for every row, so the backends
+agree with each other. The rules are docs/concepts.md's "Full-text matching rules".
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from htm_core.embeddings import HashingEmbedder
+from htm_core.store import NewMemory, SearchFilters, open_store
+
+T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
+EMB = HashingEmbedder(dim=64)
+
+CORPUS = {
+    "cafe": "Met Ana at the café on Main Street",
+    "cafe2": "The cafe near the station closes early",
+    "naive": "That was a NAÏVE plan",
+    "kenji": "Kenji doesn't like natto",
+    "email": "Send the e-mail to the team",
+    "snake": "Rename the snake_case helper",
+    "v21": "Released version v2.1 yesterday",
+    "v20": "Upgraded to v2.0 last week",
+    "pi": "Pi is roughly 3.14",
+    "year": "Moved to Berlin in 2024",
+    "url": "Docs live at https://example.com/docs/setup",
+    "path": "The config is in /etc/htm/config.toml",
+    "art": "A state-of-the-art parser",
+    "emoji": "Party tonight 🎉 bring snacks",
+    "ru": "Привет, мир! Москва большая",
+    "ar": "أحب القهوة العربية",
+    "zh": "我喜欢喝绿茶",
+    "zh2": "绿茶和红茶都很好",
+    "ja": "私は緑茶が好きです",
+    "ja2": "東京タワーに行きました",
+    "ko": "한국어 공부를 합니다",
+}
+
+#: (query, the memories it must find). Words are OR-ed; text written without spaces is
+#: a phrase; CJK runs are substrings.
+TABLE: list[tuple[str, set[str]]] = [
+    # stop words, punctuation and emoji are no terms: nothing
+    ("the", set()),
+    ("what is it", set()),
+    ("don't", set()),
+    ("?!...", set()),
+    ("🎉", set()),
+    ("🎉🎉 ✨", set()),
+    # contractions: the clitic is a stop word, the rest is a word
+    ("Kenji don't", {"kenji"}),
+    ("doesn't", {"kenji"}),
+    ("Ana's", {"cafe"}),
+    # case
+    ("MAIN street", {"cafe"}),
+    ("kenji", {"kenji"}),
+    # diacritics, both directions
+    ("cafe", {"cafe", "cafe2"}),
+    ("café", {"cafe", "cafe2"}),
+    ("CAFÉ", {"cafe", "cafe2"}),
+    ("naive", {"naive"}),
+    ("naïve", {"naive"}),
+    # hyphens and underscores: a phrase of their words
+    ("e-mail", {"email"}),
+    ("mail", {"email"}),
+    ("email", set()),
+    ("snake_case", {"snake"}),
+    ("snake", {"snake"}),
+    ("state-of-the-art", {"art"}),
+    ("state of the art", {"art"}),
+    # numbers and versions
+    ("v2.1", {"v21"}),
+    ("v2", {"v21", "v20"}),
+    ("3.14", {"pi"}),
+    ("2024", {"year"}),
+    # URLs and paths
+    ("example.com", {"url"}),
+    ("https://example.com/docs/setup", {"url"}),
+    ("setup", {"url"}),
+    ("/etc/htm", {"path"}),
+    ("config.toml", {"path"}),
+    # emoji beside words
+    ("party 🎉", {"emoji"}),
+    ("snacks🎉", {"emoji"}),
+    # Cyrillic and Arabic
+    ("привет", {"ru"}),
+    ("ПРИВЕТ", {"ru"}),
+    ("москва", {"ru"}),
+    ("القهوة", {"ar"}),
+    # Chinese, Japanese, Korean: substrings, of any length
+    ("绿茶", {"zh", "zh2"}),
+    ("喝绿茶", {"zh"}),
+    ("茶", {"zh", "zh2", "ja"}),
+    ("緑茶", {"ja"}),
+    ("红茶 绿茶", {"zh", "zh2"}),
+    ("タワー", {"ja2"}),
+    ("東京", {"ja2"}),
+    ("공부", {"ko"}),
+    ("绿茶 party", {"zh", "zh2", "emoji"}),
+    ("咖啡", set()),
+]
+
+#: (tag filter, the tagged memories it must let through): tags compare without regard to
+#: the case of A-Z, a filter also admits the tags below it (``project`` → ``project:x``).
+TAGS = {"t1": ("Project:Alpha",), "t2": ("project:beta",), "t3": ("PROJECT",),
+        "t4": ("projects",), "t5": ("other:project",)}
+TAG_TABLE: list[tuple[str, set[str]]] = [
+    ("project", {"t1", "t2", "t3"}),
+    ("Project", {"t1", "t2", "t3"}),
+    ("PROJECT:ALPHA", {"t1"}),
+    ("project:alpha", {"t1"}),
+    ("project:Beta", {"t2"}),
+    ("project:beta:x", set()),
+    ("projects", {"t4"}),
+    ("Other", {"t5"}),
+    ("proj", set()),
+]
+
+
+def _memory(key: str, content: str, tags: tuple[str, ...] = ()) -> NewMemory:
+    return NewMemory(key=key, content=content, robot="r1", importance=1.0,
+                     token_count=len(content.split()), created_at=T0, tags=tags,
+                     embedding=EMB.embed_query(content), embedder=EMB.name, explicit_key=True)
+
+
+@pytest.fixture
+def store(store_url):
+    s = open_store(store_url)
+    s.ensure_robot("r1")
+    s.add_many([_memory(k, c) for k, c in CORPUS.items()]
+               + [_memory(k, f"tagged note {k}", tags) for k, tags in TAGS.items()])
+    yield s
+    s.close()
+
+
+def _keys(store, ids) -> set[str]:
+    return {m.key for m in store.get_many(ids)} if ids else set()
+
+
+def test_every_query_finds_exactly_its_memories(store):
+    wrong = []
+    for query, expected in TABLE:
+        hits = store.fulltext_search(query, limit=50, filters=SearchFilters())
+        found = _keys(store, [mid for mid, _ in hits])
+        if found != expected:
+            wrong.append((query, sorted(found), sorted(expected)))
+    assert wrong == [], f"{store.backend}: (query, found, expected) {wrong}"
+
+
+def test_a_memory_holding_more_of_the_query_ranks_first(store):
+    for query, first in [("红茶 绿茶", "zh2"), ("v2.1", "v21"), ("绿茶 party", "zh")]:
+        hits = store.fulltext_search(query, limit=50, filters=SearchFilters())
+        assert _keys(store, [hits[0][0]]) == {first}, query
+
+
+def test_tag_filters_ignore_ascii_case_and_admit_children(store):
+    wrong = []
+    for tag, expected in TAG_TABLE:
+        filters = SearchFilters(tags=(tag,))
+        text = _keys(store, [mid for mid, _ in store.fulltext_search(
+            "tagged note", limit=50, filters=filters)])
+        vector = _keys(store, [mid for mid, _ in store.vector_search(
+            EMB.embed_query("tagged note"), limit=50, filters=filters)])
+        if text != expected or vector != expected:
+            wrong.append((tag, sorted(text), sorted(vector), sorted(expected)))
+    assert wrong == [], f"{store.backend}: (tag, full text, vector, expected) {wrong}"
