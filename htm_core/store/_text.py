@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -34,9 +34,9 @@ __all__ = [
     "PG_INDEX_TEXT",
     "STOPWORDS",
     "TextQuery",
-    "content_words",
     "fold",
     "fold_tag",
+    "is_cjk",
     "merge_hits",
     "parse_query",
     "tag_patterns",
@@ -191,9 +191,9 @@ def merge_hits(words: Sequence[tuple[int, float]], runs: Sequence[tuple[int, flo
     return sorted(score.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
 
 
-def content_words(content: str) -> Iterable[str]:
-    """The folded words of ``content`` (CJK runs whole), for coverage checks."""
-    return (m.group() for m in _PART.finditer(fold(content)))
+def is_cjk(text: str) -> bool:
+    """Whether ``text`` holds a Chinese, Japanese or Korean character."""
+    return _CJK.search(text) is not None
 
 
 def fold_tag(tag: str) -> str:

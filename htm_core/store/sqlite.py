@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
 
@@ -1048,7 +1049,7 @@ class SQLiteStore:
             raise StoreError(f"full-text search failed: {exc}") from exc
         return merge_hits(words, runs, limit)
 
-    def _word_hits(self, cur: sqlite3.Cursor, terms: Sequence[str], limit: int,
+    def _word_hits(self, cur: DBAPICursor, terms: Sequence[str], limit: int,
                    filters: SearchFilters) -> list[tuple[int, float]]:
         if not terms:
             return []
@@ -1074,7 +1075,7 @@ class SQLiteStore:
         params["match"] = match
         return [(int(r[0]), -float(r[1])) for r in cur.execute(sql, params).fetchall()]
 
-    def _run_hits(self, cur: sqlite3.Cursor, runs: Sequence[str], limit: int,
+    def _run_hits(self, cur: DBAPICursor, runs: Sequence[str], limit: int,
                   filters: SearchFilters) -> list[tuple[int, float]]:
         """The memories holding CJK ``runs`` as substrings: score = how many they hold +
         1 / (1 + length). The trigram index answers runs of three characters or more;

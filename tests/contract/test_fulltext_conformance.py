@@ -168,3 +168,40 @@ def test_tag_filters_ignore_ascii_case_and_admit_children(store):
         if text != expected or vector != expected:
             wrong.append((tag, sorted(text), sorted(vector), sorted(expected)))
     assert wrong == [], f"{store.backend}: (tag, full text, vector, expected) {wrong}"
+
+
+def test_a_common_word_beside_a_dropped_word_still_finds_its_memories(store_url):
+    """Issue 19: "Kenji don't" went blind on PostgreSQL in a store where "Kenji" is in
+    more than a tenth of the memories, because "don"/"t" (dropped by its dictionary)
+    counted as the rare words. Checked without and with the table's statistics."""
+    s = open_store(store_url)
+    try:
+        s.ensure_robot("r1")
+        kenji = [f"Kenji: message number {i} about the weekend" for i in range(40)]
+        other = [f"Ana wrote note {i} on gardening and tomatoes" for i in range(200)]
+        s.add_many([_memory(f"m{i}", c) for i, c in enumerate(kenji + other)]
+                   + [_memory("natto", "Kenji: I don't like natto, honestly")])
+        for analyzed in (False, True):
+            if analyzed and s.backend == "postgres":
+                with s.engine.begin() as conn:
+                    conn.exec_driver_sql("ANALYZE memories")
+            hits = s.fulltext_search("Kenji don't", limit=50, filters=SearchFilters())
+            contents = [m.content for m in s.get_many([mid for mid, _ in hits])]
+            assert len(contents) == 41, (analyzed, contents)
+            assert all(c.startswith("Kenji") for c in contents), contents
+    finally:
+        s.close()
+
+
+def test_a_query_without_terms_recalls_only_what_its_vector_finds_above_the_floor(htm_factory):
+    """An emoji-only or stop-word-only query has no full-text terms: full text finds
+    nothing, hybrid returns only memories similar enough to the query (here the memory
+    that is the same emoji, cosine 1), never arbitrary ones."""
+    htm = htm_factory(robot="a")
+    htm.add("Party tonight, bring snacks", key="party")
+    htm.add("Kenji likes natto", key="natto")
+    htm.add("🎉", key="emoji")
+    htm.add("what is it", key="stop")
+    for query, hybrid in [("🎉", ["emoji"]), ("what is it", ["stop"]), ("?!", [])]:
+        assert htm.recall(query, strategy="fulltext") == [], query
+        assert [h.memory.key for h in htm.recall(query, strategy="hybrid")] == hybrid, query
