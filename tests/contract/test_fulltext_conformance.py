@@ -205,3 +205,54 @@ def test_a_query_without_terms_recalls_only_what_its_vector_finds_above_the_floo
     for query, hybrid in [("🎉", ["emoji"]), ("what is it", ["stop"]), ("?!", [])]:
         assert htm.recall(query, strategy="fulltext") == [], query
         assert [h.memory.key for h in htm.recall(query, strategy="hybrid")] == hybrid, query
+
+
+def _version_1_store(url: str) -> None:
+    """A store as htm with schema version 1 left it: its DDL, then rows written in SQL."""
+    from sqlalchemy import create_engine, text
+
+    postgres = url.startswith("postgresql")
+    if postgres:
+        from htm_core.store.postgres import _SCHEMA_V1
+        engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        when: object = T0
+        schema = ["CREATE EXTENSION IF NOT EXISTS vector", *_SCHEMA_V1]
+    else:
+        from htm_core.store.sqlite import _SCHEMA_V1
+        engine = create_engine(url if url.startswith("sqlite") else f"sqlite:///{url}")
+        when = T0.timestamp()
+        schema = list(_SCHEMA_V1)
+    rows = [("cafe", "Met Ana at the café"), ("v21", "Released v2.1 today"),
+            ("zh", "我喜欢喝绿茶"), ("tagged", "a tagged note")]
+    with engine.begin() as conn:
+        for statement in schema:
+            conn.exec_driver_sql(statement)
+        conn.execute(text("INSERT INTO htm_meta(key, value) VALUES ('schema_version', '1')"))
+        conn.execute(text("INSERT INTO robots(name, created_at) VALUES ('r1', :t)"),
+                     {"t": when})
+        for key, content in rows:
+            conn.execute(text(
+                "INSERT INTO memories(key, content, content_hash, robot_id, importance, "
+                "token_count, created_at, last_accessed) VALUES (:k, :c, :k, "
+                "(SELECT id FROM robots WHERE name = 'r1'), 1.0, 3, :t, :t)"),
+                {"k": key, "c": content, "t": when})
+        conn.execute(text("INSERT INTO tags(name) VALUES ('Project:Alpha')"))
+        conn.execute(text("INSERT INTO memory_tags(memory_id, tag_id) SELECT m.id, t.id "
+                          "FROM memories m, tags t WHERE m.key = 'tagged'"))
+    engine.dispose()
+
+
+def test_a_version_1_store_upgrades_and_its_memories_follow_the_new_rules(store_url):
+    _version_1_store(store_url)
+    s = open_store(store_url)
+    try:
+        assert s.schema_version() == 2
+        for query, tags, expected in [("cafe", (), {"cafe"}), ("v2.1", (), {"v21"}),
+                                      ("绿茶", (), {"zh"}), ("note", ("project",), {"tagged"})]:
+            hits = s.fulltext_search(query, limit=10, filters=SearchFilters(tags=tags))
+            assert _keys(s, [mid for mid, _ in hits]) == expected, query
+        s.add_many([_memory("new", "绿茶和红茶")])
+        hits = s.fulltext_search("绿茶", limit=10, filters=SearchFilters())
+        assert _keys(s, [mid for mid, _ in hits]) == {"zh", "new"}
+    finally:
+        s.close()
