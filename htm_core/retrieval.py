@@ -4,7 +4,9 @@
 
 - ``"vector"``: cosine similarity of the query embedding (score = cosine)
 - ``"fulltext"``: the store's full-text ranking (bm25 on SQLite, ``ts_rank`` on
-  PostgreSQL; score = that relevance)
+  PostgreSQL; score = that relevance), by the rules of :mod:`htm_core.store._text`; a
+  query with no searchable terms finds nothing (in hybrid recall it returns only what
+  is at least ``no_terms_floor`` similar to it)
 - ``"hybrid"`` (default): the top ``candidates × limit`` of each arm fused by weighted
   RRF, score = Σ weight / (k + rank) with k = 60 and ranks starting at 1, where a
   full-text hit's term is scaled by its **coverage**, the share of the query's words it

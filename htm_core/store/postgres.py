@@ -15,13 +15,16 @@ How it works:
   (``forgotten_at IS NULL``), so forgotten memories never take a slot in an approximate
   result. Reads run in autocommit mode (no BEGIN / ROLLBACK round trips on the recall
   path).
-- Full text: a generated ``tsvector`` column (``to_tsvector('english', content)``) with a
-  GIN index, ranked by ``ts_rank`` (``ts_rank_cd`` cost twice as much per matching row
-  and ranked no better on the recall-quality set). User text is reduced to plain words
-  (:func:`~htm_core.store._common.query_terms`) and each word goes through
-  ``plainto_tsquery`` as a bound value; the words are OR-ed, except that a word in more
-  than a tenth of the memories (by the table's statistics) only breaks ties. Nothing the
-  user types is ever parsed as tsquery syntax. A search is one statement.
+- Full text: a generated ``tsvector`` column (``to_tsvector('english', ...)`` of
+  :data:`~htm_core.store._text.PG_INDEX_TEXT`: punctuation as spaces, Latin diacritics
+  removed) with a GIN index, ranked by ``ts_rank`` (``ts_rank_cd`` cost twice as much per
+  matching row and ranked no better on the recall-quality set). User text is reduced to
+  words and phrases (:func:`~htm_core.store._text.parse_query`, the rules SQLite follows
+  too) and each goes through ``phraseto_tsquery`` as a bound value; they are OR-ed,
+  except that a word in more than a tenth of the memories (by the table's statistics)
+  only breaks ties. CJK runs are substrings (``strpos``) of the memories a partial index
+  lists. Nothing the user types is ever parsed as tsquery syntax. A search is one
+  statement.
 - Timeframe (B-tree on ``created_at``), robot and tag filters are part of each SQL query.
   An HNSW scan applies filters after it has walked ``ef_search`` candidates, so when a
   filtered approximate search comes back short, the store re-runs it as an exact search
