@@ -86,10 +86,8 @@ CJK_REGEX = "[" + "".join(
     (f"\\u{a:04x}-\\u{b:04x}" if b <= 0xFFFF else f"\\U{a:08x}-\\U{b:08x}")
     for a, b in _CJK_RANGES) + "]"
 
-_PUNCT = "".join(chr(i) for i in range(33, 127) if not chr(i).isalnum())
-_PG_PUNCT = "E'" + "".join(f"\\x{ord(ch):02x}" for ch in _PUNCT) + "'"
-_PG_SPACES = "'" + " " * len(_PUNCT) + "'"
-_PG_NO_PUNCT = f"translate(content, {_PG_PUNCT}, {_PG_SPACES})"
+#: ASCII punctuation and symbols (``!``-``/``, ``:``-``@``, ``[``-`````, ``{``-``~``) as spaces.
+_PG_NO_PUNCT = "regexp_replace(content, '[\\x21-\\x2f\\x3a-\\x40\\x5b-\\x60\\x7b-\\x7e]', ' ', 'g')"
 #: The text PostgreSQL indexes (``to_tsvector('english', ...)`` of it): ASCII punctuation
 #: as spaces, so its parser sees words as SQLite's tokenizer does (no URL, e-mail, path,
 #: version or hyphenated-word tokens), and, for text that is not plain ASCII, Latin
