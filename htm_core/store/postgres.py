@@ -216,6 +216,8 @@ _V2_FTS = [
     f"(to_tsvector('english'::regconfig, {PG_INDEX_TEXT})) STORED",
     _GIN_DDL,
     f"CREATE INDEX IF NOT EXISTS memories_cjk ON memories (id) WHERE content ~ '{CJK_REGEX}'",
+    # Tag filters compare the name with A-Z lower-cased (``_text.fold_tag``).
+    'CREATE INDEX IF NOT EXISTS tags_name_folded ON tags (lower(name COLLATE "C"))',
     "ANALYZE memories",
 ]
 

@@ -163,6 +163,8 @@ _V2_FTS = [
         WHERE new.content GLOB '{CJK_GLOB}'; END""",
     f"""INSERT INTO memories_cjk(rowid, content) SELECT id, content FROM memories
         WHERE content GLOB '{CJK_GLOB}' AND id NOT IN (SELECT rowid FROM memories_cjk)""",
+    # Tag filters compare lower(name) (``_text.fold_tag``).
+    "CREATE INDEX IF NOT EXISTS tags_name_folded ON tags(lower(name))",
 ]
 
 _MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_FTS]}
