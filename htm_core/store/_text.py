@@ -23,6 +23,7 @@ the same normalisation written in SQL for PostgreSQL's generated column (SQLite'
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -135,8 +136,10 @@ class TextQuery:
         return list(dict.fromkeys(w for term in self.words for w in term.split()))
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_query(query: str) -> TextQuery:
-    """The terms of a user query (see the module's rules).
+    """The terms of a user query (see the module's rules); cached, as one recall asks for
+    the same query's terms several times (each full-text arm, coverage).
 
     Only letters and digits survive, so no query-language syntax (quotes, ``AND``,
     ``NEAR``, ``*``, ``-``, parentheses) can reach the database.
