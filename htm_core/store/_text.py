@@ -15,6 +15,7 @@ find the same memories:
 - **CJK runs** (Chinese, Japanese, Korean characters, which are written without spaces)
   are matched as substrings of the content: ``绿茶`` finds "我喜欢喝绿茶".
 - A query with none of these (stop words only, emoji, punctuation) has no terms.
+- At most :data:`MAX_TERMS` terms of a query (its first ones) are searched.
 
 :func:`fold` is the query side of the index's normalisation; :data:`PG_INDEX_TEXT` is
 the same normalisation written in SQL for PostgreSQL's generated column (SQLite's
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 __all__ = [
     "CJK_GLOB",
     "CJK_REGEX",
+    "MAX_TERMS",
     "PG_INDEX_TEXT",
     "STOPWORDS",
     "TextQuery",
@@ -98,6 +100,9 @@ PG_INDEX_TEXT = (
     f"ELSE normalize(regexp_replace(normalize({_PG_NO_PUNCT}, NFD), "
     "'([A-Za-z])[\\u0300-\\u036f]+', '\\1', 'g'), NFC) END")
 
+#: At most this many terms (words, phrases and CJK runs) of a query are searched.
+MAX_TERMS = 32
+
 _DIACRITICS = re.compile("([A-Za-z])[\u0300-\u036f]+")
 _PART = re.compile(f"[{_CJK_CLASS}]+|[^\\W_{_CJK_CLASS}]+")
 _CJK = re.compile(f"[{_CJK_CLASS}]")
@@ -152,6 +157,8 @@ def parse_query(query: str) -> TextQuery:
     words: dict[str, None] = {}
     runs: dict[str, None] = {}
     for chunk in fold(query).split():
+        if len(words) + len(runs) >= MAX_TERMS:
+            break
         parts: list[str] = []
         for match in _PART.finditer(chunk):
             part = match.group()
@@ -162,7 +169,8 @@ def parse_query(query: str) -> TextQuery:
             else:
                 parts.append(part)
         _add_phrase(words, parts)
-    return TextQuery(tuple(words), tuple(runs))
+    kept = tuple(words)[:MAX_TERMS]  # the last chunk may have added several
+    return TextQuery(kept, tuple(runs)[:MAX_TERMS - len(kept)])
 
 
 def _add_phrase(words: dict[str, None], parts: list[str]) -> None:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from htm_core.retrieval import coverage
-from htm_core.store._text import STOPWORDS, fold, fold_tag, merge_hits, parse_query, tag_patterns
+from htm_core.store._text import (
+    MAX_TERMS,
+    STOPWORDS,
+    fold,
+    fold_tag,
+    merge_hits,
+    parse_query,
+    tag_patterns,
+)
 
 # PostgreSQL's english.stop (PostgreSQL 16): a word its index drops must never be a term.
 PG_ENGLISH_STOP = """i me my myself we our ours ourselves you your yours yourself yourselves he
@@ -62,3 +70,8 @@ def test_mixed_queries_rank_cjk_holders_above_word_relevance():
 def test_coverage_folds_and_counts_cjk_runs_as_substrings():
     assert coverage(["cafe", "station"], "The CAFÉ near the Station") == 1.0
     assert coverage(["绿茶", "红茶"], "我喜欢喝绿茶") == 0.5
+
+
+def test_a_long_query_searches_its_first_terms_only():
+    parsed = parse_query(" ".join(f"word{i}" for i in range(1000)) + " 绿茶")
+    assert parsed.words == tuple(f"word{i}" for i in range(MAX_TERMS)) and parsed.runs == ()
