@@ -4,7 +4,9 @@
 
 - ``"vector"``: cosine similarity of the query embedding (score = cosine)
 - ``"fulltext"``: the store's full-text ranking (bm25 on SQLite, ``ts_rank`` on
-  PostgreSQL; score = that relevance)
+  PostgreSQL; score = that relevance), by the rules of :mod:`htm_core.store._text`; a
+  query with no searchable terms finds nothing (in hybrid recall it returns only what
+  is at least ``no_terms_floor`` similar to it)
 - ``"hybrid"`` (default): the top ``candidates × limit`` of each arm fused by weighted
   RRF, score = Σ weight / (k + rank) with k = 60 and ranks starting at 1, where a
   full-text hit's term is scaled by its **coverage**, the share of the query's words it
@@ -50,6 +52,7 @@ import numpy as np
 from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
 from .querytime import QueryTime, query_timeframe
+from .store._text import fold, is_cjk, parse_query
 from .store.base import ArmQuery, Brief, LongTermStore, SearchFilters
 
 __all__ = [
@@ -122,6 +125,10 @@ class RetrievalConfig:
         centering: remove the store's mean direction from the query before the vector arm
             (and the time-window vector arm) runs; ``strategy="vector"`` is never centred,
             its scores stay plain cosine similarities.
+        no_terms_floor: a query with no searchable words (stop words, emoji or
+            punctuation only) returns only the memories whose cosine similarity to it is at
+            least this (the vector arm alone, not centred), so it never fills working
+            memory with arbitrary memories.
 
     >>> RetrievalConfig.plain().neighbors
     0
@@ -138,6 +145,7 @@ class RetrievalConfig:
     neighbor_gap: float = 3600.0
     coverage: bool = True
     centering: bool = True
+    no_terms_floor: float = 0.5
 
     def __post_init__(self) -> None:
         if self.rrf_k < 1 or self.candidates < 1:
@@ -148,6 +156,9 @@ class RetrievalConfig:
                 "neighbor_gap >= 0 seconds")
         if any(not math.isfinite(w) or w < 0 for w in self.weights.values()):
             raise ValidationError("RetrievalConfig: weights must be finite and >= 0")
+        if not -1.0 <= self.no_terms_floor <= 1.0:
+            raise ValidationError("RetrievalConfig: no_terms_floor must be a cosine "
+                                  "similarity, in [-1, 1]")
 
     @classmethod
     def plain(cls) -> RetrievalConfig:
@@ -241,7 +252,7 @@ def _neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
 
 # -- full-text coverage ----------------------------------------------------------------
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+")
 
 
 def _stem(word: str) -> str:
@@ -249,20 +260,30 @@ def _stem(word: str) -> str:
 
 
 def coverage(query_words: Sequence[str], content: str) -> float:
-    """The share of ``query_words`` (stemmed by their first five letters) in ``content``.
+    """The share of ``query_words`` in ``content``: a word counts when a word of the
+    content shares its first five letters (case and Latin diacritics ignored); a CJK run
+    counts when the content holds it.
 
     >>> coverage(["adopted", "beagle", "puppy"], "We adopt a beagle")
     0.6666666666666666
+    >>> coverage(["绿茶", "tea"], "我喜欢喝绿茶")
+    0.5
     """
-    return _share([_stem(w) for w in query_words], _stems_of(content))
+    runs = [w for w in query_words if is_cjk(w)]
+    words = [_stem(fold(w)) for w in query_words if not is_cjk(w)]
+    return _share(words, runs, content)
 
 
 def _stems_of(content: str) -> set[str]:
-    return {w.lower()[:5] for w in _WORD.findall(content)}  # _stem, inlined: a hot loop
+    return {w[:5] for w in _WORD.findall(fold(content))}  # _stem, inlined: a hot loop
 
 
-def _share(stems: Sequence[str], have: set[str]) -> float:
-    return sum(s in have for s in stems) / len(stems) if stems else 0.0
+def _share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:
+    if not stems and not runs:
+        return 0.0
+    have = _stems_of(content) if stems else set()
+    held = sum(s in have for s in stems) + sum(r in content for r in runs)
+    return held / (len(stems) + len(runs))
 
 
 def _may_reach_top(arms: Mapping[str, Sequence[int]], config: RetrievalConfig,
@@ -293,14 +314,13 @@ def _may_reach_top(arms: Mapping[str, Sequence[int]], config: RetrievalConfig,
 def _coverage_rrf(arms: Mapping[str, Sequence[int]], text: str, config: RetrievalConfig,
                   briefs: _Briefs) -> list[RankedId]:
     """Weighted RRF where a full-text hit counts in proportion to the query words it has."""
-    from .store._common import query_terms
-
-    stems = [_stem(w) for w in query_terms(text)]
+    parsed = parse_query(text)
+    stems = [_stem(w) for w in parsed.flat_words()]
     ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
     known = briefs.fetch(ids)
     shares: dict[int, float] = {}  # each hit's coverage, worked out once
     for mid in ids:
-        shares[mid] = _share(stems, _stems_of(known[mid].content) if mid in known else set())
+        shares[mid] = _share(stems, parsed.runs, known[mid].content) if mid in known else 0.0
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     for arm, got in arms.items():
@@ -348,7 +368,9 @@ def search(
 
     ``query_vector`` is called only when the vector arm runs (so a full-text recall
     never pays for an embedding). ``now`` anchors relative time expressions in the
-    query (default: the current time).
+    query (default: the current time). A query with no searchable terms (stop words,
+    emoji, punctuation) finds nothing in full text; in hybrid recall it returns the
+    memories at least ``config.no_terms_floor`` similar to it, or nothing.
     """
     check_recall_strategy(strategy)
     config = config or RetrievalConfig()
@@ -360,6 +382,10 @@ def search(
         return [RankedId(mid, score, {"fulltext": i})
                 for i, (mid, score) in enumerate(
                     store.fulltext_search(query, limit=limit, filters=filters), start=1)]
+    if not parse_query(query):
+        return [RankedId(mid, score, {"vector": i}) for i, (mid, score) in enumerate(
+            store.vector_search(query_vector(), limit=limit, filters=filters), start=1)
+            if score >= config.no_terms_floor]
     depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
     vector = query_vector()
     if config.centering:

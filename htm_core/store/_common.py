@@ -1,46 +1,16 @@
-"""Pieces shared by the SQL backends: URL handling, full-text query words, row mapping."""
+"""Pieces shared by the SQL backends: URL handling, common full-text words, row mapping.
+
+How a query becomes full-text terms is in :mod:`htm_core.store._text`.
+"""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy.engine import make_url
 
-__all__ = ["COMMON_TERM_SHARE", "STOPWORDS", "chunks", "informative_terms", "mask_url", "query_terms"]
-
-#: Words too common to help a full-text match; dropped from queries unless nothing is left.
-STOPWORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers herself him himself his how i if
-    in into is it its itself just me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that
-    the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with
-    would you your yours yourself yourselves
-    """.split()
-)
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def query_terms(query: str) -> list[str]:
-    """The plain words of a user query, lower-cased, stop words dropped (unless that is all).
-
-    Only ``\\w`` runs survive, so quotes, operators (``AND``, ``NEAR``, ``*``, ``-``,
-    parentheses) and other query-language syntax can never reach the database.
-    """
-    words = [w.lower() for w in _WORD.findall(query)]
-    seen: dict[str, None] = {}
-    for w in words:
-        seen.setdefault(w, None)
-    terms = list(seen)
-    kept = [w for w in terms if w not in STOPWORDS]
-    return kept or terms
-
+__all__ = ["COMMON_TERM_SHARE", "chunks", "informative_terms", "mask_url"]
 
 #: A query word found in more than this share of all memories (a speaker's name in a chat
 #: log, "user", "meeting" in meeting notes) says little; the full-text arm drops it.

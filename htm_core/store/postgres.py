@@ -15,13 +15,16 @@ How it works:
   (``forgotten_at IS NULL``), so forgotten memories never take a slot in an approximate
   result. Reads run in autocommit mode (no BEGIN / ROLLBACK round trips on the recall
   path).
-- Full text: a generated ``tsvector`` column (``to_tsvector('english', content)``) with a
-  GIN index, ranked by ``ts_rank`` (``ts_rank_cd`` cost twice as much per matching row
-  and ranked no better on the recall-quality set). User text is reduced to plain words
-  (:func:`~htm_core.store._common.query_terms`) and each word goes through
-  ``plainto_tsquery`` as a bound value; the words are OR-ed, except that a word in more
-  than a tenth of the memories (by the table's statistics) only breaks ties. Nothing the
-  user types is ever parsed as tsquery syntax. A search is one statement.
+- Full text: a generated ``tsvector`` column (``to_tsvector('english', ...)`` of
+  :data:`~htm_core.store._text.PG_INDEX_TEXT`: punctuation as spaces, Latin diacritics
+  removed) with a GIN index, ranked by ``ts_rank`` (``ts_rank_cd`` cost twice as much per
+  matching row and ranked no better on the recall-quality set). User text is reduced to
+  words and phrases (:func:`~htm_core.store._text.parse_query`, the rules SQLite follows
+  too) and each goes through ``phraseto_tsquery`` as a bound value; they are OR-ed,
+  except that a word in more than a tenth of the memories (by the table's statistics)
+  only breaks ties. CJK runs are substrings (``strpos``) of the memories a partial index
+  lists. Nothing the user types is ever parsed as tsquery syntax. A search is one
+  statement.
 - Timeframe (B-tree on ``created_at``), robot and tag filters are part of each SQL query.
   An HNSW scan applies filters after it has walked ``ef_search`` candidates, so when a
   filtered approximate search comes back short, the store re-runs it as an exact search
@@ -88,8 +91,9 @@ from ..errors import (
 from ..models import Memory, Operation, Robot
 from . import _common
 from ._coherence import Merged, as_dict, merge_readd, touch_detail
-from ._common import mask_url, query_terms
+from ._common import mask_url
 from ._postgres_working import PostgresWorkingSet
+from ._text import CJK_REGEX, PG_INDEX_TEXT, TextQuery, parse_query, tag_patterns
 from ._vectors import (
     CHUNK_POSTGRES,
     FAILED_COUNT,
@@ -113,7 +117,6 @@ from .base import (
     WorkingChange,
     WorkingResult,
     like_prefix,
-    tag_patterns,
 )
 from .vector_index import normalise
 
@@ -143,9 +146,6 @@ _BULK_MARKER = "bulk_load"
 #: SQLSTATEs worth retrying the whole transaction for: deadlock, serialisation failure.
 _RETRYABLE = {"40P01", "40001"}
 _RETRIES = 5
-
-#: At most this many words of a query reach the full-text arm.
-_MAX_TERMS = 32
 
 _HNSW_INDEX = "memories_embedding_hnsw"
 _GIN_INDEX = "memories_tsv_gin"
@@ -245,7 +245,24 @@ _V2_COHERENCE = [
 #: Schema version 2, this branch's part: the marks of memories whose embedding failed.
 _V2_VECTORS = [FAILURES_DDL.format(id_type="bigint", time_type="timestamptz")]
 
-_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS]}
+#: Version 2, full text (``_text``'s rules): the ``tsvector`` indexes the content with
+#: ASCII punctuation as spaces and Latin diacritics removed (the generated column is
+#: derived data, re-created with the new expression; its GIN index with it), and a
+#: partial index lists the memories holding CJK characters, whose substrings a CJK
+#: query looks for.
+_V2_FTS = [
+    "ALTER TABLE memories DROP COLUMN IF EXISTS tsv",
+    "ALTER TABLE memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS "
+    f"(to_tsvector('english'::regconfig, {PG_INDEX_TEXT})) STORED",
+    _GIN_DDL,
+    f"CREATE INDEX IF NOT EXISTS memories_cjk ON memories (id) WHERE content ~ '{CJK_REGEX}'",
+    # Tag filters compare the name with A-Z lower-cased (``_text.fold_tag``).
+    'CREATE INDEX IF NOT EXISTS tags_name_folded ON tags (lower(name COLLATE "C"))',
+    "ANALYZE memories",
+]
+
+_MIGRATIONS: dict[int, list[str]] = {
+    1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
@@ -1382,7 +1399,8 @@ class PostgresStore(PostgresWorkingSet):
             for i, tag in enumerate(filters.tags):
                 exact, below = tag_patterns(tag)
                 params[f"tag{i}"], params[f"tagp{i}"] = exact, below
-                ors.append(f"t.name = :tag{i} OR t.name LIKE :tagp{i} ESCAPE '\\'")
+                ors.append(f"lower(t.name COLLATE \"C\") = :tag{i} "
+                           f"OR lower(t.name COLLATE \"C\") LIKE :tagp{i} ESCAPE '\\'")
             clauses.append(
                 "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
                 f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))")
@@ -1398,8 +1416,34 @@ class PostgresStore(PostgresWorkingSet):
             f"WHERE m.embedding IS NOT NULL AND {where} "
             "ORDER BY m.embedding <=> CAST(:q AS vector) LIMIT :limit", params)
 
-    def _fulltext_sql(self, terms: Sequence[str], limit: int, filters: SearchFilters,
+    def _fulltext_sql(self, parsed: TextQuery, limit: int, filters: SearchFilters,
                       common: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+        """The words' hits and the CJK runs' hits, merged as
+        :func:`~htm_core.store._text.merge_hits` merges them, in one statement."""
+        params: dict[str, Any] = {"limit": limit}
+        if not parsed.runs:
+            return self._words_sql(parsed.words, filters, common, params), params
+        held = " + ".join(f"CAST(strpos(m.content, :r{i}) > 0 AS integer)"
+                          for i in range(len(parsed.runs)))
+        found = " OR ".join(f"strpos(m.content, :r{i}) > 0" for i in range(len(parsed.runs)))
+        params.update({f"r{i}": run for i, run in enumerate(parsed.runs)})
+        where = self._filter_sql(filters, params)
+        # The CJK condition is the partial index's, so the scan reads only CJK memories.
+        runs = (f"SELECT m.id, CAST({held} AS double precision) "
+                "+ CAST(1 AS double precision) / (1 + char_length(m.content)) AS rank "
+                f"FROM memories m WHERE m.content ~ '{CJK_REGEX}' AND ({found}) AND {where} "
+                "ORDER BY rank DESC, m.id LIMIT :limit")
+        if not parsed.words:
+            return runs, params
+        words = self._words_sql(parsed.words, filters, common, params)
+        return (
+            "SELECT u.id, sum(u.s) AS rank FROM ("
+            f"SELECT w.id, w.rank / (1 + abs(w.rank)) AS s FROM ({words}) w "
+            f"UNION ALL SELECT r.id, r.rank AS s FROM ({runs}) r) u "
+            "GROUP BY u.id ORDER BY rank DESC, u.id LIMIT :limit", params)
+
+    def _words_sql(self, terms: Sequence[str], filters: SearchFilters,
+                   common: Sequence[str] | None, params: dict[str, Any]) -> str:
         """Rank by every term; match only the informative ones, all in one statement.
 
         The rule is :func:`~htm_core.store._common.informative_terms`'s, worked out in the
@@ -1408,12 +1452,13 @@ class PostgresStore(PostgresWorkingSet):
         single word, a small store, or a query of common words only matches on every word.
         ``common`` is :meth:`_common_lexemes`: a word is common when each of its lexemes
         is among them. Without statistics (None), each word's matches are counted,
-        stopping one past the threshold.
+        stopping one past the threshold. A term with no lexeme is never the rare one (it
+        would leave the match empty).
         """
-        # Each word is a bound value through plainto_tsquery: no tsquery syntax can get in.
-        params: dict[str, Any] = {f"w{i}": t for i, t in enumerate(terms)}
-        params["limit"] = limit
-        words = [f"plainto_tsquery('english', :w{i})" for i in range(len(terms))]
+        # Each term is a bound value through phraseto_tsquery: no tsquery syntax can get
+        # in; a term of several words (``v2 1``) is a phrase.
+        params.update({f"w{i}": t for i, t in enumerate(terms)})
+        words = [f"phraseto_tsquery('english', :w{i})" for i in range(len(terms))]
         query = " || ".join(words)
         match = query
         if len(terms) > 1:
@@ -1421,20 +1466,20 @@ class PostgresStore(PostgresWorkingSet):
             params["small"] = _common.MIN_MEMORIES_FOR_COMMON
             if common is None:
                 # `SELECT FROM` (no columns) lets the count skip the heap's all-visible pages.
-                rare = [f"(SELECT count(*) FROM (SELECT FROM memories WHERE tsv @@ {w} "
-                        "LIMIT n.cap + 1) s) <= n.cap" for w in words]
+                rare = [f"numnode({w}) > 0 AND (SELECT count(*) FROM (SELECT FROM memories "
+                        f"WHERE tsv @@ {w} LIMIT n.cap + 1) s) <= n.cap" for w in words]
             else:
                 params["common"] = list(common)
                 lexemes = [f"tsvector_to_array(to_tsvector('english', :w{i}))"
                            for i in range(len(terms))]
-                rare = [f"NOT (cardinality({x}) > 0 AND {x} <@ CAST(:common AS text[]))"
+                rare = [f"cardinality({x}) > 0 AND NOT ({x} <@ CAST(:common AS text[]))"
                         for x in lexemes]
             kept = " || ".join(f"CASE WHEN c.k[{i + 1}] THEN {w} ELSE ''::tsquery END"
                                for i, w in enumerate(words))
             match = (
                 "(SELECT CASE WHEN c.total < :small OR NOT (true = ANY(c.k)) "
                 f"THEN {query} ELSE {kept} END "
-                f"FROM (SELECT n.total, ARRAY[{', '.join(rare)}] AS k "
+                f"FROM (SELECT n.total, ARRAY[{', '.join(f'({r})' for r in rare)}] AS k "
                 "FROM (SELECT t.total, floor(t.total * :share)::bigint AS cap "
                 "FROM (SELECT coalesce(max(id), 0) AS total FROM memories) t) n "
                 # OFFSET 0 keeps the counts from being inlined into (and run again by)
@@ -1445,7 +1490,7 @@ class PostgresStore(PostgresWorkingSet):
             # double precision, like the vector score: the two can share one statement.
             f"SELECT m.id, CAST(ts_rank(m.tsv, {query}) AS double precision) AS rank "
             f"FROM memories m WHERE m.tsv @@ {match} AND {where} "
-            "ORDER BY rank DESC, m.id LIMIT :limit", params)
+            "ORDER BY rank DESC, m.id LIMIT :limit")
 
     def _common_lexemes(self) -> list[str] | None:
         """The lexemes found in more than ``COMMON_TERM_SHARE`` of the memories, from the
@@ -1589,9 +1634,9 @@ class PostgresStore(PostgresWorkingSet):
                     if unit is not None and np.any(unit):
                         parts[k] = self._vector_sql(unit, arm.limit, arm.filters)
                 else:
-                    terms = query_terms(arm.text or "")[:_MAX_TERMS]
-                    if terms:
-                        parts[k] = self._fulltext_sql(terms, arm.limit, arm.filters, common)
+                    parsed = parse_query(arm.text or "")
+                    if parsed:
+                        parts[k] = self._fulltext_sql(parsed, arm.limit, arm.filters, common)
             if not parts:
                 return []
             if len(parts) == 1:
@@ -1653,8 +1698,8 @@ class PostgresStore(PostgresWorkingSet):
                     raise SchemaError("the store holds no vectors yet; add some before explaining")
                 sql, params = self._vector_sql(unit, limit, chosen)
             else:
-                terms = query_terms(query or "")[:_MAX_TERMS] or ["_"]
-                sql, params = self._fulltext_sql(terms, limit, chosen, self._common_lexemes())
+                parsed = parse_query(query or "") or TextQuery(words=("_",))
+                sql, params = self._fulltext_sql(parsed, limit, chosen, self._common_lexemes())
             return "\n".join(str(r[0]) for r in conn.execute(text("EXPLAIN " + sql), params))
 
         return self._run("explaining a search", explain)

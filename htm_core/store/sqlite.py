@@ -4,8 +4,10 @@
   (``BEGIN IMMEDIATE``) so concurrent writers queue instead of failing half-way.
 - Full text: an FTS5 table (porter stemming, unicode61) kept in step by triggers, ranked
   by bm25; ``add_many`` indexes its new rows with one statement per batch while the insert
-  trigger stands aside (see ``_FTS_BATCH_KEY``). User text is reduced to plain quoted words
-  before it reaches ``MATCH``.
+  trigger stands aside (see ``_FTS_BATCH_KEY``). User text is reduced to quoted words and
+  phrases (:func:`~htm_core.store._text.parse_query`) before it reaches ``MATCH``. A
+  second FTS5 table with the trigram tokenizer holds the memories with CJK characters,
+  whose substrings a CJK query looks for.
 - Vectors: float32 BLOBs in the ``memories`` table and an in-process numpy index
   (:class:`~htm_core.store.vector_index.VectorIndex`) built on open and kept in step
   with adds, forgets, restores and purges. New rows written by other processes are
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
 
@@ -45,8 +48,9 @@ from ..errors import (
 )
 from ..models import Memory, Operation, Robot
 from ._coherence import Merged, as_dict, merge_readd, touch_detail
-from ._common import chunks, informative_terms, mask_url, query_terms
+from ._common import chunks, informative_terms, mask_url
 from ._sqlite_working import SQLiteWorkingSet
+from ._text import CJK_GLOB, merge_hits, parse_query, tag_patterns
 from ._vectors import (
     CHUNK_SQLITE,
     FAILED_COUNT,
@@ -71,7 +75,6 @@ from .base import (
     WorkingChange,
     WorkingResult,
     like_prefix,
-    tag_patterns,
 )
 from .vector_index import VectorIndex, normalise
 
@@ -191,7 +194,28 @@ _V2_COHERENCE = [
 #: Schema version 2, this branch's part: the marks of memories whose embedding failed.
 _V2_VECTORS = [FAILURES_DDL.format(id_type="INTEGER", time_type="REAL")]
 
-_MIGRATIONS: dict[int, list[str]] = {1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS]}
+#: Version 2, full text: CJK memories (those holding a Chinese, Japanese or Korean
+#: character) are copied into a trigram index, so a CJK query finds its substrings
+#: (``_text``'s rules); existing ones are copied in.
+_V2_FTS = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_cjk USING fts5(content, tokenize='trigram')",
+    f"""CREATE TRIGGER IF NOT EXISTS memories_cjk_ai AFTER INSERT ON memories
+        WHEN new.content GLOB '{CJK_GLOB}' BEGIN
+        INSERT INTO memories_cjk(rowid, content) VALUES (new.id, new.content); END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_cjk_ad AFTER DELETE ON memories BEGIN
+        DELETE FROM memories_cjk WHERE rowid = old.id; END""",
+    f"""CREATE TRIGGER IF NOT EXISTS memories_cjk_au AFTER UPDATE OF content ON memories BEGIN
+        DELETE FROM memories_cjk WHERE rowid = old.id;
+        INSERT INTO memories_cjk(rowid, content) SELECT new.id, new.content
+        WHERE new.content GLOB '{CJK_GLOB}'; END""",
+    f"""INSERT INTO memories_cjk(rowid, content) SELECT id, content FROM memories
+        WHERE content GLOB '{CJK_GLOB}' AND id NOT IN (SELECT rowid FROM memories_cjk)""",
+    # Tag filters compare lower(name) (``_text.fold_tag``).
+    "CREATE INDEX IF NOT EXISTS tags_name_folded ON tags(lower(name))",
+]
+
+_MIGRATIONS: dict[int, list[str]] = {
+    1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
@@ -1108,7 +1132,7 @@ class SQLiteStore(SQLiteWorkingSet):
             for i, tag in enumerate(filters.tags):
                 exact, below = tag_patterns(tag)
                 params[f"tag{i}"], params[f"tagp{i}"] = exact, below
-                ors.append(f"t.name = :tag{i} OR t.name LIKE :tagp{i} ESCAPE '\\'")
+                ors.append(f"lower(t.name) = :tag{i} OR lower(t.name) LIKE :tagp{i} ESCAPE '\\'")
             clauses.append(
                 "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
                 f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))"
@@ -1124,7 +1148,27 @@ class SQLiteStore(SQLiteWorkingSet):
 
     def fulltext_search(self, query: str, *, limit: int,
                         filters: SearchFilters) -> list[tuple[int, float]]:
-        terms = query_terms(query)
+        """Top ``limit`` (id, -bm25) for the words of ``query`` (``_text``'s rules), OR-ed,
+        merged with the memories holding its CJK runs."""
+        parsed = parse_query(query)
+        if not parsed:
+            return []
+        try:
+            # The raw cursor: a search is a few cheap statements, and SQLAlchemy's
+            # per-statement overhead would be most of its time.
+            with self._read() as conn:
+                cur = conn.connection.cursor()
+                try:
+                    words = self._word_hits(cur, parsed.words, limit, filters)
+                    runs = self._run_hits(cur, parsed.runs, limit, filters)
+                finally:
+                    cur.close()
+        except sqlite3.Error as exc:
+            raise StoreError(f"full-text search failed: {exc}") from exc
+        return merge_hits(words, runs, limit)
+
+    def _word_hits(self, cur: DBAPICursor, terms: Sequence[str], limit: int,
+                   filters: SearchFilters) -> list[tuple[int, float]]:
         if not terms:
             return []
 
@@ -1138,27 +1182,37 @@ class SQLiteStore(SQLiteWorkingSet):
                f"WHERE memories_fts MATCH :match AND {where} ORDER BY rank, m.id LIMIT :limit")
         count_sql = ("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
                      "WHERE memories_fts MATCH :t LIMIT :cap)")
-        try:
-            # The raw cursor: a search is a few cheap statements, and SQLAlchemy's
-            # per-statement overhead would be most of its time.
-            with self._read() as conn:
-                cur = conn.connection.cursor()
-                try:
-                    total = int(cur.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
-                    rare = informative_terms(terms, total, lambda t, cap: int(cur.execute(
-                        count_sql, {"t": quoted(t), "cap": cap + 1}).fetchone()[0]))
-                    match = " OR ".join(quoted(t) for t in rare)
-                    if len(rare) < len(terms):
-                        # Candidates must hold a rare word; bm25 still scores every query
-                        # word, so common ones (a speaker's name) break ties among them.
-                        match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
-                    params["match"] = match
-                    rows = cur.execute(sql, params).fetchall()
-                finally:
-                    cur.close()
-        except sqlite3.Error as exc:
-            raise StoreError(f"full-text search failed: {exc}") from exc
-        return [(int(r[0]), -float(r[1])) for r in rows]
+        total = int(cur.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
+        rare = informative_terms(terms, total, lambda t, cap: int(cur.execute(
+            count_sql, {"t": quoted(t), "cap": cap + 1}).fetchone()[0]))
+        match = " OR ".join(quoted(t) for t in rare)
+        if len(rare) < len(terms):
+            # Candidates must hold a rare word; bm25 still scores every query
+            # word, so common ones (a speaker's name) break ties among them.
+            match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
+        params["match"] = match
+        return [(int(r[0]), -float(r[1])) for r in cur.execute(sql, params).fetchall()]
+
+    def _run_hits(self, cur: DBAPICursor, runs: Sequence[str], limit: int,
+                  filters: SearchFilters) -> list[tuple[int, float]]:
+        """The memories holding CJK ``runs`` as substrings: score = how many they hold +
+        1 / (1 + length). The trigram index answers runs of three characters or more;
+        shorter ones are looked for in the CJK memories' text."""
+        if not runs:
+            return []
+        params: dict[str, Any] = {"limit": limit}
+        params.update({f"r{i}": run for i, run in enumerate(runs)})
+        held = " + ".join(f"(instr(c.content, :r{i}) > 0)" for i in range(len(runs)))
+        if min(map(len, runs)) >= 3:
+            params["match"] = " OR ".join(f'"{run}"' for run in runs)
+            found = "c.memories_cjk MATCH :match"
+        else:
+            found = " OR ".join(f"instr(c.content, :r{i}) > 0" for i in range(len(runs)))
+        where = self._filter_sql(filters, params)
+        sql = (f"SELECT m.id, {held} + 1.0 / (1 + length(c.content)) AS score "
+               "FROM memories_cjk c JOIN memories m ON m.id = c.rowid "
+               f"WHERE ({found}) AND {where} ORDER BY score DESC, m.id LIMIT :limit")
+        return [(int(r[0]), float(r[1])) for r in cur.execute(sql, params).fetchall()]
 
     def _load_index(self) -> None:
         with self._read() as conn:
