@@ -24,17 +24,19 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 pytest.importorskip("llama_index.core")
 
+from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms.mock import MockLLMWithChatMemoryOfLastCall
 from llama_index.core.memory import Memory
+from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from htm_core import HTM
 from htm_core.errors import ValidationError
 from htm_integrations.langchain import HTMChatMessageHistory
 from htm_integrations.langchain import HTMMemory as LangChainMemory
+from htm_integrations.llama_index import HTMEmbedding, HTMMemoryBlock, HTMVectorStore
 from htm_integrations.llama_index import HTMMemory as LlamaMemory
-from htm_integrations.llama_index import HTMMemoryBlock
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
                                         "ignore::PendingDeprecationWarning")
@@ -231,3 +233,50 @@ async def test_llama_index_memory_block_is_scoped_to_the_memory_session(
     assert all("4711" not in str(m.content) for m in got)
     shared = memory("bob-2", shared=True)
     assert "4711" in str((await shared.aget(input=QUESTION))[0].content)
+
+
+# -- LlamaIndex HTMVectorStore ---------------------------------------------------------------
+
+
+def test_vector_store_sees_its_own_nodes_only(store_url: str,
+                                              htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory(robot="assistant")
+    li_chat(LlamaMemory.from_defaults(htm=htm, user_id="ada", session_id="s1"), ADA_SECRET)
+    embed = HTMEmbedding(htm=htm)
+    kb = VectorStoreIndex.from_vector_store(HTMVectorStore(htm=htm), embed_model=embed)
+    kb.insert(Document(text="Lockers are emptied every Friday evening", doc_id="kb-lockers",
+                       metadata={"tags": ["facilities"]}))
+    ada_store = HTMVectorStore(htm=htm, user_id="ada")
+    VectorStoreIndex.from_vector_store(ada_store, embed_model=embed).insert(
+        Document(text="Ada's locker code card: the code is 4711", doc_id="ada-card"))
+    VectorStoreIndex.from_vector_store(HTMVectorStore(htm=htm, user_id="bob"), embed_model=embed
+                                       ).insert(Document(text="Bob's locker code is 9350",
+                                                         doc_id="bob-card"))
+
+    def texts(store: HTMVectorStore, **retriever: Any) -> str:
+        index = VectorStoreIndex.from_vector_store(store, embed_model=HTMEmbedding(htm=store.htm))
+        nodes = index.as_retriever(similarity_top_k=10, **retriever).retrieve("locker code")
+        return "\n".join(n.node.get_content() for n in nodes)
+
+    for generation in range(2):
+        app = texts(HTMVectorStore(htm=htm))
+        assert "emptied every Friday" in app and "4711" not in app and "9350" not in app
+        everything = MetadataFilters(filters=[MetadataFilter(key="tags", value="chat")])
+        assert texts(HTMVectorStore(htm=htm), filters=everything) == ""  # stays in scope
+        bob = texts(HTMVectorStore(htm=htm, user_id="bob"))
+        assert "9350" in bob and "4711" not in bob and "Friday" not in bob
+        assert "4711" in texts(HTMVectorStore(htm=htm, user_id="ada"))
+        assert ADA_SECRET in texts(HTMVectorStore(htm=htm, shared=True))
+        # Ada's own chat memory (user scope) recalls her document node too, Bob's does not
+        assert "4711" in li_chat(LlamaMemory.from_defaults(htm=htm, user_id="ada",
+                                                           session_id="s9"), "locker code card")
+        assert "4711" not in li_chat(LlamaMemory.from_defaults(htm=htm, user_id="bob",
+                                                               session_id="s9"), "locker code card")
+        if generation == 0:
+            htm.close()
+            htm = htm_factory(robot="assistant", database_url=store_url)
+    HTMVectorStore(htm=htm, user_id="bob").clear()  # forgets Bob's nodes, nobody else's
+    ada_nodes = HTMVectorStore(htm=htm, user_id="ada").get_nodes()
+    assert [n.ref_doc_id for n in ada_nodes] == ["ada-card"]
+    assert [n.ref_doc_id for n in HTMVectorStore(htm=htm).get_nodes()] == ["kb-lockers"]
+    assert HTMVectorStore(htm=htm, user_id="bob").get_nodes() == []
