@@ -34,7 +34,7 @@ from htm_core.errors import ValidationError
 from htm_core.tags import carries_tag
 from htm_core.validation import check_tags
 
-__all__ = ["ChatScope", "id_slug"]
+__all__ = ["ChatScope", "id_slug", "narrow"]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 ROOT = "chat"
@@ -91,15 +91,24 @@ class ChatScope:
         when each lies within one of them (or the scope is shared); a tag outside an
         unshared scope is refused, since it would widen it.
         """
-        extra = check_tags(narrower) if narrower is not None else ()
-        if self.shared:
-            return extra or None
-        visible = (self.recall_tag, *self.shared_tags)
-        outside = [t for t in extra if not carries_tag([t], visible)]
-        if outside:
-            raise ValidationError(
-                f"recall tags {outside} lie outside this memory's scope {list(visible)}, "
-                "so they would show other users' or sessions' memories; use tags at or below "
-                "the scope's, list them in shared_tags, or pass shared=True to recall across "
-                "the whole store")
-        return extra or visible
+        return narrow(None if self.shared else (self.recall_tag, *self.shared_tags), narrower)
+
+
+def narrow(visible: tuple[str, ...] | None,
+           narrower: Iterable[str] | str | None) -> tuple[str, ...] | None:
+    """The tag filter of a scope ``visible`` (None: unscoped) narrowed by ``narrower``.
+
+    ``narrower`` tags replace ``visible`` when each lies at or below one of its tags; a tag
+    outside would widen the scope and is refused with :class:`ValidationError`.
+    """
+    extra = check_tags(narrower) if narrower is not None else ()
+    if visible is None:
+        return extra or None
+    outside = [t for t in extra if not carries_tag([t], visible)]
+    if outside:
+        raise ValidationError(
+            f"recall tags {outside} lie outside this memory's scope {list(visible)}, "
+            "so they would show other users' or sessions' memories; use tags at or below "
+            "the scope's, list them in shared_tags, or pass shared=True to recall across "
+            "the whole store")
+    return extra or visible

@@ -18,8 +18,9 @@ from langchain_classic.chains import ConversationChain
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder, PromptTemplate
+from langchain_core.runnables import RunnablePassthrough
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 pytest.importorskip("llama_index.core")
@@ -33,7 +34,7 @@ from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from htm_core import HTM
 from htm_core.errors import ValidationError
-from htm_integrations.langchain import HTMChatMessageHistory
+from htm_integrations.langchain import HTMChatMessageHistory, HTMRetriever
 from htm_integrations.langchain import HTMMemory as LangChainMemory
 from htm_integrations.llama_index import HTMEmbedding, HTMMemoryBlock, HTMVectorStore
 from htm_integrations.llama_index import HTMMemory as LlamaMemory
@@ -280,3 +281,44 @@ def test_vector_store_sees_its_own_nodes_only(store_url: str,
     assert [n.ref_doc_id for n in ada_nodes] == ["ada-card"]
     assert [n.ref_doc_id for n in HTMVectorStore(htm=htm).get_nodes()] == ["kb-lockers"]
     assert HTMVectorStore(htm=htm, user_id="bob").get_nodes() == []
+
+
+# -- LangChain HTMRetriever ------------------------------------------------------------------
+
+
+def test_retriever_searches_an_explicit_scope_only(store_url: str,
+                                                   htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory(robot="assistant")
+    for user, fact in (("ada", ADA_SECRET), ("bob", BOB_FACT)):
+        for session in ("s1", "s2"):
+            HTMChatMessageHistory(htm=htm, session_id=session, user_id=user).add_messages(
+                [HumanMessage(f"{fact} ({session})"), AIMessage("Noted.")])
+    htm.add("Lockers are emptied every Friday evening", key="kb-lockers", tags=["kb"])
+    with pytest.raises(ValidationError, match="whose memories"):
+        HTMRetriever(htm=htm)
+
+    prompt = PromptTemplate.from_template("Context:\n{context}\nQuestion: {question}")
+    recorder = PromptRecorder()
+
+    def chain(retriever: HTMRetriever) -> Any:
+        return ({"context": retriever | (lambda docs: "\n".join(d.page_content for d in docs)),
+                 "question": RunnablePassthrough()}
+                | prompt | FakeListLLM(responses=["Noted."] * 8, callbacks=[recorder]))
+
+    for generation in range(2):
+        chain(HTMRetriever(htm=htm, user_id="bob", shared_tags=["kb"], k=10)).invoke(QUESTION)
+        assert "9350" in recorder.prompts[-1] and "Friday" in recorder.prompts[-1]
+        assert "4711" not in recorder.prompts[-1]
+        one_session = HTMRetriever(htm=htm, user_id="bob", tags=["chat:user:bob:session:s2"],
+                                   k=10)
+        texts = [d.page_content for d in one_session.invoke("locker code")]
+        assert texts and all("(s2)" in t or t == "AI: Noted." for t in texts)
+        assert all("4711" not in d.page_content
+                   for d in HTMRetriever(htm=htm, tags=["kb"], k=10).invoke("locker code"))
+        with pytest.raises(ValidationError, match="outside"):
+            one_session.invoke("locker code", tags=["chat:user:ada"])
+        shared = HTMRetriever(htm=htm, shared=True, k=20).invoke("locker code 4711")
+        assert any("4711" in d.page_content for d in shared)
+        if generation == 0:
+            htm.close()
+            htm = htm_factory(robot="assistant", database_url=store_url)
