@@ -91,7 +91,52 @@ class ChatScope:
         when each lies within one of them (or the scope is shared); a tag outside an
         unshared scope is refused, since it would widen it.
         """
-        return narrow(None if self.shared else (self.recall_tag, *self.shared_tags), narrower)
+        return narrow(self.visible, narrower)
+
+    @property
+    def visible(self) -> tuple[str, ...] | None:
+        """The tags whose memories this scope sees; None when shared (everything)."""
+        return None if self.shared else (self.recall_tag, *self.shared_tags)
+
+    def sees(self, tags: Iterable[str]) -> bool:
+        """Whether a memory carrying ``tags`` is visible in this scope."""
+        return self.visible is None or carries_tag(tags, self.visible)
+
+    def topic_tag(self, tag: str) -> str:
+        """A topic tag's copy inside the scope: ``<recall tag>:tag:<tag>`` (a tag already
+        inside the scope is itself)."""
+        if carries_tag([tag], [self.recall_tag]):
+            return tag
+        return f"{self.recall_tag}:tag:{tag}"
+
+    def stored_tags(self, tags: Iterable[str] | str | None) -> list[str]:
+        """The tags of a memory stored in this scope with topic ``tags``: the scope tag,
+        the topic tags, and each topic tag's copy inside the scope (so a topic filter can
+        run inside the scope, see :meth:`topic_filter`)."""
+        topics = check_tags(tags)
+        copies = [self.topic_tag(t) for t in topics]
+        return list(dict.fromkeys([self.tag, *topics, *copies]))
+
+    def topic_filter(self, tags: Iterable[str] | str | None) -> tuple[str, ...] | None:
+        """The recall filter "memories of this scope with one of ``tags``" (all of the
+        scope without tags; the plain tags when shared). A tag inside ``shared_tags`` is
+        kept as it is."""
+        topics = check_tags(tags)
+        if self.visible is None:
+            return topics or None
+        if not topics:
+            return self.visible
+        return tuple(dict.fromkeys(
+            t if carries_tag([t], self.shared_tags) else self.topic_tag(t) for t in topics))
+
+    def topics(self, counts: dict[str, int]) -> dict[str, int]:
+        """The topic tags visible in this scope, from ``htm.tags()``'s counts."""
+        if self.visible is None:
+            return dict(counts)
+        prefix = f"{self.recall_tag}:tag:"
+        out = {t[len(prefix):]: n for t, n in counts.items() if t.startswith(prefix)}
+        out.update({t: n for t, n in counts.items() if carries_tag([t], self.shared_tags)})
+        return out
 
 
 def narrow(visible: tuple[str, ...] | None,
