@@ -52,7 +52,7 @@ from .observability import Metrics, instrumented
 from .retrieval import RetrievalConfig, check_recall_strategy, search
 from .store import LongTermStore, NewMemory, SearchFilters, open_store
 from .store.base import content_hash, generated_key
-from .tags import carries_tag
+from .tags import tag_filter
 from .timeframe import parse_timeframe
 from .tokens import TokenCounter, resolve_counter
 from .validation import (
@@ -780,6 +780,7 @@ class HTM:
         limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
         budget = self._wm.budget_for(limit)
         scope = check_tags(tags) if scope_working else ()
+        in_scope = tag_filter(scope)
         if scope_working and not scope:
             raise ValidationError("scope_working=True scopes the context by tags; give tags=[...] "
                                   "(or leave scope_working False for the whole working memory)")
@@ -791,7 +792,7 @@ class HTM:
         if include_summaries:
             newest = list(self._enrichment.summaries)[-include_summaries:][::-1]
             summaries = [m for m in (self._store.get(k) for k in newest) if m is not None
-                         and (not scope or carries_tag(m.tags, scope))]
+                         and (not scope or in_scope(m.tags))]
         recalled: list[Memory] = []
         if query is not None:
             recalled = [hit.memory for hit in self.recall(
@@ -801,8 +802,8 @@ class HTM:
             # all), filtered by the tags; _fit then applies the context's own budget
             whole = math.ceil(self._wm.tokens / (1 - self._wm.safety_margin)) + 1
             items = self._wm.select(strategy, whole if scope else limit)
-            resident = [self._wm_memories[i.key] for i in items if i.key in self._wm_memories
-                        and (not scope or carries_tag(self._wm_memories[i.key].tags, scope))]
+            resident = [m for m in (self._wm_memories.get(i.key) for i in items)
+                        if m is not None and (not scope or in_scope(m.tags))]
         memories, text, tokens = self._fit([*summaries, *recalled, *resident], budget)
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)

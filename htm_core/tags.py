@@ -15,9 +15,9 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-__all__ = ["carries_tag", "tag_matches"]
+__all__ = ["carries_tag", "tag_filter", "tag_matches"]
 
 
 def tag_matches(tag: str, wanted: str) -> bool:
@@ -27,5 +27,12 @@ def tag_matches(tag: str, wanted: str) -> bool:
 
 def carries_tag(tags: Iterable[str], wanted: Iterable[str]) -> bool:
     """Whether any of ``tags`` matches any of ``wanted`` (the recall tag filter's any-of)."""
-    wanted = tuple(wanted)
-    return any(tag_matches(tag, w) for tag in tags for w in wanted)
+    return tag_filter(wanted)(tags)
+
+
+def tag_filter(wanted: Iterable[str]) -> Callable[[Iterable[str]], bool]:
+    """:func:`carries_tag` with ``wanted`` fixed: a predicate over a memory's tags, for
+    testing many memories against one filter."""
+    exact = frozenset(wanted)
+    below = tuple(w + ":" for w in exact)
+    return lambda tags: any(t in exact or t.startswith(below) for t in tags)
