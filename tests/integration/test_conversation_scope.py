@@ -34,7 +34,7 @@ from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
 
 from htm_core import HTM
 from htm_core.errors import ValidationError
-from htm_integrations.langchain import HTMChatMessageHistory, HTMRetriever
+from htm_integrations.langchain import HTMChatMessageHistory, HTMRetriever, HTMStore
 from htm_integrations.langchain import HTMMemory as LangChainMemory
 from htm_integrations.llama_index import HTMEmbedding, HTMMemoryBlock, HTMVectorStore
 from htm_integrations.llama_index import HTMMemory as LlamaMemory
@@ -322,3 +322,20 @@ def test_retriever_searches_an_explicit_scope_only(store_url: str,
         if generation == 0:
             htm.close()
             htm = htm_factory(robot="assistant", database_url=store_url)
+
+
+# -- LangGraph HTMStore ----------------------------------------------------------------------
+
+
+def test_langgraph_store_stays_in_its_namespace(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory(robot="assistant")
+    lc_chat(LangChainMemory(htm=htm, user_id="ada", session_id="s1"), ADA_SECRET)
+    store = HTMStore(htm=htm, fields=["text"])
+    store.put(("memories", "ada"), "locker", {"text": "Ada's locker code is 4711"})
+    store.put(("memories", "bob"), "locker", {"text": "Bob's locker code is 9350"})
+    bob = store.search(("memories", "bob"), query="locker code 4711", limit=10)
+    assert [i.value["text"] for i in bob] == ["Bob's locker code is 9350"]
+    everyone = store.search((), query="locker code", limit=10)  # every namespace, explicitly
+    assert {i.value["text"] for i in everyone} == {"Ada's locker code is 4711",
+                                                   "Bob's locker code is 9350"}
+    assert ADA_SECRET not in {str(i.value) for i in store.search((), limit=50)}
