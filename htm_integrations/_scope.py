@@ -49,7 +49,7 @@ def id_slug(value: str, *, name: str = "session_id") -> str:
     return "h-" + hashlib.sha256(value.encode("utf-8")).hexdigest()[:32]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChatScope:
     """A conversation scope: ``user`` and/or ``session`` slugs, and whether it is shared."""
 
