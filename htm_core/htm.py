@@ -780,10 +780,10 @@ class HTM:
         limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
         budget = self._wm.budget_for(limit)
         scope = check_tags(tags) if scope_working else ()
-        in_scope = tag_filter(scope)
         if scope_working and not scope:
             raise ValidationError("scope_working=True scopes the context by tags; give tags=[...] "
                                   "(or leave scope_working False for the whole working memory)")
+        in_scope = tag_filter(scope)
         if isinstance(include_summaries, bool) or not isinstance(include_summaries, int) \
                 or not 0 <= include_summaries <= 50:
             raise InvalidBudgetError(
