@@ -55,6 +55,7 @@ from .observability import Metrics, instrumented
 from .retrieval import RetrievalConfig, check_recall_strategy, search
 from .store import LongTermStore, NewMemory, SearchFilters, open_store
 from .store.base import WorkingChange, WorkingResult, content_hash, generated_key
+from .tags import tag_filter
 from .timeframe import parse_timeframe
 from .tokens import TokenCounter, resolve_counter
 from .validation import (
@@ -803,7 +804,7 @@ class HTM:
                        include_summaries: int = 0, query: str | None = None,
                        recall_limit: int = 10, recall_strategy: str = "hybrid",
                        tags: Iterable[str] | str | None = None,
-                       robot: str | None = None) -> Context:
+                       robot: str | None = None, scope_working: bool = False) -> Context:
         """Assemble working memory into prompt text within ``max_tokens``.
 
         ``strategy`` is ``"balanced"`` (importance × recency, default), ``"recent"`` or
@@ -815,10 +816,20 @@ class HTM:
         ``include_summaries`` newest summaries of evicted memories (written by a
         ``summariser`` in this process), then, with ``query``, what :meth:`recall` finds for
         it (``recall_limit``, ``recall_strategy``, ``tags``, ``robot``), most relevant first.
+
+        With ``scope_working=True``, ``tags`` also scopes the working-memory part (and the
+        summaries): only memories carrying one of the tags (or a tag below one) are candidates,
+        taken in strategy order within the same budget (one user's context, say, out of a
+        working memory that several users' turns share).
         """
         check_strategy(strategy)
         limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
         budget = self._wm.budget_for(limit)
+        scope = check_tags(tags) if scope_working else ()
+        if scope_working and not scope:
+            raise ValidationError("scope_working=True scopes the context by tags; give tags=[...] "
+                                  "(or leave scope_working False for the whole working memory)")
+        in_scope = tag_filter(scope)
         if isinstance(include_summaries, bool) or not isinstance(include_summaries, int) \
                 or not 0 <= include_summaries <= 50:
             raise InvalidBudgetError(
@@ -826,15 +837,20 @@ class HTM:
         summaries: list[Memory] = []
         if include_summaries:
             newest = list(self._enrichment.summaries)[-include_summaries:][::-1]
-            summaries = [m for m in (self._store.get(k) for k in newest) if m is not None]
+            summaries = [m for m in (self._store.get(k) for k in newest) if m is not None
+                         and (not scope or in_scope(m.tags))]
         recalled: list[Memory] = []
         if query is not None:
             recalled = [hit.memory for hit in self.recall(
                 query, limit=recall_limit, strategy=recall_strategy, tags=tags, robot=robot)]
         with self._lock:
             self._sync()
-            items = self._wm.select(strategy, limit)
-            resident = [self._wm_memories[i.key] for i in items if i.key in self._wm_memories]
+            # scoped: every resident item in strategy order (a limit whose budget holds them
+            # all), filtered by the tags; _fit then applies the context's own budget
+            whole = math.ceil(self._wm.tokens / (1 - self._wm.safety_margin)) + 1
+            items = self._wm.select(strategy, whole if scope else limit)
+            resident = [m for m in (self._wm_memories.get(i.key) for i in items)
+                        if m is not None and (not scope or in_scope(m.tags))]
         memories, text, tokens = self._fit([*summaries, *recalled, *resident], budget)
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)
@@ -962,9 +978,9 @@ class HTM:
         return await asyncio.to_thread(self.retrieve, key)
 
     async def acreate_context(self, strategy: str = "balanced",
-                              max_tokens: int | None = None) -> Context:
-        """Async :meth:`create_context`."""
-        return await asyncio.to_thread(self.create_context, strategy, max_tokens)
+                              max_tokens: int | None = None, **kwargs: Any) -> Context:
+        """Async :meth:`create_context` (same keywords)."""
+        return await asyncio.to_thread(self.create_context, strategy, max_tokens, **kwargs)
 
     async def aforget(self, key: str, *, confirm: bool = False) -> Memory:
         """Async :meth:`forget`."""

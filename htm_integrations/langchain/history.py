@@ -20,6 +20,12 @@ database sees it, in order) and searchable by recall like any other memory:
 - metadata ``session_id``, ``seq``, ``role`` and ``message`` (the full serialised
   message, so tool calls, names and ids come back unchanged).
 
+With ``user_id``, the session belongs to that user: keys are
+``chat:user:<user>:<session>:<seq>`` and the session tag is
+``chat:user:<user>:session:<session>`` (below the user's tag ``chat:user:<user>``, which
+the other adapters' user scope recalls from; ``metadata.user_id`` keeps the id), so two
+users' sessions of the same name are two conversations.
+
 A session id made only of letters, digits, ``_`` and ``-`` (at most 64 characters) is used
 as is; any other id is replaced by a hash of it in keys and tags (``metadata.session_id``
 keeps the original).
@@ -33,14 +39,14 @@ after a ``clear()`` continue the numbering.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from htm_core.errors import StoreError, ValidationError, missing_extra
 from htm_core.models import Memory
 from htm_core.validation import check_importance
+
+from .._scope import ChatScope, id_slug
 
 try:
     from langchain_core.chat_history import BaseChatMessageHistory
@@ -50,7 +56,6 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 __all__ = ["HTMChatMessageHistory", "message_content", "session_slug"]
 
-_SAFE_SESSION = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 _ROLE_LABELS = {"human": "Human", "ai": "AI", "system": "System", "tool": "Tool",
                 "function": "Function", "chat": "Chat"}
 #: How many consecutive missing sequence numbers a scan steps over while the session's
@@ -60,11 +65,7 @@ _MAX_GAP = 100_000
 
 def session_slug(session_id: str) -> str:
     """The form of ``session_id`` used in keys and tags (itself, or ``h-`` + a hash)."""
-    if not isinstance(session_id, str) or not session_id:
-        raise ValidationError(f"session_id must be a non-empty string, got {session_id!r}")
-    if _SAFE_SESSION.match(session_id):
-        return session_id
-    return "h-" + hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:32]
+    return id_slug(session_id)
 
 
 def message_content(message: BaseMessage, *, human_prefix: str = "Human",
@@ -89,6 +90,8 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
         importance: the importance given to each message (0 to 10, default 1.0).
         human_prefix: the role label of human messages in the remembered text.
         ai_prefix: the role label of AI messages in the remembered text.
+        user_id: the user the session belongs to (default none: the session id alone
+            names the conversation).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -101,22 +104,29 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
     """
 
     def __init__(self, *, htm: Any, session_id: str, importance: float = 1.0,
-                 human_prefix: str = "Human", ai_prefix: str = "AI") -> None:
+                 human_prefix: str = "Human", ai_prefix: str = "AI",
+                 user_id: str | None = None) -> None:
         self.htm = htm
         self.human_prefix = human_prefix
         self.ai_prefix = ai_prefix
         self.session_id = session_id
+        self.user_id = user_id
+        self.scope = ChatScope.of(session_id=session_id, user_id=user_id)
         self.slug = session_slug(session_id)
         self.importance = check_importance(importance)
-        self.session_tag = f"chat:session:{self.slug}"
+        self.session_tag = self.scope.tag
+        self._key_prefix = (f"chat:{self.slug}" if self.scope.user is None
+                            else f"chat:user:{self.scope.user}:{self.slug}")
         self._next_hint: int | None = None
 
     def __repr__(self) -> str:
-        return f"HTMChatMessageHistory(session_id={self.session_id!r}, robot={self.htm.robot!r})"
+        user = f", user_id={self.user_id!r}" if self.user_id is not None else ""
+        return (f"HTMChatMessageHistory(session_id={self.session_id!r}{user}, "
+                f"robot={self.htm.robot!r})")
 
     def key_for(self, seq: int) -> str:
         """The memory key of message number ``seq`` (0-based) of this session."""
-        return f"chat:{self.slug}:{seq:08d}"
+        return f"{self._key_prefix}:{seq:08d}"
 
     def _scan(self) -> tuple[list[Memory], int]:
         """The session's visible memories in order, and the next free sequence number.
@@ -148,7 +158,7 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
                     raise StoreError(
                         f"chat session {self.session_id!r}: {expected} messages are tagged "
                         f"{self.session_tag!r} but only {len(found)} were found under keys "
-                        f"'chat:{self.slug}:NNNNNNNN'; were memories tagged by hand?")
+                        f"'{self._key_prefix}:NNNNNNNN'; were memories tagged by hand?")
             seq += 1
         self._next_hint = last_existing + 1
         return found, last_existing + 1
@@ -194,7 +204,8 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
                 "importance": self.importance,
                 "tags": [self.session_tag, f"chat:role:{message.type}"],
                 "metadata": {"session_id": self.session_id, "seq": n, "role": message.type,
-                             "message": message_to_dict(message)},
+                             "message": message_to_dict(message),
+                             **({"user_id": self.user_id} if self.user_id is not None else {})},
             })
         self.htm.add_many(items)
         self._next_hint = seq + len(items)

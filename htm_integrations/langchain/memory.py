@@ -17,6 +17,11 @@ input plus the working-memory context, within ``max_tokens``; after each call th
 and the AI turn are stored as two memories (through
 :class:`~htm_integrations.langchain.HTMChatMessageHistory`, so they are ordered, tagged
 ``chat:session:<session_id>`` and durable).
+
+Both are scoped to the conversation by default: recall and the working-memory part of
+the history only take memories of this session (``chat:session:<session_id>``), or of
+this user's sessions when ``user_id`` is given (``chat:user:<user_id>``). One user's
+turns never reach another user's history unless ``shared=True`` says so.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from htm_core.validation import (
 )
 from htm_core.working.context import check_strategy
 
+from .._scope import ChatScope
 from .history import HTMChatMessageHistory
 
 try:
@@ -72,19 +78,30 @@ class HTMMemory(BaseMemory):
             (less htm's context safety margin).
         recall_limit: how many memories to recall for each new input (default 5).
         recall_strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
-        recall_tags: recall only memories with one of these tags (or below one), for
-            instance ``["chat:session:<id>"]`` to stay within one conversation; default
-            the whole store (every session, every memory: that is long-term memory).
-        recall_robot: recall only memories written by this robot; default every robot.
+        recall_tags: narrow the history to memories with one of these tags (or below
+            one). They must lie within the scope (for instance one session,
+            ``["chat:user:<user>:session:<id>"]``, of a user-scoped memory) unless
+            ``shared=True``; default the scope's own tag.
+        recall_robot: recall only memories written by this robot; default every robot
+            (robots on one store share a conversation that both serve).
         context_strategy: how working memory fills the rest of the budget:
             ``"balanced"`` (default), ``"recent"`` or ``"important"``.
         importance: importance of the stored turns (0 to 10, default 1.0).
-        session_id: the conversation the turns belong to (default ``"default"``).
+        session_id: the conversation the turns belong to (default ``"default"``); a
+            multi-user application gives each conversation its own.
+        user_id: the user the conversation belongs to; with it the history covers every
+            session of this user (and only this user). Default none: the session alone.
+        shared_tags: memories with one of these tags (or below one) are part of every
+            conversation's history too: knowledge the application shares on purpose
+            (``htm.add(..., tags=["kb"])`` with ``shared_tags=["kb"]``). Default none.
+        shared: ``True`` lifts the scope: recall and context come from the whole store
+            (every user and session; ``recall_tags`` still narrow recall). Default False.
         human_prefix / ai_prefix: role labels in the remembered text.
 
     The history is what recall finds for the new input (best first), then the
     working-memory context, each memory once, as long as the joined text fits the budget;
-    it is shown in the order the memories were made.
+    it is shown in the order the memories were made. Recall and context are scoped as
+    described above, so what the same ``HTM`` holds for other conversations stays out.
 
     Example:
         >>> from htm_core import HTM
@@ -110,9 +127,13 @@ class HTMMemory(BaseMemory):
     context_strategy: str = "balanced"
     importance: float = 1.0
     session_id: str = "default"
+    user_id: str | None = None
+    shared: bool = False
+    shared_tags: list[str] | None = None
     human_prefix: str = "Human"
     ai_prefix: str = "AI"
     _history: HTMChatMessageHistory | None = PrivateAttr(default=None)
+    _scope: ChatScope = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         """Build the memory; settings are checked by htm's rules and raise htm's errors."""
@@ -122,6 +143,9 @@ class HTMMemory(BaseMemory):
         check_importance(self.importance)
         check_recall_strategy(self.recall_strategy)
         check_tags(self.recall_tags)
+        self._scope = ChatScope.of(session_id=self.session_id, user_id=self.user_id,
+                                   shared=self.shared, shared_tags=self.shared_tags)
+        self._scope.filter_tags(self.recall_tags)
         if self.recall_robot is not None:
             check_key(self.recall_robot)
         check_strategy(self.context_strategy)
@@ -137,7 +161,7 @@ class HTMMemory(BaseMemory):
         if self._history is None:
             self._history = HTMChatMessageHistory(
                 htm=self.htm, session_id=self.session_id, importance=self.importance,
-                human_prefix=self.human_prefix, ai_prefix=self.ai_prefix)
+                human_prefix=self.human_prefix, ai_prefix=self.ai_prefix, user_id=self.user_id)
         return self._history
 
     def _input_text(self, inputs: dict[str, Any]) -> str:
@@ -149,11 +173,14 @@ class HTMMemory(BaseMemory):
         return value.text if isinstance(value, BaseMessage) else str(value)
 
     def selected_memories(self, query: str) -> list[Memory]:
-        """The memories the history is made of for ``query``, in the order they were made."""
+        """The memories the history is made of for ``query``, in the order they were made
+        (within the scope: recall and the working-memory part alike)."""
+        tags = self._scope.filter_tags(self.recall_tags)
         context = self.htm.create_context(
             strategy=self.context_strategy, max_tokens=self.max_tokens,
             query=query if query.strip() else None, recall_limit=self.recall_limit,
-            recall_strategy=self.recall_strategy, tags=self.recall_tags, robot=self.recall_robot)
+            recall_strategy=self.recall_strategy, tags=tags, robot=self.recall_robot,
+            scope_working=not self.shared)
         chosen = [m for m in context.memories if isinstance(m, Memory)]
         return sorted(chosen, key=lambda m: (m.created_at, m.id))
 

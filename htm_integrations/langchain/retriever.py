@@ -6,12 +6,19 @@
     from htm_integrations.langchain import HTMRetriever
 
     htm = HTM(robot="assistant")
-    retriever = HTMRetriever(htm=htm, k=4, timeframe="last week")
+    retriever = HTMRetriever(htm=htm, user_id="ada", k=4, timeframe="last week")
     docs = retriever.invoke("editor preferences")      # or: await retriever.ainvoke(...)
 
 Each call is one :meth:`htm_core.HTM.recall` (so recalled memories enter working memory,
 as any recall does). Every argument of the retriever can be overridden per call:
 ``retriever.invoke("query", k=1, tags=["user"])``.
+
+A retriever says whose memories it searches, explicitly: ``user_id`` / ``session_id`` (a
+user's or one conversation's memories, the scope the chat adapters write, plus any
+``shared_tags``), ``tags`` (memories with these tags: the application's own knowledge,
+say ``tags=["kb"]``), or ``shared=True`` (the whole store: every user's conversations
+too). Without one of them it refuses to be built, so it cannot hand one user's turns to
+another by default. Per-call ``tags`` may narrow the scope, never widen it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from typing import Any
 from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Hit, Memory
 
+from .._scope import ChatScope, narrow
+
 try:
     from langchain_core.callbacks import (
         AsyncCallbackManagerForRetrieverRun,
@@ -28,7 +37,7 @@ try:
     )
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
-    from pydantic import ConfigDict, field_validator
+    from pydantic import ConfigDict, PrivateAttr, field_validator
 except ImportError:  # pragma: no cover - exercised only without the extra
     raise missing_extra("langchain-core", "langchain") from None
 
@@ -70,9 +79,20 @@ class HTMRetriever(BaseRetriever):
         timeframe: only memories from this period (``"last week"``, ``"May 2023"``, an ISO
             range, a ``timedelta``...); default any time.
         tags: only memories carrying one of these tags or a tag below one (a single
-            string is one tag). LangChain's ``BaseRetriever`` also passes ``tags`` to
-            callbacks, so they label the retriever's runs in tracing too.
+            string is one tag); with ``user_id``/``session_id`` they narrow that scope.
+            LangChain's ``BaseRetriever`` also passes ``tags`` to callbacks, so they
+            label the retriever's runs in tracing too.
         robot: only memories written by this robot; default every robot on the store.
+        user_id: search this user's memories (tag ``chat:user:<user_id>``, every session;
+            narrow to one with ``tags=["chat:user:<user_id>:session:<id>"]``).
+        session_id: without ``user_id``: search this conversation's memories
+            (``chat:session:<id>``).
+        shared_tags: with ``user_id``/``session_id``: memories with these tags are
+            searched too (knowledge shared with every user).
+        shared: ``True`` searches the whole store, every user's memories.
+
+    One of ``user_id``, ``session_id``, ``tags`` or ``shared=True`` is required (a
+    :class:`~htm_core.errors.ValidationError` says so otherwise).
 
     Documents carry the memory's text as ``page_content``, its key as ``id``, and metadata
     ``id``, ``key``, ``score``, ``importance``, ``created_at`` (ISO 8601), ``robot``,
@@ -83,8 +103,8 @@ class HTMRetriever(BaseRetriever):
     Example:
         >>> from htm_core import HTM
         >>> htm = HTM(database_url=":memory:", embedder="hashing")
-        >>> _ = htm.add("User prefers Vim keybindings", key="pref-vim")
-        >>> HTMRetriever(htm=htm, k=1).invoke("vim")[0].metadata["key"]
+        >>> _ = htm.add("User prefers Vim keybindings", key="pref-vim", tags=["kb"])
+        >>> HTMRetriever(htm=htm, k=1, tags=["kb"]).invoke("vim")[0].metadata["key"]
         'pref-vim'
     """
 
@@ -96,11 +116,35 @@ class HTMRetriever(BaseRetriever):
     timeframe: Any = None
     tags: list[str] | None = None
     robot: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    shared_tags: list[str] | None = None
+    shared: bool = False
+    _visible: tuple[str, ...] | None = PrivateAttr(default=None)
 
-    @field_validator("tags", mode="before")
+    @field_validator("tags", "shared_tags", mode="before")
     @classmethod
     def _one_tag(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    def __init__(self, **data: Any) -> None:
+        """Build the retriever; its scope is checked by htm's rules."""
+        super().__init__(**data)
+        if self.user_id is not None or self.session_id is not None:
+            scope = ChatScope.of(user_id=self.user_id, session_id=self.session_id,
+                                 shared=self.shared, shared_tags=self.shared_tags)
+            self._visible = scope.filter_tags()
+            narrow(self._visible, self.tags)
+        elif self.shared:
+            self._visible = None
+        elif self.tags:
+            self._visible = narrow(None, self.tags)
+        else:
+            raise ValidationError(
+                "HTMRetriever needs to know whose memories it searches: user_id=... or "
+                "session_id=... (one user's or one conversation's), tags=[...] (memories with "
+                "these tags, e.g. the application's knowledge), or shared=True (the whole "
+                "store, every user's conversations included)")
 
     def _recall_kwargs(self, overrides: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(overrides) - set(_RECALL_OPTIONS))
@@ -110,6 +154,7 @@ class HTMRetriever(BaseRetriever):
                 f"{list(_RECALL_OPTIONS)}")
         options = {name: overrides.get(name, getattr(self, name)) for name in _RECALL_OPTIONS}
         options["limit"] = options.pop("k")
+        options["tags"] = narrow(self._visible, options["tags"])
         return options
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,

@@ -20,6 +20,11 @@ How LangGraph's model maps onto htm:
 - **Writer → robot.** Items are written by the ``HTM``'s robot; ``search`` covers every
   robot on the store unless ``HTMStore(robot=...)`` narrows it. Robots on one store share
   the items (htm's hive mind).
+- **Scope.** The namespace is the scope, as LangGraph intends (``("memories", user_id)``):
+  every operation stays inside the namespace (prefix) it is given, and only items put
+  through an ``HTMStore`` are ever returned; conversations and other memories held in the
+  same ``HTM`` never are. Searching a shorter prefix (``("memories",)``, or ``()`` for
+  every namespace) is how an application asks for several users' items, explicitly.
 - **Item → memory.** Key ``lgstore:<namespace tag>|<key>`` (a hash when longer than
   htm's 255-character limit); content is the text to search: the ``fields`` of the value
   (store-wide ``fields=`` or ``put(..., index=[...])``) or else the whole value as JSON;
@@ -56,6 +61,7 @@ from typing import Any
 
 from htm_core.errors import InvalidBudgetError, ValidationError, missing_extra
 from htm_core.models import Memory
+from htm_core.tags import carries_tag
 from htm_core.validation import MAX_KEY_LENGTH, check_content, check_importance
 
 try:
@@ -208,8 +214,7 @@ class HTMStore(BaseStore):
 
     @staticmethod
     def _is_item(memory: Memory, tag: str) -> bool:
-        return isinstance(memory.metadata.get("lgstore"), dict) and any(
-            t == tag or t.startswith(tag + ":") for t in memory.tags)
+        return isinstance(memory.metadata.get("lgstore"), dict) and carries_tag(memory.tags, [tag])
 
     # -- operations ------------------------------------------------------------------
 

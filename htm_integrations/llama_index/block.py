@@ -3,8 +3,12 @@
 LlamaIndex's ``Memory`` keeps a short-term FIFO of messages; when it outgrows its token
 limit, the oldest messages are flushed to the memory blocks. This block stores what is
 flushed in htm's long-term memory and, on every ``Memory.get``, recalls the memories most
-relevant to the latest user message (from this conversation, older ones, other robots and
-anything else added to htm) into the ``<memory>`` section of the system message.
+relevant to the latest user message into the ``<memory>`` section of the system message.
+
+Both are scoped to the ``Memory``'s conversation by default: flushed messages are tagged
+``chat:session:<Memory.session_id>`` (``chat:user:<user_id>:session:<session_id>`` when the
+block has a ``user_id``) and recall takes only that session's memories (every session of
+the user with ``user_id``). ``shared=True`` recalls from the whole store instead.
 
 ::
 
@@ -12,8 +16,8 @@ anything else added to htm) into the ``<memory>`` section of the system message.
     from htm_integrations.llama_index import HTMMemoryBlock
 
     memory = Memory.from_defaults(
-        session_id="alice", token_limit=4000,
-        memory_blocks=[HTMMemoryBlock(htm=htm, recall_limit=5, priority=1)],
+        session_id="chat-1", token_limit=4000,
+        memory_blocks=[HTMMemoryBlock(htm=htm, user_id="alice", recall_limit=5, priority=1)],
     )
 """
 
@@ -29,6 +33,7 @@ from llama_index.core.memory.memory import BaseMemoryBlock
 from htm_core import HTM
 from htm_core.errors import ValidationError
 
+from .._scope import ChatScope
 from .memory import memory_line, message_text
 
 __all__ = ["HTMMemoryBlock"]
@@ -48,6 +53,11 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
             beyond ``Memory``'s own truncation (set ``priority`` > 0 to allow it).
         store_roles: roles of flushed messages that are stored long-term.
         importance: htm importance of stored messages.
+        user_id: the user whose conversations these are (default none: the ``Memory``'s
+            session alone is the scope).
+        shared_tags: memories with one of these tags (or below one) are recalled in every
+            conversation too: knowledge shared on purpose (default none).
+        shared: ``True`` recalls from the whole store (every user and session).
     """
 
     htm: Any = Field(exclude=True, description="The htm_core.HTM instance.")
@@ -58,13 +68,24 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
     max_tokens: int | None = Field(default=None, gt=0)
     store_roles: tuple[str, ...] = Field(default=("user", "assistant"))
     importance: float = Field(default=1.0, ge=0.0, le=10.0)
+    user_id: str | None = Field(default=None)
+    shared: bool = Field(default=False)
+    shared_tags: tuple[str, ...] = Field(default=())
 
     def __init__(self, **data: Any) -> None:
         htm = data.get("htm")
         if not isinstance(htm, HTM):
             raise ValidationError(
                 f"HTMMemoryBlock needs htm=<htm_core.HTM instance>, got {type(htm).__name__}")
+        ChatScope.of(session_id="default", user_id=data.get("user_id"),
+                     shared=data.get("shared", False), shared_tags=data.get("shared_tags"))
         super().__init__(**data)
+
+    def scope(self, session_id: str | None) -> ChatScope:
+        """The scope of the ``Memory`` session ``session_id`` (``"default"`` when None)."""
+        return ChatScope.of(session_id=session_id if session_id is not None else "default",
+                            user_id=self.user_id, shared=self.shared,
+                            shared_tags=self.shared_tags)
 
     async def _aget(self, messages: list[ChatMessage] | None = None,
                     session_id: str | None = None, **block_kwargs: Any) -> str:
@@ -75,7 +96,8 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
         if not query:
             return ""
         hits = await self.htm.arecall(query, limit=self.recall_limit,
-                                      strategy=self.recall_strategy)
+                                      strategy=self.recall_strategy,
+                                      tags=self.scope(session_id).filter_tags())
         present = {message_text(m) for m in messages}
         count = self.htm.token_counter.count
         lines: list[str] = []
@@ -100,8 +122,11 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
             metadata: dict[str, Any] = {"role": role, "source": "llama_index"}
             if session is not None:
                 metadata["session_id"] = str(session)
+            if self.user_id is not None:
+                metadata["user_id"] = self.user_id
+            tag = self.scope(None if session is None else str(session)).tag
             items.append({"content": text, "key": f"llama_index:{uuid.uuid4().hex}",
-                          "importance": self.importance, "metadata": metadata})
+                          "importance": self.importance, "tags": [tag], "metadata": metadata})
         if items:
             await self.htm.aadd_many(items)
 

@@ -6,11 +6,16 @@ and the workflow agents (``FunctionAgent``, ``ReActAgent``: ``agent.run(..., mem
 
 - ``put`` keeps the message in the recent conversation (in this process) and stores every
   user and assistant message with text in htm's long-term memory (durable at once), with
-  ``metadata={"role", "session_id", "source": "llama_index"}``.
+  ``metadata={"role", "session_id", "source": "llama_index"}`` and the conversation's
+  scope tag: ``chat:session:<session_id>``, or with ``user_id``
+  ``chat:user:<user_id>:session:<session_id>``.
 - ``get(input=...)`` returns a system message listing the long-term memories htm recalls
   for ``input`` (default: the latest user message), then the most recent messages of the
   conversation, all within ``token_limit`` tokens counted by the ``HTM``'s token counter.
   Old turns that no longer fit come back through recall when they are relevant.
+- Recall is scoped to the conversation by default: this session's memories, or every
+  session of ``user_id`` when it is given. Another user's turns are never recalled unless
+  the memory is built with ``shared=True`` (recall from the whole store).
 - ``reset()`` clears the recent conversation and htm's working memory; long-term memory
   keeps everything (htm never forgets unless told to with ``forget(key, confirm=True)``).
 
@@ -21,7 +26,8 @@ and the workflow agents (``FunctionAgent``, ``ReActAgent``: ``agent.run(..., mem
     from llama_index.core.chat_engine import SimpleChatEngine
 
     with HTM(robot="assistant") as htm:
-        memory = HTMMemory.from_defaults(htm=htm, session_id="alice", token_limit=3000)
+        memory = HTMMemory.from_defaults(htm=htm, user_id="alice", session_id="chat-1",
+                                         token_limit=3000)
         engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
         engine.chat("I prefer Vim keybindings")
 """
@@ -42,6 +48,8 @@ from llama_index.core.memory.types import BaseMemory
 from htm_core import HTM, Memory
 from htm_core.errors import InvalidBudgetError, ValidationError
 from htm_core.validation import check_importance, check_max_tokens
+
+from .._scope import ChatScope
 
 __all__ = ["DEFAULT_MEMORY_HEADER", "HTMMemory"]
 
@@ -75,7 +83,13 @@ class HTMMemory(BaseMemory):
 
     Attributes:
         htm: the ``HTM`` instance (shared freely with other adapters and robots' code).
-        session_id: names this conversation in each stored message's metadata.
+        session_id: this conversation: in each stored message's metadata and scope tag.
+        user_id: the user the conversation belongs to (default none); with it, recall
+            covers every session of this user and no other user's.
+        shared_tags: memories with one of these tags (or below one) are recalled in every
+            conversation too: knowledge shared on purpose (default none).
+        shared: ``True`` recalls from the whole store (every user and session) instead
+            of the conversation's scope. Default False.
         token_limit: what :meth:`get` returns stays within this many tokens (counted by
             ``htm.token_counter``, less the engine's ``initial_token_count``).
         recall_limit: how many long-term memories to recall per :meth:`get` at most.
@@ -84,7 +98,7 @@ class HTMMemory(BaseMemory):
             budget, so at least ``ratio`` is left for recalled memories.
         store_roles: roles whose messages are stored long-term (default user, assistant).
         importance: htm importance given to stored messages.
-        tags: htm tags given to stored messages.
+        tags: htm tags given to stored messages (besides the scope tag).
         memory_header: first line of the memory message.
         memory_role: role of the memory message (default ``system``).
     """
@@ -93,6 +107,9 @@ class HTMMemory(BaseMemory):
 
     htm: Any = Field(exclude=True, description="The htm_core.HTM instance.")
     session_id: str = Field(default="default")
+    user_id: str | None = Field(default=None)
+    shared: bool = Field(default=False)
+    shared_tags: tuple[str, ...] = Field(default=())
     token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, gt=0)
     recall_limit: int = Field(default=5, ge=0, le=10_000)
     recall_strategy: str = Field(default="hybrid")
@@ -106,6 +123,7 @@ class HTMMemory(BaseMemory):
     _messages: list[ChatMessage] = PrivateAttr(default_factory=list)
     _keys: list[str | None] = PrivateAttr(default_factory=list)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
+    _scope: ChatScope = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         htm = data.get("htm")
@@ -122,7 +140,11 @@ class HTMMemory(BaseMemory):
                 f"recall_limit must be an integer from 0 to 10,000, got {recall_limit!r}")
         if "importance" in data:
             check_importance(data["importance"])
+        scope = ChatScope.of(session_id=data.get("session_id", "default"),
+                             user_id=data.get("user_id"), shared=data.get("shared", False),
+                             shared_tags=data.get("shared_tags"))
         super().__init__(**data)
+        self._scope = scope
 
     @classmethod
     def class_name(cls) -> str:
@@ -146,7 +168,7 @@ class HTMMemory(BaseMemory):
             llm: when given and ``token_limit`` is not, the limit is 75% of its context
                 window.
             token_limit: token budget of :meth:`get` (default 3000).
-            session_id: this conversation's name in the stored metadata.
+            session_id: this conversation's name (stored metadata and scope tag).
             **kwargs: any other field (``recall_limit``, ``recall_strategy``...).
         """
         if token_limit is None:
@@ -243,7 +265,8 @@ class HTMMemory(BaseMemory):
                         ) -> ChatMessage | None:
         if not query.strip() or self.recall_limit == 0 or budget <= 0:
             return None
-        hits = self.htm.recall(query, limit=self.recall_limit, strategy=self.recall_strategy)
+        hits = self.htm.recall(query, limit=self.recall_limit, strategy=self.recall_strategy,
+                               tags=self._scope.filter_tags())
         count = self.htm.token_counter.count
         lines: list[str] = []
         for hit in hits:
@@ -272,10 +295,12 @@ class HTMMemory(BaseMemory):
         text = message_text(message)
         if role not in self.store_roles or not text.strip():
             return None
+        metadata = {"role": role, "session_id": self.session_id, "source": "llama_index"}
+        if self.user_id is not None:
+            metadata["user_id"] = self.user_id
         return {"content": text, "key": f"llama_index:{uuid.uuid4().hex}",
-                "importance": self.importance, "tags": list(self.tags),
-                "metadata": {"role": role, "session_id": self.session_id,
-                             "source": "llama_index"}}
+                "importance": self.importance, "tags": [self._scope.tag, *self.tags],
+                "metadata": metadata}
 
     def _store(self, message: ChatMessage) -> str | None:
         item = self._item(message)

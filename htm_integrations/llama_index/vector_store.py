@@ -31,8 +31,9 @@ filters, which every backend applies in SQL inside each arm:
   or ``EQ`` on an ISO date/datetime string or a POSIX timestamp becomes a timeframe. A node
   whose metadata has that key is stored with it as its htm creation time.
 - ``robot`` with ``EQ`` (or ``IN`` of one name) scopes the search to one robot.
-- ``tags`` with ``EQ``/``IN``/``ANY``/``CONTAINS``: htm tags, hierarchical (``"user"``
-  matches ``"user:preferences"``).
+- ``tags`` with ``EQ``/``IN``/``ANY``/``CONTAINS``: the node's ``tags`` metadata,
+  hierarchical (``"user"`` matches ``"user:preferences"``); they are also indexed below the
+  store's tag root (``llama_index:tag:<tag>``), which keeps the filter inside the scope.
 - ``doc_id`` / ``ref_doc_id`` / ``document_id``, ``VectorStoreQuery.doc_ids`` and
   ``node_ids``, and **any other metadata key** with ``EQ``/``IN``/``ANY``/``CONTAINS`` on
   string, number or boolean values: on ``add`` each such value is indexed as an htm tag
@@ -44,6 +45,15 @@ any-of tag set, so an ``AND`` of two tag conditions (two metadata keys, or a met
 and ``doc_ids``), range operators on keys other than the date key, ``NE``, ``NIN``,
 ``ALL``, ``TEXT_MATCH``, ``IS_EMPTY`` and ``NOT`` raise :class:`UnsupportedFilterError`
 rather than post-filter and starve the result.
+
+**Scoped by default.** A store sees only the nodes stored through an ``HTMVectorStore``
+(every tag it writes lies below ``llama_index``): conversations and facts held in the same
+``HTM`` never come back as nodes. With ``user_id``, the store is that user's: its tags lie
+below ``chat:user:<user_id>:llama_index`` (inside the user's conversation scope, see
+docs/langchain.md), so it sees only that user's nodes, and the default store does not see
+them. ``shared=True`` searches the whole store (every memory, as htm's own recall); it is
+the only mode where a ``tags`` filter takes arbitrary htm tags. Node ids are htm keys,
+unique in the whole store.
 
 **Deleting never forgets by surprise.** ``delete(ref_doc_id)``, ``delete_nodes`` and
 ``clear`` call ``htm.forget(key, confirm=True)`` on the nodes' memories: they disappear
@@ -78,7 +88,10 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 
 from htm_core import HTM, Hit, Memory
 from htm_core.errors import NotFoundError, UnknownStrategyError, UnsupportedFilterError, ValidationError
+from htm_core.tags import carries_tag, tag_matches
 from htm_core.validation import check_importance
+
+from .._scope import ChatScope, id_slug
 
 __all__ = ["TAG_ROOT", "HTMVectorStore", "UnsupportedFilterError", "metadata_tag"]
 
@@ -107,21 +120,21 @@ def _segment(value: Any) -> str:
     return "h-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:24]
 
 
-def metadata_tag(key: str, value: Any) -> str:
-    """The htm tag that indexes ``metadata[key] == value``.
+def metadata_tag(key: str, value: Any, root: str = TAG_ROOT) -> str:
+    """The htm tag that indexes ``metadata[key] == value`` (below the store's tag root).
 
     >>> metadata_tag("author", "alice")
     'llama_index:meta:author:alice'
     """
-    return f"{TAG_ROOT}:meta:{_segment(key)}:{_segment(value)}"
+    return f"{root}:meta:{_segment(key)}:{_segment(value)}"
 
 
-def _doc_tag(ref_doc_id: str) -> str:
-    return f"{TAG_ROOT}:doc:{_segment(ref_doc_id)}"
+def _doc_tag(ref_doc_id: str, root: str) -> str:
+    return f"{root}:doc:{_segment(ref_doc_id)}"
 
 
-def _node_tag(node_id: str) -> str:
-    return f"{TAG_ROOT}:node:{_segment(node_id)}"
+def _node_tag(node_id: str, root: str) -> str:
+    return f"{root}:node:{_segment(node_id)}"
 
 
 def _is_tag(value: Any) -> bool:
@@ -151,7 +164,7 @@ class _Plan:
         if self.end is not None and created >= _utc(self.end):
             return False
         if self.tags is not None:
-            return any(t == p or t.startswith(p + ":") for t in memory.tags for p in self.tags)
+            return carries_tag(memory.tags, self.tags)
         return True
 
 
@@ -168,6 +181,10 @@ class HTMVectorStore(BasePydanticVectorStore):
             creation time and filterable with ``GT``/``LT``.
         importance: htm importance of added nodes (a numeric ``importance`` in a node's
             metadata wins).
+        user_id: make this the store of one user (its nodes and queries stay within
+            ``chat:user:<user_id>:llama_index``); default the application's store.
+        shared: ``True`` queries and lists the whole htm store (every memory), not only
+            this store's nodes. Default False.
 
     See the module docstring for the embedding design, query modes, filters and deletes.
     """
@@ -180,6 +197,8 @@ class HTMVectorStore(BasePydanticVectorStore):
     htm: Any = Field(exclude=True, description="The htm_core.HTM instance.")
     date_key: str = Field(default="created_at")
     importance: float = Field(default=1.0, ge=0.0, le=10.0)
+    user_id: str | None = Field(default=None)
+    shared: bool = Field(default=False)
 
     def __init__(self, **data: Any) -> None:
         htm = data.get("htm")
@@ -188,7 +207,16 @@ class HTMVectorStore(BasePydanticVectorStore):
                 f"HTMVectorStore needs htm=<htm_core.HTM instance>, got {type(htm).__name__}")
         if "importance" in data:
             check_importance(data["importance"])
+        if data.get("user_id") is not None:
+            id_slug(data["user_id"], name="user_id")
         super().__init__(**data)
+
+    @property
+    def tag_root(self) -> str:
+        """The tag every tag this store writes lies below (its scope)."""
+        if self.user_id is None:
+            return TAG_ROOT
+        return f"{ChatScope.of(user_id=self.user_id).tag}:{TAG_ROOT}"
 
     @classmethod
     def class_name(cls) -> str:
@@ -216,16 +244,17 @@ class HTMVectorStore(BasePydanticVectorStore):
     def _item(self, node: BaseNode) -> dict[str, Any]:
         text = node.get_content(metadata_mode=MetadataMode.NONE)
         metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
-        tags = [_node_tag(node.node_id)]
+        root = self.tag_root
+        tags = [_node_tag(node.node_id, root)]
         if node.ref_doc_id:
-            tags.append(_doc_tag(node.ref_doc_id))
+            tags.append(_doc_tag(node.ref_doc_id, root))
         for key, value in node.metadata.items():
             values = value if isinstance(value, (list, tuple)) else [value]
             for v in values:
                 if isinstance(v, (str, int, float, bool)) and not (isinstance(v, float) and v != v):
-                    tags.append(metadata_tag(key, v))
+                    tags.append(metadata_tag(key, v, root))
                     if key == "tags" and isinstance(v, str) and _is_tag(v):
-                        tags.append(v)
+                        tags.extend([v, f"{root}:tag:{v}"])
         importance = node.metadata.get("importance", self.importance)
         item: dict[str, Any] = {"content": text, "key": node.node_id, "tags": tags,
                                 "metadata": metadata, "importance": importance}
@@ -279,7 +308,8 @@ class HTMVectorStore(BasePydanticVectorStore):
             "id": memory.id, "key": memory.key, "score": hit.score if hit else None,
             "importance": memory.importance, "created_at": memory.created_at.isoformat(),
             "robot": memory.robot,
-            "tags": [t for t in memory.tags if t != TAG_ROOT and not t.startswith(TAG_ROOT + ":")],
+            "tags": [t for t in memory.tags
+                     if not tag_matches(t, TAG_ROOT) and not tag_matches(t, self.tag_root)],
         })
         for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
             excluded.extend(k for k in RESULT_KEYS if k not in excluded)
@@ -292,10 +322,13 @@ class HTMVectorStore(BasePydanticVectorStore):
         plan = self._group(filters) if filters is not None and filters.filters else _Plan()
         # Empty lists mean "no restriction": VectorStoreIndex.as_retriever passes node_ids=[]
         # for stores that keep the text.
+        root = self.tag_root
         if doc_ids:
-            plan = _and(plan, _tag_plan({_doc_tag(d) for d in doc_ids}))
+            plan = _and(plan, _tag_plan({_doc_tag(d, root) for d in doc_ids}))
         if node_ids:
-            plan = _and(plan, _tag_plan({_node_tag(n) for n in node_ids}))
+            plan = _and(plan, _tag_plan({_node_tag(n, root) for n in node_ids}))
+        if plan.tags is None and not self.shared:
+            plan.tags = {root}  # every other tag condition already lies below the root
         return plan
 
     def _group(self, filters: MetadataFilters) -> _Plan:
@@ -339,11 +372,13 @@ class HTMVectorStore(BasePydanticVectorStore):
         if value is None:
             raise UnsupportedFilterError(f"filter on {key!r} needs a value")
         values = value if isinstance(value, list) else [value]
+        root = self.tag_root
         if key in _DOC_KEYS:
-            return _tag_plan({_doc_tag(str(v)) for v in values})
-        tags = {metadata_tag(key, v) for v in values}
+            return _tag_plan({_doc_tag(str(v), root) for v in values})
+        tags = {metadata_tag(key, v, root) for v in values}
         if key == "tags":
-            tags = {str(v) if _is_tag(v) else metadata_tag(key, v) for v in values}
+            tags = {(str(v) if self.shared else f"{root}:tag:{v}") if _is_tag(v)
+                    else metadata_tag(key, v, root) for v in values}
         return _tag_plan(tags)
 
     # -- reading and deleting -------------------------------------------------------------
@@ -354,7 +389,7 @@ class HTMVectorStore(BasePydanticVectorStore):
 
     def _select(self, node_ids: Sequence[str] | None, filters: MetadataFilters | None
                 ) -> list[Memory]:
-        plan = self._plan(filters) if filters is not None else _Plan()
+        plan = self._plan(filters)
         if node_ids is not None:
             found = [self.htm.store.get(k) for k in node_ids]
             return [m for m in found if m is not None and plan.matches(m)]
@@ -371,7 +406,7 @@ class HTMVectorStore(BasePydanticVectorStore):
         The memories are hidden from queries and recall at once and stay recoverable with
         ``htm.restore(node_id)`` until ``htm.purge(confirm=True)``.
         """
-        for memory in list(self._scan(_tag_plan({_doc_tag(ref_doc_id)}))):
+        for memory in list(self._scan(_tag_plan({_doc_tag(ref_doc_id, self.tag_root)}))):
             self._forget(memory.key)
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
@@ -387,11 +422,12 @@ class HTMVectorStore(BasePydanticVectorStore):
             self._forget(memory.key)
 
     def clear(self) -> None:
-        """Forget (recoverably) every node added through an ``HTMVectorStore``.
+        """Forget (recoverably) every node of this store's scope (``tag_root``).
 
-        Other memories in the same ``HTM`` (conversations, facts) are left alone.
+        Other memories in the same ``HTM`` (conversations, facts, other users' nodes) are
+        left alone.
         """
-        for memory in list(self._scan(_tag_plan({TAG_ROOT}))):
+        for memory in list(self._scan(_tag_plan({self.tag_root}))):
             self._forget(memory.key)
 
     def _forget(self, key: str) -> None:

@@ -15,6 +15,14 @@ Tools: ``remember``, ``recall``, ``retrieve``, ``forget`` (needs ``confirm: true
 ``htm://context/{strategy}``. Every :class:`~htm_core.errors.HTMError` becomes a tool error
 result (``isError: true``) carrying the error's name and message; the server keeps running.
 
+A server works in one user's memory: ``--user`` (default ``$HTM_USER``, else the login
+name of the account running it), optionally one ``--session``. What it remembers carries
+the user's scope tag (``chat:user:<user>``, as the LangChain and LlamaIndex adapters
+write), and recall, retrieve, forget, restore, the contexts and the tag list see only
+memories in that scope, plus those under any ``--shared-tag``. A topic tag given to
+``remember`` (``ops``) is also stored inside the scope (``chat:user:<user>:tag:ops``), so
+``recall(tags=["ops"])`` runs inside it. ``--shared`` serves the whole store instead.
+
 Build a server around an ``HTM`` you already have with :func:`build_server`.
 """
 
@@ -23,8 +31,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import getpass
 import importlib.util
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -33,9 +43,12 @@ from typing import Annotated, Any, TypeVar
 
 from htm_core import HTM, HTMError
 from htm_core import __version__ as htm_version
-from htm_core.errors import MissingDependencyError, missing_extra
+from htm_core.errors import MissingDependencyError, NotFoundError, missing_extra
 from htm_core.models import Context, Memory, Robot, Stats
 from htm_core.transfer import memory_to_record
+from htm_core.validation import check_key
+
+from .._scope import ChatScope
 
 if importlib.util.find_spec("mcp") is None:
     raise missing_extra("mcp", "mcp")
@@ -98,25 +111,46 @@ def robot_to_dict(robot: Robot) -> dict[str, Any]:
             "last_active": _iso(robot.last_active), "memory_count": robot.memory_count}
 
 
-def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING") -> MCPServer:
+def default_user() -> str:
+    """The user a server works for when none is given: ``$HTM_USER``, else the login name."""
+    user = os.environ.get("HTM_USER", "").strip()
+    if user:
+        return user
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name (some containers)
+        return "default"
+
+
+def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING",
+                 user_id: str | None = None, session_id: str | None = None,
+                 shared: bool = False, shared_tags: list[str] | None = None) -> MCPServer:
     """An MCP server exposing ``htm`` as tools and a context resource.
 
     Calls are serialised (one at a time) because they share one working memory. The
     caller keeps ownership of ``htm`` and closes it after the server stops.
 
+    The server works in the memory of ``user_id`` (default :func:`default_user`), or of
+    the session ``session_id`` of that user; memories carrying one of ``shared_tags`` are
+    visible too; ``shared=True`` serves the whole store (see the module docstring).
+
     Example::
 
         with HTM(robot="assistant", embedder="hashing") as htm:
-            build_server(htm).run("stdio")
+            build_server(htm, user_id="ada").run("stdio")
     """
+    user = user_id if user_id is not None else default_user()
+    scope = ChatScope.of(user_id=user, session_id=session_id, shared=shared,
+                         shared_tags=shared_tags)
+    whose = "every user's" if shared else f"user {user!r}'s"
     lock = threading.Lock()
     server: MCPServer = MCPServer(
         name=name,
         instructions=(
-            f"Long-term memory for robot {htm.robot!r}. Use `recall` before answering questions "
-            "about the past, `remember` for facts worth keeping, and read `htm://context` for "
-            "what is in working memory now. `forget` needs confirm=true and can be undone with "
-            "`restore`."),
+            f"Long-term memory for robot {htm.robot!r} ({whose} memories). Use `recall` before "
+            "answering questions about the past, `remember` for facts worth keeping, and read "
+            "`htm://context` for what is in working memory now. `forget` needs confirm=true and "
+            "can be undone with `restore`."),
         version=htm_version,
         log_level=log_level.upper(),  # type: ignore[arg-type]
         warn_on_duplicate_tools=True,
@@ -136,6 +170,19 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
 
         return wrapper  # type: ignore[return-value]
 
+    def in_scope(key: str) -> str:
+        """``key`` if its memory (forgotten or not) is in the scope, else NotFoundError."""
+        memory = htm.store.get(check_key(key), include_forgotten=True)
+        if memory is not None and not scope.sees(memory.tags):
+            raise NotFoundError(f"no memory with key {key!r} in this server's scope")
+        return key
+
+    def context(strategy: str, max_tokens: int | None = None) -> Context:
+        if scope.visible is None:
+            return htm.create_context(strategy=strategy, max_tokens=max_tokens)
+        return htm.create_context(strategy=strategy, max_tokens=max_tokens,
+                                  tags=scope.visible, scope_working=True)
+
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
@@ -152,8 +199,8 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
         metadata: Annotated[dict[str, Any] | None, Field(description="Any JSON object.")] = None,
     ) -> dict[str, Any]:
         """Store a memory durably (long-term) and put it into working memory."""
-        memory = htm.add(content, importance=importance, key=key, tags=tags or (),
-                         metadata=metadata)
+        memory = htm.add(content, importance=importance, key=key,
+                         tags=scope.stored_tags(tags), metadata=metadata)
         return memory_to_dict(memory)
 
     @server.tool(annotations=writes)
@@ -177,7 +224,7 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
     ) -> dict[str, Any]:
         """Find the memories most relevant to a query (they enter working memory)."""
         hits = htm.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
-                          tags=tags, robot=robot)
+                          tags=scope.topic_filter(tags), robot=robot)
         return {"count": len(hits),
                 "hits": [{"score": hit.score, **memory_to_dict(hit.memory)} for hit in hits]}
 
@@ -185,7 +232,8 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
     @guarded
     def retrieve(key: Annotated[str, Field(description="The memory's key.")]) -> dict[str, Any]:
         """Look a memory up by its exact key; ``found`` is false when there is none."""
-        memory = htm.retrieve(key)
+        found = htm.store.get(check_key(key))
+        memory = htm.retrieve(key) if found is not None and scope.sees(found.tags) else None
         if memory is None:
             return {"found": False, "key": key}
         return {"found": True, **memory_to_dict(memory)}
@@ -199,7 +247,7 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
                                                    "from recall until `restore`.")] = False,
     ) -> dict[str, Any]:
         """Hide a memory from recall (recoverable with ``restore``); needs confirm=true."""
-        return memory_to_dict(htm.forget(key, confirm=confirm))
+        return memory_to_dict(htm.forget(in_scope(key), confirm=confirm))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                              idempotent_hint=True, open_world_hint=False))
@@ -207,7 +255,7 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
     def restore(key: Annotated[str, Field(description="The forgotten memory's key.")]
                 ) -> dict[str, Any]:
         """Bring back a forgotten memory."""
-        return memory_to_dict(htm.restore(key))
+        return memory_to_dict(htm.restore(in_scope(key)))
 
     @server.tool(annotations=read_only)
     @guarded
@@ -219,7 +267,7 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
                                                             "budget.")] = None,
     ) -> dict[str, Any]:
         """Assemble working memory into prompt text within a token budget."""
-        return context_to_dict(htm.create_context(strategy=strategy, max_tokens=max_tokens))
+        return context_to_dict(context(strategy, max_tokens))
 
     @server.tool(annotations=read_only)
     @guarded
@@ -236,13 +284,14 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
     @server.tool(annotations=read_only)
     @guarded
     def tags() -> dict[str, Any]:
-        """Every tag with the number of visible memories carrying it."""
-        return {"tags": dict(htm.tags())}
+        """Every topic tag of this server's scope with the number of visible memories
+        carrying it."""
+        return {"tags": scope.topics(htm.tags())}
 
     def context_text(strategy: str) -> str:
         with lock:
             try:
-                return htm.create_context(strategy=strategy).text
+                return context(strategy).text
             except HTMError as exc:
                 raise ResourceError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -273,6 +322,16 @@ def _parser() -> argparse.ArgumentParser:
                              "a SQLite file in the user data directory)")
     parser.add_argument("--embedder", metavar="NAME", help="auto, hashing, local or ollama[:model] (default "
                                            "$HTM_EMBEDDER or auto)")
+    parser.add_argument("--user", metavar="ID",
+                        help="whose memory this server works in (default $HTM_USER, else the "
+                             "login name)")
+    parser.add_argument("--session", metavar="ID",
+                        help="work in this session of the user only (default every session)")
+    parser.add_argument("--shared", action="store_true",
+                        help="serve the whole store, every user's memories (not scoped)")
+    parser.add_argument("--shared-tag", dest="shared_tags", action="append", default=None,
+                        metavar="TAG", help="memories with this tag are visible too "
+                                            "(repeatable; knowledge shared with every user)")
     parser.add_argument("--working-memory-tokens", type=int, default=None, metavar="N",
                         help="working-memory budget in tokens (default 128000)")
     parser.add_argument("--http", action="store_true",
@@ -319,7 +378,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"htm mcp: {type(exc).__name__}: {exc}\n")
         return 2
     with htm, contextlib.suppress(KeyboardInterrupt):
-        server = build_server(htm, log_level=args.log_level)
+        try:
+            server = build_server(htm, log_level=args.log_level, user_id=args.user,
+                                  session_id=args.session, shared=args.shared,
+                                  shared_tags=args.shared_tags)
+        except HTMError as exc:
+            sys.stderr.write(f"htm mcp: {type(exc).__name__}: {exc}\n")
+            return 2
         if args.http:
             logger.info("htm mcp robot=%s serving http://%s:%d/mcp", htm.robot, LOOPBACK,
                         args.port)

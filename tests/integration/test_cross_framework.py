@@ -40,14 +40,16 @@ class PromptRecorder(BaseCallbackHandler):
 
 
 def test_both_frameworks_see_both_conversations(htm_factory: Callable[..., HTM]) -> None:
+    """One user (``user_id="ada"``), a session in each framework: both see both; another
+    user's LlamaIndex memory sees neither."""
     htm = htm_factory(robot="assistant")
     recorder = PromptRecorder()
     chain = ConversationChain(
         llm=FakeListLLM(responses=["Sure."], callbacks=[recorder]),
-        memory=LangChainMemory(htm=htm, session_id="langchain", max_tokens=500))
+        memory=LangChainMemory(htm=htm, user_id="ada", session_id="langchain", max_tokens=500))
     llm = MockLLMWithChatMemoryOfLastCall(max_tokens=3)
     engine = SimpleChatEngine.from_defaults(
-        llm=llm, memory=LlamaIndexMemory.from_defaults(htm=htm, session_id="llama",
+        llm=llm, memory=LlamaIndexMemory.from_defaults(htm=htm, user_id="ada", session_id="llama",
                                                        token_limit=500))
 
     chain.invoke({"input": "My dog is named Biscuit."})
@@ -63,6 +65,14 @@ def test_both_frameworks_see_both_conversations(htm_factory: Callable[..., HTM])
     sessions = {h.memory.metadata.get("session_id") for h in
                 htm.recall("dog named Biscuit lighthouse keeper", limit=20, strategy="fulltext")}
     assert {"langchain", "llama"} <= sessions
+
+    other = MockLLMWithChatMemoryOfLastCall(max_tokens=3)
+    SimpleChatEngine.from_defaults(
+        llm=other, memory=LlamaIndexMemory.from_defaults(htm=htm, user_id="bob", session_id="llama",
+                                                         token_limit=500)
+    ).chat("What is my dog named and what do I work as?")
+    sent = "\n".join(m.content or "" for m in other.last_chat_messages or [])
+    assert "Biscuit" not in sent and "lighthouse" not in sent
 
 
 def test_concurrent_use_keeps_every_turn(htm_factory: Callable[..., HTM]) -> None:

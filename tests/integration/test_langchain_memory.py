@@ -123,8 +123,8 @@ def test_llm_chain_with_several_inputs_and_explicit_keys(htm_factory: Callable[.
 
 def test_return_messages_gives_message_objects(htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory()
-    htm.add("The user's cat is called Miso", key="cat", importance=6.0)
-    memory = HTMMemory(htm=htm, return_messages=True)
+    htm.add("The user's cat is called Miso", key="cat", importance=6.0, tags=["kb"])
+    memory = HTMMemory(htm=htm, return_messages=True, shared_tags=["kb"])
     memory.save_context({"input": "Hello"}, {"output": "Hi there"})
     messages = memory.load_memory_variables({"input": "what is my cat called"})["history"]
     assert messages == [SystemMessage("The user's cat is called Miso"), HumanMessage("Hello"),
@@ -147,10 +147,11 @@ def test_clear_empties_working_memory_only(htm_factory: Callable[..., HTM]) -> N
 
 def test_same_htm_serves_the_chain_and_direct_recall(htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory()
-    htm.add("Project Falcon ships on the 3rd of June", key="falcon", importance=8.0)
+    htm.add("Project Falcon ships on the 3rd of June", key="falcon", importance=8.0,
+            tags=["kb:projects"])
     recorder = PromptRecorder()
     chain = ConversationChain(llm=FakeListLLM(responses=["June 3rd."], callbacks=[recorder]),
-                              memory=HTMMemory(htm=htm))
+                              memory=HTMMemory(htm=htm, shared_tags=["kb"]))
     chain.invoke({"input": "When does Project Falcon ship?"})
     assert "Project Falcon ships on the 3rd of June" in history_part(recorder.prompts[0])
     hits = htm.recall("Project Falcon ship", limit=3)
@@ -163,15 +164,20 @@ def test_recall_can_be_scoped_to_one_conversation(htm_factory: Callable[..., HTM
     HTMMemory(htm=htm, session_id="work").save_context(
         {"input": "The server password rotates monthly"}, {"output": "Noted"})
     htm.clear_working_memory()
-    everywhere = HTMMemory(htm=htm, session_id="home")
-    scoped = HTMMemory(htm=htm, session_id="home", recall_tags=["chat:session:home"])
+    everywhere = HTMMemory(htm=htm, session_id="home", shared=True)
+    scoped = HTMMemory(htm=htm, session_id="home")
+    narrowed = HTMMemory(htm=htm, session_id="home", recall_tags=["chat:session:home"])
     assert "server password" in everywhere.load_memory_variables(
         {"input": "when does the server password rotate"})["history"]
-    htm.clear_working_memory()
-    assert scoped.load_memory_variables(
-        {"input": "when does the server password rotate"})["history"] == ""
+    # the shared recall put the work turn into working memory; the scoped history leaves it out
+    assert "chat:work:00000000" in htm.working_memory
+    for memory in (scoped, narrowed):
+        assert memory.load_memory_variables(
+            {"input": "when does the server password rotate"})["history"] == ""
     with pytest.raises(InvalidTagError):
         HTMMemory(htm=htm, recall_tags=["not a tag"])
+    with pytest.raises(ValidationError, match="outside this memory's scope"):
+        HTMMemory(htm=htm, session_id="home", recall_tags=["chat:session:work"])
 
 
 def test_bad_settings_raise_htm_errors(htm_factory: Callable[..., HTM]) -> None:

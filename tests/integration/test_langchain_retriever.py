@@ -51,7 +51,7 @@ class TestStandardRetriever(RetrieversIntegrationTests):
 
     @property
     def retriever_constructor_params(self) -> dict[str, Any]:
-        return {"htm": self.htm}
+        return {"htm": self.htm, "shared": True}
 
     @property
     def retriever_query_example(self) -> str:
@@ -71,7 +71,7 @@ class PromptRecorder(BaseCallbackHandler):
 def test_documents_carry_memory_metadata(htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory()
     seed(htm)
-    docs = HTMRetriever(htm=htm, k=2).invoke("Vim keybindings")
+    docs = HTMRetriever(htm=htm, shared=True, k=2).invoke("Vim keybindings")
     assert isinstance(docs[0], Document)
     top = docs[0]
     assert top.page_content == "The user prefers Vim keybindings in every editor"
@@ -99,15 +99,15 @@ def test_options_filter_by_tags_robot_and_timeframe(htm_factory: Callable[..., H
     assert {d.metadata["key"] for d in by_tag} == {"vim", "editor-theme"}
     by_parent_tag = HTMRetriever(htm=htm, k=10, tags="user").invoke(query)
     assert {d.metadata["key"] for d in by_parent_tag} == {"vim", "tea", "editor-theme", "keyboard"}
-    by_robot = HTMRetriever(htm=htm, k=10, robot="bob").invoke(query)
+    by_robot = HTMRetriever(htm=htm, shared=True, k=10, robot="bob").invoke(query)
     assert [d.metadata["key"] for d in by_robot] == ["emacs"]
     assert by_robot[0].metadata["robot"] == "bob"
-    recent = HTMRetriever(htm=htm, k=10, timeframe=timedelta(days=30)).invoke(query)
+    recent = HTMRetriever(htm=htm, shared=True, k=10, timeframe=timedelta(days=30)).invoke(query)
     assert "emacs" not in {d.metadata["key"] for d in recent}
     assert "vim" in {d.metadata["key"] for d in recent}
-    january = HTMRetriever(htm=htm, k=10).invoke(query, timeframe="January 2023")
+    january = HTMRetriever(htm=htm, shared=True, k=10).invoke(query, timeframe="January 2023")
     assert [d.metadata["key"] for d in january] == ["emacs"]
-    fulltext = HTMRetriever(htm=htm, k=10, strategy="fulltext").invoke("Tuesdays")
+    fulltext = HTMRetriever(htm=htm, shared=True, k=10, strategy="fulltext").invoke("Tuesdays")
     assert [d.metadata["key"] for d in fulltext] == ["deploy"]
 
 
@@ -115,15 +115,15 @@ def test_bad_options_raise_htm_errors(htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory()
     seed(htm)
     with pytest.raises(UnknownStrategyError):
-        HTMRetriever(htm=htm, strategy="semantic").invoke("vim")
+        HTMRetriever(htm=htm, shared=True, strategy="semantic").invoke("vim")
     with pytest.raises(ValidationError, match="per-call options"):
-        HTMRetriever(htm=htm).invoke("vim", limit=3)
+        HTMRetriever(htm=htm, shared=True).invoke("vim", limit=3)
 
 
 async def test_async_matches_sync(htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory()
     seed(htm)
-    retriever = HTMRetriever(htm=htm, k=3)
+    retriever = HTMRetriever(htm=htm, shared=True, k=3)
     sync_docs = retriever.invoke("green tea in the morning")
     async_docs = await retriever.ainvoke("green tea in the morning")
     assert [d.metadata["key"] for d in async_docs] == [d.metadata["key"] for d in sync_docs]
@@ -134,7 +134,7 @@ def test_lcel_chain_retriever_prompt_fake_llm(htm_factory: Callable[..., HTM]) -
     """``retriever | prompt | FakeListLLM``: the LLM's prompt holds the recalled memory."""
     htm = htm_factory()
     seed(htm)
-    retriever = HTMRetriever(htm=htm, k=2)
+    retriever = HTMRetriever(htm=htm, shared=True, k=2)
     prompt = PromptTemplate.from_template(
         "Answer from the notes.\nNotes:\n{context}\nQuestion: {question}\nAnswer:")
     llm = FakeListLLM(responses=["Green tea."])
@@ -158,7 +158,7 @@ def test_lcel_chain_retriever_prompt_fake_llm(htm_factory: Callable[..., HTM]) -
 def test_same_htm_serves_chain_and_direct_recall(htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory()
     seed(htm)
-    retriever = HTMRetriever(htm=htm, k=4)
+    retriever = HTMRetriever(htm=htm, shared=True, k=4)
     docs = retriever.invoke("user editor preferences")
     hits = htm.recall("user editor preferences", limit=4)
     assert [d.metadata["key"] for d in docs] == [h.memory.key for h in hits]

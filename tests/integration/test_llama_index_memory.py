@@ -45,8 +45,10 @@ def htm(htm_factory: Callable[..., HTM]) -> HTM:
 
 
 def test_simple_chat_engine_recalls_old_turns_within_the_limit(htm: HTM) -> None:
-    htm.add("The user's favourite editor is Helix with Vim keybindings", importance=8.0)
-    memory = HTMMemory.from_defaults(htm=htm, session_id="s1", token_limit=150)
+    htm.add("The user's favourite editor is Helix with Vim keybindings", importance=8.0,
+            tags=["kb"])
+    memory = HTMMemory.from_defaults(htm=htm, session_id="s1", token_limit=150,
+                                     shared_tags=("kb",))
     llm = MockLLMWithChatMemoryOfLastCall(max_tokens=5)
     engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt="Be brief.")
 
@@ -76,14 +78,16 @@ def test_simple_chat_engine_recalls_old_turns_within_the_limit(htm: HTM) -> None
 
 
 def test_condense_plus_context_engine_sends_recalled_memories(htm: HTM) -> None:
-    htm.add("Deployments to production happen on Thursdays after the review", importance=6.0)
+    htm.add("Deployments to production happen on Thursdays after the review", importance=6.0,
+            tags=["kb"])
     embed = HTMEmbedding(HashingEmbedder())
     index = VectorStoreIndex.from_documents(
         [Document(text="The staging server is called Bramble and runs Debian.")],
         embed_model=embed)
     # A chat model, so the response synthesiser sends messages (not one prompt string).
     llm = MockLLMWithChatMemoryOfLastCall(max_tokens=5, is_chat_model=True)
-    memory = HTMMemory.from_defaults(htm=htm, session_id="c1", token_limit=120)
+    memory = HTMMemory.from_defaults(htm=htm, session_id="c1", token_limit=120,
+                                     shared_tags=("kb",))
     engine = CondensePlusContextChatEngine.from_defaults(
         retriever=index.as_retriever(similarity_top_k=1), llm=llm, memory=memory)
 
@@ -103,7 +107,7 @@ def test_condense_plus_context_engine_sends_recalled_memories(htm: HTM) -> None:
 
 
 async def test_function_agent_uses_the_memory(htm: HTM) -> None:
-    htm.add("The user's name is Ada and she lives in Lisbon", importance=7.0)
+    htm.add("The user's name is Ada and she lives in Lisbon", importance=7.0, tags=["kb"])
     seen: list[list[ChatMessage]] = []
 
     def respond(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
@@ -112,7 +116,8 @@ async def test_function_agent_uses_the_memory(htm: HTM) -> None:
 
     agent = FunctionAgent(tools=[], llm=MockFunctionCallingLLM(response_generator=respond),
                           system_prompt="You are helpful.")
-    memory = HTMMemory.from_defaults(htm=htm, session_id="agent", token_limit=300)
+    memory = HTMMemory.from_defaults(htm=htm, session_id="agent", token_limit=300,
+                                     shared_tags=("kb",))
     response = await agent.run(user_msg="Where does Ada live?", memory=memory)
     assert "Noted, Ada." in str(response)
     assert any("lives in Lisbon" in (m.content or "") for m in seen[-1])
@@ -201,8 +206,8 @@ async def test_async_twins(htm: HTM) -> None:
 
 
 async def test_memory_block_joins_llama_index_memory(htm: HTM) -> None:
-    htm.add("The office plants are watered on Mondays", importance=5.0)
-    block = HTMMemoryBlock(htm=htm, recall_limit=3, priority=1)
+    htm.add("The office plants are watered on Mondays", importance=5.0, tags=["kb"])
+    block = HTMMemoryBlock(htm=htm, recall_limit=3, priority=1, shared_tags=("kb",))
     memory = Memory.from_defaults(session_id="blk", token_limit=120, token_flush_size=40,
                                   chat_history_token_ratio=0.5, memory_blocks=[block])
     await memory.aput(ChatMessage(role="user", content="My locker number is 4417."))

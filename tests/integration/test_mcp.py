@@ -87,7 +87,7 @@ async def test_lists_the_tools_and_the_context_resource(sqlite_url: str) -> None
 
 async def test_every_tool_round_trip(sqlite_url: str, tmp_path: Path) -> None:
     errlog = tmp_path / "server.log"
-    async with connect(sqlite_url, "assistant", "--log-level", "INFO",
+    async with connect(sqlite_url, "assistant", "--log-level", "INFO", "--user", "ada",
                        errlog=errlog) as client:
         vim = ok(await client.call_tool("remember", {
             "content": "User prefers Vim keybindings", "importance": 9,
@@ -95,7 +95,8 @@ async def test_every_tool_round_trip(sqlite_url: str, tmp_path: Path) -> None:
             "metadata": {"source": "chat"}}))
         assert vim["key"] == "pref-vim"
         assert vim["robot"] == "assistant"
-        assert vim["tags"] == ["user:preferences:editor"]
+        assert sorted(vim["tags"]) == ["chat:user:ada", "chat:user:ada:tag:user:preferences:editor",
+                                       "user:preferences:editor"]
         assert vim["metadata"] == {"source": "chat"}
         assert vim["in_working_memory"] is True
         ok(await client.call_tool("remember", {"content": "The deploy runs on Fridays",
@@ -322,3 +323,46 @@ def test_docs_cover_every_flag_and_tool() -> None:
     assert {f for f in flags if f"`{f}" not in doc} == set()
     assert {t for t in TOOLS if f"| `{t}` |" not in doc} == set()
     assert "`htm://context`" in doc and "`htm://context/{strategy}`" in doc
+
+
+async def test_each_user_sees_only_their_own_memory(store_url: str) -> None:
+    """Two server processes for Ada and Bob on one database, then a restart of Bob's; the
+    shared server and a --shared-tag see across users, on purpose."""
+    async with connect(store_url, "assistant", "--user", "ada") as ada:
+        ok(await ada.call_tool("remember", {"content": "Ada's locker code is 4711",
+                                            "key": "ada-locker", "tags": ["personal"]}))
+        ok(await ada.call_tool("remember", {"content": "Ada's project deadline is in May",
+                                            "tags": ["work"]}))
+        for generation in range(2):
+            async with connect(store_url, "assistant", "--user", "bob") as bob:
+                if generation == 0:
+                    ok(await bob.call_tool("remember", {"content": "Bob's locker code is 9350",
+                                                        "tags": ["personal"]}))
+                hits = ok(await bob.call_tool("recall", {"query": "locker code", "limit": 10}))
+                assert [h["content"] for h in hits["hits"]] == ["Bob's locker code is 9350"]
+                tagged = ok(await bob.call_tool("recall", {"query": "locker code",
+                                                           "tags": ["personal"]}))
+                assert [h["content"] for h in tagged["hits"]] == ["Bob's locker code is 9350"]
+                assert ok(await bob.call_tool("retrieve", {"key": "ada-locker"}))["found"] is False
+                refused = error_text(await bob.call_tool("forget", {"key": "ada-locker",
+                                                                    "confirm": True}))
+                assert "NotFoundError" in refused
+                context = ok(await bob.call_tool("create_context", {}))
+                assert "4711" not in context["text"] and "9350" in context["text"]
+                resource = await bob.read_resource("htm://context")
+                assert "4711" not in resource.contents[0].text
+                assert ok(await bob.call_tool("tags", {}))["tags"] == {"personal": 1}
+        mine = ok(await ada.call_tool("recall", {"query": "locker code", "tags": ["personal"]}))
+        assert [h["key"] for h in mine["hits"]] == ["ada-locker"]
+        assert "9350" not in ok(await ada.call_tool("create_context", {}))["text"]
+    async with connect(store_url, "assistant", "--shared") as everyone:
+        hits = ok(await everyone.call_tool("recall", {"query": "locker code", "limit": 10,
+                                                      "strategy": "fulltext"}))
+        assert {h["content"] for h in hits["hits"]} == {"Bob's locker code is 9350",
+                                                        "Ada's locker code is 4711"}
+    with HTM(database_url=store_url, embedder=HashingEmbedder(), robot="kb") as htm:
+        htm.add("Lockers are emptied on Fridays", tags=["kb"])
+        server = build_server(htm, user_id="carol", shared_tags=["kb"])
+        async with Client(server, cache=None) as carol:
+            hits = ok(await carol.call_tool("recall", {"query": "locker code", "limit": 10}))
+            assert [h["content"] for h in hits["hits"]] == ["Lockers are emptied on Fridays"]

@@ -462,24 +462,29 @@ def _query(text: str | None, **kwargs: Any) -> VectorStoreQuery:
     return VectorStoreQuery(query_str=text, similarity_top_k=kwargs.pop("k", 4), **kwargs)
 
 
+def _retriever(e: Any, **kwargs: Any) -> HTMRetriever:
+    """A retriever over the whole store (a retriever must be given a scope)."""
+    return HTMRetriever(htm=e.htm, shared=True, **kwargs)
+
+
 ADAPTER_CASES = [
     # LangChain retriever
-    _case("lc-retriever-empty", lambda e: HTMRetriever(htm=e.htm).invoke(""), InvalidContentError),
-    _case("lc-retriever-nul", lambda e: HTMRetriever(htm=e.htm).invoke("a\x00"), InvalidContentError),
-    _case("lc-retriever-k0", lambda e: HTMRetriever(htm=e.htm, k=0).invoke("x"), InvalidBudgetError),
-    _case("lc-retriever-k-huge", lambda e: HTMRetriever(htm=e.htm).invoke("x", k=10**7),
+    _case("lc-retriever-empty", lambda e: _retriever(e).invoke(""), InvalidContentError),
+    _case("lc-retriever-nul", lambda e: _retriever(e).invoke("a\x00"), InvalidContentError),
+    _case("lc-retriever-k0", lambda e: _retriever(e, k=0).invoke("x"), InvalidBudgetError),
+    _case("lc-retriever-k-huge", lambda e: _retriever(e).invoke("x", k=10**7),
           InvalidBudgetError),
-    _case("lc-retriever-strategy", lambda e: HTMRetriever(htm=e.htm, strategy="psychic").invoke("x"),
+    _case("lc-retriever-strategy", lambda e: _retriever(e, strategy="psychic").invoke("x"),
           UnknownStrategyError),
-    _case("lc-retriever-timeframe", lambda e: HTMRetriever(htm=e.htm).invoke("x", timeframe="soonish"),
+    _case("lc-retriever-timeframe", lambda e: _retriever(e).invoke("x", timeframe="soonish"),
           TimeframeError),
     _case("lc-retriever-tag", lambda e: HTMRetriever(htm=e.htm, tags="bad tag").invoke("x"),
           InvalidTagError),
-    _case("lc-retriever-unknown-option", lambda e: HTMRetriever(htm=e.htm).invoke("x", colour=1),
+    _case("lc-retriever-unknown-option", lambda e: _retriever(e).invoke("x", colour=1),
           ValidationError),
-    _case("lc-retriever-ainvoke", lambda e: arun(HTMRetriever(htm=e.htm, k=-1).ainvoke("x")),
+    _case("lc-retriever-ainvoke", lambda e: arun(_retriever(e, k=-1).ainvoke("x")),
           InvalidBudgetError),
-    *[_works(f"lc-retriever-hostile-{i}", (lambda q: lambda e: HTMRetriever(htm=e.htm).invoke(q))(s),
+    *[_works(f"lc-retriever-hostile-{i}", (lambda q: lambda e: _retriever(e).invoke(q))(s),
              hostile_query_ok) for i, s in enumerate(HOSTILE)],
     # LangChain chat history
     _case("lc-history-importance", lambda e: HTMChatMessageHistory(htm=e.htm, session_id="s",

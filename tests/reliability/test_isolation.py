@@ -159,13 +159,13 @@ def test_adapter_robot_scopes_never_leak(htm_factory: Callable[..., HTM]) -> Non
         HTMChatMessageHistory(htm=htm, session_id="s").add_messages(
             [HumanMessage(f"{htm.robot} says the quartz report is late")])
     for word in WORDS:
-        docs = HTMRetriever(htm=bob, robot="ada", k=20).invoke(f"{word} report")
+        docs = HTMRetriever(htm=bob, robot="ada", k=20, shared=True).invoke(f"{word} report")
         assert docs and {d.metadata["robot"] for d in docs} == {"ada"}
-        result = HTMVectorStore(htm=bob).query(VectorStoreQuery(
+        result = HTMVectorStore(htm=bob, shared=True).query(VectorStoreQuery(
             query_str=f"{word} report", similarity_top_k=20, filters=MetadataFilters(
                 filters=[MetadataFilter(key="robot", value="ada")])))
         assert result.nodes and {n.metadata["robot"] for n in result.nodes} == {"ada"}
-    history = HTMMemory(htm=bob, recall_robot="ada", max_tokens=4_000)
+    history = HTMMemory(htm=bob, recall_robot="ada", max_tokens=4_000, shared=True)
     bob.clear_working_memory()
     text = history.load_memory_variables({"input": "quartz report"})["history"]
     assert "ada" in text and "bob" not in text
