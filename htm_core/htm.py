@@ -7,7 +7,7 @@
     with HTM(robot="assistant") as htm:
         htm.add("User prefers Vim keybindings", importance=9.0, tags=["user:preferences"],
                 key="pref-vim")
-        hits = htm.recall("editor preferences", timeframe="last week")
+        hits = htm.recall("editor preferences", timeframe="last 7 days")
         ctx = htm.create_context(strategy="balanced", max_tokens=8_000)
 
 Every write is one transaction: a memory, its working-memory membership and its log lines
@@ -722,7 +722,8 @@ class HTM:
         Args:
             query: plain text; any characters are safe (they are never parsed as a query
                 language).
-            timeframe: ``None``, a phrase (``"last week"``, ``"May 2023"``,
+            timeframe: ``None``, a phrase (``"last 7 days"`` rolling, ending now;
+                ``"last week"`` the previous calendar week; ``"May 2023"``,
                 ``"2023-05-01..2023-06-01"``), a ``timedelta`` or a (start, end) pair; see
                 :mod:`htm_core.timeframe`.
             limit: how many hits at most (1 to 10,000).

@@ -6,7 +6,7 @@
     from htm_integrations.langchain import HTMRetriever
 
     htm = HTM(robot="assistant")
-    retriever = HTMRetriever(htm=htm, user_id="ada", k=4, timeframe="last week")
+    retriever = HTMRetriever(htm=htm, user_id="ada", k=4, timeframe="last 7 days")
     docs = retriever.invoke("editor preferences")      # or: await retriever.ainvoke(...)
 
 Each call is one :meth:`htm_core.HTM.recall` (so recalled memories enter working memory,
@@ -76,8 +76,9 @@ class HTMRetriever(BaseRetriever):
         htm: the memory to search.
         k: how many documents at most (htm's ``limit``), default 4.
         strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
-        timeframe: only memories from this period (``"last week"``, ``"May 2023"``, an ISO
-            range, a ``timedelta``...); default any time.
+        timeframe: only memories from this period (``"last 7 days"`` rolling, ``"last week"``
+            the previous calendar week, ``"May 2023"``, an ISO range, a ``timedelta``...);
+            default any time.
         tags: only memories carrying one of these tags or a tag below one (a single
             string is one tag); with ``user_id``/``session_id`` they narrow that scope.
             LangChain's ``BaseRetriever`` also passes ``tags`` to callbacks, so they
