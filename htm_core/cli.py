@@ -483,7 +483,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
          stderr: TextIO | None = None) -> int:
     """Run ``htm`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
-    >>> main(["--db", ":memory:", "--embedder", "hashing", "migrate"])  # doctest: +SKIP
+    >>> import io
+    >>> main(["--db", ":memory:", "--embedder", "hashing", "migrate"], stdout=io.StringIO())
     0
     """
     out = stdout or sys.stdout
