@@ -21,7 +21,6 @@ from ..models import Memory
 from ..store.base import LongTermStore
 from ..validation import check_importance, check_tags
 from .base import ImportanceScorer, SummaryWriter, Tagger, uses_model
-from .jobs import InMemoryJobQueue, SQLJobQueue
 from .pipeline import Enrichment
 
 __all__ = ["SUMMARY_TAG", "FacadeEnrichment", "uses_model"]
@@ -71,12 +70,8 @@ class FacadeEnrichment:
         background_tagger = tagger if uses_model(tagger) else None
         self.background: Enrichment | None = None
         if background_scorer or background_tagger or summariser:
-            engine = getattr(store, "engine", None)
-            queue: InMemoryJobQueue | SQLJobQueue = InMemoryJobQueue()
-            if engine is not None and str(engine.url) not in ("sqlite://", "sqlite:///:memory:"):
-                queue = SQLJobQueue(engine)
             self.background = Enrichment(
-                queue,
+                store.open_job_queue(),
                 tagger=background_tagger, on_tags=self._on_tags if background_tagger else None,
                 scorer=background_scorer,
                 on_importance=self._on_importance if background_scorer else None,

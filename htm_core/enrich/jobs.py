@@ -549,6 +549,15 @@ class SQLJobQueue(_PutOne):
                 status=PENDING, attempts=0, not_before=self._clock())).rowcount))
 
 
+def job_queue_on(engine: Engine) -> JobQueue:
+    """The job queue for a store on ``engine``: a :class:`SQLJobQueue` on the store's own
+    database, or an :class:`InMemoryJobQueue` when that database is an in-memory SQLite one
+    (which the queue's connections could not share)."""
+    if str(engine.url) in ("sqlite://", "sqlite:///:memory:"):
+        return InMemoryJobQueue()
+    return SQLJobQueue(engine)
+
+
 # -- jobs for the built-in enrichers ----------------------------------------------------------
 
 
