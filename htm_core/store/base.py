@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -507,7 +507,8 @@ class BulkLoad(Protocol):
     """Moving many memories in or out: export, import, copy, large loads."""
 
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
-                      include_embedding: bool = False, after_id: int = 0) -> Any:
+                      include_embedding: bool = False, after_id: int = 0
+                      ) -> Iterator[list[Memory]]:
         """Every memory in id order, in batches (for export, copy and re-embedding)."""
         ...
 
