@@ -449,13 +449,18 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+MCP_SERVER = "htm_integrations.mcp.server"
+"""The adapter ``htm mcp`` runs, loaded by name: ``htm_core`` never imports an adapter."""
+
+
 def _cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import importlib
     import importlib.util
 
     if importlib.util.find_spec("mcp") is None:
         raise missing_extra("mcp", "mcp")
     try:
-        from htm_integrations.mcp.server import main as server_main
+        server_main = importlib.import_module(MCP_SERVER).main
     except ImportError as exc:
         raise missing_extra(f"the MCP server ({exc.name or exc})", "mcp") from None
     forwarded: list[str] = []
@@ -483,7 +488,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
          stderr: TextIO | None = None) -> int:
     """Run ``htm`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
-    >>> main(["--db", ":memory:", "--embedder", "hashing", "migrate"])  # doctest: +SKIP
+    >>> import io
+    >>> main(["--db", ":memory:", "--embedder", "hashing", "migrate"], stdout=io.StringIO())
     0
     """
     out = stdout or sys.stdout

@@ -1,6 +1,8 @@
 """Every error a user of htm can get.
 
-One tree, rooted at :class:`HTMError`; catch that to catch them all::
+One tree, rooted at :class:`HTMError`; catch that to catch them all. Every class below is
+importable from ``htm_core`` (``from htm_core import NotFoundError``); the enrichment ones
+are defined in :mod:`htm_core.enrich.errors`::
 
     HTMError
     ├── ValidationError (also ValueError)      bad input; nothing was written
@@ -13,7 +15,8 @@ One tree, rooted at :class:`HTMError`; catch that to catch them all::
     │   ├── UnknownStrategyError               recall or context strategy not known
     │   ├── UnknownPolicyError                 eviction policy not known
     │   ├── UnsupportedFilterError             a filter htm cannot apply inside its search
-    │   └── TimeframeError                     timeframe that cannot be parsed
+    │   ├── TimeframeError                     timeframe that cannot be parsed
+    │   └── UnknownJobKindError                a job kind no enrichment handler is registered for
     ├── ConfirmationRequiredError              forget / purge called without confirm=True
     ├── MemoryTooLargeError                    larger than the whole working-memory budget
     ├── NotFoundError (also KeyError)          no memory with that key
@@ -21,13 +24,14 @@ One tree, rooted at :class:`HTMError`; catch that to catch them all::
     ├── StoreError                             the long-term store failed
     │   ├── DatabaseUnavailableError           cannot reach / open the database
     │   ├── SchemaError                        schema newer than this code, or not migrated
-    │   └── DimensionMismatchError             embedding dimension differs from the store's
+    │   ├── DimensionMismatchError             embedding dimension differs from the store's
+    │   └── JobQueueError                      the durable enrichment job queue's database failed
     ├── EmbeddingError                         the embedder failed or is unreachable
     │   └── EmbedderMismatchError              store was embedded by a different embedder
     ├── MissingDependencyError (also ImportError)  an optional extra is not installed
-    └── (in htm_core.enrich.errors) EnrichmentError, with ModelCallError and
-        InvalidModelOutputError; UnknownJobKindError (a ValidationError); JobQueueError
-        (a StoreError)
+    └── EnrichmentError                        an enricher could not produce a result
+        ├── ModelCallError                     the chat model raised (network, server, timeout)
+        └── InvalidModelOutputError            the model's answers stayed malformed after retries
 
 Backend exceptions (sqlite3, psycopg, httpx) are mapped at the boundary with
 ``raise ... from exc`` so the original is always in ``__cause__``.

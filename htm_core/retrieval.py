@@ -53,7 +53,7 @@ from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
 from .querytime import QueryTime, query_timeframe
 from .store._text import fold, is_cjk, parse_query
-from .store.base import ArmQuery, Brief, LongTermStore, SearchFilters
+from .store.base import ArmQuery, Brief, Search, SearchFilters
 
 __all__ = [
     "STRATEGIES",
@@ -199,7 +199,7 @@ class _Briefs:
     """The briefs one recall reads, each id asked for at most once (the first ask batches
     what every step will need, so a recall usually reads them in one query)."""
 
-    def __init__(self, store: LongTermStore, filters: SearchFilters) -> None:
+    def __init__(self, store: Search, filters: SearchFilters) -> None:
         self._store, self._filters = store, filters
         self._asked: set[int] = set()
         self.found: dict[int, Brief] = {}
@@ -354,7 +354,7 @@ def centred_query(vector: Sequence[float], centroid: Sequence[float] | None) -> 
 
 
 def search(
-    store: LongTermStore,
+    store: Search,
     *,
     query: str,
     query_vector: Callable[[], Sequence[float]],

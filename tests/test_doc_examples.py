@@ -114,8 +114,8 @@ def test_langchain_per_call_example_finds_what_was_added(clean_env: Path) -> Non
     call = re.search(r"`(retriever\.invoke\(\"query\"[^`]*timeframe=[^`]*\))`", page)
     assert call, "docs/langchain.md lost its per-call example"
     with HTM(database_url=str(clean_env / "lc.db"), embedder=HashingEmbedder()) as htm:
-        htm.add("Notes on the query planner")
-        retriever = HTMRetriever(htm=htm, k=4)
+        htm.add("Notes on the query planner", tags=["kb"])
+        retriever = HTMRetriever(htm=htm, k=4, tags=["kb"])
         docs = eval(call.group(1), {"retriever": retriever})
     assert [d.page_content for d in docs] == ["Notes on the query planner"]
 

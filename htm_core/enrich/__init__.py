@@ -6,6 +6,7 @@ Every enricher here is optional. The rule-based ones (:class:`RuleImportanceScor
 and run in background jobs (:class:`JobRunner` over a :class:`JobQueue`), never inside ``add``.
 """
 
+from .base import BatchTagger, ImportanceScorer, ModelBacked, SummaryWriter, Tagger, uses_model
 from .chunking import Chunk, chunk_markdown
 from .documents import ChunkRecord, DocumentDiff, DocumentPlan, diff_document, plan_document
 from .errors import (
@@ -15,7 +16,7 @@ from .errors import (
     ModelCallError,
     UnknownJobKindError,
 )
-from .importance import ImportanceScorer, RuleImportanceScorer
+from .importance import RuleImportanceScorer
 from .jobs import (
     BatchHandler,
     InMemoryJobQueue,
@@ -32,10 +33,11 @@ from .llm import ChatModel, LLMImportanceScorer, LLMTagger, LLMUsage, ollama_cha
 from .pipeline import Enrichment
 from .ratelimit import TokenBucket
 from .summarise import Summariser
-from .tagging import RuleTagger, Tagger
+from .tagging import RuleTagger
 
 __all__ = [
     "BatchHandler",
+    "BatchTagger",
     "ChatModel",
     "Chunk",
     "ChunkRecord",
@@ -53,11 +55,13 @@ __all__ = [
     "LLMImportanceScorer",
     "LLMTagger",
     "LLMUsage",
+    "ModelBacked",
     "ModelCallError",
     "RuleImportanceScorer",
     "RuleTagger",
     "SQLJobQueue",
     "Summariser",
+    "SummaryWriter",
     "Tagger",
     "TokenBucket",
     "UnknownJobKindError",
@@ -69,4 +73,5 @@ __all__ = [
     "plan_document",
     "summary_job",
     "tag_job",
+    "uses_model",
 ]

@@ -1,7 +1,8 @@
 """How :class:`~htm_core.HTM` uses enrichers: rules inline, models in background jobs.
 
 An enricher that calls a model (it has a ``usage`` counter, like
-:class:`~htm_core.enrich.LLMTagger`) never runs inside ``add``: its work is queued in a
+:class:`~htm_core.enrich.LLMTagger`: a :class:`~htm_core.enrich.base.ModelBacked`) never runs
+inside ``add``: its work is queued in a
 durable job queue (the ``htm_jobs`` table on the store's own database) and applied by a
 worker thread. A rule-based enricher (:class:`~htm_core.enrich.RuleTagger`,
 :class:`~htm_core.enrich.RuleImportanceScorer`) costs microseconds and runs inline, so its
@@ -19,7 +20,7 @@ from ..errors import HTMError, ValidationError
 from ..models import Memory
 from ..store.base import LongTermStore
 from ..validation import check_importance, check_tags
-from .jobs import InMemoryJobQueue, SQLJobQueue
+from .base import ImportanceScorer, SummaryWriter, Tagger, uses_model
 from .pipeline import Enrichment
 
 __all__ = ["SUMMARY_TAG", "FacadeEnrichment", "uses_model"]
@@ -28,11 +29,6 @@ logger = logging.getLogger(__name__)
 
 #: The tag every summary memory carries.
 SUMMARY_TAG = "htm:summary"
-
-
-def uses_model(enricher: Any) -> bool:
-    """Whether ``enricher`` calls a model (and so must run in background jobs)."""
-    return enricher is not None and hasattr(enricher, "usage")
 
 
 class FacadeEnrichment:
@@ -51,8 +47,9 @@ class FacadeEnrichment:
             ``workers``, ``batch_size``, ``max_attempts`` ...).
     """
 
-    def __init__(self, *, store: LongTermStore, robot: str, importance_scorer: Any = None,
-                 tagger: Any = None, summariser: Any = None,
+    def __init__(self, *, store: LongTermStore, robot: str,
+                 importance_scorer: ImportanceScorer | None = None, tagger: Tagger | None = None,
+                 summariser: SummaryWriter | None = None,
                  add_summary: Callable[[str, str, list[str], str], None],
                  refresh_importance: Callable[[str, float], None],
                  options: Mapping[str, Any] | None = None) -> None:
@@ -69,22 +66,15 @@ class FacadeEnrichment:
         self.inline_scorer = None if uses_model(importance_scorer) else importance_scorer
         self.inline_tagger = None if uses_model(tagger) else tagger
         self.summaries: deque[str] = deque(maxlen=50)
-        background = {
-            "scorer": importance_scorer if uses_model(importance_scorer) else None,
-            "tagger": tagger if uses_model(tagger) else None,
-            "summariser": summariser,
-        }
+        background_scorer = importance_scorer if uses_model(importance_scorer) else None
+        background_tagger = tagger if uses_model(tagger) else None
         self.background: Enrichment | None = None
-        if any(background.values()):
-            engine = getattr(store, "engine", None)
-            queue: InMemoryJobQueue | SQLJobQueue = InMemoryJobQueue()
-            if engine is not None and str(engine.url) not in ("sqlite://", "sqlite:///:memory:"):
-                queue = SQLJobQueue(engine)
+        if background_scorer or background_tagger or summariser:
             self.background = Enrichment(
-                queue,
-                tagger=background["tagger"], on_tags=self._on_tags if background["tagger"] else None,
-                scorer=background["scorer"],
-                on_importance=self._on_importance if background["scorer"] else None,
+                store.open_job_queue(),
+                tagger=background_tagger, on_tags=self._on_tags if background_tagger else None,
+                scorer=background_scorer,
+                on_importance=self._on_importance if background_scorer else None,
                 summariser=summariser, on_summary=self._on_summary if summariser else None,
                 with_robot=True, **dict(options or {}))
 

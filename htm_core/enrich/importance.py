@@ -1,4 +1,6 @@
-"""Importance when the caller gives none: a protocol and a transparent rule set.
+"""Importance when the caller gives none: a transparent rule set.
+
+The ``ImportanceScorer`` protocol is in :mod:`htm_core.enrich.base`.
 
 :class:`RuleImportanceScorer` starts from 1.0 (the default importance) and applies the
 rules below; ``explain(text)`` lists which fired. The result is clamped to 0–10.
@@ -22,20 +24,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+
+from .base import ImportanceScorer
 
 __all__ = ["ImportanceScorer", "Rule", "RuleImportanceScorer"]
-
-
-@runtime_checkable
-class ImportanceScorer(Protocol):
-    """Scores how important a memory is, from 0 to 10."""
-
-    name: str
-
-    def score(self, content: str) -> float:
-        """The importance of ``content``."""
-        ...
 
 
 @dataclass(frozen=True)

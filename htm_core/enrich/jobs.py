@@ -58,6 +58,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import HTMError, InvalidBudgetError, ValidationError
 from ..validation import check_content, check_key
+from .base import BatchTagger, ImportanceScorer, SummaryWriter, Tagger
 from .errors import JobQueueError, UnknownJobKindError
 from .llm import LLMUsage
 from .ratelimit import TokenBucket
@@ -548,6 +549,15 @@ class SQLJobQueue(_PutOne):
                 status=PENDING, attempts=0, not_before=self._clock())).rowcount))
 
 
+def job_queue_on(engine: Engine) -> JobQueue:
+    """The job queue for a store on ``engine``: a :class:`SQLJobQueue` on the store's own
+    database, or an :class:`InMemoryJobQueue` when that database is an in-memory SQLite one
+    (which the queue's connections could not share)."""
+    if str(engine.url) in ("sqlite://", "sqlite:///:memory:"):
+        return InMemoryJobQueue()
+    return SQLJobQueue(engine)
+
+
 # -- jobs for the built-in enrichers ----------------------------------------------------------
 
 
@@ -590,7 +600,8 @@ def summary_job(source_keys: Sequence[str], texts: Sequence[str], *, robot: str 
         {"source_keys": keys, "texts": [check_content(text) for text in texts]}, robot)
 
 
-def enrichment_handlers(*, tagger: Any = None, scorer: Any = None, summariser: Any = None,
+def enrichment_handlers(*, tagger: Tagger | None = None, scorer: ImportanceScorer | None = None,
+                        summariser: SummaryWriter | None = None,
                         on_tags: Callable[[str, list[str]], None] | None = None,
                         on_importance: Callable[[str, float], None] | None = None,
                         on_summary: Callable[[str, str, list[str]], None] | None = None,
@@ -603,8 +614,9 @@ def enrichment_handlers(*, tagger: Any = None, scorer: Any = None, summariser: A
     - ``summary`` jobs: ``on_summary(summary_key, summary, source_keys)`` with
       ``summariser.summarise(texts)``.
 
-    With ``batch_tags`` (and a tagger with ``tag_many``, as :class:`~htm_core.enrich.LLMTagger`
-    has), the tag jobs of one claimed batch go to the model in a single request.
+    With ``batch_tags`` (and a tagger that is also a :class:`~htm_core.enrich.base.BatchTagger`,
+    as :class:`~htm_core.enrich.LLMTagger` is), the tag jobs of one claimed batch go to the
+    model in a single request.
 
     With ``with_robot`` every callback also gets ``robot=``: the robot the job was queued
     for (``None`` for a job queued without one), so a runner shared by several robots
@@ -624,7 +636,7 @@ def enrichment_handlers(*, tagger: Any = None, scorer: Any = None, summariser: A
 
     if tagger is not None and on_tags is not None:
         tag, apply_tags = tagger.tag, on_tags
-        tag_many = getattr(tagger, "tag_many", None) if batch_tags else None
+        tag_many = tagger.tag_many if batch_tags and isinstance(tagger, BatchTagger) else None
         if tag_many is not None:
             def run_tag_batch(jobs: list[Job]) -> None:
                 results = tag_many([job.payload["content"] for job in jobs])

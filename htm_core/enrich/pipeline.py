@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import ValidationError
+from .base import ImportanceScorer, ModelBacked, SummaryWriter, Tagger
 from .jobs import (
     IMPORTANCE,
     SUMMARY,
@@ -26,6 +27,10 @@ from .jobs import (
 from .llm import LLMUsage
 
 __all__ = ["Enrichment"]
+
+
+def _model_backed(*enrichers: object) -> list[ModelBacked]:
+    return [e for e in enrichers if isinstance(e, ModelBacked)]
 
 
 class Enrichment:
@@ -58,9 +63,11 @@ class Enrichment:
     {'m1': ['a:b']}
     """
 
-    def __init__(self, queue: JobQueue, *, tagger: Any = None,
-                 on_tags: Callable[[str, list[str]], None] | None = None, scorer: Any = None,
-                 on_importance: Callable[[str, float], None] | None = None, summariser: Any = None,
+    def __init__(self, queue: JobQueue, *, tagger: Tagger | None = None,
+                 on_tags: Callable[[str, list[str]], None] | None = None,
+                 scorer: ImportanceScorer | None = None,
+                 on_importance: Callable[[str, float], None] | None = None,
+                 summariser: SummaryWriter | None = None,
                  on_summary: Callable[[str, str, list[str]], None] | None = None,
                  batch_tags: bool = True, usage: LLMUsage | None = None,
                  with_robot: bool = False, **runner: Any) -> None:
@@ -71,8 +78,8 @@ class Enrichment:
         if not handlers:
             raise ValidationError("give at least one enricher with its callback (e.g. tagger= and on_tags=)")
         if usage is None:
-            usage = next((e.usage for e in (tagger, scorer, summariser)
-                          if isinstance(getattr(e, "usage", None), LLMUsage)), None)
+            usage = next((e.usage for e in _model_backed(tagger, scorer, summariser)
+                          if isinstance(e.usage, LLMUsage)), None)
         self.queue = queue
         self.runner = JobRunner(queue, handlers, usage=usage, **runner)
 

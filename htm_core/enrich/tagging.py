@@ -1,4 +1,5 @@
-"""Hierarchical tags: a ``Tagger`` protocol and a rule-based tagger that needs no model.
+"""Hierarchical tags: a rule-based tagger that needs no model (the ``Tagger`` protocol is in
+:mod:`htm_core.enrich.base`).
 
 Tags are colon-separated paths (``database:postgresql:indexes``); recall filters by a tag
 or anything below it. :class:`RuleTagger` maps keywords onto a small built-in ontology
@@ -9,22 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
 
 from ..validation import check_tags
+from .base import Tagger
 
 __all__ = ["DEFAULT_ONTOLOGY", "RuleTagger", "Tagger"]
-
-
-@runtime_checkable
-class Tagger(Protocol):
-    """Proposes hierarchical tags for a memory."""
-
-    name: str
-
-    def tag(self, content: str) -> list[str]:
-        """Valid tags for ``content`` (possibly none)."""
-        ...
 
 
 #: tag -> keywords (whole words, case-insensitive) that imply it.

@@ -1,4 +1,18 @@
-"""The ``LongTermStore`` protocol: what every long-term backend must do.
+"""The ``LongTermStore`` protocol: what every long-term backend must do, in small roles.
+
+``LongTermStore`` is the union of eight role protocols, each usable on its own by a
+consumer that needs only that part (all ``runtime_checkable``):
+
+- :class:`Lifecycle`: ``backend``, ``url``, schema version and migration, ``close``, and
+  ``open_job_queue()`` (the enrichment job queue on the store's database; no SQLAlchemy
+  engine crosses this seam);
+- :class:`Records`: robots, and memories by key or id: add, get, touch, tag, count;
+- :class:`Search`: the vector and full-text searches and the light reads of hybrid recall;
+- :class:`Forgetting`: forget, restore, purge;
+- :class:`WorkingSet`: each robot's persisted, versioned working-memory membership;
+- :class:`OperationsLog`: reading the log every write appends to;
+- :class:`Embeddings`: the store's embedder, vectors, content cache and failure marks;
+- :class:`BulkLoad`: iterating every memory and large loads with indexes built once.
 
 A store is durable and unbounded, and never forgets on its own. Everything that writes
 commits before it returns. Keys are unique across the whole store (all robots).
@@ -13,26 +27,38 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import ValidationError
 from ..models import Memory, Operation, Robot
+
+if TYPE_CHECKING:
+    from ..enrich.jobs import JobQueue
 
 __all__ = [
     "SCHEMA_VERSION",
     "AddResult",
     "Brief",
+    "BulkLoad",
     "EmbeddingFailure",
+    "Embeddings",
+    "Forgetting",
+    "Lifecycle",
     "LongTermStore",
     "NewMemory",
+    "OperationsLog",
+    "Records",
+    "Search",
     "SearchFilters",
     "StoreCounts",
     "WorkingChange",
     "WorkingResult",
     "WorkingRow",
+    "WorkingSet",
     "WorkingState",
     "content_hash",
     "generated_key",
@@ -224,20 +250,15 @@ def tag_patterns(tag: str) -> tuple[str, str]:
     return tag, f"{escaped}:%"
 
 
-class LongTermStore(Protocol):
-    """What the facade needs from a long-term backend."""
+@runtime_checkable
+class Lifecycle(Protocol):
+    """Opening, schema and closing; and the companions a store hands out."""
 
     #: ``"sqlite"`` or ``"postgres"``.
     backend: str
     #: The database URL with any password masked.
     url: str
 
-    @property
-    def engine(self) -> Any:
-        """The SQLAlchemy engine (for companions such as the enrichment job queue)."""
-        ...
-
-    # -- lifecycle and schema --------------------------------------------------------
     def schema_version(self) -> int:
         """The schema version in the database (0 when empty)."""
         ...
@@ -250,7 +271,17 @@ class LongTermStore(Protocol):
         """Release connections and in-process indexes."""
         ...
 
-    # -- robots ----------------------------------------------------------------------
+    def open_job_queue(self) -> JobQueue:
+        """The enrichment job queue on this store's database (the ``htm_jobs`` table), or an
+        in-process one when the database lives in memory. It uses the store's connections:
+        close the store, not the queue."""
+        ...
+
+
+@runtime_checkable
+class Records(Protocol):
+    """Robots and memories by key or id: write, read, touch, tag, count."""
+
     def ensure_robot(self, name: str) -> Robot:
         """Register ``name`` if new; return it."""
         ...
@@ -259,7 +290,6 @@ class LongTermStore(Protocol):
         """Every robot on the store, with its memory count."""
         ...
 
-    # -- writing ---------------------------------------------------------------------
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
         """Write ``records`` in one transaction; all or nothing.
 
@@ -271,28 +301,8 @@ class LongTermStore(Protocol):
         """
         ...
 
-    def add_and_enter(self, records: Sequence[NewMemory], *,
-                      working: Callable[[list[AddResult]], WorkingChange | None],
-                      expected_version: int | None = None,
-                      ) -> tuple[list[AddResult], WorkingResult | None]:
-        """:meth:`add_many` and a working-memory change in one transaction.
-
-        ``working`` is called inside the transaction with the results and returns the
-        change to write with them (see :meth:`apply_working`); it is called again if the
-        transaction is retried.
-        """
-        ...
-
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         """Record an access: set ``last_accessed`` and increment ``access_count``."""
-        ...
-
-    def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
-        """Store vectors for existing memories (background embedding, re-embedding)."""
-        ...
-
-    def reset_embeddings(self) -> None:
-        """Drop every vector and the store's embedder/dimension, to re-embed from scratch."""
         ...
 
     def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
@@ -303,7 +313,6 @@ class LongTermStore(Protocol):
         """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
         ...
 
-    # -- reading ---------------------------------------------------------------------
     def get(self, key: str, *, include_forgotten: bool = False,
             include_embedding: bool = False) -> Memory | None:
         """The memory under ``key``, or None (forgotten ones only when asked)."""
@@ -314,60 +323,26 @@ class LongTermStore(Protocol):
         """Memories with these ids (visible ones unless asked), in the order of ``ids``."""
         ...
 
-    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
-        """A stored vector for this content by this embedder, if any (the store cache)."""
-        ...
-
     def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
         """Keys starting with ``prefix`` (document chunks, chat sessions), sorted."""
         ...
 
-    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
-                        ) -> dict[str, list[float]]:
-        """Stored vectors by this embedder for any of these contents, by content hash."""
+    def tags(self) -> dict[str, int]:
+        """Every tag with the number of visible memories carrying it."""
         ...
 
-    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
-        """Up to ``limit`` (id, content, metadata) of visible memories that have no vector
-        yet and are not marked as failing, oldest first."""
+    def counts(self, robot: str) -> StoreCounts:
+        """Figures for ``stats()``."""
         ...
 
-    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
-        """Mark memories ``(id, reason)`` whose text ``embedder`` keeps rejecting: filling
-        skips them until :meth:`retry_embedding_failures`. A stored vector clears a mark."""
-        ...
 
-    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
-        """The visible memories marked as failing, with the reason, oldest mark first."""
-        ...
+@runtime_checkable
+class Search(Protocol):
+    """The searches hybrid recall runs, every filter applied inside them."""
 
-    def retry_embedding_failures(self) -> int:
-        """Clear every failure mark (those memories are pending again); return how many."""
-        ...
-
-    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
-                      include_embedding: bool = False, after_id: int = 0) -> Any:
-        """Every memory in id order, in batches (for export, copy and re-embedding)."""
-        ...
-
-    # -- searching -------------------------------------------------------------------
     def vector_search(self, vector: Sequence[float], *, limit: int,
                       filters: SearchFilters) -> list[tuple[int, float]]:
         """Top ``limit`` (id, cosine similarity) by vector, best first, filters applied."""
-        ...
-
-    def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
-        """Id, content, robot and creation time of those ``ids`` that are visible and pass
-        ``filters``: one light read for the ranking steps of hybrid recall."""
-        ...
-
-    def vector_centroid(self) -> list[float] | None:
-        """The unit-length mean direction of the stored vectors, or None when there are none.
-
-        Hybrid recall removes the query's share of this direction (what every memory has
-        in common) before the vector arm runs. An estimate is fine: a backend may compute
-        it from a recent sample and refresh it as the store grows.
-        """
         ...
 
     def fulltext_search(self, query: str, *, limit: int,
@@ -387,10 +362,47 @@ class LongTermStore(Protocol):
         """
         ...
 
-    # -- working-memory membership ---------------------------------------------------
-    #: Every change of a robot's membership (its own, or a forget/purge taking a memory
-    #: out of it) bumps that robot's working-set version in the same transaction; a reader
-    #: whose last known version differs reloads with :meth:`working_rows`.
+    def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
+        """Id, content, robot and creation time of those ``ids`` that are visible and pass
+        ``filters``: one light read for the ranking steps of hybrid recall."""
+        ...
+
+    def vector_centroid(self) -> list[float] | None:
+        """The unit-length mean direction of the stored vectors, or None when there are none.
+
+        Hybrid recall removes the query's share of this direction (what every memory has
+        in common) before the vector arm runs. An estimate is fine: a backend may compute
+        it from a recent sample and refresh it as the store grows.
+        """
+        ...
+
+
+@runtime_checkable
+class Forgetting(Protocol):
+    """Never forget on its own: hide recoverably, restore, purge for good."""
+
+    def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
+        """Hide the memory from recall, recoverably. Raises ``NotFoundError``."""
+        ...
+
+    def restore(self, key: str, *, robot: str) -> Memory:
+        """Undo ``forget``. Raises ``NotFoundError`` when no such memory exists."""
+        ...
+
+    def purge(self, *, robot: str, key: str | None = None) -> int:
+        """Delete forgotten memories for good (one, or all); return how many."""
+        ...
+
+
+@runtime_checkable
+class WorkingSet(Protocol):
+    """Each robot's persisted working-memory membership, versioned.
+
+    Every change of a robot's membership (its own, or a forget/purge taking a memory out of
+    it) bumps that robot's working-set version in the same transaction; a reader whose last
+    known version differs reloads with :meth:`working_rows`.
+    """
+
     def working_set(self, robot: str) -> list[Memory]:
         """The memories in ``robot``'s persisted working memory, oldest entry first."""
         ...
@@ -423,38 +435,92 @@ class LongTermStore(Protocol):
         """Drop ``robot``'s working-memory membership (memories stay); return how many."""
         ...
 
-    # -- never forget ----------------------------------------------------------------
-    def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
-        """Hide the memory from recall, recoverably. Raises ``NotFoundError``."""
+    def add_and_enter(self, records: Sequence[NewMemory], *,
+                      working: Callable[[list[AddResult]], WorkingChange | None],
+                      expected_version: int | None = None,
+                      ) -> tuple[list[AddResult], WorkingResult | None]:
+        """:meth:`add_many` and a working-memory change in one transaction.
+
+        ``working`` is called inside the transaction with the results and returns the
+        change to write with them (see :meth:`apply_working`); it is called again if the
+        transaction is retried.
+        """
         ...
 
-    def restore(self, key: str, *, robot: str) -> Memory:
-        """Undo ``forget``. Raises ``NotFoundError`` when no such memory exists."""
-        ...
 
-    def purge(self, *, robot: str, key: str | None = None) -> int:
-        """Delete forgotten memories for good (one, or all); return how many."""
-        ...
-
-    # -- catalogue and log -----------------------------------------------------------
-    def tags(self) -> dict[str, int]:
-        """Every tag with the number of visible memories carrying it."""
-        ...
-
-    def log(self, op: str, *, robot: str | None, key: str | None = None,
-            detail: dict[str, Any] | None = None) -> None:
-        """Append a line to the operations log."""
-        ...
+@runtime_checkable
+class OperationsLog(Protocol):
+    """The operations log every write appends to, newest first."""
 
     def operations(self, *, limit: int = 100, robot: str | None = None,
                    op: str | None = None) -> list[Operation]:
         """The newest operations first."""
         ...
 
-    def counts(self, robot: str) -> StoreCounts:
-        """Figures for ``stats()``."""
-        ...
+
+@runtime_checkable
+class Embeddings(Protocol):
+    """The store's vectors: one embedder per store, a content cache, filling and failures."""
 
     def embedding_info(self) -> tuple[str, int] | None:
         """(embedder name, dimension) fixed for this store, or None before any vector."""
         ...
+
+    def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
+        """Store vectors for existing memories (background embedding, re-embedding)."""
+        ...
+
+    def reset_embeddings(self) -> None:
+        """Drop every vector and the store's embedder/dimension, to re-embed from scratch."""
+        ...
+
+    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
+        """A stored vector for this content by this embedder, if any (the store cache)."""
+        ...
+
+    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
+                        ) -> dict[str, list[float]]:
+        """Stored vectors by this embedder for any of these contents, by content hash."""
+        ...
+
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """Up to ``limit`` (id, content, metadata) of visible memories that have no vector
+        yet and are not marked as failing, oldest first."""
+        ...
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        """Mark memories ``(id, reason)`` whose text ``embedder`` keeps rejecting: filling
+        skips them until :meth:`retry_embedding_failures`. A stored vector clears a mark."""
+        ...
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        """The visible memories marked as failing, with the reason, oldest mark first."""
+        ...
+
+    def retry_embedding_failures(self) -> int:
+        """Clear every failure mark (those memories are pending again); return how many."""
+        ...
+
+
+@runtime_checkable
+class BulkLoad(Protocol):
+    """Moving many memories in or out: export, import, copy, large loads."""
+
+    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
+                      include_embedding: bool = False, after_id: int = 0
+                      ) -> Iterator[list[Memory]]:
+        """Every memory in id order, in batches (for export, copy and re-embedding)."""
+        ...
+
+    def bulk_load(self) -> AbstractContextManager[object]:
+        """A block for many ``add_many`` batches with the indexes built once, at the end."""
+        ...
+
+
+@runtime_checkable
+class LongTermStore(Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog, Embeddings,
+                    BulkLoad, Protocol):
+    """What the facade needs from a long-term backend: every role above.
+
+    A consumer that needs less takes the role it uses (retrieval takes :class:`Search`).
+    """

@@ -60,7 +60,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -119,6 +119,9 @@ from .base import (
     like_prefix,
 )
 from .vector_index import normalise
+
+if TYPE_CHECKING:
+    from ..enrich.jobs import JobQueue
 
 __all__ = ["DEFAULT_COPY_MIN_ROWS", "DEFAULT_EF_SEARCH", "PostgresStore", "postgres_url"]
 
@@ -626,6 +629,12 @@ class PostgresStore(PostgresWorkingSet):
     def close(self) -> None:
         """Release every pooled connection."""
         self._engine.dispose()
+
+    def open_job_queue(self) -> JobQueue:
+        """The enrichment job queue on this store's database (see ``LongTermStore``)."""
+        from ..enrich.jobs import job_queue_on
+
+        return job_queue_on(self._engine)
 
     # -- meta ------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import create_engine, event, text
@@ -77,6 +77,9 @@ from .base import (
     like_prefix,
 )
 from .vector_index import VectorIndex, normalise
+
+if TYPE_CHECKING:
+    from ..enrich.jobs import JobQueue
 
 __all__ = ["SQLiteStore", "default_sqlite_path", "sqlite_url"]
 
@@ -545,6 +548,12 @@ class SQLiteStore(SQLiteWorkingSet):
         if isinstance(self._index, ApproximateIndex):
             self._index.close()
         self._index = None
+
+    def open_job_queue(self) -> JobQueue:
+        """The enrichment job queue on this store's database (see ``LongTermStore``)."""
+        from ..enrich.jobs import job_queue_on
+
+        return job_queue_on(self._engine)
 
     # -- meta ------------------------------------------------------------------------
 

@@ -269,7 +269,7 @@ def test_an_adapters_prompt_drops_what_another_robot_forgot(htm_factory):
     ada, bob = htm_factory(robot="ada"), htm_factory(robot="bob")
     ada.add(SECRET, key="secret")
     bob.recall("admin password")
-    memory = HTMMemory(htm=bob)
+    memory = HTMMemory(htm=bob, shared=True)  # the robot's whole working memory
     assert SECRET in memory.load_memory_variables({"input": "what is new?"})["history"]
     ada.forget("secret", confirm=True)
     assert SECRET not in memory.load_memory_variables({"input": "what is new?"})["history"]

@@ -6,14 +6,26 @@ import ast
 import importlib
 import inspect
 import pathlib
+import re
 
 import htm_core
 from htm_core import errors
 
+EXPECTED_ERRORS = [
+    "ConfirmationRequiredError", "DatabaseUnavailableError", "DimensionMismatchError",
+    "DuplicateKeyError", "EmbedderMismatchError", "EmbeddingError", "EnrichmentError",
+    "HTMError", "InvalidBudgetError", "InvalidContentError", "InvalidImportanceError",
+    "InvalidKeyError", "InvalidModelOutputError", "InvalidTagError", "InvalidTokensError",
+    "JobQueueError", "MemoryTooLargeError", "MissingDependencyError", "ModelCallError",
+    "NotFoundError", "SchemaError", "StoreError", "TimeframeError", "UnknownJobKindError",
+    "UnknownPolicyError", "UnknownStrategyError", "UnsupportedFilterError", "ValidationError",
+]
 EXPECTED_CORE = [
-    "HTM", "CallableCounter", "Context", "Embedder", "FrozenClock", "HTMError", "HashingEmbedder",
-    "Hit", "LocalEmbedder", "Memory", "Operation", "RetrievalConfig", "Robot", "Stats",
-    "TiktokenCounter", "TokenCounter", "WorkingMemory", "__version__",
+    "HTM", *sorted([
+        "CallableCounter", "Context", "Embedder", "FrozenClock", "HashingEmbedder", "Hit",
+        "LocalEmbedder", "Memory", "Operation", "RetrievalConfig", "Robot", "Stats",
+        "TiktokenCounter", "TokenCounter", "WorkingMemory", *EXPECTED_ERRORS]),
+    "__version__",
 ]
 
 
@@ -37,6 +49,47 @@ def test_every_error_is_an_htm_error_and_exported():
     for cls in classes:
         assert cls.__doc__, f"{cls.__name__} needs a docstring"
         assert cls.__name__ in errors.__doc__, f"{cls.__name__} missing from the tree drawing"
+
+
+def _htm_errors_defined_in_htm_core() -> dict[str, type]:
+    """Every HTMError subclass defined in any module of htm_core, by name."""
+    root = pathlib.Path(htm_core.__file__).parent
+    found: dict[str, type] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        module = importlib.import_module(name)
+        for cls_name, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, errors.HTMError) and cls.__module__ == name:
+                assert found.setdefault(cls_name, cls) is cls, f"two errors named {cls_name}"
+    return found
+
+
+def test_the_whole_error_tree_is_exported_from_htm_core():
+    defined = _htm_errors_defined_in_htm_core()
+    assert sorted(defined) == EXPECTED_ERRORS
+    for name, cls in defined.items():
+        assert getattr(htm_core, name) is cls, name
+
+
+def test_the_tree_drawn_in_errors_matches_the_classes():
+    """Each class in errors.py's drawing sits under its real base class, and all are drawn."""
+    defined = _htm_errors_defined_in_htm_core()
+    drawn: dict[str, type] = {}
+    parents: list[str] = []
+    for line in (errors.__doc__ or "").splitlines():
+        node = re.match(r"^ {4}((?:[│ ] {3})*)(?:[├└]── )?([A-Z]\w*Error)\b", line)
+        if not node:
+            continue
+        depth = len(node.group(1)) // 4 + (1 if "── " in line else 0)
+        name = node.group(2)
+        parents[depth:] = [name]
+        cls = defined[name]
+        drawn[name] = cls
+        if depth:
+            parent = defined[parents[depth - 1]]
+            assert parent in cls.__bases__, f"{name} is drawn under {parent.__name__}"
+    assert sorted(drawn) == sorted(defined)
 
 
 def _imports(tree: ast.AST) -> list[tuple[str, bool]]:

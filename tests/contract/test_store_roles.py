@@ -1,0 +1,129 @@
+"""The store protocol's roles: both stores and an in-memory fake satisfy every one.
+
+``LongTermStore`` is the union of small role protocols (htm_core/store/base.py). Checked
+two ways: ``isinstance`` against each ``runtime_checkable`` role (members present) on an
+open store of each backend, and a structural comparison of every member's signature
+(parameter names, kinds and defaults) between the role and the class. The fake
+(tests/fake_store.py) then carries a real ``HTM`` and a recall through
+``htm_core.retrieval.search``, which asks only for the ``Search`` role.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from htm_core import HTM, HashingEmbedder
+from htm_core.enrich import InMemoryJobQueue, SQLJobQueue
+from htm_core.retrieval import search
+from htm_core.store import open_store
+from htm_core.store.base import (
+    BulkLoad,
+    Embeddings,
+    Forgetting,
+    Lifecycle,
+    LongTermStore,
+    OperationsLog,
+    Records,
+    Search,
+    SearchFilters,
+    WorkingSet,
+)
+from htm_core.store.postgres import PostgresStore
+from htm_core.store.sqlite import SQLiteStore
+from tests.fake_store import FakeStore
+
+ROLES: tuple[type, ...] = (Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog,
+                           Embeddings, BulkLoad)
+IMPLEMENTATIONS = (SQLiteStore, PostgresStore, FakeStore)
+
+
+def _members(protocol: type) -> dict[str, Any]:
+    """The members a protocol declares itself: methods and annotated attributes."""
+    own = {name: value for name, value in vars(protocol).items()
+           if not name.startswith("_") and callable(value)}
+    own.update(dict.fromkeys(vars(protocol).get("__annotations__", {})))
+    return own
+
+
+def test_the_roles_partition_the_store_protocol() -> None:
+    """Every member is in exactly one role; the union adds none; no engine, no log()."""
+    seen: dict[str, str] = {}
+    for role in ROLES:
+        for name in _members(role):
+            assert name not in seen, f"{name} is in {seen[name]} and {role.__name__}"
+            seen[name] = role.__name__
+    assert not _members(LongTermStore)
+    assert set(LongTermStore.__mro__[1:1 + len(ROLES)]) == set(ROLES)
+    assert "engine" not in seen and "log" not in seen
+    assert "open_job_queue" in seen
+
+
+def _comparable(signature: inspect.Signature) -> list[tuple[str, Any, Any]]:
+    return [(p.name, p.kind, p.default) for p in list(signature.parameters.values())[1:]]
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: r.__name__)
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS, ids=lambda c: c.__name__)
+def test_every_member_has_the_role_signature(implementation: type, role: type) -> None:
+    for name, declared in _members(role).items():
+        if declared is None:  # an instance attribute (backend, url): isinstance checks it
+            continue
+        assert hasattr(implementation, name), f"{implementation.__name__} lacks {name}"
+        wanted = _comparable(inspect.signature(declared))
+        got = _comparable(inspect.signature(getattr(implementation, name)))
+        # an implementation may add keyword-only options with defaults after the role's
+        extra = got[len(wanted):]
+        assert got[:len(wanted)] == wanted, f"{implementation.__name__}.{name}: {got} != {wanted}"
+        assert all(kind is inspect.Parameter.KEYWORD_ONLY and default is not inspect.Parameter.empty
+                   for _, kind, default in extra), f"{implementation.__name__}.{name} adds {extra}"
+
+
+@pytest.fixture
+def any_store(store_url: str) -> Iterator[LongTermStore]:
+    store = open_store(store_url)
+    yield store
+    store.close()
+
+
+def test_both_stores_are_every_role(any_store: LongTermStore) -> None:
+    for role in (*ROLES, LongTermStore):
+        assert isinstance(any_store, role), role.__name__
+
+
+def test_the_job_queue_comes_from_the_store(any_store: LongTermStore) -> None:
+    """A durable queue on the store's own database; jobs put there are seen by a second
+    queue the store opens (as by another worker)."""
+    queue = any_store.open_job_queue()
+    assert isinstance(queue, SQLJobQueue)
+    queue.put("tags", "m1", {"content": "Postgres is slow"})
+    assert any_store.open_job_queue().counts()["pending"] == 1
+
+
+def test_an_in_memory_store_gets_an_in_process_queue() -> None:
+    store = open_store(":memory:")
+    try:
+        assert isinstance(store.open_job_queue(), InMemoryJobQueue)
+    finally:
+        store.close()
+
+
+def test_the_fake_is_every_role() -> None:
+    fake = FakeStore()
+    for role in (*ROLES, LongTermStore):
+        assert isinstance(fake, role), role.__name__
+
+
+def test_retrieval_needs_only_the_search_role() -> None:
+    fake = FakeStore()
+    embedder = HashingEmbedder()
+    with HTM(store=fake, embedder=embedder) as htm:
+        vim = htm.add("User prefers Vim keybindings", key="pref-vim")
+        htm.add("Lunch was pasta with tomatoes", key="lunch")
+        assert [hit.memory.key for hit in htm.recall("vim keybindings", limit=1)] == ["pref-vim"]
+    ranked = search(fake, query="vim keybindings", query_vector=lambda: embedder.embed_query("vim"),
+                    strategy="hybrid", limit=2, filters=SearchFilters())
+    assert ranked[0].id == vim.id

@@ -1,0 +1,349 @@
+"""A small in-memory long-term store, for tests only: every role of the store protocol.
+
+It keeps memories in a dict and searches by brute force (cosine for vectors, shared words
+for full text). It is not a third backend: it exists to show that the role protocols in
+``htm_core.store.base`` are all a consumer needs (tests/contract/test_store_roles.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from htm_core.enrich.jobs import InMemoryJobQueue, JobQueue
+from htm_core.errors import DuplicateKeyError, NotFoundError
+from htm_core.models import Memory, Operation, Robot
+from htm_core.store.base import (
+    SCHEMA_VERSION,
+    AddResult,
+    ArmQuery,
+    Brief,
+    EmbeddingFailure,
+    NewMemory,
+    SearchFilters,
+    StoreCounts,
+    WorkingChange,
+    WorkingResult,
+    WorkingRow,
+    WorkingState,
+)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split()}
+
+
+class FakeStore:
+    """Every ``LongTermStore`` role over plain Python objects (one process, no threads)."""
+
+    backend = "fake"
+    url = "fake://"
+
+    def __init__(self) -> None:
+        self._memories: dict[int, Memory] = {}
+        self._robots: dict[str, Robot] = {}
+        self._log: list[Operation] = []
+        self._working: dict[str, dict[int, WorkingState]] = {}
+        self._versions: dict[str, int] = {}
+        self._failures: dict[int, EmbeddingFailure] = {}
+        self._embedder: tuple[str, int] | None = None
+
+    # -- Lifecycle ---------------------------------------------------------------------
+    def schema_version(self) -> int:
+        return SCHEMA_VERSION
+
+    def migrate(self) -> int:
+        return SCHEMA_VERSION
+
+    def close(self) -> None:
+        self._memories.clear()
+
+    def open_job_queue(self) -> JobQueue:
+        return InMemoryJobQueue()
+
+    # -- Records -----------------------------------------------------------------------
+    def _record(self, op: str, robot: str | None, key: str | None, **detail: Any) -> None:
+        self._log.append(Operation(id=len(self._log) + 1, at=datetime.now(timezone.utc), op=op,
+                                   robot=robot, key=key, detail=detail))
+
+    def _visible(self, memory: Memory, filters: SearchFilters | None = None) -> bool:
+        if memory.forgotten_at is not None:
+            return False
+        if filters is None:
+            return True
+        return ((filters.start is None or memory.created_at >= filters.start)
+                and (filters.end is None or memory.created_at < filters.end)
+                and (filters.robot is None or memory.robot == filters.robot)
+                and (not filters.tags or any(t == f or t.startswith(f + ":")
+                                             for t in memory.tags for f in filters.tags)))
+
+    def _by_key(self, key: str) -> Memory | None:
+        return next((m for m in self._memories.values() if m.key == key), None)
+
+    def ensure_robot(self, name: str) -> Robot:
+        if name not in self._robots:
+            self._robots[name] = Robot(id=len(self._robots) + 1, name=name,
+                                       created_at=datetime.now(timezone.utc))
+        return self._robots[name]
+
+    def robots(self) -> list[Robot]:
+        return [replace(r, memory_count=sum(m.robot == r.name for m in self._memories.values()))
+                for r in self._robots.values()]
+
+    def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
+        for record in records:
+            old = self._by_key(record.key)
+            if old is not None and old.content != record.content:
+                raise DuplicateKeyError(f"key {record.key!r} holds different content")
+        results = []
+        for record in records:
+            old = self._by_key(record.key)
+            if old is not None:
+                old.forgotten_at = None
+                results.append(AddResult(old, False))
+                continue
+            self.ensure_robot(record.robot)
+            memory = Memory(
+                id=len(self._memories) + 1, key=record.key, content=record.content,
+                robot=record.robot, importance=record.importance, token_count=record.token_count,
+                created_at=record.created_at, last_accessed=record.created_at, tags=record.tags,
+                metadata=dict(record.metadata), content_hash=record.content_hash,
+                embedder=record.embedder,
+                embedding=None if record.embedding is None else list(record.embedding))
+            self._memories[memory.id] = memory
+            self._record("add", record.robot, record.key)
+            results.append(AddResult(memory, True))
+        return results
+
+    def touch(self, ids: Sequence[int], *, at: datetime) -> None:
+        for mid in ids:
+            self._memories[mid].last_accessed = at
+            self._memories[mid].access_count += 1
+
+    def _existing(self, key: str) -> Memory:
+        memory = self._by_key(key)
+        if memory is None or memory.forgotten_at is not None:
+            raise NotFoundError(f"no memory with key {key!r}")
+        return memory
+
+    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
+        memory = self._existing(key)
+        memory.tags = tuple(sorted({*memory.tags, *tags}))
+        return memory
+
+    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
+        memory = self._existing(key)
+        memory.importance = importance
+        return memory
+
+    def get(self, key: str, *, include_forgotten: bool = False,
+            include_embedding: bool = False) -> Memory | None:
+        memory = self._by_key(key)
+        if memory is None or (memory.forgotten_at is not None and not include_forgotten):
+            return None
+        return memory
+
+    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
+                 include_forgotten: bool = False) -> list[Memory]:
+        return [self._memories[i] for i in ids if i in self._memories
+                and (include_forgotten or self._visible(self._memories[i]))]
+
+    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
+        return sorted(m.key for m in self._memories.values() if m.key.startswith(prefix)
+                      and (include_forgotten or self._visible(m)))
+
+    def tags(self) -> dict[str, int]:
+        counted: dict[str, int] = {}
+        for memory in self._memories.values():
+            if self._visible(memory):
+                for tag in memory.tags:
+                    counted[tag] = counted.get(tag, 0) + 1
+        return counted
+
+    def counts(self, robot: str) -> StoreCounts:
+        visible = [m for m in self._memories.values() if self._visible(m)]
+        return StoreCounts(total=len(visible), robot=sum(m.robot == robot for m in visible),
+                           forgotten=len(self._memories) - len(visible), robots=len(self._robots),
+                           missing_embeddings=sum(m.embedding is None for m in visible))
+
+    # -- Search ------------------------------------------------------------------------
+    def vector_search(self, vector: Sequence[float], *, limit: int,
+                      filters: SearchFilters) -> list[tuple[int, float]]:
+        norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+        scored = []
+        for m in self._memories.values():
+            if m.embedding is not None and self._visible(m, filters):
+                other = math.sqrt(sum(x * x for x in m.embedding)) or 1.0
+                scored.append((m.id, sum(a * b for a, b in zip(vector, m.embedding,
+                                                                  strict=True)) / norm / other))
+        return sorted(scored, key=lambda hit: -hit[1])[:limit]
+
+    def fulltext_search(self, query: str, *, limit: int,
+                        filters: SearchFilters) -> list[tuple[int, float]]:
+        terms = _words(query)
+        scored = [(m.id, float(len(terms & _words(m.content)))) for m in self._memories.values()
+                  if self._visible(m, filters)]
+        return sorted([hit for hit in scored if hit[1] > 0], key=lambda hit: -hit[1])[:limit]
+
+    def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
+        return [self.vector_search(arm.vector, limit=arm.limit, filters=arm.filters)
+                if arm.vector is not None else
+                self.fulltext_search(arm.text or "", limit=arm.limit, filters=arm.filters)
+                for arm in arms]
+
+    def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
+        return {i: Brief(i, m.content, m.robot, m.created_at) for i in ids
+                if (m := self._memories.get(i)) is not None and self._visible(m, filters)}
+
+    def vector_centroid(self) -> list[float] | None:
+        return None
+
+    # -- Forgetting --------------------------------------------------------------------
+    def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
+        memory = self._existing(key)
+        memory.forgotten_at = at
+        for states in self._working.values():
+            states.pop(memory.id, None)
+        self._record("forget", robot, key)
+        return memory
+
+    def restore(self, key: str, *, robot: str) -> Memory:
+        memory = self._by_key(key)
+        if memory is None:
+            raise NotFoundError(f"no memory with key {key!r}")
+        memory.forgotten_at = None
+        return memory
+
+    def purge(self, *, robot: str, key: str | None = None) -> int:
+        gone = [i for i, m in self._memories.items()
+                if m.forgotten_at is not None and (key is None or m.key == key)]
+        for i in gone:
+            del self._memories[i]
+        return len(gone)
+
+    # -- WorkingSet --------------------------------------------------------------------
+    def working_set(self, robot: str) -> list[Memory]:
+        return [memory for memory, _ in self._rows(robot)]
+
+    def _rows(self, robot: str) -> list[tuple[Memory, WorkingState]]:
+        states = self._working.get(robot, {})
+        return sorted(((self._memories[i], s) for i, s in states.items()
+                       if i in self._memories and self._visible(self._memories[i])),
+                      key=lambda row: row[1].seq)
+
+    def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
+        return self.working_version(robot), [WorkingRow(memory=m, state=s)
+                                             for m, s in self._rows(robot)]
+
+    def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
+        return self.working_version(robot), {m.id: s for m, s in self._rows(robot)}
+
+    def working_version(self, robot: str) -> int:
+        return self._versions.get(robot, 0)
+
+    def apply_working(self, change: WorkingChange, *,
+                      expected_version: int | None = None) -> WorkingResult:
+        in_step = expected_version is None or expected_version == self.working_version(change.robot)
+        states = self._working.setdefault(change.robot, {})
+        refused = set()
+        for state in change.put:
+            memory = self._by_key(state.key)
+            if memory is None or not self._visible(memory):
+                refused.add(state.key)
+            else:
+                states[memory.id] = state
+        for key in change.evict:
+            memory = self._by_key(key)
+            if memory is not None:
+                states.pop(memory.id, None)
+        self.touch(change.touch, at=change.at)
+        self._versions[change.robot] = self.working_version(change.robot) + 1
+        return WorkingResult(self._versions[change.robot], in_step, frozenset(refused))
+
+    def update_working(self, robot: str, *, add: Sequence[int] = (),
+                       remove: Sequence[int] = (), at: datetime) -> None:
+        states = self._working.setdefault(robot, {})
+        for mid in add:
+            seq = len(states) + 1
+            states[mid] = WorkingState(key=self._memories[mid].key, last_accessed=at,
+                                       access_count=0, seq=seq, access_seq=seq)
+        for mid in remove:
+            states.pop(mid, None)
+        self._versions[robot] = self.working_version(robot) + 1
+
+    def clear_working(self, robot: str) -> int:
+        dropped = len(self._working.pop(robot, {}))
+        self._versions[robot] = self.working_version(robot) + 1
+        return dropped
+
+    def add_and_enter(self, records: Sequence[NewMemory], *,
+                      working: Callable[[list[AddResult]], WorkingChange | None],
+                      expected_version: int | None = None,
+                      ) -> tuple[list[AddResult], WorkingResult | None]:
+        results = self.add_many(records)
+        change = working(results)
+        return results, (None if change is None
+                         else self.apply_working(change, expected_version=expected_version))
+
+    # -- OperationsLog -----------------------------------------------------------------
+    def operations(self, *, limit: int = 100, robot: str | None = None,
+                   op: str | None = None) -> list[Operation]:
+        return [o for o in reversed(self._log)
+                if (robot is None or o.robot == robot) and (op is None or o.op == op)][:limit]
+
+    # -- Embeddings --------------------------------------------------------------------
+    def embedding_info(self) -> tuple[str, int] | None:
+        return self._embedder
+
+    def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
+        for mid, vector in items:
+            self._embedder = self._embedder or (embedder, len(vector))
+            self._memories[mid].embedding = list(vector)
+            self._memories[mid].embedder = embedder
+            self._failures.pop(mid, None)
+
+    def reset_embeddings(self) -> None:
+        self._embedder = None
+        for memory in self._memories.values():
+            memory.embedding = memory.embedder = None
+
+    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
+        return self.find_embeddings([content_hash], embedder).get(content_hash)
+
+    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
+                        ) -> dict[str, list[float]]:
+        wanted = set(content_hashes)
+        return {m.content_hash: m.embedding for m in self._memories.values()
+                if m.content_hash in wanted and m.embedder == embedder and m.embedding is not None}
+
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        return [(m.id, m.content, m.metadata) for m in self._memories.values()
+                if self._visible(m) and m.embedding is None and m.id not in self._failures][:limit]
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        for mid, reason in failures:
+            self._failures[mid] = EmbeddingFailure(key=self._memories[mid].key, embedder=embedder,
+                                                   error=reason, failed_at=datetime.now(timezone.utc))
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        return list(self._failures.values())[:limit]
+
+    def retry_embedding_failures(self) -> int:
+        cleared = len(self._failures)
+        self._failures.clear()
+        return cleared
+
+    # -- BulkLoad ----------------------------------------------------------------------
+    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
+                      include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
+        chosen = [m for i, m in sorted(self._memories.items())
+                  if i > after_id and (include_forgotten or self._visible(m))]
+        for start in range(0, len(chosen), batch_size):
+            yield chosen[start:start + batch_size]
+
+    def bulk_load(self) -> AbstractContextManager[object]:
+        return nullcontext(self)
