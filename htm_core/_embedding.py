@@ -15,24 +15,42 @@ memory of the batch gets its vector. When the first memory fails on its own too,
 probe text tells a rejected text from an embedder that is down: if the probe fails as
 well, nothing is marked and the error is raised, so the caller backs off and tries again
 later (an outage never marks memories).
+
+:class:`EmbeddingService` is the embedding side of one ``HTM``: the embedder and its
+checks, an LRU cache of vectors by content hash (then the store's vectors for the same
+text), calls in batches of ``embed_batch_size``, the optional background worker,
+:meth:`~EmbeddingService.flush`, :meth:`~EmbeddingService.reembed` and the retry of
+failed embeddings.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
+from .background import EmbeddingWorker
+from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
 from .enrich.documents import embed_text
-from .errors import EmbeddingError
-from .store.base import LongTermStore
+from .errors import EmbedderMismatchError, EmbeddingError, HTMError, InvalidBudgetError
+from .observability import Metrics
+from .store.base import LongTermStore, NewMemory, content_hash
+from .tokens import TokenCounter
 
-__all__ = ["PROBE_TEXT", "embed_isolating", "failure_reason", "fill_once"]
+__all__ = ["PROBE_TEXT", "EmbeddingService", "check_batch_size", "embed_isolating",
+           "failure_reason", "fill_once"]
 
 logger = logging.getLogger(__name__)
 
 #: What the embedder is asked to embed to find out whether it works at all.
 PROBE_TEXT = "htm embedder check"
+
+#: How many vectors the in-process cache keeps (least recently used go first).
+EMBED_CACHE_SIZE = 10_000
 
 Embed = Callable[[list[str]], list[list[float]]]
 
@@ -92,3 +110,276 @@ def fill_once(store: LongTermStore, embed: Embed, embedder: str, limit: int, *,
         store.mark_embedding_failures([(batch[i][0], reason) for i, reason in sorted(failed.items())],
                                       embedder)
     return len(done), len(failed)
+
+
+def check_batch_size(value: Any, *, name: str = "embed_batch_size") -> int:
+    """``value`` if it is a positive integer, else :class:`~htm_core.errors.InvalidBudgetError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidBudgetError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+class EmbeddingService:
+    """One ``HTM``'s embedder with its cache, batches, worker, re-embedding and retries.
+
+    Thread-safe: the facade calls it from its own methods, the background worker and the
+    enrichment runner at once.
+    """
+
+    def __init__(self, store: LongTermStore, spec: Any, *, counter: TokenCounter,
+                 metrics: Metrics, batch_size: int) -> None:
+        self.batch_size = check_batch_size(batch_size)
+        # An existing store's own embedder wins over "auto" (see resolve_embedder).
+        info = store.embedding_info()
+        self.embedder, self.choice = resolve_embedder(
+            spec, store_embedder=info[0] if info else None)
+        self.name = embedder_name(self.embedder)
+        #: The store's vectors are from another embedder (opened with the mismatch
+        #: allowed): no vectors are made and recall is full-text only until reembed.
+        self.mismatch = False
+        self.calls = 0
+        self.cache_hits = 0
+        self._store = store
+        self._counter = counter
+        self._metrics = metrics
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._fill_lock = threading.RLock()
+        self.worker: EmbeddingWorker | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def check_store(self, *, allow_mismatch: bool = False) -> None:
+        """Raise :class:`~htm_core.errors.EmbedderMismatchError` when the store's vectors
+        are from another embedder (or note the mismatch when ``allow_mismatch``)."""
+        info = self._store.embedding_info()
+        if info is None:
+            return
+        name, dim = info
+        if name != self.name:
+            if allow_mismatch:
+                self.mismatch = True
+                logger.warning("store vectors are from %s, embedder is %s: recall is full-text "
+                               "only until reembed()", name, self.name)
+                return
+            raise EmbedderMismatchError(
+                f"this store's vectors were made by {name!r} ({dim} dimensions) but the "
+                f"embedder is {self.name!r}; pass embedder matching the store"
+                f"{store_embedder_hint(name)}, or open it with HTM(..., "
+                "allow_embedder_mismatch=True) and call .reembed() (`htm reembed`) to "
+                "rebuild every vector with the new one"
+            )
+
+    def start_worker(self, robot: str) -> None:
+        """Fill vectors in a background thread from now on (``add`` then stores none)."""
+        self.worker = EmbeddingWorker(lambda: self.fill_pending(self.batch_size),
+                                      name=f"htm-embedder-{robot}")
+        self.worker.start()
+
+    def stop(self) -> None:
+        """Stop the background worker, if any."""
+        if self.worker is not None:
+            self.worker.stop()
+
+    def wake(self) -> None:
+        """Tell the background worker (if any) that memories without a vector were stored."""
+        if self.worker is not None:
+            self.worker.wake()
+
+    def recall_strategy(self, strategy: str) -> str:
+        """``strategy``, or ``"fulltext"`` while the store's vectors are from another
+        embedder (then ``"vector"`` raises :class:`~htm_core.errors.EmbedderMismatchError`)."""
+        if not self.mismatch:
+            return strategy
+        if strategy == "vector":
+            raise EmbedderMismatchError(
+                f"vector recall needs the store re-embedded with {self.name!r}; "
+                "call reembed() first, or recall with strategy='fulltext'")
+        return "fulltext"
+
+    def worker_figures(self) -> dict[str, Any]:
+        """Batch size and background worker figures for ``stats().extra``."""
+        return {"embed_batch_size": self.batch_size,
+                "background_embeddings": self.worker is not None,
+                "failed_embedding_passes": self.worker.failures if self.worker else 0}
+
+    def failure_figures(self, failed: int) -> dict[str, Any]:
+        """The mismatch flag and up to 10 failing memories (when ``failed``) for
+        ``stats().extra``."""
+        return {"embedder_mismatch": self.mismatch,
+                "embedding_failures": [
+                    {"key": f.key, "error": f.error}
+                    for f in (self._store.embedding_failures(limit=10) if failed else [])]}
+
+    @property
+    def inline(self) -> bool:
+        """Whether new memories get their vectors before they are written."""
+        return self.worker is None and not self.mismatch
+
+    # -- embedding ---------------------------------------------------------------------
+
+    def call(self, texts: list[str]) -> list[list[float]]:
+        """One embedder call for ``texts``; every vector checked."""
+        try:
+            vectors = self.embedder.embed_documents(texts)
+        except HTMError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(
+                f"embedder {self.name} failed: {exc}; check it is reachable and "
+                "configured, nothing was stored") from exc
+        with self._lock:
+            self.calls += 1
+        self._metrics.embedded(tokens=sum(self._counter.count(t) for t in texts))
+        return [self._checked(v) for v in vectors]
+
+    def _checked(self, vector: Sequence[float]) -> list[float]:
+        values = [float(x) for x in vector]
+        if not values or not all(math.isfinite(x) for x in values):
+            raise EmbeddingError(
+                f"embedder {self.name} returned an empty vector or one with NaN/inf")
+        return values
+
+    def documents(self, texts: Sequence[str], *, fresh: bool = False) -> list[list[float]]:
+        """Vectors for ``texts``: from the LRU cache, the store, then the embedder.
+
+        Each distinct text is embedded at most once, in calls of ``batch_size``.
+        ``fresh`` skips both caches (re-embedding computes every vector anew).
+        """
+        out: dict[str, list[float]] = {}
+        todo: dict[str, str] = {}
+        for text in texts:
+            h = content_hash(text)
+            if h in out or h in todo:
+                continue
+            with self._lock:
+                cached = None if fresh else self._cache.get(h)
+            if cached is not None:
+                out[h] = cached
+                with self._lock:
+                    self.cache_hits += 1
+            else:
+                todo[h] = text
+        if todo and not fresh:  # one store lookup for the whole batch
+            for h, vec in self._store.find_embeddings(list(todo), self.name).items():
+                out[h] = vec
+                del todo[h]
+                with self._lock:
+                    self.cache_hits += 1
+                    self._remember(h, vec)
+        pending = list(todo.items())
+        size = self.batch_size
+        for start in range(0, len(pending), size):
+            part = pending[start:start + size]
+            vectors = self.call([text for _, text in part])
+            if len(vectors) != len(part):
+                raise EmbeddingError(
+                    f"embedder {self.name} returned {len(vectors)} vectors for "
+                    f"{len(part)} texts; nothing was stored")
+            with self._lock:
+                for (h, _), vec in zip(part, vectors, strict=True):
+                    out[h] = vec
+                    self._remember(h, vec)
+        return [out[content_hash(t)] for t in texts]
+
+    def _remember(self, h: str, vec: list[float]) -> None:
+        """Put a vector in the LRU cache (call with ``_lock`` held)."""
+        self._cache[h] = vec
+        self._cache.move_to_end(h)
+        while len(self._cache) > EMBED_CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    def query(self, text: str) -> list[float]:
+        """The query vector for ``text`` (never cached)."""
+        try:
+            vector = self.embedder.embed_query(text)
+        except Exception as exc:
+            raise EmbeddingError(f"embedder {self.name} failed on the query: {exc}") from exc
+        with self._lock:
+            self.calls += 1
+        self._metrics.embedded(tokens=self._counter.count(text))
+        return self._checked(vector)
+
+    def with_vectors(self, records: Sequence[NewMemory],
+                     texts: Sequence[str] | None = None) -> list[NewMemory]:
+        """``records`` with their vectors when they are made inline (of ``texts``, default
+        each record's embed text); as they are in background or mismatch mode."""
+        if not self.inline:
+            return list(records)
+        vectors = self.documents(list(texts) if texts is not None
+                                 else [embed_text(r.content, r.metadata) for r in records])
+        return [replace(r, embedding=v, embedder=self.name)
+                for r, v in zip(records, vectors, strict=True)]
+
+    # -- filling, flushing, re-embedding -----------------------------------------------
+
+    def fill_pending(self, limit: int) -> int:
+        """Embed up to ``limit`` stored memories that have no vector; return how many were
+        done (embedded, or marked as failing)."""
+        return sum(self._fill_once(limit))
+
+    def _fill_once(self, limit: int, *, fresh: bool = False) -> tuple[int, int]:
+        with self._fill_lock:
+            if self.mismatch:
+                return 0, 0
+            return fill_once(self._store, lambda texts: self.documents(texts, fresh=fresh),
+                             self.name, limit, probe=lambda: self.call([PROBE_TEXT]))
+
+    def retry_failed(self) -> int:
+        """Clear the failure marks and embed those memories again; return how many."""
+        count = self._store.retry_embedding_failures()
+        if count:
+            logger.info("retrying %d memories whose embedding failed", count)
+        if self.worker is not None:
+            self.worker.wake()
+        elif not self.mismatch:
+            while self.fill_pending(self.batch_size):
+                pass
+        return count
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for the worker, or embed what is missing here (see ``HTM.flush``)."""
+        if self.mismatch:
+            raise EmbedderMismatchError(
+                f"the store's vectors are from another embedder than {self.name!r}; "
+                "call reembed() to rebuild them")
+        if self.worker is not None:
+            self.worker.flush(timeout)
+            return
+        while self.fill_pending(self.batch_size):
+            pass
+
+    def reembed(self, robot: str, *, batch_size: int, progress: bool, force: bool) -> int:
+        """Rebuild the store's vectors (see ``HTM.reembed``); return how many were made."""
+        check_batch_size(batch_size, name="batch_size")
+        with self._fill_lock:
+            info = self._store.embedding_info()
+            if info is not None and (force or info[0] != self.name):
+                logger.info("re-embedding %s: dropping vectors from %s", self._store.url, info[0])
+                self._store.reset_embeddings()
+            self.mismatch = False
+            with self._lock:  # vectors cached under this name may be from an old model
+                self._cache.clear()
+        total = self._store.counts(robot).missing_embeddings
+        bar: Any = None
+        if progress:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                logger.info("re-embedding %d memories (pip install tqdm for a progress bar)",
+                            total)
+            else:
+                bar = tqdm(total=total, desc=f"re-embedding with {self.name}", unit="memory")
+        done = 0
+        try:
+            while True:
+                embedded, failed = self._fill_once(batch_size, fresh=True)
+                if not embedded + failed:
+                    break
+                done += embedded
+                if bar is not None:
+                    bar.update(embedded + failed)
+        finally:
+            if bar is not None:
+                bar.close()
+        return done

@@ -1,5 +1,7 @@
 """``HTM``: the facade over working memory and long-term memory.
 
+``HTM`` only wires; its jobs live in their own modules (see docs/architecture.md).
+
 ::
 
     from htm_core import HTM
@@ -21,65 +23,46 @@ only ``purge(confirm=True)`` removes a forgotten one for good.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import math
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._embedding import PROBE_TEXT, fill_once
-from .background import EmbeddingWorker
-from .clock import Clock, local_now, to_aware
+from . import _intake
+from ._async import AsyncTwins
+from ._embedding import EmbeddingService, check_batch_size
+from ._intake import Intake
+from .clock import Clock, local_now
 from .config import Settings
-from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
-from .enrich.documents import diff_document, embed_text, plan_document
-from .errors import (
-    ConfirmationRequiredError,
-    DuplicateKeyError,
-    EmbedderMismatchError,
-    EmbeddingError,
-    HTMError,
-    InvalidBudgetError,
-    InvalidContentError,
-    ValidationError,
-)
+from .enrich.documents import diff_document, plan_document
 from .models import Context, Hit, Memory, Operation, Robot, Stats
 from .observability import Metrics, instrumented
-from .retrieval import RetrievalConfig, check_recall_strategy, search
-from .store import LongTermStore, NewMemory, SearchFilters, open_store
-from .store.base import WorkingChange, WorkingResult, content_hash, generated_key
+from .retrieval import RetrievalConfig, search
+from .store import LongTermStore, open_store
 from .tags import tag_filter
-from .timeframe import parse_timeframe
 from .tokens import TokenCounter, resolve_counter
-from .validation import (
-    check_content,
-    check_importance,
-    check_key,
-    check_limit,
-    check_max_tokens,
-    check_tags,
-)
+from .validation import check_content, check_key, check_limit, check_max_tokens, check_tags
 from .working import WorkingMemory
-from .working.context import check_strategy
-from .working.memory import SEPARATOR
+from .working.context import SEPARATOR, check_strategy, fit
 from .working.resident import ResidentSet
 
 __all__ = ["HTM"]
 
 logger = logging.getLogger(__name__)
 
-_EMBED_CACHE_SIZE = 10_000
 
-
-class HTM:
+class HTM(AsyncTwins):
     """A two-tier memory for one robot over a (possibly shared) long-term store.
+
+    Async: every public method that does I/O has a twin named ``a<name>`` (``aadd``,
+    ``arecall``, ``acreate_context``, ``aclose``...) with exactly its signature, which runs
+    the method in a worker thread (``asyncio.to_thread``) so the event loop never waits on
+    the database or the embedder. A new public method gets its twin in
+    :mod:`htm_core._async` (a test compares every pair).
 
     Args:
         robot: this instance's name. Robots on one store share long-term memory and each
@@ -168,37 +151,26 @@ class HTM:
         )
         self._counter = resolve_counter(token_counter)
         self._separator_tokens = self._counter.count(SEPARATOR)
-        self._embed_cache: OrderedDict[str, list[float]] = OrderedDict()
-        self._embedding_calls = 0
-        self._cache_hits = 0
-        if isinstance(embed_batch_size, bool) or not isinstance(embed_batch_size, int) \
-                or embed_batch_size < 1:
-            raise InvalidBudgetError(
-                f"embed_batch_size must be a positive integer, got {embed_batch_size!r}")
-        self._embed_batch_size = embed_batch_size
-        self._embed_lock = threading.Lock()
-        self._fill_lock = threading.RLock()
-        self._embedder_mismatch = False
-        self._worker: EmbeddingWorker | None = None
+        check_batch_size(embed_batch_size)
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
             settings.database_url)
         try:
-            # An existing store's own embedder wins over "auto" (see resolve_embedder).
-            info = self._store.embedding_info()
-            self._embedder, self._embedder_choice = resolve_embedder(
-                embedder if embedder is not None and not isinstance(embedder, str)
-                else settings.embedder, store_embedder=info[0] if info else None)
-            self._embedder_name = embedder_name(self._embedder)
+            self._embedding = EmbeddingService(
+                self._store, embedder if embedder is not None and not isinstance(embedder, str)
+                else settings.embedder, counter=self._counter, metrics=self.metrics,
+                batch_size=embed_batch_size)
             self._enrichment = FacadeEnrichment(
                 store=self._store, robot=self.robot, importance_scorer=importance_scorer,
                 tagger=tagger, summariser=summariser, add_summary=self._add_summary,
                 refresh_importance=self._refresh_importance, options=enrichment_options)
-            self._check_store_embedder(allow_mismatch=allow_embedder_mismatch)
+            self._embedding.check_store(allow_mismatch=allow_embedder_mismatch)
+            self._intake = Intake(self.robot, clock=self._clock, counter=self._counter,
+                                  enrichment=self._enrichment)
             self._store.ensure_robot(self.robot)
-            self._resident = ResidentSet(self._wm, self._store, self.robot, clock=self._clock)
-            self._wm_memories = self._resident.memories
-            self._sync()
+            self._resident = ResidentSet(self._wm, self._store, self.robot, clock=self._clock,
+                                         on_evicted=self._evicted)
+            self._resident.refresh()
         except BaseException:
             if self._owns_store:
                 self._store.close()
@@ -206,11 +178,9 @@ class HTM:
         self._closed = False
         self._enrichment.start()
         if background_embeddings:
-            self._worker = EmbeddingWorker(lambda: self._fill_pending(self._embed_batch_size),
-                                           name=f"htm-embedder-{self.robot}")
-            self._worker.start()
+            self._embedding.start_worker(self.robot)
         logger.info("htm robot=%s store=%s embedder=%s counter=%s", self.robot, self._store.url,
-                    self._embedder_name, self._counter.name)
+                    self._embedding.name, self._counter.name)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -225,8 +195,7 @@ class HTM:
         if getattr(self, "_closed", True):
             return
         self._closed = True
-        if self._worker is not None:
-            self._worker.stop()
+        self._embedding.stop()
         self._enrichment.stop()
         if self._owns_store:
             self._store.close()
@@ -249,7 +218,7 @@ class HTM:
     @property
     def embedder(self) -> Any:
         """The embedder in use."""
-        return self._embedder
+        return self._embedding.embedder
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -262,119 +231,6 @@ class HTM:
 
     # -- embeddings ------------------------------------------------------------------
 
-    def _check_store_embedder(self, *, allow_mismatch: bool = False) -> None:
-        info = self._store.embedding_info()
-        if info is None:
-            return
-        name, dim = info
-        if name != self._embedder_name:
-            if allow_mismatch:
-                self._embedder_mismatch = True
-                logger.warning("store vectors are from %s, embedder is %s: recall is full-text "
-                               "only until reembed()", name, self._embedder_name)
-                return
-            raise EmbedderMismatchError(
-                f"this store's vectors were made by {name!r} ({dim} dimensions) but the "
-                f"embedder is {self._embedder_name!r}; pass embedder matching the store"
-                f"{store_embedder_hint(name)}, or open it with HTM(..., "
-                "allow_embedder_mismatch=True) and call .reembed() (`htm reembed`) to "
-                "rebuild every vector with the new one"
-            )
-
-    def _call_embedder(self, texts: list[str]) -> list[list[float]]:
-        try:
-            vectors = self._embedder.embed_documents(texts)
-        except HTMError:
-            raise
-        except Exception as exc:
-            raise EmbeddingError(
-                f"embedder {self._embedder_name} failed: {exc}; check it is reachable and "
-                "configured, nothing was stored") from exc
-        with self._embed_lock:
-            self._embedding_calls += 1
-        self.metrics.embedded(tokens=sum(self._counter.count(t) for t in texts))
-        return [self._checked_vector(v) for v in vectors]
-
-    def _checked_vector(self, vector: Sequence[float]) -> list[float]:
-        values = [float(x) for x in vector]
-        if not values or not all(math.isfinite(x) for x in values):
-            raise EmbeddingError(
-                f"embedder {self._embedder_name} returned an empty vector or one with NaN/inf")
-        return values
-
-    def _embed_documents(self, texts: Sequence[str], *, fresh: bool = False) -> list[list[float]]:
-        """Vectors for ``texts``: from the LRU cache, the store, then the embedder.
-
-        Each distinct text is embedded at most once, in calls of ``embed_batch_size``.
-        ``fresh`` skips both caches (re-embedding computes every vector anew).
-        """
-        out: dict[str, list[float]] = {}
-        todo: dict[str, str] = {}
-        for text in texts:
-            h = content_hash(text)
-            if h in out or h in todo:
-                continue
-            with self._embed_lock:
-                cached = None if fresh else self._embed_cache.get(h)
-            if cached is not None:
-                out[h] = cached
-                with self._embed_lock:
-                    self._cache_hits += 1
-            else:
-                todo[h] = text
-        if todo and not fresh:  # one store lookup for the whole batch
-            for h, vec in self._store.find_embeddings(list(todo), self._embedder_name).items():
-                out[h] = vec
-                del todo[h]
-                with self._embed_lock:
-                    self._cache_hits += 1
-                    self._remember(h, vec)
-        pending = list(todo.items())
-        size = self._embed_batch_size
-        for start in range(0, len(pending), size):
-            part = pending[start:start + size]
-            vectors = self._call_embedder([text for _, text in part])
-            if len(vectors) != len(part):
-                raise EmbeddingError(
-                    f"embedder {self._embedder_name} returned {len(vectors)} vectors for "
-                    f"{len(part)} texts; nothing was stored")
-            with self._embed_lock:
-                for (h, _), vec in zip(part, vectors, strict=True):
-                    out[h] = vec
-                    self._remember(h, vec)
-        return [out[content_hash(t)] for t in texts]
-
-    def _remember(self, h: str, vec: list[float]) -> None:
-        """Put a vector in the LRU cache (call with ``_embed_lock`` held)."""
-        self._embed_cache[h] = vec
-        self._embed_cache.move_to_end(h)
-        while len(self._embed_cache) > _EMBED_CACHE_SIZE:
-            self._embed_cache.popitem(last=False)
-
-    def _embed_query(self, text: str) -> list[float]:
-        try:
-            vector = self._embedder.embed_query(text)
-        except Exception as exc:
-            raise EmbeddingError(f"embedder {self._embedder_name} failed on the query: {exc}"
-                                 ) from exc
-        with self._embed_lock:
-            self._embedding_calls += 1
-        self.metrics.embedded(tokens=self._counter.count(text))
-        return self._checked_vector(vector)
-
-    def _fill_pending(self, limit: int) -> int:
-        """Embed up to ``limit`` stored memories that have no vector; return how many were
-        done (embedded, or marked as failing: see :mod:`htm_core._embedding`)."""
-        return sum(self._fill_once(limit))
-
-    def _fill_once(self, limit: int, *, fresh: bool = False) -> tuple[int, int]:
-        with self._fill_lock:
-            if self._embedder_mismatch:
-                return 0, 0
-            return fill_once(self._store, lambda texts: self._embed_documents(texts, fresh=fresh),
-                             self._embedder_name, limit,
-                             probe=lambda: self._call_embedder([PROBE_TEXT]))
-
     def retry_failed_embeddings(self) -> int:
         """Give the memories whose embedding failed another try; return how many.
 
@@ -382,20 +238,12 @@ class HTM:
         embedded again: by the worker in background mode (:meth:`flush` waits for it), here
         otherwise. One that fails again is marked again with the new reason.
         """
-        count = self._store.retry_embedding_failures()
-        if count:
-            logger.info("retrying %d memories whose embedding failed", count)
-        if self._worker is not None:
-            self._worker.wake()
-        elif not self._embedder_mismatch:
-            while self._fill_pending(self._embed_batch_size):
-                pass
-        return count
+        return self._embedding.retry_failed()
 
     @property
     def background_embeddings(self) -> bool:
         """Whether a worker thread computes embeddings after ``add`` returns."""
-        return self._worker is not None
+        return self._embedding.worker is not None
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every stored memory has a vector.
@@ -412,15 +260,7 @@ class HTM:
         ...     htm.stats().pending_embeddings
         0
         """
-        if self._embedder_mismatch:
-            raise EmbedderMismatchError(
-                f"the store's vectors are from another embedder than {self._embedder_name!r}; "
-                "call reembed() to rebuild them")
-        if self._worker is not None:
-            self._worker.flush(timeout)
-            return
-        while self._fill_pending(self._embed_batch_size):
-            pass
+        self._embedding.flush(timeout)
 
     def reembed(self, *, batch_size: int = 256, progress: bool = True,
                 force: bool = False) -> int:
@@ -441,72 +281,10 @@ class HTM:
         ...     htm.reembed(progress=False, force=True)
         1
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidBudgetError(f"batch_size must be a positive integer, got {batch_size!r}")
-        with self._fill_lock:
-            info = self._store.embedding_info()
-            if info is not None and (force or info[0] != self._embedder_name):
-                logger.info("re-embedding %s: dropping vectors from %s", self._store.url, info[0])
-                self._store.reset_embeddings()
-            self._embedder_mismatch = False
-            with self._embed_lock:  # vectors cached under this name may be from an old model
-                self._embed_cache.clear()
-        total = self._store.counts(self.robot).missing_embeddings
-        bar: Any = None
-        if progress:
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                logger.info("re-embedding %d memories (pip install tqdm for a progress bar)",
-                            total)
-            else:
-                bar = tqdm(total=total, desc=f"re-embedding with {self._embedder_name}",
-                           unit="memory")
-        done = 0
-        try:
-            while True:
-                embedded, failed = self._fill_once(batch_size, fresh=True)
-                if not embedded + failed:
-                    break
-                done += embedded
-                if bar is not None:
-                    bar.update(embedded + failed)
-        finally:
-            if bar is not None:
-                bar.close()
-        return done
+        return self._embedding.reembed(self.robot, batch_size=batch_size, progress=progress,
+                                       force=force)
 
     # -- adding ----------------------------------------------------------------------
-
-    def _record(self, content: Any, *, importance: Any = None, key: Any = None,
-                tags: Iterable[str] | str | None = (), metadata: Any = None,
-                created_at: Any = None) -> NewMemory:
-        content = check_content(content)
-        importance = (self._enrichment.importance_for(content) if importance is None
-                      else check_importance(importance))
-        explicit = key is not None
-        key = check_key(key) if explicit else generated_key(self.robot, content)
-        if metadata is None:
-            metadata = {}
-        if not isinstance(metadata, Mapping):
-            raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
-        try:
-            json.dumps(metadata, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
-        if created_at is None:
-            when = self._clock()
-        elif isinstance(created_at, datetime):
-            when = to_aware(created_at, self._clock().tzinfo)
-        else:
-            raise ValidationError(f"created_at must be a datetime, got {created_at!r}")
-        return NewMemory(
-            key=key, content=content, robot=self.robot, importance=importance,
-            token_count=self._counter.count(content),
-            created_at=when.astimezone(timezone.utc),
-            tags=self._enrichment.tags_for(content, check_tags(tags)),
-            metadata=dict(metadata), explicit_key=explicit,
-        )
 
     def add(
         self,
@@ -557,87 +335,27 @@ class HTM:
 
     def _add_items(self, items: Iterable[str | Mapping[str, Any]], *, working_memory: bool = True,
                    embed_texts: Sequence[str] | None = None) -> list[Memory]:
-        records = []
-        importance_given: list[bool] = []
-        for i, item in enumerate(items):
-            if isinstance(item, str):
-                item = {"content": item}
-            if not isinstance(item, Mapping) or "content" not in item:
-                raise InvalidContentError(
-                    f"item {i} must be a string or a dict with 'content', got {item!r:.80}")
-            unknown = set(item) - {"content", "importance", "key", "tags", "metadata",
-                                   "created_at"}
-            if unknown:
-                raise ValidationError(f"item {i} has unknown fields {sorted(unknown)}")
-            importance_given.append(item.get("importance") is not None)
-            records.append(self._record(**{k: v for k, v in item.items()
-                                           if v is not None or k == "content"}))
+        records = self._intake.batch(items)
         if not records:
             return []
-        contents: dict[str, str] = {}
-        for i, record in enumerate(records):
-            if contents.setdefault(record.key, record.content) != record.content:
-                raise DuplicateKeyError(
-                    f"item {i} reuses key {record.key!r} for different content within this batch; "
-                    "give each memory its own key (nothing was stored)")
-        if self._worker is None and not self._embedder_mismatch:
-            vectors = self._embed_documents(list(embed_texts) if embed_texts is not None
-                                            else [embed_text(r.content, r.metadata)
-                                                  for r in records])
-            records = [NewMemory(**{**r.__dict__, "embedding": v,
-                                    "embedder": self._embedder_name})
-                       for r, v in zip(records, vectors, strict=True)]
-        records = [r if given else replace(r, importance_given=False)
-                   for r, given in zip(records, importance_given, strict=True)]
+        records = self._embedding.with_vectors(records, embed_texts)
         with self._lock:
             if working_memory:
-                self._sync()
-                try:
-                    results, applied = self._store.add_and_enter(
-                        records, expected_version=self._resident.version,
-                        working=lambda rs: self._resident.stage_enter([r.memory for r in rs]))
-                except BaseException:
-                    self._resident.rollback()
-                    raise
-                self._after_change(applied)
+                results = self._resident.add_and_enter(records)
             else:
                 results = self._store.add_many(records)
             memories = [r.memory for r in results]
-        created = [(r.memory, given) for r, given in zip(results, importance_given, strict=True)
+        created = [(r.memory, n.importance_given) for r, n in zip(results, records, strict=True)
                    if r.created]
         self._enrichment.added([m for m, _ in created], [g for _, g in created])
-        if self._worker is not None:
-            self._worker.wake()
+        self._embedding.wake()
         return memories
 
     # -- working memory --------------------------------------------------------------
 
-    def _sync(self) -> None:
-        """Bring working memory up to date with the store (one cheap read when nothing moved)."""
-        evicted = self._resident.sync()
-        if evicted:
-            self.metrics.evicted(len(evicted))
-            self._enrichment.evicted(evicted)
-
-    def _write_change(self, change: WorkingChange) -> WorkingResult | None:
-        """Write a staged working-memory change; undo it in the process if that fails."""
-        try:
-            if change.put or change.evict:
-                result = self._store.apply_working(change,
-                                                   expected_version=self._resident.version)
-            else:
-                self._store.touch(change.touch, at=change.at)
-                result = None
-        except BaseException:
-            self._resident.rollback()
-            raise
-        self._after_change(result)
-        return result
-
-    def _after_change(self, result: WorkingResult | None) -> None:
-        evicted = self._resident.commit(result)
-        self.metrics.evicted(len(evicted))
-        self._enrichment.evicted(evicted)
+    def _evicted(self, pairs: list[tuple[str, str]]) -> None:
+        self.metrics.evicted(len(pairs))
+        self._enrichment.evicted(pairs)
 
     def clear_working_memory(self) -> int:
         """Empty this robot's working memory. Long-term memory is untouched (never-forget)."""
@@ -653,26 +371,13 @@ class HTM:
             self.add_many([item], working_memory=False)
             return
         # Another robot's job done by this runner: the summary is that robot's memory.
-        record = replace(self._record(**item), robot=robot)
-        if self._worker is None and not self._embedder_mismatch:
-            record = replace(record, embedding=self._embed_documents([record.content])[0],
-                             embedder=self._embedder_name)
-        self._store.add_many([record])
-        if self._worker is not None:
-            self._worker.wake()
+        record = replace(self._intake.record(**item), robot=robot)
+        self._store.add_many(self._embedding.with_vectors([record], [record.content]))
+        self._embedding.wake()
 
     def _refresh_importance(self, key: str, importance: float) -> None:
         with self._lock:
-            item = self._wm.peek(key)
-            memory = self._wm_memories.get(key)
-            if item is None or memory is None:
-                return
-            memory.importance = importance
-            self._wm.remove(key)  # re-entered with the new importance, nothing else changed
-            self._wm.add(key, item.content, tokens=item.token_count, importance=importance,
-                         created_at=item.created_at, last_accessed=item.last_accessed,
-                         access_count=item.access_count, seq=item.seq,
-                         access_seq=item.access_seq)
+            self._resident.reimportance(key, importance)
 
     def flush_enrichment(self, timeout: float | None = None) -> bool:
         """Wait until queued enrichment (tags, importance, summaries) is applied."""
@@ -737,66 +442,29 @@ class HTM:
         Returns:
             :class:`~htm_core.models.Hit` objects, best first.
         """
-        filters, strategy, limit = self._recall_args(query, timeframe, limit, strategy, tags,
-                                                     robot)
-        if self._embedder_mismatch:
-            if strategy == "vector":
-                raise EmbedderMismatchError(
-                    f"vector recall needs the store re-embedded with {self._embedder_name!r}; "
-                    "call reembed() first, or recall with strategy='fulltext'")
-            strategy = "fulltext"
+        filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
+                                                       robot, clock=self._clock)
+        strategy = self._embedding.recall_strategy(strategy)
         config = self._retrieval
         if neighbors is not None:
-            if isinstance(neighbors, bool) or not isinstance(neighbors, int) \
-                    or not 0 <= neighbors <= 20:
-                raise ValidationError(
-                    f"neighbors must be an integer from 0 to 20, got {neighbors!r}")
-            config = config.with_options(neighbors=neighbors)
-        ranked = search(self._store, query=query, query_vector=lambda: self._embed_query(query),
+            config = config.with_options(neighbors=_intake.check_neighbors(neighbors))
+        ranked = search(self._store, query=query, query_vector=lambda: self._embedding.query(query),
                         strategy=strategy, limit=limit, filters=filters, config=config,
                         now=self._clock())
         memories = self._store.get_many([r.id for r in ranked])
         now = self._clock()
         by_id = {m.id: m for m in memories}
-        refused: frozenset[str] = frozenset()
         with self._lock:
-            self._sync()
-            for m in memories:
-                m.access_count += 1
-                m.last_accessed = now.astimezone(timezone.utc)
-            if memories:
-                # Least relevant first, so a later (better) hit never evicts an earlier one.
-                result = self._write_change(self._resident.stage_enter(
-                    memories[::-1], accessed=now, touch=list(by_id)))
-                refused = result.refused if result is not None else refused
+            refused = self._resident.recalled(memories, now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).
         return [Hit(memory=by_id[r.id], score=r.score, ranks=dict(r.ranks))
                 for r in ranked if r.id in by_id and by_id[r.id].key not in refused]
-
-    def _recall_args(self, query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any,
-                     robot: Any) -> tuple[SearchFilters, str, int]:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidContentError("query is empty; give some text to recall by")
-        check_content(query)
-        strategy = check_recall_strategy(strategy)
-        limit = check_limit(limit)
-        start, end = parse_timeframe(timeframe, clock=self._clock)
-        if robot is not None:
-            check_key(robot)
-        return SearchFilters(start=start, end=end, robot=robot, tags=check_tags(tags)), \
-            strategy, limit
 
     def retrieve(self, key: str) -> Memory | None:
         """The memory under ``key`` (exact lookup), or None; counts as an access."""
         memory = self._store.get(check_key(key))
         with self._lock:
-            self._sync()
-            if memory is not None:
-                now = self._clock()
-                memory.access_count += 1
-                memory.last_accessed = now.astimezone(timezone.utc)
-                self._write_change(self._resident.stage_touch([memory.key], at=now,
-                                                              touch=[memory.id]))
+            self._resident.retrieved(memory, self._clock())
         return memory
 
     # -- context ---------------------------------------------------------------------
@@ -826,15 +494,9 @@ class HTM:
         check_strategy(strategy)
         limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
         budget = self._wm.budget_for(limit)
-        scope = check_tags(tags) if scope_working else ()
-        if scope_working and not scope:
-            raise ValidationError("scope_working=True scopes the context by tags; give tags=[...] "
-                                  "(or leave scope_working False for the whole working memory)")
+        scope = _intake.context_scope(tags, scope_working)
         in_scope = tag_filter(scope)
-        if isinstance(include_summaries, bool) or not isinstance(include_summaries, int) \
-                or not 0 <= include_summaries <= 50:
-            raise InvalidBudgetError(
-                f"include_summaries must be an integer from 0 to 50, got {include_summaries!r}")
+        _intake.check_include_summaries(include_summaries)
         summaries: list[Memory] = []
         if include_summaries:
             newest = list(self._enrichment.summaries)[-include_summaries:][::-1]
@@ -844,38 +506,14 @@ class HTM:
         if query is not None:
             recalled = [hit.memory for hit in self.recall(
                 query, limit=recall_limit, strategy=recall_strategy, tags=tags, robot=robot)]
-        with self._lock:
-            self._sync()
-            # scoped: every resident item in strategy order (a limit whose budget holds them
-            # all), filtered by the tags; _fit then applies the context's own budget
-            whole = math.ceil(self._wm.tokens / (1 - self._wm.safety_margin)) + 1
-            items = self._wm.select(strategy, whole if scope else limit)
-            resident = [m for m in (self._wm_memories.get(i.key) for i in items)
-                        if m is not None and (not scope or in_scope(m.tags))]
-        memories, text, tokens = self._fit([*summaries, *recalled, *resident], budget)
+        with self._lock:  # scoped: every resident one in order; fit applies the budget
+            resident = self._resident.ordered(strategy, limit, (lambda m: in_scope(m.tags))
+                                              if scope else None)
+        memories, text, tokens = fit([*summaries, *recalled, *resident], budget,
+                                     count=self._counter.count,
+                                     separator_tokens=self._separator_tokens)
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)
-
-    def _fit(self, candidates: Sequence[Memory], budget: int) -> tuple[list[Memory], str, int]:
-        """Take candidates in order (each key once) while their stored token counts fit,
-        then recount the joined text with the counter and drop from the end until it fits
-        (separators and token merges can make the text a little longer than the sum)."""
-        chosen: list[Memory] = []
-        seen: set[str] = set()
-        used = 0
-        for memory in candidates:
-            cost = memory.token_count + (self._separator_tokens if chosen else 0)
-            if memory.key not in seen and used + cost <= budget:
-                chosen.append(memory)
-                seen.add(memory.key)
-                used += cost
-        text = SEPARATOR.join(m.content for m in chosen)
-        tokens = self._counter.count(text) if text else 0
-        while chosen and tokens > budget:
-            chosen.pop()
-            text = SEPARATOR.join(m.content for m in chosen)
-            tokens = self._counter.count(text) if text else 0
-        return chosen, text, tokens
 
     # -- never forget ----------------------------------------------------------------
 
@@ -888,11 +526,7 @@ class HTM:
         is then out of this robot's working memory too). Every working memory holding the
         memory, in any process, drops it from its next call on.
         """
-        key = check_key(key)
-        if confirm is not True:
-            raise ConfirmationRequiredError(
-                f"forget({key!r}) hides the memory from recall; call forget({key!r}, "
-                "confirm=True) to do it (it stays recoverable with restore until purge)")
+        key = _intake.confirm_forget(key, confirm)
         with self._lock:
             try:
                 memory = self._store.forget(key, robot=self.robot, at=self._clock())
@@ -910,17 +544,14 @@ class HTM:
 
         Only memories already forgotten are purged; returns how many were removed.
         """
-        if confirm is not True:
-            raise ConfirmationRequiredError(
-                "purge() deletes forgotten memories permanently; call purge(confirm=True)")
-        return self._store.purge(robot=self.robot, key=check_key(key) if key else None)
+        return self._store.purge(robot=self.robot, key=_intake.confirm_purge(confirm, key))
 
     # -- introspection ---------------------------------------------------------------
 
     def stats(self) -> Stats:
         """Working-memory and long-term figures for this robot and the whole store."""
         with self._lock:
-            self._sync()
+            self._resident.refresh()
         counts = self._store.counts(self.robot)
         info = self._store.embedding_info()
         return Stats(
@@ -929,22 +560,15 @@ class HTM:
             working_memory_max_tokens=self._wm.max_tokens, eviction_policy=self._wm.policy,
             long_term_total=counts.total, long_term_robot=counts.robot,
             forgotten=counts.forgotten, robots=counts.robots,
-            embedder=self._embedder_name, embedding_dim=info[1] if info else None,
-            embedder_choice=self._embedder_choice, token_counter=self._counter.name,
+            embedder=self._embedding.name, embedding_dim=info[1] if info else None,
+            embedder_choice=self._embedding.choice, token_counter=self._counter.name,
             pending_embeddings=counts.missing_embeddings,
             failed_embeddings=counts.failed_embeddings,
-            embedding_calls=self._embedding_calls, embedding_cache_hits=self._cache_hits,
+            embedding_calls=self._embedding.calls, embedding_cache_hits=self._embedding.cache_hits,
             evictions=self._wm.evictions, schema_version=self._store.schema_version(),
-            extra={"metrics": self.metrics.snapshot(),
-                   "embed_batch_size": self._embed_batch_size,
-                   "background_embeddings": self._worker is not None,
-                   "failed_embedding_passes": self._worker.failures if self._worker else 0,
+            extra={"metrics": self.metrics.snapshot(), **self._embedding.worker_figures(),
                    "enrichment": self._enrichment.stats(),
-                   "embedder_mismatch": self._embedder_mismatch,
-                   "embedding_failures": [
-                       {"key": f.key, "error": f.error} for f in
-                       (self._store.embedding_failures(limit=10)
-                        if counts.failed_embeddings else [])]},
+                   **self._embedding.failure_figures(counts.failed_embeddings)},
         )
 
     def robots(self) -> list[Robot]:
@@ -959,35 +583,3 @@ class HTM:
                    robot: str | None = None) -> list[Operation]:
         """The operations log, newest first (add, touch, evict, forget, restore, purge...)."""
         return self._store.operations(limit=check_limit(limit), robot=robot, op=op)
-
-    # -- async twins -----------------------------------------------------------------
-
-    async def aadd(self, content: str, **kwargs: Any) -> Memory:
-        """Async :meth:`add` (runs in a worker thread)."""
-        return await asyncio.to_thread(self.add, content, **kwargs)
-
-    async def aadd_many(self, items: Iterable[str | Mapping[str, Any]]) -> list[Memory]:
-        """Async :meth:`add_many`."""
-        return await asyncio.to_thread(self.add_many, list(items))
-
-    async def arecall(self, query: str, **kwargs: Any) -> list[Hit]:
-        """Async :meth:`recall`."""
-        return await asyncio.to_thread(self.recall, query, **kwargs)
-
-    async def aretrieve(self, key: str) -> Memory | None:
-        """Async :meth:`retrieve`."""
-        return await asyncio.to_thread(self.retrieve, key)
-
-    async def acreate_context(self, strategy: str = "balanced",
-                              max_tokens: int | None = None, **kwargs: Any) -> Context:
-        """Async :meth:`create_context` (same keywords)."""
-        return await asyncio.to_thread(self.create_context, strategy, max_tokens, **kwargs)
-
-    async def aforget(self, key: str, *, confirm: bool = False) -> Memory:
-        """Async :meth:`forget`."""
-        return await asyncio.to_thread(self.forget, key, confirm=confirm)
-
-    async def aflush(self, timeout: float | None = None) -> None:
-        """Async :meth:`flush`."""
-        await asyncio.to_thread(self.flush, timeout)
-

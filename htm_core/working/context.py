@@ -11,23 +11,30 @@ Every strategy is a lazy ordering over indexes that working memory keeps up to d
 so assembling an 8k-token context from 20k resident items reads only the items it
 needs, not the whole set. Ties are always broken the same way, so the output is
 deterministic for the same state.
+
+:func:`fit` is the last step of ``HTM.create_context``: it takes the candidates (summaries,
+recalled memories, then resident ones in strategy order) while they fit the budget.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain
 from operator import itemgetter
 from typing import Any
 
 from ..errors import UnknownStrategyError
+from ..models import Memory
 from .eviction import WorkingItem
 
-__all__ = ["STRATEGIES", "RecencyEntry", "balanced_score", "live_entries", "order_items",
-           "recency_entry", "recency_key"]
+__all__ = ["SEPARATOR", "STRATEGIES", "RecencyEntry", "balanced_score", "fit", "live_entries",
+           "order_items", "recency_entry", "recency_key"]
 
 STRATEGIES = ("balanced", "important", "recent")
+
+#: What separates items in an assembled context's text.
+SEPARATOR = "\n\n"
 
 #: What the recency indexes hold: ``[last_accessed, access_seq, item]``, or ``[last_accessed,
 #: access_seq, None]`` once dead (its item removed or re-keyed). ``(last_accessed, access_seq)``
@@ -130,3 +137,29 @@ def _balanced(by_importance: Mapping[float, Sequence[RecencyEntry]], now: float
             age = now - la
             score = importance * (1.0 / (1.0 + (age if age > 0.0 else 0.0) / 3600.0))
             replace(heap, (-score, -la, -seq, importance, level, item))
+
+
+def fit(candidates: Sequence[Memory], budget: int, *, count: Callable[[str], int],
+        separator_tokens: int) -> tuple[list[Memory], str, int]:
+    """Take candidates in order (each key once) while their stored token counts fit,
+    then recount the joined text with ``count`` and drop from the end until it fits
+    (separators and token merges can make the text a little longer than the sum).
+
+    Returns the chosen memories, their joined text and its token count.
+    """
+    chosen: list[Memory] = []
+    seen: set[str] = set()
+    used = 0
+    for memory in candidates:
+        cost = memory.token_count + (separator_tokens if chosen else 0)
+        if memory.key not in seen and used + cost <= budget:
+            chosen.append(memory)
+            seen.add(memory.key)
+            used += cost
+    text = SEPARATOR.join(m.content for m in chosen)
+    tokens = count(text) if text else 0
+    while chosen and tokens > budget:
+        chosen.pop()
+        text = SEPARATOR.join(m.content for m in chosen)
+        tokens = count(text) if text else 0
+    return chosen, text, tokens

@@ -21,7 +21,7 @@ from ..validation import (
     check_max_tokens,
     check_tokens,
 )
-from .context import RecencyEntry, check_strategy, live_entries, order_items
+from .context import SEPARATOR, RecencyEntry, check_strategy, live_entries, order_items
 from .eviction import (
     EvictionPolicy,
     FrequencyPolicy,
@@ -35,8 +35,6 @@ from .eviction import (
 __all__ = ["DEFAULT_SAFETY_MARGIN", "SEPARATOR", "WorkingMemory"]
 
 DEFAULT_SAFETY_MARGIN = 0.10
-#: What separates items in an assembled context's text.
-SEPARATOR = "\n\n"
 
 #: Dead recency entries tolerated beyond the live ones before the indexes are compacted.
 _DEAD_SLACK = 2048

@@ -17,19 +17,33 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   when the write fails. A memory the store no longer shows (forgotten meanwhile) is
   refused by the store's conditional insert and dropped here as well, so no race brings a
   forgotten memory back.
+
+The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
+:meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
+:meth:`ResidentSet.retrieved`, :meth:`ResidentSet.ordered`); each eviction they cause is
+reported to the ``on_evicted`` callback as (key, content) pairs.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
 
 from ..clock import Clock, to_timestamp, utc_from_timestamp
 from ..errors import MemoryTooLargeError
 from ..models import Memory
-from ..store.base import LongTermStore, WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ..store.base import (
+    AddResult,
+    LongTermStore,
+    NewMemory,
+    WorkingChange,
+    WorkingResult,
+    WorkingRow,
+    WorkingState,
+)
 from .eviction import WorkingItem
 from .memory import WorkingMemory
 
@@ -38,6 +52,7 @@ __all__ = ["ResidentSet"]
 logger = logging.getLogger(__name__)
 
 _Undo = list[tuple[str, WorkingItem | None, Memory | None]]
+Evicted = Callable[[list[tuple[str, str]]], None]
 
 #: A version no store reaches: the view is behind and catches up on the next sync.
 _BEHIND = -1
@@ -50,7 +65,7 @@ class ResidentSet:
     """
 
     def __init__(self, wm: WorkingMemory, store: LongTermStore, robot: str, *,
-                 clock: Clock) -> None:
+                 clock: Clock, on_evicted: Evicted | None = None) -> None:
         self.wm = wm
         self.memories: dict[str, Memory] = {}
         #: The robot's working-set version this view reflects; None: never loaded (reload
@@ -61,6 +76,94 @@ class ResidentSet:
         self._clock = clock
         self._undo: _Undo | None = None
         self._evicted: list[tuple[str, str]] = []
+        self._on_evicted: Evicted = on_evicted or (lambda pairs: None)
+
+    # -- the facade's steps --------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Bring working memory up to date with the store (one cheap read when nothing
+        moved), reporting what catching up evicted."""
+        evicted = self.sync()
+        if evicted:
+            self._on_evicted(evicted)
+
+    def write(self, change: WorkingChange) -> WorkingResult | None:
+        """Write a staged change; undo it in the process if that fails."""
+        try:
+            if change.put or change.evict:
+                result = self._store.apply_working(change, expected_version=self.version)
+            else:
+                self._store.touch(change.touch, at=change.at)
+                result = None
+        except BaseException:
+            self.rollback()
+            raise
+        self.settle(result)
+        return result
+
+    def settle(self, result: WorkingResult | None) -> None:
+        """Commit the written change and report its evictions."""
+        self._on_evicted(self.commit(result))
+
+    def add_and_enter(self, records: Sequence[NewMemory]) -> list[AddResult]:
+        """Store ``records`` and put them into working memory in one transaction."""
+        self.refresh()
+        try:
+            results, applied = self._store.add_and_enter(
+                records, expected_version=self.version,
+                working=lambda rs: self.stage_enter([r.memory for r in rs]))
+        except BaseException:
+            self.rollback()
+            raise
+        self.settle(applied)
+        return results
+
+    def recalled(self, memories: Sequence[Memory], at: datetime) -> frozenset[str]:
+        """Count an access to each recalled memory and enter them (least relevant first, so a
+        later, better hit never evicts an earlier one); return the keys the store refused
+        (forgotten since they were read)."""
+        self.refresh()
+        for m in memories:
+            m.access_count += 1
+            m.last_accessed = at.astimezone(timezone.utc)
+        if not memories:
+            return frozenset()
+        result = self.write(self.stage_enter(memories[::-1], accessed=at,
+                                             touch=[m.id for m in memories]))
+        return result.refused if result is not None else frozenset()
+
+    def retrieved(self, memory: Memory | None, at: datetime) -> None:
+        """Count an access to a memory read by key (its working-memory item too)."""
+        self.refresh()
+        if memory is not None:
+            memory.access_count += 1
+            memory.last_accessed = at.astimezone(timezone.utc)
+            self.write(self.stage_touch([memory.key], at=at, touch=[memory.id]))
+
+    def ordered(self, strategy: str, limit: int,
+                keep: Callable[[Memory], bool] | None = None) -> list[Memory]:
+        """Resident memories in ``strategy`` order within ``limit`` tokens; with ``keep``,
+        every resident one in that order that ``keep`` accepts (the caller applies the
+        budget)."""
+        self.refresh()
+        # scoped: every resident item in strategy order (a limit whose budget holds them all)
+        whole = math.ceil(self.wm.tokens / (1 - self.wm.safety_margin)) + 1
+        items = self.wm.select(strategy, whole if keep is not None else limit)
+        return [m for m in (self.memories.get(i.key) for i in items)
+                if m is not None and (keep is None or keep(m))]
+
+    def reimportance(self, key: str, importance: float) -> None:
+        """Give the resident memory ``key`` a new importance (an enricher's later score);
+        nothing else about it changes."""
+        item = self.wm.peek(key)
+        memory = self.memories.get(key)
+        if item is None or memory is None:
+            return
+        memory.importance = importance
+        self.wm.remove(key)
+        self.wm.add(key, item.content, tokens=item.token_count, importance=importance,
+                    created_at=item.created_at, last_accessed=item.last_accessed,
+                    access_count=item.access_count, seq=item.seq, access_seq=item.access_seq)
 
     # -- reading ------------------------------------------------------------------------
 

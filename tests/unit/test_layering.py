@@ -4,7 +4,8 @@ Rules (docs/architecture.md, "Seams"):
 
 - ``htm_core`` never imports ``htm_integrations`` (adapters sit on the core, not in it);
   ``htm mcp`` loads its server by module name at run time.
-- The stores, working memory, retrieval and enrichment never import the facade
+- The stores, working memory, retrieval, enrichment and the services the facade holds
+  (``_embedding``, ``_intake``) never import the facade
   (``htm_core.htm``), nor the package root ``htm_core``, which re-exports it.
 
 Every ``import`` and ``from ... import`` counts, including ones inside functions and under
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "htm_core"
 
 BELOW_THE_FACADE = ("htm_core.store", "htm_core.working", "htm_core.retrieval",
-                    "htm_core.enrich")
+                    "htm_core.enrich", "htm_core._embedding", "htm_core._intake")
 FACADE = ("htm_core.htm",)
 
 

@@ -1,0 +1,168 @@
+"""Turning user input into values the store takes: checks, ``created_at``, dedup keys.
+
+:class:`Intake` makes :class:`~htm_core.store.NewMemory` values for one ``HTM`` (its robot,
+clock, token counter and inline enrichers): every field checked (a specific
+:class:`~htm_core.errors.HTMError` subclass saying what to do), a naive ``created_at``
+read in the clock's time zone, the stable key from robot + content when none is given, and
+each batch checked whole before anything is written. :func:`recall_args` checks what
+``recall`` is given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any
+
+from .clock import Clock, to_aware
+from .enrich.attach import FacadeEnrichment
+from .errors import (
+    ConfirmationRequiredError,
+    DuplicateKeyError,
+    InvalidBudgetError,
+    InvalidContentError,
+    ValidationError,
+)
+from .retrieval import check_recall_strategy
+from .store import NewMemory, SearchFilters
+from .store.base import generated_key
+from .timeframe import parse_timeframe
+from .tokens import TokenCounter
+from .validation import check_content, check_importance, check_key, check_limit, check_tags
+
+__all__ = ["ITEM_FIELDS", "Intake", "check_include_summaries", "check_neighbors",
+           "confirm_forget", "confirm_purge", "context_scope", "recall_args"]
+
+#: The fields an ``add_many`` item (a dict) may have: ``add``'s arguments.
+ITEM_FIELDS = frozenset({"content", "importance", "key", "tags", "metadata", "created_at"})
+
+
+class Intake:
+    """Checks one robot's input and makes the memories to write."""
+
+    def __init__(self, robot: str, *, clock: Clock, counter: TokenCounter,
+                 enrichment: FacadeEnrichment) -> None:
+        self._robot = robot
+        self._clock = clock
+        self._counter = counter
+        self._enrichment = enrichment
+
+    def record(self, content: Any, *, importance: Any = None, key: Any = None,
+               tags: Iterable[str] | str | None = (), metadata: Any = None,
+               created_at: Any = None) -> NewMemory:
+        """One memory of this robot from ``add``'s arguments, every one checked."""
+        content = check_content(content)
+        importance = (self._enrichment.importance_for(content) if importance is None
+                      else check_importance(importance))
+        explicit = key is not None
+        key = check_key(key) if explicit else generated_key(self._robot, content)
+        if metadata is None:
+            metadata = {}
+        if not isinstance(metadata, Mapping):
+            raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
+        try:
+            json.dumps(metadata, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
+        if created_at is None:
+            when = self._clock()
+        elif isinstance(created_at, datetime):
+            when = to_aware(created_at, self._clock().tzinfo)
+        else:
+            raise ValidationError(f"created_at must be a datetime, got {created_at!r}")
+        return NewMemory(
+            key=key, content=content, robot=self._robot, importance=importance,
+            token_count=self._counter.count(content),
+            created_at=when.astimezone(timezone.utc),
+            tags=self._enrichment.tags_for(content, check_tags(tags)),
+            metadata=dict(metadata), explicit_key=explicit,
+        )
+
+    def batch(self, items: Iterable[str | Mapping[str, Any]]) -> list[NewMemory]:
+        """The memories of an ``add_many`` batch, all checked before any is written.
+
+        Each item is a string or a dict of :meth:`record`'s arguments; one key may not
+        carry two different contents. ``importance_given`` is False where the caller left
+        the importance out.
+        """
+        records = []
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                item = {"content": item}
+            if not isinstance(item, Mapping) or "content" not in item:
+                raise InvalidContentError(
+                    f"item {i} must be a string or a dict with 'content', got {item!r:.80}")
+            unknown = set(item) - ITEM_FIELDS
+            if unknown:
+                raise ValidationError(f"item {i} has unknown fields {sorted(unknown)}")
+            record = self.record(**{k: v for k, v in item.items()
+                                    if v is not None or k == "content"})
+            records.append(record if item.get("importance") is not None
+                           else replace(record, importance_given=False))
+        contents: dict[str, str] = {}
+        for i, record in enumerate(records):
+            if contents.setdefault(record.key, record.content) != record.content:
+                raise DuplicateKeyError(
+                    f"item {i} reuses key {record.key!r} for different content within this batch; "
+                    "give each memory its own key (nothing was stored)")
+        return records
+
+
+def recall_args(query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any,
+                robot: Any, *, clock: Clock) -> tuple[SearchFilters, str, int]:
+    """``recall``'s arguments checked: the filters, the strategy and the limit."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidContentError("query is empty; give some text to recall by")
+    check_content(query)
+    strategy = check_recall_strategy(strategy)
+    limit = check_limit(limit)
+    start, end = parse_timeframe(timeframe, clock=clock)
+    if robot is not None:
+        check_key(robot)
+    return SearchFilters(start=start, end=end, robot=robot, tags=check_tags(tags)), \
+        strategy, limit
+
+
+def check_neighbors(neighbors: Any) -> int:
+    """``recall``'s ``neighbors``: an integer from 0 to 20."""
+    if isinstance(neighbors, bool) or not isinstance(neighbors, int) \
+            or not 0 <= neighbors <= 20:
+        raise ValidationError(f"neighbors must be an integer from 0 to 20, got {neighbors!r}")
+    return neighbors
+
+
+def check_include_summaries(value: Any) -> int:
+    """``create_context``'s ``include_summaries``: an integer from 0 to 50."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 50:
+        raise InvalidBudgetError(
+            f"include_summaries must be an integer from 0 to 50, got {value!r}")
+    return value
+
+
+def context_scope(tags: Iterable[str] | str | None, scope_working: bool) -> tuple[str, ...]:
+    """The tags that scope a context's working-memory part (none unless ``scope_working``)."""
+    scope = check_tags(tags) if scope_working else ()
+    if scope_working and not scope:
+        raise ValidationError("scope_working=True scopes the context by tags; give tags=[...] "
+                              "(or leave scope_working False for the whole working memory)")
+    return scope
+
+
+def confirm_forget(key: Any, confirm: Any) -> str:
+    """``forget``'s key checked, once ``confirm`` is True."""
+    checked: str = check_key(key)
+    if confirm is not True:
+        raise ConfirmationRequiredError(
+            f"forget({checked!r}) hides the memory from recall; call forget({checked!r}, "
+            "confirm=True) to do it (it stays recoverable with restore until purge)")
+    return checked
+
+
+def confirm_purge(confirm: Any, key: Any) -> str | None:
+    """``purge``'s optional key checked, once ``confirm`` is True."""
+    if confirm is not True:
+        raise ConfirmationRequiredError(
+            "purge() deletes forgotten memories permanently; call purge(confirm=True)")
+    return check_key(key) if key else None
