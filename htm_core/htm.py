@@ -38,6 +38,7 @@ from ._intake import Intake
 from .clock import Clock, local_now
 from .config import Settings
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
+from .enrich.base import ImportanceScorer, SummaryWriter, Tagger
 from .enrich.documents import diff_document, plan_document
 from .models import Context, Hit, Memory, Operation, Robot, Stats
 from .observability import Metrics, instrumented
@@ -120,9 +121,9 @@ class HTM(AsyncTwins):
         embed_batch_size: int = 64,
         background_embeddings: bool = False,
         allow_embedder_mismatch: bool = False,
-        importance_scorer: Any = None,
-        tagger: Any = None,
-        summariser: Any = None,
+        importance_scorer: ImportanceScorer | None = None,
+        tagger: Tagger | None = None,
+        summariser: SummaryWriter | None = None,
         enrichment_options: Mapping[str, Any] | None = None,
         telemetry: bool = False,
         meter_provider: Any = None,
