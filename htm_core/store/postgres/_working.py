@@ -8,15 +8,16 @@ while checked visible, which ``forget``'s ``FOR UPDATE`` serialises against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..models import Memory
-from .base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ...models import Memory
+from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ._records import _PostgresRecords
 
 __all__ = ["PostgresWorkingSet"]
 
@@ -25,20 +26,9 @@ T = TypeVar("T")
 _VISIBLE = "m.forgotten_at IS NULL"
 
 
-class PostgresWorkingSet:
+class PostgresWorkingSet(_PostgresRecords):
     """Working-set methods of the PostgreSQL store (mixed into ``PostgresStore``)."""
 
-    if TYPE_CHECKING:
-        def _read(self, what: str, fn: Callable[[Connection], T]) -> T: ...
-        def _run(self, what: str, fn: Callable[[Connection], T]) -> T: ...
-        def _robot_id(self, name: str) -> int: ...
-        def _known_robot_id(self, conn: Connection, name: str) -> int | None: ...
-        def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
-                   include_embedding: bool, *, join: str = "") -> list[Memory]: ...
-        @staticmethod
-        def _log_many(conn: Connection,
-                      entries: Sequence[tuple[str, int | None, int | None, str | None,
-                                              dict[str, Any] | None]]) -> None: ...
 
     def working_set(self, robot: str) -> list[Memory]:
         """The visible memories in ``robot``'s working memory, oldest entry first."""

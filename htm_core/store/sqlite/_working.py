@@ -11,40 +11,24 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..clock import to_timestamp, utc_from_timestamp
-from ..errors import StoreError
-from ..models import Memory
-from ._common import chunks
-from .base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ...clock import to_timestamp, utc_from_timestamp
+from ...errors import StoreError
+from ...models import Memory
+from .._common import chunks
+from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ._records import _SQLiteRecords
 
 __all__ = ["SQLiteWorkingSet"]
 
 
-class SQLiteWorkingSet:
+class SQLiteWorkingSet(_SQLiteRecords):
     """Working-set methods of the SQLite store (mixed into ``SQLiteStore``)."""
 
-    if TYPE_CHECKING:
-        url: str
-
-        def _read(self) -> AbstractContextManager[Connection]: ...
-        def _write(self, *, cache_kib: int | None = None
-                   ) -> AbstractContextManager[Connection]: ...
-        def _robot_id(self, conn: Connection, name: str) -> int: ...
-        def _known_robot_id(self, name: str) -> int | None: ...
-        def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
-                   include_embedding: bool) -> list[Memory]: ...
-        def _log(self, conn: Connection, op: str, *, robot_id: int | None,
-                 memory_id: int | None = None, key: str | None = None,
-                 detail: dict[str, Any] | None = None) -> None: ...
-        def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
-                     include_forgotten: bool = False) -> list[Memory]: ...
 
     def working_set(self, robot: str) -> list[Memory]:
         rid = self._known_robot_id(robot)

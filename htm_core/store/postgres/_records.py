@@ -1,0 +1,255 @@
+"""PostgreSQL: reading memories (by key, id, hash), tags and importance, the catalogue counts."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ...errors import (
+    NotFoundError,
+)
+from ...models import Memory
+from .._text import tag_patterns
+from .._vectors import (
+    CHUNK_POSTGRES,
+    FAILED_COUNT,
+    NOT_FAILED,
+    EmbeddingFailure,
+    clear_failures,
+    list_failures,
+    mark_failures,
+)
+from ..base import (
+    SearchFilters,
+    StoreCounts,
+    like_prefix,
+)
+from ._engine import _PostgresEngine, _utc
+from ._schema import _MEMORY_COLUMNS, _VISIBLE
+
+
+class _PostgresRecords(_PostgresEngine):
+    """Reads of single memories and the catalogue."""
+
+    # -- reading ---------------------------------------------------------------------
+
+    @staticmethod
+    def _to_memory(row: Any, include_embedding: bool) -> Memory:
+        return Memory(
+            id=int(row.id), key=row.key, content=row.content, content_hash=row.content_hash,
+            robot=row.robot, importance=float(row.importance), token_count=int(row.token_count),
+            created_at=row.created_at.astimezone(timezone.utc),
+            last_accessed=row.last_accessed.astimezone(timezone.utc),
+            access_count=int(row.access_count), tags=tuple(row.tags),
+            metadata=dict(row.metadata or {}), embedder=row.embedder,
+            embedding=[float(x) for x in row.embedding]
+            if include_embedding and row.embedding is not None else None,
+            forgotten_at=_utc(row.forgotten_at),
+        )
+
+    def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
+               include_embedding: bool, *, join: str = "") -> list[Memory]:
+        cols = _MEMORY_COLUMNS + (", CAST(m.embedding AS real[]) AS embedding"
+                                  if include_embedding else "")
+        rows = conn.execute(text(
+            f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id {join} "
+            f"WHERE {where}"), params).all()
+        return [self._to_memory(r, include_embedding) for r in rows]
+
+    def get(self, key: str, *, include_forgotten: bool = False,
+            include_embedding: bool = False) -> Memory | None:
+        """The memory under ``key``, or None (forgotten ones only when asked)."""
+        where = "m.key = :key" + ("" if include_forgotten else f" AND {_VISIBLE}")
+        found = self._read("reading a memory",
+                           lambda conn: self._fetch(conn, where, {"key": key}, include_embedding))
+        return found[0] if found else None
+
+    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
+                 include_forgotten: bool = False) -> list[Memory]:
+        """Memories with these ids (visible ones unless asked), in the order of ``ids``."""
+        if not ids:
+            return []
+        where = "m.id = ANY(:ids)" + ("" if include_forgotten else f" AND {_VISIBLE}")
+        found = self._read("reading memories", lambda conn: self._fetch(
+            conn, where, {"ids": [int(i) for i in ids]}, include_embedding))
+        by_id = {m.id: m for m in found}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
+        """A stored vector for this content by this embedder, if any (the store cache)."""
+        row = self._read("looking up an embedding", lambda conn: conn.execute(text(
+            "SELECT CAST(embedding AS real[]) FROM memories WHERE content_hash = :h "
+            f"AND embedder = :e AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES} LIMIT 1"),
+            {"h": content_hash, "e": embedder}).first())
+        return [float(x) for x in row[0]] if row else None
+
+    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
+                        ) -> dict[str, list[float]]:
+        """Stored vectors by this embedder for any of these contents, by content hash."""
+        if not content_hashes:
+            return {}
+        rows = self._read("looking up embeddings", lambda conn: conn.execute(text(
+            "SELECT DISTINCT ON (content_hash) content_hash, CAST(embedding AS real[]) "
+            "FROM memories WHERE content_hash = ANY(:h) AND embedder = :e "
+            f"AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES}"),
+            {"h": list(dict.fromkeys(content_hashes)), "e": embedder}).all())
+        return {str(r[0]): [float(x) for x in r[1]] for r in rows}
+
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """Up to ``limit`` (id, content, metadata) of visible memories without a vector and
+        not marked as failing, oldest id first."""
+        rows = self._read("listing memories without embeddings", lambda conn: conn.execute(text(
+            "SELECT m.id, m.content, m.metadata FROM memories m WHERE m.embedding IS NULL "
+            f"AND m.forgotten_at IS NULL AND {NOT_FAILED} ORDER BY m.id LIMIT :l"),
+            {"l": limit}).all())
+        return [(int(r[0]), str(r[1]), dict(r[2] or {})) for r in rows]
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        """Mark memories ``(id, reason)`` whose text ``embedder`` rejects."""
+        now = datetime.now(timezone.utc)
+        self._run("marking failed embeddings",
+                  lambda conn: mark_failures(conn, failures, embedder, now))
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        """The memories marked as failing, with the reason, oldest mark first."""
+        rows = self._read("listing failed embeddings", lambda conn: list_failures(conn, limit))
+        return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=t) for k, e, r, t in rows]
+
+    def retry_embedding_failures(self) -> int:
+        """Clear every failure mark (the memories are pending again); return how many."""
+        return self._run("clearing failed embeddings", clear_failures)
+
+    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
+                      include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
+        """Every memory in id order, in batches of ``batch_size`` (keyset pagination)."""
+        last = after_id
+        visible = "" if include_forgotten else f" AND {_VISIBLE}"
+        where = f"m.id > :last{visible} ORDER BY m.id LIMIT :n"
+        while True:
+            params = {"last": last, "n": batch_size}
+            batch = self._read("reading memories", functools.partial(
+                self._fetch, where=where, params=params, include_embedding=include_embedding))
+            if not batch:
+                return
+            yield batch
+            last = batch[-1].id
+
+    # -- searching -------------------------------------------------------------------
+
+    @staticmethod
+    def _filter_sql(filters: SearchFilters, params: dict[str, Any]) -> str:
+        clauses = [_VISIBLE]
+        if filters.start is not None:
+            clauses.append("m.created_at >= :start")
+            params["start"] = filters.start
+        if filters.end is not None:
+            clauses.append("m.created_at < :end")
+            params["end"] = filters.end
+        if filters.robot is not None:
+            clauses.append("m.robot_id = (SELECT id FROM robots WHERE name = :robot)")
+            params["robot"] = filters.robot
+        if filters.tags:
+            ors = []
+            for i, tag in enumerate(filters.tags):
+                exact, below = tag_patterns(tag)
+                params[f"tag{i}"], params[f"tagp{i}"] = exact, below
+                ors.append(f"lower(t.name COLLATE \"C\") = :tag{i} "
+                           f"OR lower(t.name COLLATE \"C\") LIKE :tagp{i} ESCAPE '\\'")
+            clauses.append(
+                "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+                f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))")
+        return " AND ".join(clauses)
+
+    # -- never forget ----------------------------------------------------------------
+
+    @staticmethod
+    def _row_for_key(conn: Connection, key: str) -> tuple[int, bool]:
+        row = conn.execute(text(
+            "SELECT id, forgotten_at IS NOT NULL FROM memories WHERE key = :k FOR UPDATE"),
+            {"k": key}).first()
+        if row is None:
+            raise NotFoundError(f"no memory with key {key!r}: it was never stored, or it has "
+                                "been purged (a purge cannot be undone)")
+        return int(row[0]), bool(row[1])
+
+    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
+        """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
+        rid = self._robot_id(robot)
+
+        def write(conn: Connection) -> Memory:
+            mid, _forgotten = self._row_for_key(conn, key)
+            self._link_tags(conn, [(mid, list(tags))])
+            self._log_many(conn, [("tag", rid, mid, key, {"tags": list(tags)})])
+            return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
+
+        return self._run("tagging a memory", write)
+
+    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
+        """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
+        rid = self._robot_id(robot)
+
+        def write(conn: Connection) -> Memory:
+            mid, _forgotten = self._row_for_key(conn, key)
+            conn.execute(text("UPDATE memories SET importance = :i WHERE id = :id"),
+                         {"i": importance, "id": mid})
+            self._log_many(conn, [("importance", rid, mid, key, {"importance": importance})])
+            return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
+
+        return self._run("setting importance", write)
+
+    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
+        """Keys starting with ``prefix``, sorted."""
+        visible = "" if include_forgotten else f" AND {_VISIBLE.replace('m.', '')}"
+        rows = self._read("listing keys", lambda conn: conn.execute(text(
+            f"SELECT key FROM memories WHERE key LIKE :p ESCAPE '\\'{visible} ORDER BY key"),
+            {"p": like_prefix(prefix)}).all())
+        return [str(r[0]) for r in rows]
+
+    # -- catalogue -------------------------------------------------------------------
+
+    def tags(self) -> dict[str, int]:
+        """Every tag with the number of visible memories carrying it."""
+        rows = self._read("listing tags", lambda conn: conn.execute(text(
+            "SELECT t.name, count(m.id) FROM tags t JOIN memory_tags mt ON mt.tag_id = t.id "
+            "JOIN memories m ON m.id = mt.memory_id AND m.forgotten_at IS NULL "
+            "GROUP BY t.name ORDER BY t.name")).all())
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def counts(self, robot: str) -> StoreCounts:
+        """Figures for ``stats()``: global, this robot's, forgotten, robots, unembedded."""
+        row = self._read("counting memories", lambda conn: conn.execute(text(
+            "SELECT "
+            " (SELECT count(*) FROM memories WHERE forgotten_at IS NULL),"
+            " (SELECT count(*) FROM memories m JOIN robots r ON r.id = m.robot_id "
+            "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
+            " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
+            " (SELECT count(*) FROM robots),"
+            " (SELECT count(*) FROM memories m WHERE m.embedding IS NULL AND "
+            f"  m.forgotten_at IS NULL AND {NOT_FAILED}),"
+            f" ({FAILED_COUNT})"
+        ), {"robot": robot}).first())
+        assert row is not None
+        return StoreCounts(total=int(row[0]), robot=int(row[1]), forgotten=int(row[2]),
+                           robots=int(row[3]), missing_embeddings=int(row[4]),
+                           failed_embeddings=int(row[5]))
+
+    @staticmethod
+    def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
+        pairs = [(mid, tag) for mid, tags in items for tag in tags]
+        if not pairs:
+            return
+        # Sorted, so concurrent writers take the tag rows' locks in the same order.
+        conn.execute(text(
+            "INSERT INTO tags(name) SELECT DISTINCT n FROM unnest(CAST(:names AS text[])) AS n "
+            "ORDER BY n ON CONFLICT (name) DO NOTHING"),
+            {"names": sorted({tag for _mid, tag in pairs})})
+        conn.execute(text(
+            "INSERT INTO memory_tags(memory_id, tag_id) SELECT p.mid, t.id FROM unnest("
+            "CAST(:mids AS bigint[]), CAST(:names AS text[])) AS p(mid, name) "
+            "JOIN tags t ON t.name = p.name ON CONFLICT DO NOTHING"),
+            {"mids": [p[0] for p in pairs], "names": [p[1] for p in pairs]})

@@ -1,0 +1,250 @@
+"""SQLite: reading memories (by key, id, hash), tags and importance, the catalogue counts."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ...clock import to_timestamp, utc_from_timestamp
+from ...errors import (
+    NotFoundError,
+)
+from ...models import Memory
+from .._common import chunks
+from .._text import tag_patterns
+from .._vectors import (
+    CHUNK_SQLITE,
+    FAILED_COUNT,
+    NOT_FAILED,
+    EmbeddingFailure,
+    clear_failures,
+    list_failures,
+    mark_failures,
+)
+from ..base import (
+    SearchFilters,
+    StoreCounts,
+    like_prefix,
+)
+from ._engine import _SQLiteEngine
+from ._schema import _MEMORY_COLUMNS
+
+
+class _SQLiteRecords(_SQLiteEngine):
+    """Reads of single memories and the catalogue."""
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _to_memory(self, row: Any, tags: Sequence[str], embedding: bytes | None = None) -> Memory:
+        return Memory(
+            id=row.id, key=row.key, content=row.content, content_hash=row.content_hash,
+            robot=row.robot, importance=row.importance, token_count=row.token_count,
+            created_at=utc_from_timestamp(row.created_at),
+            last_accessed=utc_from_timestamp(row.last_accessed),
+            access_count=row.access_count, tags=tuple(tags), metadata=json.loads(row.metadata),
+            embedder=row.embedder,
+            embedding=np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
+            forgotten_at=utc_from_timestamp(row.forgotten_at) if row.forgotten_at else None,
+        )
+
+    def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
+               include_embedding: bool) -> list[Memory]:
+        cols = _MEMORY_COLUMNS + (", m.embedding" if include_embedding else "")
+        rows = conn.execute(text(
+            f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id WHERE {where}"
+        ), params).all()
+        if not rows:
+            return []
+        tags: dict[int, list[str]] = {}
+        for part in chunks([r.id for r in rows], 500):
+            for mid, name in conn.execute(text(
+                "SELECT mt.memory_id, t.name FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+                f"WHERE mt.memory_id IN ({', '.join(str(int(i)) for i in part)}) ORDER BY t.name"
+            )):
+                tags.setdefault(mid, []).append(name)
+        return [self._to_memory(r, tags.get(r.id, ()), r.embedding if include_embedding else None)
+                for r in rows]
+
+    def get(self, key: str, *, include_forgotten: bool = False,
+            include_embedding: bool = False) -> Memory | None:
+        where = "m.key = :key" + ("" if include_forgotten else " AND m.forgotten_at IS NULL")
+        with self._read() as conn:
+            found = self._fetch(conn, where, {"key": key}, include_embedding)
+        return found[0] if found else None
+
+    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
+                 include_forgotten: bool = False) -> list[Memory]:
+        if not ids:
+            return []
+        found: dict[int, Memory] = {}
+        visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
+        with self._read() as conn:
+            for part in chunks(list(ids), 500):
+                id_list = ", ".join(str(int(i)) for i in part)
+                for m in self._fetch(conn, f"m.id IN ({id_list}){visible}", {},
+                                     include_embedding):
+                    found[m.id] = m
+        return [found[i] for i in ids if i in found]
+
+    def _one(self, key: str) -> Memory:
+        memory = self.get(key, include_forgotten=True)
+        assert memory is not None
+        return memory
+
+    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
+        with self._read() as conn:
+            row = conn.execute(text(
+                "SELECT embedding FROM memories WHERE content_hash = :h AND embedder = :e "
+                f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE} LIMIT 1"),
+                {"h": content_hash, "e": embedder}).first()
+        return np.frombuffer(row[0], dtype=np.float32).tolist() if row else None
+
+    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
+                        ) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        with self._read() as conn:
+            for part in chunks(list(dict.fromkeys(content_hashes)), 500):
+                params: dict[str, Any] = {f"h{i}": h for i, h in enumerate(part)}
+                params["e"] = embedder
+                marks = ", ".join(f":h{i}" for i in range(len(part)))
+                for h, blob in conn.execute(text(
+                        f"SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) "
+                        f"AND embedder = :e AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}"),
+                        params):
+                    found.setdefault(h, np.frombuffer(blob, dtype=np.float32).tolist())
+        return found
+
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        with self._read() as conn:
+            rows = conn.execute(text(
+                "SELECT m.id, m.content, m.metadata FROM memories m WHERE m.embedding IS NULL "
+                f"AND m.forgotten_at IS NULL AND {NOT_FAILED} ORDER BY m.id LIMIT :l"),
+                {"l": limit}).all()
+        return [(r[0], r[1], json.loads(r[2]) if r[2] else {}) for r in rows]
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        with self._write() as conn:
+            mark_failures(conn, failures, embedder, time.time())
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        with self._read() as conn:
+            rows = list_failures(conn, limit)
+        return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=utc_from_timestamp(t))
+                for k, e, r, t in rows]
+
+    def retry_embedding_failures(self) -> int:
+        with self._write() as conn:
+            return clear_failures(conn)
+
+    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
+                      include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
+        last = after_id
+        visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
+        while True:
+            with self._read() as conn:
+                batch = self._fetch(conn, f"m.id > :last{visible} ORDER BY m.id LIMIT :n",
+                                    {"last": last, "n": batch_size}, include_embedding)
+            if not batch:
+                return
+            yield batch
+            last = batch[-1].id
+
+    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
+        visible = "" if include_forgotten else " AND forgotten_at IS NULL"
+        with self._read() as conn:
+            rows = conn.execute(text(
+                f"SELECT key FROM memories WHERE key LIKE :p ESCAPE '\\'{visible} ORDER BY key"),
+                {"p": like_prefix(prefix)}).all()
+        return [str(r[0]) for r in rows]
+
+    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            mid = self._row_for_key(conn, key).id
+            for tag in tags:
+                tag_id = conn.execute(text(
+                    "INSERT INTO tags(name) VALUES (:n) ON CONFLICT(name) DO UPDATE "
+                    "SET name = excluded.name RETURNING id"), {"n": tag}).scalar_one()
+                conn.execute(text("INSERT OR IGNORE INTO memory_tags(memory_id, tag_id) "
+                                  "VALUES (:m, :t)"), {"m": mid, "t": tag_id})
+            self._log(conn, "tag", robot_id=rid, memory_id=mid, key=key,
+                      detail={"tags": list(tags)})
+        return self._one(key)
+
+    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
+        with self._write() as conn:
+            rid = self._robot_id(conn, robot)
+            mid = self._row_for_key(conn, key).id
+            conn.execute(text("UPDATE memories SET importance = :i WHERE id = :id"),
+                         {"i": importance, "id": mid})
+            self._log(conn, "importance", robot_id=rid, memory_id=mid, key=key,
+                      detail={"importance": importance})
+        return self._one(key)
+
+    # -- never forget ----------------------------------------------------------------
+
+    def _row_for_key(self, conn: Connection, key: str) -> Any:
+        row = conn.execute(text("SELECT id, forgotten_at FROM memories WHERE key = :k"),
+                           {"k": key}).first()
+        if row is None:
+            raise NotFoundError(f"no memory with key {key!r}: it was never stored, or it has "
+                                "been purged (a purge cannot be undone)")
+        return row
+
+    # -- searching -------------------------------------------------------------------
+
+    def _filter_sql(self, filters: SearchFilters, params: dict[str, Any]) -> str:
+        clauses = ["m.forgotten_at IS NULL"]
+        if filters.start is not None:
+            clauses.append("m.created_at >= :start")
+            params["start"] = to_timestamp(filters.start)
+        if filters.end is not None:
+            clauses.append("m.created_at < :end")
+            params["end"] = to_timestamp(filters.end)
+        if filters.robot is not None:
+            clauses.append("m.robot_id = (SELECT id FROM robots WHERE name = :robot)")
+            params["robot"] = filters.robot
+        if filters.tags:
+            ors = []
+            for i, tag in enumerate(filters.tags):
+                exact, below = tag_patterns(tag)
+                params[f"tag{i}"], params[f"tagp{i}"] = exact, below
+                ors.append(f"lower(t.name) = :tag{i} OR lower(t.name) LIKE :tagp{i} ESCAPE '\\'")
+            clauses.append(
+                "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+                f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))"
+            )
+        return " AND ".join(clauses)
+
+    # -- catalogue -------------------------------------------------------------------
+
+    def tags(self) -> dict[str, int]:
+        with self._read() as conn:
+            rows = conn.execute(text(
+                "SELECT t.name, count(m.id) FROM tags t JOIN memory_tags mt ON mt.tag_id = t.id "
+                "JOIN memories m ON m.id = mt.memory_id AND m.forgotten_at IS NULL "
+                "GROUP BY t.name ORDER BY t.name")).all()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def counts(self, robot: str) -> StoreCounts:
+        with self._read() as conn:
+            row = conn.execute(text(
+                "SELECT "
+                " (SELECT count(*) FROM memories WHERE forgotten_at IS NULL),"
+                " (SELECT count(*) FROM memories m JOIN robots r ON r.id = m.robot_id "
+                "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
+                " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
+                " (SELECT count(*) FROM robots),"
+                " (SELECT count(*) FROM memories m WHERE m.embedding IS NULL AND "
+                f"  m.forgotten_at IS NULL AND {NOT_FAILED}),"
+                f" ({FAILED_COUNT})"
+            ), {"robot": robot}).first()
+        assert row is not None
+        return StoreCounts(total=row[0], robot=row[1], forgotten=row[2], robots=row[3],
+                           missing_embeddings=row[4], failed_embeddings=row[5])
