@@ -24,8 +24,9 @@ from ...errors import (
     StoreError,
     ValidationError,
 )
-from ...models import Operation, Robot
+from ...models import Robot
 from .._common import mask_url
+from .._sql.forgetting import LogLine, SQLForgetting
 from .._vectors import (
     check_embedder,
 )
@@ -102,7 +103,7 @@ def _check_int(name: str, value: int, low: int, high: int) -> int:
     return value
 
 
-class _PostgresEngine:
+class _PostgresEngine(SQLForgetting):
     """The PostgreSQL connection pool, its transactions and the catalogue every other part uses."""
 
     _url: str
@@ -185,6 +186,38 @@ class _PostgresEngine:
             except PoolTimeoutError as exc:
                 raise self._pool_exhausted(exc, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- hooks of the shared SQL layer -----------------------------------------------
+
+    _TAG_NAME = 'lower(t.name COLLATE "C")'
+    _LOCK_ROWS = " FOR UPDATE"
+
+    def _reading(self, what: str, fn: Callable[[Connection], T]) -> T:
+        return self._read(what, fn)
+
+    def _writing_as(self, robot: str, what: str, fn: Callable[[Connection, int], T]) -> T:
+        rid = self._robot_id(robot)
+        return self._run(what, lambda conn: fn(conn, rid))
+
+    def _log_lines(self, conn: Connection, lines: Sequence[LogLine]) -> None:
+        self._log_many(conn, lines)
+
+    @staticmethod
+    def _delete_rows(conn: Connection, ids: Sequence[int]) -> None:
+        conn.execute(text("DELETE FROM memories WHERE id = ANY(:ids)"), {"ids": list(ids)})
+
+    @staticmethod
+    def _time_in(value: datetime) -> Any:
+        return value
+
+    @staticmethod
+    def _time_out(value: Any) -> datetime:
+        moment: datetime = value.astimezone(timezone.utc)
+        return moment
+
+    @staticmethod
+    def _json_out(value: Any) -> dict[str, Any]:
+        return dict(value or {})
 
     # -- schema ----------------------------------------------------------------------
 
@@ -355,18 +388,6 @@ class _PostgresEngine:
         self._robot_id(name)
         return next(r for r in self.robots() if r.name == name)
 
-    def robots(self) -> list[Robot]:
-        """Every robot on the store, with its count of visible memories."""
-        def read(conn: Connection) -> list[Robot]:
-            rows = conn.execute(text(
-                "SELECT r.id, r.name, r.created_at, r.last_active, "
-                "(SELECT count(*) FROM memories m WHERE m.robot_id = r.id "
-                " AND m.forgotten_at IS NULL) FROM robots r ORDER BY r.name")).all()
-            return [Robot(id=int(r[0]), name=r[1], created_at=r[2].astimezone(timezone.utc),
-                          last_active=_utc(r[3]), memory_count=int(r[4])) for r in rows]
-
-        return self._read("listing robots", read)
-
     # -- log -------------------------------------------------------------------------
 
     @staticmethod
@@ -392,26 +413,6 @@ class _PostgresEngine:
         rid = self._robot_id(robot) if robot else None
         self._run("writing the operations log",
                   lambda conn: self._log_many(conn, [(op, rid, None, key, detail)]))
-
-    def operations(self, *, limit: int = 100, robot: str | None = None,
-                   op: str | None = None) -> list[Operation]:
-        """The newest operations first."""
-        where: list[str] = []
-        params: dict[str, Any] = {"limit": limit}
-        if robot is not None:
-            where.append("r.name = :robot")
-            params["robot"] = robot
-        if op is not None:
-            where.append("o.op = :op")
-            params["op"] = op
-        sql = ("SELECT o.id, o.at, o.op, r.name, o.key, o.detail FROM operations o "
-               "LEFT JOIN robots r ON r.id = o.robot_id "
-               + (f"WHERE {' AND '.join(where)} " if where else "")
-               + "ORDER BY o.id DESC LIMIT :limit")
-        rows = self._read("reading the operations log",
-                          lambda conn: conn.execute(text(sql), params).all())
-        return [Operation(id=int(r[0]), at=r[1].astimezone(timezone.utc), op=r[2], robot=r[3],
-                          key=r[4], detail=dict(r[5] or {})) for r in rows]
 
     @property
     def engine(self) -> Engine:

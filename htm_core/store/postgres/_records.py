@@ -10,27 +10,18 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ...errors import (
-    NotFoundError,
-)
 from ...models import Memory
-from .._text import tag_patterns
+from .._sql.catalogue import VISIBLE as _VISIBLE
 from .._vectors import (
     CHUNK_POSTGRES,
-    FAILED_COUNT,
     NOT_FAILED,
     EmbeddingFailure,
     clear_failures,
     list_failures,
     mark_failures,
 )
-from ..base import (
-    SearchFilters,
-    StoreCounts,
-    like_prefix,
-)
 from ._engine import _PostgresEngine, _utc
-from ._schema import _MEMORY_COLUMNS, _VISIBLE
+from ._schema import _MEMORY_COLUMNS
 
 
 class _PostgresRecords(_PostgresEngine):
@@ -60,14 +51,6 @@ class _PostgresRecords(_PostgresEngine):
             f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id {join} "
             f"WHERE {where}"), params).all()
         return [self._to_memory(r, include_embedding) for r in rows]
-
-    def get(self, key: str, *, include_forgotten: bool = False,
-            include_embedding: bool = False) -> Memory | None:
-        """The memory under ``key``, or None (forgotten ones only when asked)."""
-        where = "m.key = :key" + ("" if include_forgotten else f" AND {_VISIBLE}")
-        found = self._read("reading a memory",
-                           lambda conn: self._fetch(conn, where, {"key": key}, include_embedding))
-        return found[0] if found else None
 
     def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
                  include_forgotten: bool = False) -> list[Memory]:
@@ -141,41 +124,7 @@ class _PostgresRecords(_PostgresEngine):
 
     # -- searching -------------------------------------------------------------------
 
-    @staticmethod
-    def _filter_sql(filters: SearchFilters, params: dict[str, Any]) -> str:
-        clauses = [_VISIBLE]
-        if filters.start is not None:
-            clauses.append("m.created_at >= :start")
-            params["start"] = filters.start
-        if filters.end is not None:
-            clauses.append("m.created_at < :end")
-            params["end"] = filters.end
-        if filters.robot is not None:
-            clauses.append("m.robot_id = (SELECT id FROM robots WHERE name = :robot)")
-            params["robot"] = filters.robot
-        if filters.tags:
-            ors = []
-            for i, tag in enumerate(filters.tags):
-                exact, below = tag_patterns(tag)
-                params[f"tag{i}"], params[f"tagp{i}"] = exact, below
-                ors.append(f"lower(t.name COLLATE \"C\") = :tag{i} "
-                           f"OR lower(t.name COLLATE \"C\") LIKE :tagp{i} ESCAPE '\\'")
-            clauses.append(
-                "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
-                f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))")
-        return " AND ".join(clauses)
-
     # -- never forget ----------------------------------------------------------------
-
-    @staticmethod
-    def _row_for_key(conn: Connection, key: str) -> tuple[int, bool]:
-        row = conn.execute(text(
-            "SELECT id, forgotten_at IS NOT NULL FROM memories WHERE key = :k FOR UPDATE"),
-            {"k": key}).first()
-        if row is None:
-            raise NotFoundError(f"no memory with key {key!r}: it was never stored, or it has "
-                                "been purged (a purge cannot be undone)")
-        return int(row[0]), bool(row[1])
 
     def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
         """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
@@ -202,41 +151,7 @@ class _PostgresRecords(_PostgresEngine):
 
         return self._run("setting importance", write)
 
-    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
-        """Keys starting with ``prefix``, sorted."""
-        visible = "" if include_forgotten else f" AND {_VISIBLE.replace('m.', '')}"
-        rows = self._read("listing keys", lambda conn: conn.execute(text(
-            f"SELECT key FROM memories WHERE key LIKE :p ESCAPE '\\'{visible} ORDER BY key"),
-            {"p": like_prefix(prefix)}).all())
-        return [str(r[0]) for r in rows]
-
     # -- catalogue -------------------------------------------------------------------
-
-    def tags(self) -> dict[str, int]:
-        """Every tag with the number of visible memories carrying it."""
-        rows = self._read("listing tags", lambda conn: conn.execute(text(
-            "SELECT t.name, count(m.id) FROM tags t JOIN memory_tags mt ON mt.tag_id = t.id "
-            "JOIN memories m ON m.id = mt.memory_id AND m.forgotten_at IS NULL "
-            "GROUP BY t.name ORDER BY t.name")).all())
-        return {str(r[0]): int(r[1]) for r in rows}
-
-    def counts(self, robot: str) -> StoreCounts:
-        """Figures for ``stats()``: global, this robot's, forgotten, robots, unembedded."""
-        row = self._read("counting memories", lambda conn: conn.execute(text(
-            "SELECT "
-            " (SELECT count(*) FROM memories WHERE forgotten_at IS NULL),"
-            " (SELECT count(*) FROM memories m JOIN robots r ON r.id = m.robot_id "
-            "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
-            " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
-            " (SELECT count(*) FROM robots),"
-            " (SELECT count(*) FROM memories m WHERE m.embedding IS NULL AND "
-            f"  m.forgotten_at IS NULL AND {NOT_FAILED}),"
-            f" ({FAILED_COUNT})"
-        ), {"robot": robot}).first())
-        assert row is not None
-        return StoreCounts(total=int(row[0]), robot=int(row[1]), forgotten=int(row[2]),
-                           robots=int(row[3]), missing_embeddings=int(row[4]),
-                           failed_embeddings=int(row[5]))
 
     @staticmethod
     def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:

@@ -135,4 +135,3 @@ _MEMORY_COLUMNS = (
     "WHERE mt.memory_id = m.id ORDER BY t.name) AS tags"
 )
 
-_VISIBLE = "m.forgotten_at IS NULL"

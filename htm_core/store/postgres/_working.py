@@ -16,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...models import Memory
+from .._sql.catalogue import VISIBLE as _VISIBLE
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._records import _PostgresRecords
 
@@ -23,7 +24,6 @@ __all__ = ["PostgresWorkingSet"]
 
 T = TypeVar("T")
 
-_VISIBLE = "m.forgotten_at IS NULL"
 
 
 class PostgresWorkingSet(_PostgresRecords):

@@ -43,11 +43,11 @@ from ._codec import (
     _vector_literal,
 )
 from ._engine import _aware, _KeyRace, _utc
-from ._forgetting import _PostgresForgetting
 from ._schema import _DIMENSION_LOCK, _HNSW_INDEX
+from ._search import _PostgresSearch
 
 
-class _PostgresWriter(_PostgresForgetting):
+class _PostgresWriter(_PostgresSearch):
     """The add path and the other writes of memory rows."""
 
     # -- writing ---------------------------------------------------------------------

@@ -7,25 +7,27 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import StaticPool
 
-from ...clock import utc_from_timestamp
+from ...clock import to_timestamp, utc_from_timestamp
 from ...errors import (
     DatabaseUnavailableError,
     SchemaError,
     StoreError,
     ValidationError,
 )
-from ...models import Operation, Robot
+from ...models import Robot
 from .._common import mask_url
+from .._sql.forgetting import LogLine, SQLForgetting
 from .._vectors import (
     check_embedder,
 )
@@ -33,7 +35,10 @@ from ..base import (
     SCHEMA_VERSION,
 )
 from ..vector_index import VectorIndex
+from ._errors import DRIVER_ERRORS, is_locked, map_sqlite_errors, sqlite_error
 from ._schema import _FTS_BATCH_KEY, _FTS_INSERT_TRIGGER, _HASH_INDEX, _MIGRATIONS
+
+T = TypeVar("T")
 
 logger = logging.getLogger("htm_core.store.sqlite")
 
@@ -69,11 +74,9 @@ def sqlite_url(database: str | Path | None) -> str:
     return f"sqlite:///{Path(value).expanduser()}"
 
 
-def _is_locked(exc: BaseException) -> bool:
-    return "locked" in str(exc).lower() or "busy" in str(exc).lower()
 
 
-class _SQLiteEngine:
+class _SQLiteEngine(SQLForgetting):
     """The SQLite connection, its transactions and the catalogue every other part uses."""
 
     _url: str
@@ -154,24 +157,19 @@ class _SQLiteEngine:
                         trans = conn.begin()
                         break
                     except OperationalError as exc:
-                        if _is_locked(exc) and time.monotonic() < deadline:
+                        if is_locked(exc) and time.monotonic() < deadline:
                             time.sleep(0.01)
                             continue
-                        raise StoreError(
-                            f"SQLite database {self.url} stayed locked by another writer: "
-                            f"{exc.orig}") from exc
+                        raise
                 try:
                     yield conn
                 except BaseException:
                     trans.rollback()
                     raise
-                try:
-                    trans.commit()
-                except DBAPIError as exc:
-                    raise StoreError(f"SQLite commit failed on {self.url}: {exc.orig}") from exc
+                trans.commit()
                 committed = True
-            except DBAPIError as exc:
-                raise StoreError(f"SQLite write failed on {self.url}: {exc.orig}") from exc
+            except DRIVER_ERRORS as exc:
+                raise sqlite_error(exc, self.url, "write") from exc
             finally:
                 if not committed:
                     self._robot_ids, self._seen_generation, self._index_stale = cached
@@ -181,11 +179,34 @@ class _SQLiteEngine:
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self._lock, self._engine.connect() as conn:
-            try:
-                yield conn
-            except OperationalError as exc:
-                raise StoreError(f"SQLite read failed on {self.url}: {exc.orig}") from exc
+        with self._lock, map_sqlite_errors(self.url, "read"), self._engine.connect() as conn:
+            yield conn
+
+    # -- hooks of the shared SQL layer -----------------------------------------------
+
+    def _reading(self, what: str, fn: Callable[[Connection], T]) -> T:
+        with self._read() as conn:
+            return fn(conn)
+
+    def _writing_as(self, robot: str, what: str, fn: Callable[[Connection, int], T]) -> T:
+        with self._write() as conn:
+            return fn(conn, self._robot_id(conn, robot))
+
+    def _log_lines(self, conn: Connection, lines: Sequence[LogLine]) -> None:
+        for op, rid, mid, key, detail in lines:
+            self._log(conn, op, robot_id=rid, memory_id=mid, key=key, detail=detail)
+
+    @staticmethod
+    def _time_in(value: datetime) -> Any:
+        return to_timestamp(value)
+
+    @staticmethod
+    def _time_out(value: Any) -> datetime:
+        return utc_from_timestamp(value)
+
+    @staticmethod
+    def _json_out(value: Any) -> dict[str, Any]:
+        return dict(json.loads(value))
 
     # -- schema ----------------------------------------------------------------------
 
@@ -338,19 +359,6 @@ class _SQLiteEngine:
             self._robot_id(conn, name)
         return next(r for r in self.robots() if r.name == name)
 
-    def robots(self) -> list[Robot]:
-        with self._read() as conn:
-            rows = conn.execute(text(
-                "SELECT r.id, r.name, r.created_at, r.last_active, "
-                "(SELECT count(*) FROM memories m WHERE m.robot_id = r.id "
-                " AND m.forgotten_at IS NULL) FROM robots r ORDER BY r.name"
-            )).all()
-        return [
-            Robot(id=r[0], name=r[1], created_at=utc_from_timestamp(r[2]),
-                  last_active=utc_from_timestamp(r[3]) if r[3] else None, memory_count=r[4])
-            for r in rows
-        ]
-
     # -- log -------------------------------------------------------------------------
 
     def _log(self, conn: Connection, op: str, *, robot_id: int | None, memory_id: int | None = None,
@@ -367,24 +375,6 @@ class _SQLiteEngine:
         with self._write() as conn:
             rid = self._robot_id(conn, robot) if robot else None
             self._log(conn, op, robot_id=rid, key=key, detail=detail)
-
-    def operations(self, *, limit: int = 100, robot: str | None = None,
-                   op: str | None = None) -> list[Operation]:
-        where, params = [], {"limit": limit}
-        if robot is not None:
-            where.append("r.name = :robot")
-            params["robot"] = robot  # type: ignore[assignment]
-        if op is not None:
-            where.append("o.op = :op")
-            params["op"] = op  # type: ignore[assignment]
-        sql = ("SELECT o.id, o.at, o.op, r.name, o.key, o.detail FROM operations o "
-               "LEFT JOIN robots r ON r.id = o.robot_id "
-               + (f"WHERE {' AND '.join(where)} " if where else "")
-               + "ORDER BY o.id DESC LIMIT :limit")
-        with self._read() as conn:
-            rows = conn.execute(text(sql), params).all()
-        return [Operation(id=r[0], at=utc_from_timestamp(r[1]), op=r[2], robot=r[3], key=r[4],
-                          detail=json.loads(r[5])) for r in rows]
 
     @property
     def engine(self) -> Engine:

@@ -11,26 +11,16 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ...clock import to_timestamp, utc_from_timestamp
-from ...errors import (
-    NotFoundError,
-)
+from ...clock import utc_from_timestamp
 from ...models import Memory
 from .._common import chunks
-from .._text import tag_patterns
 from .._vectors import (
     CHUNK_SQLITE,
-    FAILED_COUNT,
     NOT_FAILED,
     EmbeddingFailure,
     clear_failures,
     list_failures,
     mark_failures,
-)
-from ..base import (
-    SearchFilters,
-    StoreCounts,
-    like_prefix,
 )
 from ._engine import _SQLiteEngine
 from ._schema import _MEMORY_COLUMNS
@@ -70,13 +60,6 @@ class _SQLiteRecords(_SQLiteEngine):
                 tags.setdefault(mid, []).append(name)
         return [self._to_memory(r, tags.get(r.id, ()), r.embedding if include_embedding else None)
                 for r in rows]
-
-    def get(self, key: str, *, include_forgotten: bool = False,
-            include_embedding: bool = False) -> Memory | None:
-        where = "m.key = :key" + ("" if include_forgotten else " AND m.forgotten_at IS NULL")
-        with self._read() as conn:
-            found = self._fetch(conn, where, {"key": key}, include_embedding)
-        return found[0] if found else None
 
     def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
                  include_forgotten: bool = False) -> list[Memory]:
@@ -155,18 +138,10 @@ class _SQLiteRecords(_SQLiteEngine):
             yield batch
             last = batch[-1].id
 
-    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
-        visible = "" if include_forgotten else " AND forgotten_at IS NULL"
-        with self._read() as conn:
-            rows = conn.execute(text(
-                f"SELECT key FROM memories WHERE key LIKE :p ESCAPE '\\'{visible} ORDER BY key"),
-                {"p": like_prefix(prefix)}).all()
-        return [str(r[0]) for r in rows]
-
     def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
         with self._write() as conn:
             rid = self._robot_id(conn, robot)
-            mid = self._row_for_key(conn, key).id
+            mid, _forgotten = self._row_for_key(conn, key)
             for tag in tags:
                 tag_id = conn.execute(text(
                     "INSERT INTO tags(name) VALUES (:n) ON CONFLICT(name) DO UPDATE "
@@ -180,7 +155,7 @@ class _SQLiteRecords(_SQLiteEngine):
     def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
         with self._write() as conn:
             rid = self._robot_id(conn, robot)
-            mid = self._row_for_key(conn, key).id
+            mid, _forgotten = self._row_for_key(conn, key)
             conn.execute(text("UPDATE memories SET importance = :i WHERE id = :id"),
                          {"i": importance, "id": mid})
             self._log(conn, "importance", robot_id=rid, memory_id=mid, key=key,
@@ -189,62 +164,6 @@ class _SQLiteRecords(_SQLiteEngine):
 
     # -- never forget ----------------------------------------------------------------
 
-    def _row_for_key(self, conn: Connection, key: str) -> Any:
-        row = conn.execute(text("SELECT id, forgotten_at FROM memories WHERE key = :k"),
-                           {"k": key}).first()
-        if row is None:
-            raise NotFoundError(f"no memory with key {key!r}: it was never stored, or it has "
-                                "been purged (a purge cannot be undone)")
-        return row
-
     # -- searching -------------------------------------------------------------------
 
-    def _filter_sql(self, filters: SearchFilters, params: dict[str, Any]) -> str:
-        clauses = ["m.forgotten_at IS NULL"]
-        if filters.start is not None:
-            clauses.append("m.created_at >= :start")
-            params["start"] = to_timestamp(filters.start)
-        if filters.end is not None:
-            clauses.append("m.created_at < :end")
-            params["end"] = to_timestamp(filters.end)
-        if filters.robot is not None:
-            clauses.append("m.robot_id = (SELECT id FROM robots WHERE name = :robot)")
-            params["robot"] = filters.robot
-        if filters.tags:
-            ors = []
-            for i, tag in enumerate(filters.tags):
-                exact, below = tag_patterns(tag)
-                params[f"tag{i}"], params[f"tagp{i}"] = exact, below
-                ors.append(f"lower(t.name) = :tag{i} OR lower(t.name) LIKE :tagp{i} ESCAPE '\\'")
-            clauses.append(
-                "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
-                f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))"
-            )
-        return " AND ".join(clauses)
-
     # -- catalogue -------------------------------------------------------------------
-
-    def tags(self) -> dict[str, int]:
-        with self._read() as conn:
-            rows = conn.execute(text(
-                "SELECT t.name, count(m.id) FROM tags t JOIN memory_tags mt ON mt.tag_id = t.id "
-                "JOIN memories m ON m.id = mt.memory_id AND m.forgotten_at IS NULL "
-                "GROUP BY t.name ORDER BY t.name")).all()
-        return {r[0]: int(r[1]) for r in rows}
-
-    def counts(self, robot: str) -> StoreCounts:
-        with self._read() as conn:
-            row = conn.execute(text(
-                "SELECT "
-                " (SELECT count(*) FROM memories WHERE forgotten_at IS NULL),"
-                " (SELECT count(*) FROM memories m JOIN robots r ON r.id = m.robot_id "
-                "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
-                " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
-                " (SELECT count(*) FROM robots),"
-                " (SELECT count(*) FROM memories m WHERE m.embedding IS NULL AND "
-                f"  m.forgotten_at IS NULL AND {NOT_FAILED}),"
-                f" ({FAILED_COUNT})"
-            ), {"robot": robot}).first()
-        assert row is not None
-        return StoreCounts(total=row[0], robot=row[1], forgotten=row[2], robots=row[3],
-                           missing_embeddings=row[4], failed_embeddings=row[5])

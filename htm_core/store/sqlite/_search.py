@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 
 from ...clock import to_timestamp, utc_from_timestamp
 from ...errors import (
     DimensionMismatchError,
-    StoreError,
 )
 from .._common import chunks, informative_terms
 from .._text import merge_hits, parse_query
@@ -45,18 +44,15 @@ class _SQLiteSearch(SQLiteWorkingSet):
         parsed = parse_query(query)
         if not parsed:
             return []
-        try:
-            # The raw cursor: a search is a few cheap statements, and SQLAlchemy's
-            # per-statement overhead would be most of its time.
-            with self._read() as conn:
-                cur = conn.connection.cursor()
-                try:
-                    words = self._word_hits(cur, parsed.words, limit, filters)
-                    runs = self._run_hits(cur, parsed.runs, limit, filters)
-                finally:
-                    cur.close()
-        except sqlite3.Error as exc:
-            raise StoreError(f"full-text search failed: {exc}") from exc
+        # The raw cursor: a search is a few cheap statements, and SQLAlchemy's
+        # per-statement overhead would be most of its time.
+        with self._read() as conn:
+            cur = conn.connection.cursor()
+            try:
+                words = self._word_hits(cur, parsed.words, limit, filters)
+                runs = self._run_hits(cur, parsed.runs, limit, filters)
+            finally:
+                cur.close()
         return merge_hits(words, runs, limit)
 
     def _word_hits(self, cur: DBAPICursor, terms: Sequence[str], limit: int,
@@ -136,8 +132,6 @@ class _SQLiteSearch(SQLiteWorkingSet):
                 generation, newest = cur.execute(
                     "SELECT (SELECT value FROM htm_meta WHERE key = 'vector_generation'), "
                     "(SELECT coalesce(max(id), 0) FROM memories)").fetchone()
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
             finally:
                 cur.close()
         if int(generation or 0) != self._seen_generation or self._index_stale:
@@ -182,8 +176,6 @@ class _SQLiteSearch(SQLiteWorkingSet):
                         np.array(robots, dtype=np.int64),
                         np.array([f is None for f in forgotten], dtype=bool),
                     )
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
             finally:
                 cur.close()
 
@@ -227,21 +219,18 @@ class _SQLiteSearch(SQLiteWorkingSet):
         params: dict[str, Any] = {}
         where = self._filter_sql(filters, params)
         out: dict[int, Brief] = {}
-        try:
-            with self._read() as conn:
-                cur = conn.connection.cursor()
-                try:
-                    for part in chunks(sorted(set(ids)), 500):
-                        id_list = ", ".join(str(int(i)) for i in part)
-                        for mid, content, robot, created in cur.execute(
-                                "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
-                                "JOIN robots r ON r.id = m.robot_id "
-                                f"WHERE m.id IN ({id_list}) AND {where}", params):
-                            out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
-                finally:
-                    cur.close()
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
+        with self._read() as conn:
+            cur = conn.connection.cursor()
+            try:
+                for part in chunks(sorted(set(ids)), 500):
+                    id_list = ", ".join(str(int(i)) for i in part)
+                    for mid, content, robot, created in cur.execute(
+                            "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
+                            "JOIN robots r ON r.id = m.robot_id "
+                            f"WHERE m.id IN ({id_list}) AND {where}", params):
+                        out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
+            finally:
+                cur.close()
         return out
 
     def vector_centroid(self) -> list[float] | None:
@@ -251,3 +240,27 @@ class _SQLiteSearch(SQLiteWorkingSet):
         # estimate one query behind them is fine for centring.
         centroid = self._index.centroid() if self._index is not None else None
         return None if centroid is None else centroid.tolist()
+
+    # -- what never-forget changes beside the table --------------------------------------
+
+    @staticmethod
+    def _delete_rows(conn: Connection, ids: Sequence[int]) -> None:
+        for mid in ids:
+            conn.execute(text("DELETE FROM memories WHERE id = :id"), {"id": mid})
+
+    def _visibility_changed(self, conn: Connection) -> None:
+        self._bump_generation(conn)
+
+    def _purged(self, conn: Connection, ids: Sequence[int]) -> None:
+        # The ids of purged memories are never handed out again (see _add_many).
+        high = max(int(self._meta(conn, "id_high_water") or 0), *ids)
+        self._set_meta(conn, "id_high_water", str(high))
+
+    def _after_visibility(self, memory_id: int, *, alive: bool) -> None:
+        if self._index is not None:
+            self._index.set_alive(memory_id, alive)
+
+    def _after_purge(self, ids: Sequence[int]) -> None:
+        if self._index is not None:
+            for mid in ids:
+                self._index.remove(mid)

@@ -8,7 +8,6 @@ visible memory, under the write lock, so it cannot race a forget.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -17,7 +16,6 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...clock import to_timestamp, utc_from_timestamp
-from ...errors import StoreError
 from ...models import Memory
 from .._common import chunks
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
@@ -76,8 +74,6 @@ class SQLiteWorkingSet(_SQLiteRecords):
                     "w.access_count, w.seq, w.access_seq FROM working_memory w JOIN memories m "
                     "ON m.id = w.memory_id WHERE w.robot_id = ? AND m.forgotten_at IS NULL",
                     (row[0],)).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
             finally:
                 cur.close()
         return int(row[1]), {int(r[0]): WorkingState(
@@ -90,8 +86,6 @@ class SQLiteWorkingSet(_SQLiteRecords):
             try:
                 row = cur.execute("SELECT working_version FROM robots WHERE name = ?",
                                   (robot,)).fetchone()
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
             finally:
                 cur.close()
         return int(row[0]) if row else 0
@@ -140,8 +134,6 @@ class SQLiteWorkingSet(_SQLiteRecords):
             version = int(cur.execute(
                 "UPDATE robots SET working_version = working_version + 1, last_active = ? "
                 "WHERE id = ? RETURNING working_version", (ts, rid)).fetchone()[0])
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite write failed on {self.url}: {exc}") from exc
         finally:
             cur.close()
         in_step = expected_version is None or version == expected_version + 1

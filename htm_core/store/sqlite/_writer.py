@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -17,7 +16,6 @@ from ...clock import to_timestamp, utc_from_timestamp
 from ...errors import (
     DimensionMismatchError,
     DuplicateKeyError,
-    StoreError,
 )
 from ...models import Memory
 from .._coherence import Merged, as_dict, merge_readd, touch_detail
@@ -34,8 +32,8 @@ from ..base import (
     WorkingResult,
 )
 from ..vector_index import normalise
-from ._forgetting import _SQLiteForgetting
 from ._schema import _FTS_BATCH_KEY, _LARGE_BATCH, _LARGE_BATCH_CACHE_KIB
+from ._search import _SQLiteSearch
 
 
 def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
@@ -53,7 +51,7 @@ def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
     return matrix
 
 
-class _SQLiteWriter(_SQLiteForgetting):
+class _SQLiteWriter(_SQLiteSearch):
     """The add path and the other writes of memory rows."""
 
     # -- writing ---------------------------------------------------------------------
@@ -129,8 +127,6 @@ class _SQLiteWriter(_SQLiteForgetting):
                 "SELECT max(coalesce((SELECT max(id) FROM memories), 0), coalesce((SELECT "
                 "CAST(value AS INTEGER) FROM htm_meta WHERE key = 'id_high_water'), 0))"
             ).fetchone()[0]) + 1
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
         finally:
             cur.close()
         units = _unit_rows(records)
@@ -278,8 +274,6 @@ class _SQLiteWriter(_SQLiteForgetting):
             if log_rows:
                 cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
                                 "VALUES (?, ?, ?, ?, ?, ?)", log_rows)
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite write failed on {self.url}: {exc}") from exc
         finally:
             cur.close()
 

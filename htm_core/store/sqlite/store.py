@@ -21,6 +21,7 @@ from ..base import (
 )
 from ..vector_index import VectorIndex
 from ._engine import logger, sqlite_url
+from ._errors import sqlite_error
 from ._writer import _SQLiteWriter
 
 
@@ -61,9 +62,7 @@ class SQLiteStore(_SQLiteWriter):
             version = self.schema_version()
         except OperationalError as exc:
             raise DatabaseUnavailableError(
-                f"cannot open SQLite database {self.url}: {exc.orig}; check the path exists "
-                "and is writable"
-            ) from exc
+                sqlite_error(exc, self.url, "opening").args[0]) from exc
         if version > SCHEMA_VERSION:
             raise SchemaError(
                 f"database {self.url} has schema version {version}, newer than this htm "
