@@ -133,7 +133,8 @@ class _SQLiteEngine(SQLForgetting):
         return engine
 
     @contextmanager
-    def _write(self, *, cache_kib: int | None = None) -> Iterator[Connection]:
+    def _write(self, *, cache_kib: int | None = None,
+               what: str = "write") -> Iterator[Connection]:
         """A write transaction: all or nothing. Waits (bounded) for another process's lock.
 
         ``cache_kib`` enlarges the connection's page cache for this transaction only (a large
@@ -169,7 +170,7 @@ class _SQLiteEngine(SQLForgetting):
                 trans.commit()
                 committed = True
             except DRIVER_ERRORS as exc:
-                raise sqlite_error(exc, self.url, "write") from exc
+                raise sqlite_error(exc, self.url, what) from exc
             finally:
                 if not committed:
                     self._robot_ids, self._seen_generation, self._index_stale = cached
@@ -178,18 +179,19 @@ class _SQLiteEngine(SQLForgetting):
                 conn.close()
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        with self._lock, map_sqlite_errors(self.url, "read"), self._engine.connect() as conn:
+    def _read(self, what: str = "read") -> Iterator[Connection]:
+        """A read connection; driver errors become htm's (``what`` names the read)."""
+        with self._lock, map_sqlite_errors(self.url, what), self._engine.connect() as conn:
             yield conn
 
     # -- hooks of the shared SQL layer -----------------------------------------------
 
     def _reading(self, what: str, fn: Callable[[Connection], T]) -> T:
-        with self._read() as conn:
+        with self._read(what) as conn:
             return fn(conn)
 
     def _writing_as(self, robot: str, what: str, fn: Callable[[Connection, int], T]) -> T:
-        with self._write() as conn:
+        with self._write(what=what) as conn:
             return fn(conn, self._robot_id(conn, robot))
 
     def _log_lines(self, conn: Connection, lines: Sequence[LogLine]) -> None:

@@ -7,8 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy.exc import OperationalError
-
 from ...errors import (
     DatabaseUnavailableError,
     SchemaError,
@@ -21,7 +19,7 @@ from ..base import (
 )
 from ..vector_index import VectorIndex
 from ._engine import logger, sqlite_url
-from ._errors import sqlite_error
+from ._errors import DRIVER_ERRORS, sqlite_error
 from ._writer import _SQLiteWriter
 
 
@@ -60,7 +58,7 @@ class SQLiteStore(_SQLiteWriter):
         self._engine = self._make_engine()
         try:
             version = self.schema_version()
-        except OperationalError as exc:
+        except DRIVER_ERRORS as exc:
             raise DatabaseUnavailableError(
                 sqlite_error(exc, self.url, "opening").args[0]) from exc
         if version > SCHEMA_VERSION:
