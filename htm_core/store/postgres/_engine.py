@@ -14,14 +14,11 @@ from typing import Any, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from ...errors import (
-    DatabaseUnavailableError,
-    DimensionMismatchError,
     SchemaError,
-    StoreError,
     ValidationError,
 )
 from ...models import Robot
@@ -33,6 +30,7 @@ from .._vectors import (
 from ..base import (
     SCHEMA_VERSION,
 )
+from ._errors import map_postgres_errors, postgres_error, sqlstate
 from ._schema import _BULK_MARKER, _DIMENSION_LOCK, _HNSW_INDEX, _MIGRATE_LOCK, _MIGRATIONS
 
 logger = logging.getLogger("htm_core.store.postgres")
@@ -93,8 +91,6 @@ def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(timezone.utc)
 
 
-def _sqlstate(exc: DBAPIError) -> str | None:
-    return getattr(exc.orig, "sqlstate", None)
 
 
 def _check_int(name: str, value: int, low: int, high: int) -> int:
@@ -123,28 +119,6 @@ class _PostgresEngine(SQLForgetting):
 
     # -- transactions ----------------------------------------------------------------
 
-    def _error(self, exc: DBAPIError, what: str) -> StoreError:
-        """Map a driver error to the htm error a user can act on."""
-        code = _sqlstate(exc) or ""
-        message = str(exc.orig).strip()
-        lost = isinstance(exc, (OperationalError, InterfaceError)) and not code
-        if lost or code.startswith(("08", "57P", "53")):
-            return DatabaseUnavailableError(
-                f"cannot reach PostgreSQL at {self.url} ({what}): {message}; check the server "
-                "is running and accepts connections from this host, and that the host, port, "
-                "database, user and password in the URL are right")
-        if code == "22000" and "dimension" in message:
-            return DimensionMismatchError(
-                f"{message}; this store holds vectors of another dimension: use the store's "
-                "embedder or re-embed the store (HTM.reembed())")
-        return StoreError(f"PostgreSQL {what} failed on {self.url}: {message}")
-
-    def _pool_exhausted(self, exc: PoolTimeoutError, what: str) -> DatabaseUnavailableError:
-        return DatabaseUnavailableError(
-            f"no free connection to {self.url} ({what}) within pool_timeout: {exc}; raise "
-            "pool_size / max_overflow / pool_timeout of PostgresStore, or check for "
-            "long-running work holding connections")
-
     def _run(self, what: str, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in one transaction; retry on deadlock or serialisation failure, and
         once on a dead pooled connection when it failed before the commit."""
@@ -158,15 +132,15 @@ class _PostgresEngine(SQLForgetting):
                     before_commit = False
                 return result
             except DBAPIError as exc:
-                if _sqlstate(exc) in _RETRYABLE and attempt < _RETRIES - 1:
+                if sqlstate(exc) in _RETRYABLE and attempt < _RETRIES - 1:
                     time.sleep(random.uniform(0.005, 0.02) * 2**attempt)
                     continue
                 if before_commit and exc.connection_invalidated and not reconnected:
                     reconnected = True  # nothing was committed: run it again, once
                     continue
-                raise self._error(exc, what) from exc
+                raise postgres_error(exc, self.url, what) from exc
             except PoolTimeoutError as exc:
-                raise self._pool_exhausted(exc, what) from exc
+                raise postgres_error(exc, self.url, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _read(self, what: str, fn: Callable[[Connection], T]) -> T:
@@ -182,9 +156,9 @@ class _PostgresEngine(SQLForgetting):
             except DBAPIError as exc:
                 if exc.connection_invalidated and attempt == 0:
                     continue
-                raise self._error(exc, what) from exc
+                raise postgres_error(exc, self.url, what) from exc
             except PoolTimeoutError as exc:
-                raise self._pool_exhausted(exc, what) from exc
+                raise postgres_error(exc, self.url, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- hooks of the shared SQL layer -----------------------------------------------
@@ -279,20 +253,15 @@ class _PostgresEngine(SQLForgetting):
                 logger.info("migrated %s to schema version %d", self.url, version)
             return SCHEMA_VERSION
 
-        try:
-            with self._engine.connect() as conn:
-                conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _MIGRATE_LOCK})
+        with map_postgres_errors(self.url, "migrating the schema"), self._engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _MIGRATE_LOCK})
+            conn.commit()
+            try:
+                with conn.begin():
+                    return step(conn)
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _MIGRATE_LOCK})
                 conn.commit()
-                try:
-                    with conn.begin():
-                        return step(conn)
-                finally:
-                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _MIGRATE_LOCK})
-                    conn.commit()
-        except DBAPIError as exc:
-            raise self._error(exc, "migrating the schema") from exc
-        except PoolTimeoutError as exc:
-            raise self._pool_exhausted(exc, "migrating the schema") from exc
 
     def close(self) -> None:
         """Release every pooled connection."""

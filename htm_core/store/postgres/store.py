@@ -20,6 +20,7 @@ from ..base import (
     SCHEMA_VERSION,
 )
 from ._engine import _check_int, logger, postgres_url
+from ._errors import map_postgres_errors
 from ._schema import (
     _BULK_LOCK,
     _BULK_MARKER,
@@ -154,19 +155,13 @@ class PostgresStore(_PostgresWriter):
                 conn.exec_driver_sql(f"DROP INDEX IF EXISTS {_GIN_INDEX}")
             self._log_many(conn, [("bulk_load", None, None, None, {"phase": "start"})])
 
-        try:
+        with map_postgres_errors(self.url, "starting a bulk load"):
             holder = self._engine.connect()
-        except DBAPIError as exc:
-            raise self._error(exc, "starting a bulk load") from exc
-        except PoolTimeoutError as exc:
-            raise self._pool_exhausted(exc, "starting a bulk load") from exc
         try:
-            try:
+            with map_postgres_errors(self.url, "starting a bulk load"):
                 # Held for the whole load: tells other stores this loader is alive.
                 holder.execute(text("SELECT pg_advisory_lock_shared(:k)"), {"k": _BULK_LOCK})
                 holder.commit()
-            except DBAPIError as exc:
-                raise self._error(exc, "starting a bulk load") from exc
             try:
                 self._run("starting a bulk load", start)
                 yield self
