@@ -23,7 +23,9 @@ from ...errors import (
 )
 from ...models import Robot
 from .._common import mask_url
-from .._sql.forgetting import LogLine, SQLForgetting
+from .._sql.forgetting import LogLine
+from .._sql.schema import needs_migration
+from .._sql.working import SQLWorkingSet
 from .._vectors import (
     check_embedder,
 )
@@ -99,7 +101,7 @@ def _check_int(name: str, value: int, low: int, high: int) -> int:
     return value
 
 
-class _PostgresEngine(SQLForgetting):
+class _PostgresEngine(SQLWorkingSet):
     """The PostgreSQL connection pool, its transactions and the catalogue every other part uses."""
 
     _url: str
@@ -165,6 +167,7 @@ class _PostgresEngine(SQLForgetting):
 
     _TAG_NAME = 'lower(t.name COLLATE "C")'
     _LOCK_ROWS = " FOR UPDATE"
+    _BUMP_TIME = "CAST(:t AS timestamptz)"
 
     def _reading(self, what: str, fn: Callable[[Connection], T]) -> T:
         return self._read(what, fn)
@@ -237,11 +240,7 @@ class _PostgresEngine(SQLForgetting):
         """
         def step(conn: Connection) -> int:
             current = self._version(conn)
-            if current > SCHEMA_VERSION:
-                raise SchemaError(
-                    f"database {self.url} has schema version {current}, newer than this htm "
-                    f"understands ({SCHEMA_VERSION}); upgrade htm")
-            if current == SCHEMA_VERSION:
+            if not needs_migration(self.url, current, migrate=True):
                 return current
             self._create_extension(conn)
             for version in range(current + 1, SCHEMA_VERSION + 1):

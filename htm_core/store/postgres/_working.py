@@ -140,15 +140,6 @@ class PostgresWorkingSet(_PostgresRecords):
         return self._bump_working(conn, rid, change.at, expected_version, refused)
 
     @staticmethod
-    def _bump_working(conn: Connection, rid: int, at: datetime | None, expected: int | None,
-                      refused: frozenset[str] = frozenset()) -> WorkingResult:
-        version = int(conn.execute(text(
-            "UPDATE robots SET working_version = working_version + 1, "
-            "last_active = coalesce(CAST(:t AS timestamptz), last_active) WHERE id = :r "
-            "RETURNING working_version"), {"t": at, "r": rid}).scalar_one())
-        return WorkingResult(version, expected is None or version == expected + 1, refused)
-
-    @staticmethod
     def _unhold(conn: Connection, ids: Sequence[int]) -> None:
         """Take memories out of every robot's working set, bumping those robots' versions."""
         conn.execute(text(
@@ -186,16 +177,3 @@ class PostgresWorkingSet(_PostgresRecords):
             self._bump_working(conn, rid, at, None)
 
         self._run("updating working memory", write)
-
-    def clear_working(self, robot: str) -> int:
-        """Drop ``robot``'s working-memory membership (memories stay); return how many."""
-        rid = self._robot_id(robot)
-
-        def write(conn: Connection) -> int:
-            n = int(conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"),
-                                 {"r": rid}).rowcount)
-            self._log_many(conn, [("clear_working", rid, None, None, {"count": n})])
-            self._bump_working(conn, rid, None, None)
-            return n
-
-        return self._run("clearing working memory", write)

@@ -12,13 +12,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from ...errors import (
-    SchemaError,
     ValidationError,
 )
 from .._common import mask_url
-from ..base import (
-    SCHEMA_VERSION,
-)
+from .._sql.schema import needs_migration
 from ._engine import _check_int, logger, postgres_url
 from ._errors import map_postgres_errors
 from ._schema import (
@@ -102,16 +99,7 @@ class PostgresStore(_PostgresWriter):
                           "application_name": "htm"},
         )
         try:
-            version = self.schema_version()
-            if version > SCHEMA_VERSION:
-                raise SchemaError(
-                    f"database {self.url} has schema version {version}, newer than this htm "
-                    f"understands ({SCHEMA_VERSION}); upgrade htm")
-            if version < SCHEMA_VERSION:
-                if not migrate:
-                    raise SchemaError(
-                        f"database {self.url} has schema version {version}; run "
-                        "HTM(...).migrate() or `htm migrate` to create or upgrade it")
+            if needs_migration(self.url, self.schema_version(), migrate=migrate):
                 self.migrate()
             self._recover_bulk_load()
         except BaseException:

@@ -21,13 +21,14 @@ from sqlalchemy.pool import StaticPool
 from ...clock import to_timestamp, utc_from_timestamp
 from ...errors import (
     DatabaseUnavailableError,
-    SchemaError,
     StoreError,
     ValidationError,
 )
 from ...models import Robot
 from .._common import mask_url
-from .._sql.forgetting import LogLine, SQLForgetting
+from .._sql.forgetting import LogLine
+from .._sql.schema import needs_migration
+from .._sql.working import SQLWorkingSet
 from .._vectors import (
     check_embedder,
 )
@@ -76,7 +77,7 @@ def sqlite_url(database: str | Path | None) -> str:
 
 
 
-class _SQLiteEngine(SQLForgetting):
+class _SQLiteEngine(SQLWorkingSet):
     """The SQLite connection, its transactions and the catalogue every other part uses."""
 
     _url: str
@@ -227,11 +228,7 @@ class _SQLiteEngine(SQLForgetting):
     def migrate(self) -> int:
         """Create or upgrade the schema step by step; never drops anything."""
         current = self.schema_version()
-        if current > SCHEMA_VERSION:
-            raise SchemaError(
-                f"database {self.url} has schema version {current}, newer than this htm "
-                f"understands ({SCHEMA_VERSION}); upgrade htm"
-            )
+        needs_migration(self.url, current, migrate=True)
         for version in range(current + 1, SCHEMA_VERSION + 1):
             with self._write() as conn:
                 for statement in _MIGRATIONS[version]:

@@ -140,15 +140,6 @@ class SQLiteWorkingSet(_SQLiteRecords):
         return WorkingResult(version, in_step, refused)
 
     @staticmethod
-    def _bump_working(conn: Connection, rid: int, ts: float | None, expected: int | None,
-                      refused: frozenset[str] = frozenset()) -> WorkingResult:
-        version = int(conn.execute(text(
-            "UPDATE robots SET working_version = working_version + 1, "
-            "last_active = coalesce(:t, last_active) WHERE id = :r RETURNING working_version"),
-            {"t": ts, "r": rid}).scalar_one())
-        return WorkingResult(version, expected is None or version == expected + 1, refused)
-
-    @staticmethod
     def _unhold(conn: Connection, ids: Sequence[int]) -> None:
         """Take memories out of every robot's working set, bumping those robots' versions."""
         for part in chunks(list(ids), 500):
@@ -182,11 +173,3 @@ class SQLiteWorkingSet(_SQLiteRecords):
                     "ON CONFLICT(robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
                     [{"r": rid, "m": m, "t": ts} for m in add])
             self._bump_working(conn, rid, ts, None)
-
-    def clear_working(self, robot: str) -> int:
-        with self._write() as conn:
-            rid = self._robot_id(conn, robot)
-            n = conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"), {"r": rid}).rowcount
-            self._log(conn, "clear_working", robot_id=rid, detail={"count": n})
-            self._bump_working(conn, rid, None, None)
-        return int(n)

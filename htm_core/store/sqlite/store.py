@@ -9,14 +9,11 @@ from pathlib import Path
 
 from ...errors import (
     DatabaseUnavailableError,
-    SchemaError,
     StoreError,
 )
 from .._common import mask_url
+from .._sql.schema import needs_migration
 from ..ann import ApproximateIndex
-from ..base import (
-    SCHEMA_VERSION,
-)
 from ..vector_index import VectorIndex
 from ._engine import logger, sqlite_url
 from ._errors import DRIVER_ERRORS, sqlite_error
@@ -61,17 +58,7 @@ class SQLiteStore(_SQLiteWriter):
         except DRIVER_ERRORS as exc:
             raise DatabaseUnavailableError(
                 sqlite_error(exc, self.url, "opening").args[0]) from exc
-        if version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"database {self.url} has schema version {version}, newer than this htm "
-                f"understands ({SCHEMA_VERSION}); upgrade htm"
-            )
-        if version < SCHEMA_VERSION:
-            if not migrate:
-                raise SchemaError(
-                    f"database {self.url} has schema version {version}; run HTM(...).migrate() "
-                    "or `htm migrate` to create or upgrade it"
-                )
+        if needs_migration(self.url, version, migrate=migrate):
             self.migrate()
         self._fts_batched = self._gate_fts_trigger(upgrade=migrate)
         if migrate:
