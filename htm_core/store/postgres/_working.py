@@ -1,6 +1,6 @@
 """PostgreSQL: each robot's persisted working memory (membership, item state, version).
 
-The working-set half of :class:`~htm_core.store.postgres.PostgresStore`, as a mixin: see
+The working-set half of :class:`~htm_core.store.postgres.PostgresStore`, in the class chain of the store: see
 :mod:`htm_core.working.resident` for how working memory uses it. Every change bumps the
 robot's ``working_version`` in its transaction; a memory entering is locked ``FOR SHARE``
 while checked visible, which ``forget``'s ``FOR UPDATE`` serialises against.

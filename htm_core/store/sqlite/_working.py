@@ -1,6 +1,6 @@
 """SQLite: each robot's persisted working memory (membership, item state, version).
 
-The working-set half of :class:`~htm_core.store.sqlite.SQLiteStore`, as a mixin: see
+The working-set half of :class:`~htm_core.store.sqlite.SQLiteStore`, in the class chain of the store: see
 :mod:`htm_core.working.resident` for how working memory uses it. Every change bumps the
 robot's ``working_version`` in its transaction; a membership insert happens only for a
 visible memory, under the write lock, so it cannot race a forget.
