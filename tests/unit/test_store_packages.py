@@ -29,7 +29,8 @@ def test_both_stores_share_one_sql_layer() -> None:
     for store in (SQLiteStore, PostgresStore):
         assert issubclass(store, SQLForgetting) and issubclass(store, SQLCatalogue)
         for shared in ("tags", "counts", "robots", "operations", "keys_with_prefix", "get",
-                       "forget", "restore", "purge", "clear_working", "_filter_sql"):
+                       "forget", "restore", "purge", "clear_working", "_filter_sql",
+                       "add_tags", "set_importance"):
             owner = getattr(store, shared).__qualname__.split(".")[0]
             assert owner.startswith("SQL"), f"{store.__name__}.{shared} comes from {owner}"
 

@@ -14,12 +14,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ..base import WorkingResult
-from .forgetting import SQLForgetting
+from .records import SQLRecordChanges
 
 __all__ = ["SQLWorkingSet"]
 
 
-class SQLWorkingSet(SQLForgetting):
+class SQLWorkingSet(SQLRecordChanges):
     """Working-set steps of both SQL stores."""
 
     #: The bound time of a version bump as the database takes it (None keeps the old one).

@@ -126,31 +126,6 @@ class _PostgresRecords(_PostgresEngine):
 
     # -- never forget ----------------------------------------------------------------
 
-    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
-        """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
-        rid = self._robot_id(robot)
-
-        def write(conn: Connection) -> Memory:
-            mid, _forgotten = self._row_for_key(conn, key)
-            self._link_tags(conn, [(mid, list(tags))])
-            self._log_many(conn, [("tag", rid, mid, key, {"tags": list(tags)})])
-            return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
-
-        return self._run("tagging a memory", write)
-
-    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
-        """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
-        rid = self._robot_id(robot)
-
-        def write(conn: Connection) -> Memory:
-            mid, _forgotten = self._row_for_key(conn, key)
-            conn.execute(text("UPDATE memories SET importance = :i WHERE id = :id"),
-                         {"i": importance, "id": mid})
-            self._log_many(conn, [("importance", rid, mid, key, {"importance": importance})])
-            return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
-
-        return self._run("setting importance", write)
-
     # -- catalogue -------------------------------------------------------------------
 
     @staticmethod

@@ -75,11 +75,6 @@ class _SQLiteRecords(_SQLiteEngine):
                     found[m.id] = m
         return [found[i] for i in ids if i in found]
 
-    def _one(self, key: str) -> Memory:
-        memory = self.get(key, include_forgotten=True)
-        assert memory is not None
-        return memory
-
     def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
         with self._read() as conn:
             row = conn.execute(text(
@@ -138,32 +133,18 @@ class _SQLiteRecords(_SQLiteEngine):
             yield batch
             last = batch[-1].id
 
-    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
-        with self._write() as conn:
-            rid = self._robot_id(conn, robot)
-            mid, _forgotten = self._row_for_key(conn, key)
+    # -- never forget ----------------------------------------------------------------
+
+    # -- searching -------------------------------------------------------------------
+
+    # -- catalogue -------------------------------------------------------------------
+
+    @staticmethod
+    def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
+        for mid, tags in items:
             for tag in tags:
                 tag_id = conn.execute(text(
                     "INSERT INTO tags(name) VALUES (:n) ON CONFLICT(name) DO UPDATE "
                     "SET name = excluded.name RETURNING id"), {"n": tag}).scalar_one()
                 conn.execute(text("INSERT OR IGNORE INTO memory_tags(memory_id, tag_id) "
                                   "VALUES (:m, :t)"), {"m": mid, "t": tag_id})
-            self._log(conn, "tag", robot_id=rid, memory_id=mid, key=key,
-                      detail={"tags": list(tags)})
-        return self._one(key)
-
-    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
-        with self._write() as conn:
-            rid = self._robot_id(conn, robot)
-            mid, _forgotten = self._row_for_key(conn, key)
-            conn.execute(text("UPDATE memories SET importance = :i WHERE id = :id"),
-                         {"i": importance, "id": mid})
-            self._log(conn, "importance", robot_id=rid, memory_id=mid, key=key,
-                      detail={"importance": importance})
-        return self._one(key)
-
-    # -- never forget ----------------------------------------------------------------
-
-    # -- searching -------------------------------------------------------------------
-
-    # -- catalogue -------------------------------------------------------------------
