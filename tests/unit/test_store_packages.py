@@ -30,7 +30,8 @@ def test_both_stores_share_one_sql_layer() -> None:
         assert issubclass(store, SQLForgetting) and issubclass(store, SQLCatalogue)
         for shared in ("tags", "counts", "robots", "operations", "keys_with_prefix", "get",
                        "forget", "restore", "purge", "clear_working", "_filter_sql",
-                       "add_tags", "set_importance"):
+                       "add_tags", "set_importance", "mark_embedding_failures",
+                       "retry_embedding_failures"):
             owner = getattr(store, shared).__qualname__.split(".")[0]
             assert owner.startswith("SQL"), f"{store.__name__}.{shared} comes from {owner}"
 

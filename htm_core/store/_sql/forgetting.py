@@ -37,6 +37,10 @@ class SQLForgetting(SQLCatalogue):
     # -- dialect hooks ---------------------------------------------------------------
 
     @abstractmethod
+    def _writing(self, what: str, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` in one write transaction (all or nothing)."""
+
+    @abstractmethod
     def _writing_as(self, robot: str, what: str, fn: Callable[[Connection, int], T]) -> T:
         """Run ``fn(conn, robot id)`` in one write transaction (all or nothing)."""
 

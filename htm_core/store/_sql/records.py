@@ -1,4 +1,5 @@
-"""Changes to one memory that enrichment makes, written once: more tags, a new importance.
+"""Changes to memories that enrichment makes, written once: more tags, a new importance,
+embedding failure marks.
 
 Both are logged in their transaction and return the memory as it now is. A backend
 supplies how tags are linked (``_link_tags``); the rest is the shared hooks of
@@ -10,23 +11,35 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
+from datetime import datetime, timezone
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...models import Memory
+from .._vectors import clear_failures, mark_failures
 from .forgetting import SQLForgetting
 
 __all__ = ["SQLRecordChanges"]
 
 
 class SQLRecordChanges(SQLForgetting):
-    """``add_tags`` and ``set_importance`` of both SQL stores."""
+    """``add_tags``, ``set_importance`` and the embedding failure marks of both SQL stores."""
 
     @staticmethod
     @abstractmethod
     def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
         """Link each ``(memory id, tags)`` (creating tags as needed; links already there stay)."""
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        """Mark memories ``(id, reason)`` whose text ``embedder`` rejects."""
+        at = self._time_in(datetime.now(timezone.utc))
+        self._writing("marking failed embeddings",
+                      lambda conn: mark_failures(conn, failures, embedder, at))
+
+    def retry_embedding_failures(self) -> int:
+        """Clear every failure mark (the memories are pending again); return how many."""
+        return self._writing("clearing failed embeddings", clear_failures)
 
     def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
         """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""

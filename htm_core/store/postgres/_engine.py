@@ -172,6 +172,9 @@ class _PostgresEngine(SQLWorkingSet):
     def _reading(self, what: str, fn: Callable[[Connection], T]) -> T:
         return self._read(what, fn)
 
+    def _writing(self, what: str, fn: Callable[[Connection], T]) -> T:
+        return self._run(what, fn)
+
     def _writing_as(self, robot: str, what: str, fn: Callable[[Connection, int], T]) -> T:
         rid = self._robot_id(robot)
         return self._run(what, lambda conn: fn(conn, rid))

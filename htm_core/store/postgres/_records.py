@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Any
 
 from sqlalchemy import text
@@ -16,9 +16,7 @@ from .._vectors import (
     CHUNK_POSTGRES,
     NOT_FAILED,
     EmbeddingFailure,
-    clear_failures,
     list_failures,
-    mark_failures,
 )
 from ._engine import _PostgresEngine, _utc
 from ._schema import _MEMORY_COLUMNS
@@ -92,20 +90,10 @@ class _PostgresRecords(_PostgresEngine):
             {"l": limit}).all())
         return [(int(r[0]), str(r[1]), dict(r[2] or {})) for r in rows]
 
-    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
-        """Mark memories ``(id, reason)`` whose text ``embedder`` rejects."""
-        now = datetime.now(timezone.utc)
-        self._run("marking failed embeddings",
-                  lambda conn: mark_failures(conn, failures, embedder, now))
-
     def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
         """The memories marked as failing, with the reason, oldest mark first."""
         rows = self._read("listing failed embeddings", lambda conn: list_failures(conn, limit))
         return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=t) for k, e, r, t in rows]
-
-    def retry_embedding_failures(self) -> int:
-        """Clear every failure mark (the memories are pending again); return how many."""
-        return self._run("clearing failed embeddings", clear_failures)
 
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
                       include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:

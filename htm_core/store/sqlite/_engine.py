@@ -191,6 +191,10 @@ class _SQLiteEngine(SQLWorkingSet):
         with self._read(what) as conn:
             return fn(conn)
 
+    def _writing(self, what: str, fn: Callable[[Connection], T]) -> T:
+        with self._write(what=what) as conn:
+            return fn(conn)
+
     def _writing_as(self, robot: str, what: str, fn: Callable[[Connection, int], T]) -> T:
         with self._write(what=what) as conn:
             return fn(conn, self._robot_id(conn, robot))

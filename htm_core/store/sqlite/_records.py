@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,9 +17,7 @@ from .._vectors import (
     CHUNK_SQLITE,
     NOT_FAILED,
     EmbeddingFailure,
-    clear_failures,
     list_failures,
-    mark_failures,
 )
 from ._engine import _SQLiteEngine
 from ._schema import _MEMORY_COLUMNS
@@ -106,19 +103,11 @@ class _SQLiteRecords(_SQLiteEngine):
                 {"l": limit}).all()
         return [(r[0], r[1], json.loads(r[2]) if r[2] else {}) for r in rows]
 
-    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
-        with self._write() as conn:
-            mark_failures(conn, failures, embedder, time.time())
-
     def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
         with self._read() as conn:
             rows = list_failures(conn, limit)
         return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=utc_from_timestamp(t))
                 for k, e, r, t in rows]
-
-    def retry_embedding_failures(self) -> int:
-        with self._write() as conn:
-            return clear_failures(conn)
 
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
                       include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
