@@ -110,11 +110,7 @@ class _PostgresRecords(_PostgresEngine):
             yield batch
             last = batch[-1].id
 
-    # -- searching -------------------------------------------------------------------
-
-    # -- never forget ----------------------------------------------------------------
-
-    # -- catalogue -------------------------------------------------------------------
+    # -- tags ------------------------------------------------------------------------
 
     @staticmethod
     def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:

@@ -134,4 +134,3 @@ _MEMORY_COLUMNS = (
     "ARRAY(SELECT t.name FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
     "WHERE mt.memory_id = m.id ORDER BY t.name) AS tags"
 )
-

@@ -122,11 +122,7 @@ class _SQLiteRecords(_SQLiteEngine):
             yield batch
             last = batch[-1].id
 
-    # -- never forget ----------------------------------------------------------------
-
-    # -- searching -------------------------------------------------------------------
-
-    # -- catalogue -------------------------------------------------------------------
+    # -- tags ------------------------------------------------------------------------
 
     @staticmethod
     def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
