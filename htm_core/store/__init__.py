@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .base import (
     SCHEMA_VERSION,
@@ -27,6 +28,20 @@ __all__ = [
     "is_postgres_url",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``htm_core.store.SQLiteStore`` / ``PostgresStore``, imported when first asked for
+    (the PostgreSQL one needs the ``postgres`` extra)."""
+    if name == "SQLiteStore":
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore
+    if name == "PostgresStore":
+        from .postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def is_postgres_url(url: str | Path | None) -> bool:

@@ -1,6 +1,6 @@
 """PostgreSQL: each robot's persisted working memory (membership, item state, version).
 
-The working-set half of :class:`~htm_core.store.postgres.PostgresStore`, as a mixin: see
+The working-set half of :class:`~htm_core.store.postgres.PostgresStore`, in the class chain of the store: see
 :mod:`htm_core.working.resident` for how working memory uses it. Every change bumps the
 robot's ``working_version`` in its transaction; a memory entering is locked ``FOR SHARE``
 while checked visible, which ``forget``'s ``FOR UPDATE`` serialises against.
@@ -8,37 +8,27 @@ while checked visible, which ``forget``'s ``FOR UPDATE`` serialises against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..models import Memory
-from .base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ...models import Memory
+from .._sql.catalogue import VISIBLE as _VISIBLE
+from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ._records import _PostgresRecords
 
 __all__ = ["PostgresWorkingSet"]
 
 T = TypeVar("T")
 
-_VISIBLE = "m.forgotten_at IS NULL"
 
 
-class PostgresWorkingSet:
+class PostgresWorkingSet(_PostgresRecords):
     """Working-set methods of the PostgreSQL store (mixed into ``PostgresStore``)."""
 
-    if TYPE_CHECKING:
-        def _read(self, what: str, fn: Callable[[Connection], T]) -> T: ...
-        def _run(self, what: str, fn: Callable[[Connection], T]) -> T: ...
-        def _robot_id(self, name: str) -> int: ...
-        def _known_robot_id(self, conn: Connection, name: str) -> int | None: ...
-        def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
-                   include_embedding: bool, *, join: str = "") -> list[Memory]: ...
-        @staticmethod
-        def _log_many(conn: Connection,
-                      entries: Sequence[tuple[str, int | None, int | None, str | None,
-                                              dict[str, Any] | None]]) -> None: ...
 
     def working_set(self, robot: str) -> list[Memory]:
         """The visible memories in ``robot``'s working memory, oldest entry first."""
@@ -150,15 +140,6 @@ class PostgresWorkingSet:
         return self._bump_working(conn, rid, change.at, expected_version, refused)
 
     @staticmethod
-    def _bump_working(conn: Connection, rid: int, at: datetime | None, expected: int | None,
-                      refused: frozenset[str] = frozenset()) -> WorkingResult:
-        version = int(conn.execute(text(
-            "UPDATE robots SET working_version = working_version + 1, "
-            "last_active = coalesce(CAST(:t AS timestamptz), last_active) WHERE id = :r "
-            "RETURNING working_version"), {"t": at, "r": rid}).scalar_one())
-        return WorkingResult(version, expected is None or version == expected + 1, refused)
-
-    @staticmethod
     def _unhold(conn: Connection, ids: Sequence[int]) -> None:
         """Take memories out of every robot's working set, bumping those robots' versions."""
         conn.execute(text(
@@ -196,16 +177,3 @@ class PostgresWorkingSet:
             self._bump_working(conn, rid, at, None)
 
         self._run("updating working memory", write)
-
-    def clear_working(self, robot: str) -> int:
-        """Drop ``robot``'s working-memory membership (memories stay); return how many."""
-        rid = self._robot_id(robot)
-
-        def write(conn: Connection) -> int:
-            n = int(conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"),
-                                 {"r": rid}).rowcount)
-            self._log_many(conn, [("clear_working", rid, None, None, {"count": n})])
-            self._bump_working(conn, rid, None, None)
-            return n
-
-        return self._run("clearing working memory", write)

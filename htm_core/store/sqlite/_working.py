@@ -1,6 +1,6 @@
 """SQLite: each robot's persisted working memory (membership, item state, version).
 
-The working-set half of :class:`~htm_core.store.sqlite.SQLiteStore`, as a mixin: see
+The working-set half of :class:`~htm_core.store.sqlite.SQLiteStore`, in the class chain of the store: see
 :mod:`htm_core.working.resident` for how working memory uses it. Every change bumps the
 robot's ``working_version`` in its transaction; a membership insert happens only for a
 visible memory, under the write lock, so it cannot race a forget.
@@ -8,43 +8,25 @@ visible memory, under the write lock, so it cannot race a forget.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..clock import to_timestamp, utc_from_timestamp
-from ..errors import StoreError
-from ..models import Memory
-from ._common import chunks
-from .base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ...clock import to_timestamp, utc_from_timestamp
+from ...models import Memory
+from .._common import chunks
+from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ._records import _SQLiteRecords
 
 __all__ = ["SQLiteWorkingSet"]
 
 
-class SQLiteWorkingSet:
+class SQLiteWorkingSet(_SQLiteRecords):
     """Working-set methods of the SQLite store (mixed into ``SQLiteStore``)."""
 
-    if TYPE_CHECKING:
-        url: str
-
-        def _read(self) -> AbstractContextManager[Connection]: ...
-        def _write(self, *, cache_kib: int | None = None
-                   ) -> AbstractContextManager[Connection]: ...
-        def _robot_id(self, conn: Connection, name: str) -> int: ...
-        def _known_robot_id(self, name: str) -> int | None: ...
-        def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
-                   include_embedding: bool) -> list[Memory]: ...
-        def _log(self, conn: Connection, op: str, *, robot_id: int | None,
-                 memory_id: int | None = None, key: str | None = None,
-                 detail: dict[str, Any] | None = None) -> None: ...
-        def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
-                     include_forgotten: bool = False) -> list[Memory]: ...
 
     def working_set(self, robot: str) -> list[Memory]:
         rid = self._known_robot_id(robot)
@@ -92,8 +74,6 @@ class SQLiteWorkingSet:
                     "w.access_count, w.seq, w.access_seq FROM working_memory w JOIN memories m "
                     "ON m.id = w.memory_id WHERE w.robot_id = ? AND m.forgotten_at IS NULL",
                     (row[0],)).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
             finally:
                 cur.close()
         return int(row[1]), {int(r[0]): WorkingState(
@@ -106,8 +86,6 @@ class SQLiteWorkingSet:
             try:
                 row = cur.execute("SELECT working_version FROM robots WHERE name = ?",
                                   (robot,)).fetchone()
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite read failed on {self.url}: {exc}") from exc
             finally:
                 cur.close()
         return int(row[0]) if row else 0
@@ -156,21 +134,10 @@ class SQLiteWorkingSet:
             version = int(cur.execute(
                 "UPDATE robots SET working_version = working_version + 1, last_active = ? "
                 "WHERE id = ? RETURNING working_version", (ts, rid)).fetchone()[0])
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite write failed on {self.url}: {exc}") from exc
         finally:
             cur.close()
         in_step = expected_version is None or version == expected_version + 1
         return WorkingResult(version, in_step, refused)
-
-    @staticmethod
-    def _bump_working(conn: Connection, rid: int, ts: float | None, expected: int | None,
-                      refused: frozenset[str] = frozenset()) -> WorkingResult:
-        version = int(conn.execute(text(
-            "UPDATE robots SET working_version = working_version + 1, "
-            "last_active = coalesce(:t, last_active) WHERE id = :r RETURNING working_version"),
-            {"t": ts, "r": rid}).scalar_one())
-        return WorkingResult(version, expected is None or version == expected + 1, refused)
 
     @staticmethod
     def _unhold(conn: Connection, ids: Sequence[int]) -> None:
@@ -206,11 +173,3 @@ class SQLiteWorkingSet:
                     "ON CONFLICT(robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
                     [{"r": rid, "m": m, "t": ts} for m in add])
             self._bump_working(conn, rid, ts, None)
-
-    def clear_working(self, robot: str) -> int:
-        with self._write() as conn:
-            rid = self._robot_id(conn, robot)
-            n = conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"), {"r": rid}).rowcount
-            self._log(conn, "clear_working", robot_id=rid, detail={"count": n})
-            self._bump_working(conn, rid, None, None)
-        return int(n)

@@ -1,0 +1,168 @@
+"""The catalogue both SQL stores share: visibility, filters, tags, counts, robots, the log.
+
+:class:`SQLCatalogue` holds the methods whose SQL is the same on both backends; a backend
+subclass supplies the hooks: :meth:`~SQLCatalogue._reading` (how a read runs and how its
+driver errors map to htm's), the time and JSON conversions, the collation of tag names, and
+``_fetch`` (the memory rows of a ``WHERE`` clause).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ...models import Memory, Operation, Robot
+from .._text import tag_patterns
+from .._vectors import FAILED_COUNT, NOT_FAILED
+from ..base import SearchFilters, StoreCounts, like_prefix
+
+__all__ = ["VISIBLE", "SQLCatalogue"]
+
+T = TypeVar("T")
+
+#: The rows recall, search and the catalogue see: memories not forgotten.
+VISIBLE = "m.forgotten_at IS NULL"
+
+
+class SQLCatalogue(ABC):
+    """Catalogue methods both SQL stores share, over a few dialect hooks."""
+
+    #: How a tag's name is folded for comparison (``_text.fold_tag`` folds A-Z only).
+    _TAG_NAME: ClassVar[str] = "lower(t.name)"
+
+    # -- dialect hooks ---------------------------------------------------------------
+
+    @abstractmethod
+    def _reading(self, what: str, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn`` on a read connection; ``what`` names the read in error messages."""
+
+    @staticmethod
+    @abstractmethod
+    def _time_in(value: datetime) -> Any:
+        """A datetime as the database stores it."""
+
+    @staticmethod
+    @abstractmethod
+    def _time_out(value: Any) -> datetime:
+        """A stored time as an aware UTC datetime."""
+
+    @staticmethod
+    @abstractmethod
+    def _json_out(value: Any) -> dict[str, Any]:
+        """A stored JSON object as a dict."""
+
+    @abstractmethod
+    def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
+               include_embedding: bool) -> list[Memory]:
+        """The memories (with robot and tags) whose row matches ``where``."""
+
+    # -- visibility and filters ------------------------------------------------------
+
+    @classmethod
+    def _filter_sql(cls, filters: SearchFilters, params: dict[str, Any]) -> str:
+        """The ``WHERE`` clause (on ``memories m``) of ``filters``; binds its values."""
+        clauses = [VISIBLE]
+        if filters.start is not None:
+            clauses.append("m.created_at >= :start")
+            params["start"] = cls._time_in(filters.start)
+        if filters.end is not None:
+            clauses.append("m.created_at < :end")
+            params["end"] = cls._time_in(filters.end)
+        if filters.robot is not None:
+            clauses.append("m.robot_id = (SELECT id FROM robots WHERE name = :robot)")
+            params["robot"] = filters.robot
+        if filters.tags:
+            ors = []
+            for i, tag in enumerate(filters.tags):
+                exact, below = tag_patterns(tag)
+                params[f"tag{i}"], params[f"tagp{i}"] = exact, below
+                ors.append(f"{cls._TAG_NAME} = :tag{i} "
+                           f"OR {cls._TAG_NAME} LIKE :tagp{i} ESCAPE '\\'")
+            clauses.append(
+                "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+                f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))")
+        return " AND ".join(clauses)
+
+    # -- records ---------------------------------------------------------------------
+
+    def get(self, key: str, *, include_forgotten: bool = False,
+            include_embedding: bool = False) -> Memory | None:
+        """The memory under ``key``, or None (forgotten ones only when asked)."""
+        where = "m.key = :key" + ("" if include_forgotten else f" AND {VISIBLE}")
+        found = self._reading("reading a memory",
+                              lambda conn: self._fetch(conn, where, {"key": key},
+                                                       include_embedding))
+        return found[0] if found else None
+
+    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
+        """Keys starting with ``prefix``, sorted."""
+        visible = "" if include_forgotten else " AND forgotten_at IS NULL"
+        rows = self._reading("listing keys", lambda conn: conn.execute(text(
+            f"SELECT key FROM memories WHERE key LIKE :p ESCAPE '\\'{visible} ORDER BY key"),
+            {"p": like_prefix(prefix)}).all())
+        return [str(r[0]) for r in rows]
+
+    # -- catalogue -------------------------------------------------------------------
+
+    def tags(self) -> dict[str, int]:
+        """Every tag with the number of visible memories carrying it."""
+        rows = self._reading("listing tags", lambda conn: conn.execute(text(
+            "SELECT t.name, count(m.id) FROM tags t JOIN memory_tags mt ON mt.tag_id = t.id "
+            "JOIN memories m ON m.id = mt.memory_id AND m.forgotten_at IS NULL "
+            "GROUP BY t.name ORDER BY t.name")).all())
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def counts(self, robot: str) -> StoreCounts:
+        """Figures for ``stats()``: global, this robot's, forgotten, robots, unembedded."""
+        row = self._reading("counting memories", lambda conn: conn.execute(text(
+            "SELECT "
+            " (SELECT count(*) FROM memories WHERE forgotten_at IS NULL),"
+            " (SELECT count(*) FROM memories m JOIN robots r ON r.id = m.robot_id "
+            "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
+            " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
+            " (SELECT count(*) FROM robots),"
+            " (SELECT count(*) FROM memories m WHERE m.embedding IS NULL AND "
+            f"  m.forgotten_at IS NULL AND {NOT_FAILED}),"
+            f" ({FAILED_COUNT})"
+        ), {"robot": robot}).first())
+        assert row is not None
+        return StoreCounts(total=int(row[0]), robot=int(row[1]), forgotten=int(row[2]),
+                           robots=int(row[3]), missing_embeddings=int(row[4]),
+                           failed_embeddings=int(row[5]))
+
+    def robots(self) -> list[Robot]:
+        """Every robot on the store, with its count of visible memories."""
+        rows = self._reading("listing robots", lambda conn: conn.execute(text(
+            "SELECT r.id, r.name, r.created_at, r.last_active, "
+            "(SELECT count(*) FROM memories m WHERE m.robot_id = r.id "
+            " AND m.forgotten_at IS NULL) FROM robots r ORDER BY r.name")).all())
+        return [Robot(id=int(r[0]), name=r[1], created_at=self._time_out(r[2]),
+                      last_active=self._time_out(r[3]) if r[3] else None,
+                      memory_count=int(r[4])) for r in rows]
+
+    # -- the operations log ----------------------------------------------------------
+
+    def operations(self, *, limit: int = 100, robot: str | None = None,
+                   op: str | None = None) -> list[Operation]:
+        """The newest operations first."""
+        where: list[str] = []
+        params: dict[str, Any] = {"limit": limit}
+        if robot is not None:
+            where.append("r.name = :robot")
+            params["robot"] = robot
+        if op is not None:
+            where.append("o.op = :op")
+            params["op"] = op
+        sql = ("SELECT o.id, o.at, o.op, r.name, o.key, o.detail FROM operations o "
+               "LEFT JOIN robots r ON r.id = o.robot_id "
+               + (f"WHERE {' AND '.join(where)} " if where else "")
+               + "ORDER BY o.id DESC LIMIT :limit")
+        rows = self._reading("reading the operations log",
+                             lambda conn: conn.execute(text(sql), params).all())
+        return [Operation(id=int(r[0]), at=self._time_out(r[1]), op=r[2], robot=r[3],
+                          key=r[4], detail=self._json_out(r[5])) for r in rows]

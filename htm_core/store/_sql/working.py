@@ -1,0 +1,48 @@
+"""Each robot's persisted working memory: what both SQL stores share.
+
+Every change bumps the robot's ``working_version`` in its transaction
+(:meth:`SQLWorkingSet._bump_working`), which is how other processes notice it; clearing
+membership is logged. Membership inserts, evictions and the per-read version check stay in
+each backend's dialect (they are on the path of every add and recall).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ..base import WorkingResult
+from .records import SQLRecordChanges
+
+__all__ = ["SQLWorkingSet"]
+
+
+class SQLWorkingSet(SQLRecordChanges):
+    """Working-set steps of both SQL stores."""
+
+    #: The bound time of a version bump as the database takes it (None keeps the old one).
+    _BUMP_TIME: ClassVar[str] = ":t"
+
+    @classmethod
+    def _bump_working(cls, conn: Connection, rid: int, stamp: Any, expected: int | None,
+                      refused: frozenset[str] = frozenset()) -> WorkingResult:
+        """Bump ``rid``'s working version (and its last activity to ``stamp``, a stored
+        time, unless None); in step when it was ``expected`` (or nothing was expected)."""
+        version = int(conn.execute(text(
+            "UPDATE robots SET working_version = working_version + 1, "
+            f"last_active = coalesce({cls._BUMP_TIME}, last_active) WHERE id = :r "
+            "RETURNING working_version"), {"t": stamp, "r": rid}).scalar_one())
+        return WorkingResult(version, expected is None or version == expected + 1, refused)
+
+    def clear_working(self, robot: str) -> int:
+        """Drop ``robot``'s working-memory membership (memories stay); return how many."""
+        def write(conn: Connection, rid: int) -> int:
+            n = int(conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r"),
+                                 {"r": rid}).rowcount)
+            self._log_lines(conn, [("clear_working", rid, None, None, {"count": n})])
+            self._bump_working(conn, rid, None, None)
+            return n
+
+        return self._writing_as(robot, "clearing working memory", write)

@@ -1,0 +1,129 @@
+"""PostgreSQL: reading memories (by key, id, hash), tags and importance, the catalogue counts."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from datetime import timezone
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ...models import Memory
+from .._sql.catalogue import VISIBLE as _VISIBLE
+from .._vectors import (
+    CHUNK_POSTGRES,
+    NOT_FAILED,
+    EmbeddingFailure,
+    list_failures,
+)
+from ._engine import _PostgresEngine, _utc
+from ._schema import _MEMORY_COLUMNS
+
+
+class _PostgresRecords(_PostgresEngine):
+    """Reads of single memories and the catalogue."""
+
+    # -- reading ---------------------------------------------------------------------
+
+    @staticmethod
+    def _to_memory(row: Any, include_embedding: bool) -> Memory:
+        return Memory(
+            id=int(row.id), key=row.key, content=row.content, content_hash=row.content_hash,
+            robot=row.robot, importance=float(row.importance), token_count=int(row.token_count),
+            created_at=row.created_at.astimezone(timezone.utc),
+            last_accessed=row.last_accessed.astimezone(timezone.utc),
+            access_count=int(row.access_count), tags=tuple(row.tags),
+            metadata=dict(row.metadata or {}), embedder=row.embedder,
+            embedding=[float(x) for x in row.embedding]
+            if include_embedding and row.embedding is not None else None,
+            forgotten_at=_utc(row.forgotten_at),
+        )
+
+    def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
+               include_embedding: bool, *, join: str = "") -> list[Memory]:
+        cols = _MEMORY_COLUMNS + (", CAST(m.embedding AS real[]) AS embedding"
+                                  if include_embedding else "")
+        rows = conn.execute(text(
+            f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id {join} "
+            f"WHERE {where}"), params).all()
+        return [self._to_memory(r, include_embedding) for r in rows]
+
+    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
+                 include_forgotten: bool = False) -> list[Memory]:
+        """Memories with these ids (visible ones unless asked), in the order of ``ids``."""
+        if not ids:
+            return []
+        where = "m.id = ANY(:ids)" + ("" if include_forgotten else f" AND {_VISIBLE}")
+        found = self._read("reading memories", lambda conn: self._fetch(
+            conn, where, {"ids": [int(i) for i in ids]}, include_embedding))
+        by_id = {m.id: m for m in found}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
+        """A stored vector for this content by this embedder, if any (the store cache)."""
+        row = self._read("looking up an embedding", lambda conn: conn.execute(text(
+            "SELECT CAST(embedding AS real[]) FROM memories WHERE content_hash = :h "
+            f"AND embedder = :e AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES} LIMIT 1"),
+            {"h": content_hash, "e": embedder}).first())
+        return [float(x) for x in row[0]] if row else None
+
+    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
+                        ) -> dict[str, list[float]]:
+        """Stored vectors by this embedder for any of these contents, by content hash."""
+        if not content_hashes:
+            return {}
+        rows = self._read("looking up embeddings", lambda conn: conn.execute(text(
+            "SELECT DISTINCT ON (content_hash) content_hash, CAST(embedding AS real[]) "
+            "FROM memories WHERE content_hash = ANY(:h) AND embedder = :e "
+            f"AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES}"),
+            {"h": list(dict.fromkeys(content_hashes)), "e": embedder}).all())
+        return {str(r[0]): [float(x) for x in r[1]] for r in rows}
+
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """Up to ``limit`` (id, content, metadata) of visible memories without a vector and
+        not marked as failing, oldest id first."""
+        rows = self._read("listing memories without embeddings", lambda conn: conn.execute(text(
+            "SELECT m.id, m.content, m.metadata FROM memories m WHERE m.embedding IS NULL "
+            f"AND m.forgotten_at IS NULL AND {NOT_FAILED} ORDER BY m.id LIMIT :l"),
+            {"l": limit}).all())
+        return [(int(r[0]), str(r[1]), dict(r[2] or {})) for r in rows]
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        """The memories marked as failing, with the reason, oldest mark first."""
+        rows = self._read("listing failed embeddings", lambda conn: list_failures(conn, limit))
+        return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=t) for k, e, r, t in rows]
+
+    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
+                      include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
+        """Every memory in id order, in batches of ``batch_size`` (keyset pagination)."""
+        last = after_id
+        visible = "" if include_forgotten else f" AND {_VISIBLE}"
+        where = f"m.id > :last{visible} ORDER BY m.id LIMIT :n"
+        while True:
+            params = {"last": last, "n": batch_size}
+            batch = self._read("reading memories", functools.partial(
+                self._fetch, where=where, params=params, include_embedding=include_embedding))
+            if not batch:
+                return
+            yield batch
+            last = batch[-1].id
+
+    # -- tags ------------------------------------------------------------------------
+
+    @staticmethod
+    def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
+        pairs = [(mid, tag) for mid, tags in items for tag in tags]
+        if not pairs:
+            return
+        # Sorted, so concurrent writers take the tag rows' locks in the same order.
+        conn.execute(text(
+            "INSERT INTO tags(name) SELECT DISTINCT n FROM unnest(CAST(:names AS text[])) AS n "
+            "ORDER BY n ON CONFLICT (name) DO NOTHING"),
+            {"names": sorted({tag for _mid, tag in pairs})})
+        conn.execute(text(
+            "INSERT INTO memory_tags(memory_id, tag_id) SELECT p.mid, t.id FROM unnest("
+            "CAST(:mids AS bigint[]), CAST(:names AS text[])) AS p(mid, name) "
+            "JOIN tags t ON t.name = p.name ON CONFLICT DO NOTHING"),
+            {"mids": [p[0] for p in pairs], "names": [p[1] for p in pairs]})

@@ -1,0 +1,388 @@
+"""SQLite engine and transactions, schema gate, meta, robots and the operations log."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import StaticPool
+
+from ...clock import to_timestamp, utc_from_timestamp
+from ...errors import (
+    DatabaseUnavailableError,
+    StoreError,
+    ValidationError,
+)
+from ...models import Robot
+from .._common import mask_url
+from .._sql.forgetting import LogLine
+from .._sql.schema import needs_migration
+from .._sql.working import SQLWorkingSet
+from .._vectors import (
+    check_embedder,
+)
+from ..base import (
+    SCHEMA_VERSION,
+)
+from ..vector_index import VectorIndex
+from ._errors import DRIVER_ERRORS, is_locked, map_sqlite_errors, sqlite_error
+from ._schema import _FTS_BATCH_KEY, _FTS_INSERT_TRIGGER, _HASH_INDEX, _MIGRATIONS
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from ...enrich.jobs import JobQueue
+
+logger = logging.getLogger("htm_core.store.sqlite")
+
+
+def default_sqlite_path() -> Path:
+    """Where ``HTM()`` keeps its memory by default: ``<user data dir>/htm/htm.db``."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("htm", appauthor=False)) / "htm.db"
+
+
+def sqlite_url(database: str | Path | None) -> str:
+    """Normalise a path, ``:memory:`` or ``sqlite:///...`` URL into an SQLAlchemy URL."""
+    if database is None:
+        path = default_sqlite_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseUnavailableError(
+                f"cannot create htm's data folder {path.parent}: {exc}; set HTM_DATABASE_URL "
+                "or pass database_url") from exc
+        return f"sqlite:///{path}"
+    value = str(database)
+    if value == ":memory:":
+        return "sqlite://"
+    if value.startswith("sqlite"):
+        return value
+    scheme = value.split("://", 1)[0] if "://" in value else ""
+    if scheme and scheme.replace("+", "").replace("-", "").replace(".", "").isalnum():
+        raise ValidationError(
+            f"unsupported database URL scheme {scheme!r} in {mask_url(value)}; use a file path, "
+            "'sqlite:///path', ':memory:' or 'postgresql://user:password@host/database'")
+    return f"sqlite:///{Path(value).expanduser()}"
+
+
+
+
+class _SQLiteEngine(SQLWorkingSet):
+    """The SQLite connection, its transactions and the catalogue every other part uses."""
+
+    _url: str
+    url: str
+    _memory_db: bool
+    _busy_timeout_ms: int
+    _lock: threading.RLock
+    _robot_ids: dict[str, int]
+    _index: VectorIndex | None
+    _seen_generation: int
+    _index_stale: bool
+    _fts_batched: bool
+    _bulk_depth: int
+    _engine: Engine
+
+    # -- engine and transactions -----------------------------------------------------
+
+    def _make_engine(self) -> Engine:
+        kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False,
+                                                   "timeout": self._busy_timeout_ms / 1000}}
+        if self._memory_db:
+            kwargs["poolclass"] = StaticPool
+        else:
+            path = self._url.split("///", 1)[-1].split("?", 1)[0]
+            if path and path != ":memory:":
+                try:
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise DatabaseUnavailableError(
+                        f"cannot create the folder for SQLite database {self.url}: {exc}; "
+                        "check the path (a parent may be a file) and its permissions") from exc
+        engine = create_engine(self._url, **kwargs)
+        busy = self._busy_timeout_ms
+        memory_db = self._memory_db
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            if not memory_db:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={int(busy)}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            if conn.get_execution_options().get("htm_write"):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.exec_driver_sql("BEGIN")
+
+        return engine
+
+    @contextmanager
+    def _write(self, *, cache_kib: int | None = None,
+               what: str = "write") -> Iterator[Connection]:
+        """A write transaction: all or nothing. Waits (bounded) for another process's lock.
+
+        ``cache_kib`` enlarges the connection's page cache for this transaction only (a large
+        batch then never spills dirty pages to the WAL before its commit). What the store
+        caches about the database (robot ids, the vector generation) is put back as it was
+        when the transaction does not commit.
+        """
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        with self._lock:
+            cached = (dict(self._robot_ids), self._seen_generation, self._index_stale)
+            committed = False
+            conn = self._engine.connect().execution_options(htm_write=True)
+            raw = conn.connection.dbapi_connection if cache_kib else None
+            normal_cache = None
+            try:
+                if raw is not None:
+                    normal_cache = raw.execute("PRAGMA cache_size").fetchone()[0]
+                    raw.execute(f"PRAGMA cache_size = -{int(cache_kib or 0)}")
+                while True:
+                    try:
+                        trans = conn.begin()
+                        break
+                    except OperationalError as exc:
+                        if is_locked(exc) and time.monotonic() < deadline:
+                            time.sleep(0.01)
+                            continue
+                        raise
+                try:
+                    yield conn
+                except BaseException:
+                    trans.rollback()
+                    raise
+                trans.commit()
+                committed = True
+            except DRIVER_ERRORS as exc:
+                raise sqlite_error(exc, self.url, what) from exc
+            finally:
+                if not committed:
+                    self._robot_ids, self._seen_generation, self._index_stale = cached
+                if raw is not None and normal_cache is not None:
+                    raw.execute(f"PRAGMA cache_size = {int(normal_cache)}")
+                conn.close()
+
+    @contextmanager
+    def _read(self, what: str = "read") -> Iterator[Connection]:
+        """A read connection; driver errors become htm's (``what`` names the read)."""
+        with self._lock, map_sqlite_errors(self.url, what), self._engine.connect() as conn:
+            yield conn
+
+    # -- hooks of the shared SQL layer -----------------------------------------------
+
+    def _reading(self, what: str, fn: Callable[[Connection], T]) -> T:
+        with self._read(what) as conn:
+            return fn(conn)
+
+    def _writing(self, what: str, fn: Callable[[Connection], T]) -> T:
+        with self._write(what=what) as conn:
+            return fn(conn)
+
+    def _writing_as(self, robot: str, what: str, fn: Callable[[Connection, int], T]) -> T:
+        with self._write(what=what) as conn:
+            return fn(conn, self._robot_id(conn, robot))
+
+    def _log_lines(self, conn: Connection, lines: Sequence[LogLine]) -> None:
+        for op, rid, mid, key, detail in lines:
+            self._log(conn, op, robot_id=rid, memory_id=mid, key=key, detail=detail)
+
+    @staticmethod
+    def _time_in(value: datetime) -> Any:
+        return to_timestamp(value)
+
+    @staticmethod
+    def _time_out(value: Any) -> datetime:
+        return utc_from_timestamp(value)
+
+    @staticmethod
+    def _json_out(value: Any) -> dict[str, Any]:
+        return dict(json.loads(value))
+
+    # -- schema ----------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        with self._engine.connect() as conn:
+            exists = conn.execute(
+                text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='htm_meta'")
+            ).first()
+            if not exists:
+                return 0
+            row = conn.execute(
+                text("SELECT value FROM htm_meta WHERE key='schema_version'")
+            ).first()
+            return int(row[0]) if row else 0
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema step by step; never drops anything."""
+        current = self.schema_version()
+        needs_migration(self.url, current, migrate=True)
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            with self._write() as conn:
+                for statement in _MIGRATIONS[version]:
+                    conn.exec_driver_sql(statement)
+                conn.execute(
+                    text("INSERT INTO htm_meta(key, value) VALUES ('schema_version', :v) "
+                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
+                    {"v": str(version)},
+                )
+                self._log(conn, "migrate", robot_id=None, detail={"to": version})
+            logger.info("migrated %s to schema version %d", self.url, version)
+        self._fts_batched = self._gate_fts_trigger(upgrade=True)
+        return SCHEMA_VERSION
+
+    def _gate_fts_trigger(self, *, upgrade: bool) -> bool:
+        """Whether the FTS insert trigger stands aside for batches (see ``_FTS_BATCH_KEY``).
+
+        A file written before the trigger had that condition gets the new trigger here, in
+        one logged write transaction, unless ``upgrade`` is False or the file cannot be
+        written; the add path then leaves indexing to the old per-row trigger. Both
+        triggers index every row any writer inserts, so either kind of file stays readable
+        and writable by older htm versions.
+        """
+        query = text("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'memories_fts_ai'")
+        with self._read() as conn:
+            sql = conn.execute(query).scalar()
+        if sql is not None and _FTS_BATCH_KEY in sql:
+            return True
+        if not upgrade:
+            return False
+        try:
+            with self._write() as conn:
+                sql = conn.execute(query).scalar()
+                if sql is None or _FTS_BATCH_KEY not in sql:
+                    conn.exec_driver_sql("DROP TRIGGER IF EXISTS memories_fts_ai")
+                    conn.exec_driver_sql(_FTS_INSERT_TRIGGER)
+                    self._log(conn, "migrate", robot_id=None,
+                              detail={"fts_insert_trigger": "batched"})
+        except StoreError as exc:
+            logger.warning("kept the per-row full-text trigger of %s: %s", self.url, exc)
+            return False
+        logger.info("full-text indexing of %s now runs once per batch", self.url)
+        return True
+
+    def _build_hash_index(self, *, reason: str) -> None:
+        """Create the embedding-cache index if it is missing (logged, with ``reason``)."""
+        with self._read() as conn:
+            present = conn.execute(text(
+                "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'memories_hash'")).first()
+        if present is not None:
+            return
+        with self._write() as conn:
+            conn.exec_driver_sql(_HASH_INDEX)
+            self._log(conn, "bulk_load", robot_id=None, detail={"index": "built", "reason": reason})
+
+    # -- meta ------------------------------------------------------------------------
+
+    def _meta(self, conn: Connection, key: str) -> str | None:
+        row = conn.execute(text("SELECT value FROM htm_meta WHERE key = :k"), {"k": key}).first()
+        return None if row is None else str(row[0])
+
+    def _set_meta(self, conn: Connection, key: str, value: str) -> None:
+        conn.execute(
+            text("INSERT INTO htm_meta(key, value) VALUES (:k, :v) "
+                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
+            {"k": key, "v": value},
+        )
+
+    def _bump_generation(self, conn: Connection) -> None:
+        old = int(self._meta(conn, "vector_generation") or 0)
+        if old != self._seen_generation:
+            self._index_stale = True  # another writer changed vectors since we last looked
+        self._set_meta(conn, "vector_generation", str(old + 1))
+        self._seen_generation = old + 1
+
+    def embedding_info(self) -> tuple[str, int] | None:
+        with self._read() as conn:
+            name = self._meta(conn, "embedder")
+            dim = self._meta(conn, "embedding_dim")
+        if name is None or dim is None:
+            return None
+        return name, int(dim)
+
+    def _check_embedding(self, conn: Connection, embedder: str, dim: int) -> None:
+        cur = conn.connection.cursor()  # one raw query: this runs on every add
+        try:
+            meta = dict(cur.execute("SELECT key, value FROM htm_meta WHERE key IN "
+                                    "('embedder', 'embedding_dim')").fetchall())
+        finally:
+            cur.close()
+        stored_dim = meta.get("embedding_dim")
+        if stored_dim is None:
+            self._set_meta(conn, "embedder", embedder)
+            self._set_meta(conn, "embedding_dim", str(dim))
+            return
+        check_embedder(meta.get("embedder") or "", int(stored_dim), embedder, dim)
+
+    # -- robots ----------------------------------------------------------------------
+
+    def _robot_id(self, conn: Connection, name: str) -> int:
+        rid = self._robot_ids.get(name)
+        if rid is not None:
+            return rid
+        row = conn.execute(text("SELECT id FROM robots WHERE name = :n"), {"n": name}).first()
+        if row is None:
+            row = conn.execute(
+                text("INSERT INTO robots(name, created_at, last_active) VALUES (:n, :t, :t) "
+                     "ON CONFLICT(name) DO UPDATE SET name = excluded.name RETURNING id"),
+                {"n": name, "t": time.time()},
+            ).first()
+        assert row is not None
+        self._robot_ids[name] = int(row[0])
+        return int(row[0])
+
+    def _known_robot_id(self, name: str) -> int | None:
+        if name in self._robot_ids:
+            return self._robot_ids[name]
+        with self._read() as conn:
+            row = conn.execute(text("SELECT id FROM robots WHERE name = :n"), {"n": name}).first()
+        if row is not None:
+            self._robot_ids[name] = int(row[0])
+            return int(row[0])
+        return None
+
+    def ensure_robot(self, name: str) -> Robot:
+        with self._write() as conn:
+            self._robot_id(conn, name)
+        return next(r for r in self.robots() if r.name == name)
+
+    # -- log -------------------------------------------------------------------------
+
+    def _log(self, conn: Connection, op: str, *, robot_id: int | None, memory_id: int | None = None,
+             key: str | None = None, detail: dict[str, Any] | None = None) -> None:
+        conn.execute(
+            text("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
+                 "VALUES (:at, :op, :r, :m, :k, :d)"),
+            {"at": time.time(), "op": op, "r": robot_id, "m": memory_id, "k": key,
+             "d": json.dumps(detail or {})},
+        )
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (write transactions through it take the lock up front)."""
+        return self._engine
+
+    def open_job_queue(self) -> JobQueue:
+        """The enrichment job queue on this store's database (see ``LongTermStore``)."""
+        from ...enrich.jobs import job_queue_on
+
+        return job_queue_on(self._engine)

@@ -1,0 +1,65 @@
+"""The one place where SQLite's driver errors become htm's errors, with one wording.
+
+Every read and write of the SQLite store runs inside :func:`map_sqlite_errors` (through
+``_read`` and ``_write``), so a locked, full, read-only, damaged or unopenable database is
+reported the same way whichever method met it, always naming the file and what to do.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.exc import DBAPIError
+
+from ...errors import DatabaseUnavailableError, StoreError
+
+__all__ = ["is_locked", "map_sqlite_errors", "sqlite_error"]
+
+#: What the driver raises: sqlite3's own errors (raw cursors) and SQLAlchemy's wrappers.
+DRIVER_ERRORS = (sqlite3.Error, DBAPIError)
+
+
+def _driver_message(exc: BaseException) -> str:
+    orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    return str(orig)
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` says another connection holds the lock (worth waiting for)."""
+    message = _driver_message(exc).lower()
+    return "locked" in message or "busy" in message
+
+
+def sqlite_error(exc: BaseException, url: str, what: str) -> StoreError:
+    """The htm error for driver error ``exc`` met while ``what`` on database ``url``."""
+    message = _driver_message(exc)
+    low = message.lower()
+    if is_locked(exc):
+        return StoreError(
+            f"SQLite database {url} stayed locked by another writer ({what}): {message}; "
+            "retry, or give the store a longer busy_timeout_ms")
+    if "disk is full" in low or "disk i/o error" in low:
+        return StoreError(f"SQLite {what} failed on {url}: {message}; free disk space on "
+                          "the volume that holds the database and retry")
+    if "readonly" in low or "read-only" in low:
+        return StoreError(f"SQLite {what} failed on {url}: {message}; the file (or its "
+                          "folder) is read-only: check its permissions")
+    if "malformed" in low or "not a database" in low:
+        return StoreError(f"SQLite {what} failed on {url}: {message}; the file is damaged "
+                          "or not an htm database: restore it from a backup")
+    if "unable to open" in low:
+        return DatabaseUnavailableError(
+            f"cannot open SQLite database {url} ({what}): {message}; check the path exists "
+            "and is writable")
+    return StoreError(f"SQLite {what} failed on {url}: {message}")
+
+
+@contextmanager
+def map_sqlite_errors(url: str, what: str) -> Iterator[None]:
+    """Turn a driver error raised inside the block into :func:`sqlite_error`'s."""
+    try:
+        yield
+    except DRIVER_ERRORS as exc:
+        raise sqlite_error(exc, url, what) from exc

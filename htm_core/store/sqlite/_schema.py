@@ -1,0 +1,148 @@
+"""SQLite DDL: the versioned schema, FTS5 tables and triggers, and the add path's tuning constants."""
+
+from __future__ import annotations
+
+from .._text import CJK_GLOB
+from .._vectors import (
+    FAILURES_DDL,
+)
+
+#: While this ``htm_meta`` key exists the FTS insert trigger stands aside. The add path sets
+#: it inside its write transaction, inserts a batch of rows, indexes the whole batch with one
+#: ``INSERT INTO memories_fts ... SELECT`` and deletes the key again before committing, so
+#: the key is never committed and every other writer (an older htm, the sqlite3 shell) keeps
+#: the trigger's per-row indexing. An FTS5 insert run from a trigger costs about as much as
+#: the rest of the row; run as one statement per batch it is almost free.
+_FTS_BATCH_KEY = "fts_batch_insert"
+
+_FTS_INSERT_TRIGGER = f"""CREATE TRIGGER IF NOT EXISTS memories_fts_ai AFTER INSERT ON memories
+        WHEN NOT EXISTS (SELECT 1 FROM htm_meta WHERE key = '{_FTS_BATCH_KEY}') BEGIN
+        INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END"""
+
+#: A batch of at least this many records gets a page cache of _LARGE_BATCH_CACHE_KIB for its
+#: transaction (the default 2 MB spills dirty pages of a 1,000-row batch to the WAL early).
+_LARGE_BATCH = 256
+_LARGE_BATCH_CACHE_KIB = 32_768
+
+#: The index behind the embedding cache (``find_embedding(s)``). Its keys are random, so each
+#: batch dirties pages all over it; ``bulk_load`` builds it once at the end instead.
+_HASH_INDEX = "CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash, embedder)"
+
+_SCHEMA_V1 = [
+    """CREATE TABLE IF NOT EXISTS htm_meta (
+        key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS robots (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        created_at REAL NOT NULL,
+        last_active REAL)""",
+    """CREATE TABLE IF NOT EXISTS memories (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL UNIQUE,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        robot_id INTEGER NOT NULL REFERENCES robots(id),
+        importance REAL NOT NULL DEFAULT 1.0 CHECK (importance >= 0 AND importance <= 10),
+        token_count INTEGER NOT NULL CHECK (token_count >= 0),
+        created_at REAL NOT NULL,
+        last_accessed REAL NOT NULL,
+        access_count INTEGER NOT NULL DEFAULT 0,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        embedding BLOB,
+        embedder TEXT,
+        forgotten_at REAL)""",
+    "CREATE INDEX IF NOT EXISTS memories_created_at ON memories(created_at)",
+    _HASH_INDEX,
+    "CREATE INDEX IF NOT EXISTS memories_robot ON memories(robot_id)",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+        content, content='memories', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    _FTS_INSERT_TRIGGER,
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_ad AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, content)
+        VALUES ('delete', old.id, old.content); END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_fts_au AFTER UPDATE OF content ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, content)
+        VALUES ('delete', old.id, old.content);
+        INSERT INTO memories_fts(rowid, content) VALUES (new.id, new.content); END""",
+    """CREATE TABLE IF NOT EXISTS tags (
+        id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)""",
+    """CREATE TABLE IF NOT EXISTS memory_tags (
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        tag_id INTEGER NOT NULL REFERENCES tags(id),
+        PRIMARY KEY (memory_id, tag_id)) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS memory_tags_tag ON memory_tags(tag_id)",
+    """CREATE TABLE IF NOT EXISTS working_memory (
+        robot_id INTEGER NOT NULL REFERENCES robots(id),
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        added_at REAL NOT NULL,
+        PRIMARY KEY (robot_id, memory_id)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS operations (
+        id INTEGER PRIMARY KEY,
+        at REAL NOT NULL,
+        op TEXT NOT NULL,
+        robot_id INTEGER,
+        memory_id INTEGER,
+        key TEXT,
+        detail TEXT NOT NULL DEFAULT '{}')""",
+    "CREATE INDEX IF NOT EXISTS operations_at ON operations(at)",
+]
+
+#: Schema version 2, coherence part: per-robot working-memory item state (the robot's own
+#: last access and count, entry and access order) so a restart restores the exact order; a
+#: per-robot working-set version every membership change bumps; the id high-water mark
+#: (ids are never reused: the purge log of a v1 file seeds it).
+_V2_COHERENCE = [
+    "ALTER TABLE working_memory ADD COLUMN last_accessed REAL",
+    "ALTER TABLE working_memory ADD COLUMN access_count INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE working_memory ADD COLUMN seq INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE working_memory ADD COLUMN access_seq INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE robots ADD COLUMN working_version INTEGER NOT NULL DEFAULT 0",
+    # Backfill through an indexed temporary table: O(n log n) for a large working memory.
+    """CREATE TEMP TABLE htm_v2_order AS SELECT w.robot_id, w.memory_id,
+        m.last_accessed AS la, m.access_count AS n,
+        row_number() OVER (PARTITION BY w.robot_id ORDER BY w.added_at, w.memory_id) AS s,
+        row_number() OVER (PARTITION BY w.robot_id ORDER BY m.last_accessed, w.memory_id) AS a
+        FROM working_memory w JOIN memories m ON m.id = w.memory_id""",
+    "CREATE UNIQUE INDEX temp.htm_v2_order_key ON htm_v2_order(robot_id, memory_id)",
+    """UPDATE working_memory SET (last_accessed, access_count, seq, access_seq) =
+        (SELECT la, n, s, a FROM htm_v2_order o
+         WHERE o.robot_id = working_memory.robot_id AND o.memory_id = working_memory.memory_id)
+        WHERE EXISTS (SELECT 1 FROM htm_v2_order o WHERE o.robot_id = working_memory.robot_id
+                      AND o.memory_id = working_memory.memory_id)""",
+    "DROP TABLE temp.htm_v2_order",
+    """INSERT OR IGNORE INTO htm_meta(key, value)
+        SELECT 'id_high_water', CAST(max(coalesce((SELECT max(memory_id) FROM operations), 0),
+                                         coalesce((SELECT max(id) FROM memories), 0)) AS TEXT)""",
+]
+
+#: Schema version 2, this branch's part: the marks of memories whose embedding failed.
+_V2_VECTORS = [FAILURES_DDL.format(id_type="INTEGER", time_type="REAL")]
+
+#: Version 2, full text: CJK memories (those holding a Chinese, Japanese or Korean
+#: character) are copied into a trigram index, so a CJK query finds its substrings
+#: (``_text``'s rules); existing ones are copied in.
+_V2_FTS = [
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_cjk USING fts5(content, tokenize='trigram')",
+    f"""CREATE TRIGGER IF NOT EXISTS memories_cjk_ai AFTER INSERT ON memories
+        WHEN new.content GLOB '{CJK_GLOB}' BEGIN
+        INSERT INTO memories_cjk(rowid, content) VALUES (new.id, new.content); END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_cjk_ad AFTER DELETE ON memories BEGIN
+        DELETE FROM memories_cjk WHERE rowid = old.id; END""",
+    f"""CREATE TRIGGER IF NOT EXISTS memories_cjk_au AFTER UPDATE OF content ON memories BEGIN
+        DELETE FROM memories_cjk WHERE rowid = old.id;
+        INSERT INTO memories_cjk(rowid, content) SELECT new.id, new.content
+        WHERE new.content GLOB '{CJK_GLOB}'; END""",
+    f"""INSERT INTO memories_cjk(rowid, content) SELECT id, content FROM memories
+        WHERE content GLOB '{CJK_GLOB}' AND id NOT IN (SELECT rowid FROM memories_cjk)""",
+    # Tag filters compare lower(name) (``_text.fold_tag``).
+    "CREATE INDEX IF NOT EXISTS tags_name_folded ON tags(lower(name))",
+]
+
+_MIGRATIONS: dict[int, list[str]] = {
+    1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS]}
+
+_MEMORY_COLUMNS = (
+    "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
+    "m.created_at, m.last_accessed, m.access_count, m.metadata, m.embedder, m.forgotten_at"
+)

@@ -1,0 +1,266 @@
+"""SQLite search: FTS5 full text, the in-process vector index (numpy, HNSW above a size) and briefs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.engine.interfaces import DBAPICursor
+
+from ...clock import to_timestamp, utc_from_timestamp
+from ...errors import (
+    DimensionMismatchError,
+)
+from .._common import chunks, informative_terms
+from .._text import merge_hits, parse_query
+from ..ann import ApproximateIndex, make_index
+from ..base import (
+    ArmQuery,
+    Brief,
+    SearchFilters,
+)
+from ..vector_index import VectorIndex, normalise
+from ._working import SQLiteWorkingSet
+
+
+class _SQLiteSearch(SQLiteWorkingSet):
+    """Full-text and vector search, and the vector index kept in step with the table."""
+
+    def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
+        """Each search in turn (an embedded database has no round trips to save)."""
+        return [self.vector_search(a.vector, limit=a.limit, filters=a.filters)
+                if a.vector is not None else
+                self.fulltext_search(a.text or "", limit=a.limit, filters=a.filters)
+                for a in arms]
+
+    def fulltext_search(self, query: str, *, limit: int,
+                        filters: SearchFilters) -> list[tuple[int, float]]:
+        """Top ``limit`` (id, -bm25) for the words of ``query`` (``_text``'s rules), OR-ed,
+        merged with the memories holding its CJK runs."""
+        parsed = parse_query(query)
+        if not parsed:
+            return []
+        # The raw cursor: a search is a few cheap statements, and SQLAlchemy's
+        # per-statement overhead would be most of its time.
+        with self._read() as conn:
+            cur = conn.connection.cursor()
+            try:
+                words = self._word_hits(cur, parsed.words, limit, filters)
+                runs = self._run_hits(cur, parsed.runs, limit, filters)
+            finally:
+                cur.close()
+        return merge_hits(words, runs, limit)
+
+    def _word_hits(self, cur: DBAPICursor, terms: Sequence[str], limit: int,
+                   filters: SearchFilters) -> list[tuple[int, float]]:
+        if not terms:
+            return []
+
+        def quoted(term: str) -> str:
+            return '"' + term.replace('"', '""') + '"'
+
+        params: dict[str, Any] = {"limit": limit}
+        where = self._filter_sql(filters, params)
+        sql = ("SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
+               "JOIN memories m ON m.id = memories_fts.rowid "
+               f"WHERE memories_fts MATCH :match AND {where} ORDER BY rank, m.id LIMIT :limit")
+        count_sql = ("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
+                     "WHERE memories_fts MATCH :t LIMIT :cap)")
+        total = int(cur.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
+        rare = informative_terms(terms, total, lambda t, cap: int(cur.execute(
+            count_sql, {"t": quoted(t), "cap": cap + 1}).fetchone()[0]))
+        match = " OR ".join(quoted(t) for t in rare)
+        if len(rare) < len(terms):
+            # Candidates must hold a rare word; bm25 still scores every query
+            # word, so common ones (a speaker's name) break ties among them.
+            match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
+        params["match"] = match
+        return [(int(r[0]), -float(r[1])) for r in cur.execute(sql, params).fetchall()]
+
+    def _run_hits(self, cur: DBAPICursor, runs: Sequence[str], limit: int,
+                  filters: SearchFilters) -> list[tuple[int, float]]:
+        """The memories holding CJK ``runs`` as substrings: score = how many they hold +
+        1 / (1 + length). The trigram index answers runs of three characters or more;
+        shorter ones are looked for in the CJK memories' text."""
+        if not runs:
+            return []
+        params: dict[str, Any] = {"limit": limit}
+        params.update({f"r{i}": run for i, run in enumerate(runs)})
+        held = " + ".join(f"(instr(c.content, :r{i}) > 0)" for i in range(len(runs)))
+        if min(map(len, runs)) >= 3:
+            params["match"] = " OR ".join(f'"{run}"' for run in runs)
+            found = "c.memories_cjk MATCH :match"
+        else:
+            found = " OR ".join(f"instr(c.content, :r{i}) > 0" for i in range(len(runs)))
+        where = self._filter_sql(filters, params)
+        sql = (f"SELECT m.id, {held} + 1.0 / (1 + length(c.content)) AS score "
+               "FROM memories_cjk c JOIN memories m ON m.id = c.rowid "
+               f"WHERE ({found}) AND {where} ORDER BY score DESC, m.id LIMIT :limit")
+        return [(int(r[0]), float(r[1])) for r in cur.execute(sql, params).fetchall()]
+
+    def _load_index(self) -> None:
+        with self._read() as conn:
+            dim = self._meta(conn, "embedding_dim")
+            generation = int(self._meta(conn, "vector_generation") or 0)
+        if isinstance(self._index, ApproximateIndex):
+            self._index.close()
+        self._seen_generation, self._index_stale = generation, False
+        if dim is None:
+            self._index = None
+            return
+        self._index = self._new_index(int(dim))
+        self._pull_new_rows()
+
+    def _new_index(self, dim: int) -> VectorIndex:
+        path = None
+        if not self._memory_db:
+            db_file = self._url.split("///", 1)[-1].split("?", 1)[0]
+            path = Path(db_file + "-vectors.usearch") if db_file else None
+        return make_index(dim, path=path)
+
+    def _sync_index(self) -> None:
+        """Catch up with other writers: reload after their vector changes, else pull new rows."""
+        if self._index is None:
+            return
+        with self._read() as conn:
+            cur = conn.connection.cursor()  # one raw statement: this runs before every search
+            try:
+                generation, newest = cur.execute(
+                    "SELECT (SELECT value FROM htm_meta WHERE key = 'vector_generation'), "
+                    "(SELECT coalesce(max(id), 0) FROM memories)").fetchone()
+            finally:
+                cur.close()
+        if int(generation or 0) != self._seen_generation or self._index_stale:
+            self._load_index()
+        elif int(newest) > self._index.max_id:
+            self._pull_new_rows()
+
+    def _pull_new_rows(self, *, below: int | None = None) -> None:
+        """Add rows written since the index last saw the table (only ids under ``below``).
+
+        Rows are streamed in chunks straight into the index's arrays, so opening a large
+        store never holds every row as a Python object.
+        """
+        index = self._index
+        if index is None:
+            return
+        dim = index.dim
+        width = dim * 4
+        with self._read() as conn:
+            # The raw cursor: at 100,000 rows SQLAlchemy's row objects cost more than the read.
+            cur = conn.connection.cursor()
+            try:
+                cur.arraysize = 2048  # small chunks: little heap left behind after the load
+                newest = cur.execute("SELECT max(id) FROM memories").fetchone()[0]
+                upto = int(newest or 0) if below is None else min(int(newest or 0), below - 1)
+                # Allocate once, not by doubling, with a quarter to spare: otherwise the first
+                # add after opening a large store copies every vector to grow the matrix
+                # (0.6 s at 100k). Spare rows are zero pages never touched: not resident.
+                backlog = upto - index.max_id
+                index.reserve(backlog + backlog // 4)
+                cur.execute("SELECT id, embedding, created_at, robot_id, forgotten_at FROM memories "
+                            "WHERE id > ? AND id <= ? AND embedding IS NOT NULL ORDER BY id",
+                            (index.max_id, upto))
+                while part := cur.fetchmany():
+                    ids, blobs, created, robots, forgotten = zip(*part, strict=True)
+                    if any(len(b) != width for b in blobs):
+                        blobs = tuple(bytes(b[:width]) for b in blobs)
+                    index.add_arrays(
+                        np.array(ids, dtype=np.int64),
+                        np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(part), dim),
+                        np.array(created, dtype=np.float64),
+                        np.array(robots, dtype=np.int64),
+                        np.array([f is None for f in forgotten], dtype=bool),
+                    )
+            finally:
+                cur.close()
+
+    def vector_search(self, vector: Sequence[float], *, limit: int,
+                      filters: SearchFilters) -> list[tuple[int, float]]:
+        if self._index is None:
+            self._load_index()
+        else:
+            self._sync_index()  # may replace the index when another writer changed vectors
+        index = self._index
+        if index is None:
+            return []
+        query = normalise(vector)
+        if query.shape[0] != index.dim:
+            raise DimensionMismatchError(
+                f"query vector has dimension {query.shape[0]} but the store holds "
+                f"{index.dim}-dimensional vectors; use the store's embedder")
+        robot_id = None
+        if filters.robot is not None:
+            robot_id = self._known_robot_id(filters.robot)
+            if robot_id is None:
+                return []
+        allowed = None
+        if filters.tags:
+            params: dict[str, Any] = {}
+            where = self._filter_sql(SearchFilters(tags=filters.tags), params)
+            with self._read() as conn:
+                ids = [r[0] for r in conn.execute(text(f"SELECT m.id FROM memories m WHERE {where}"),
+                                                  params)]
+            allowed = np.asarray(ids, dtype=np.int64)
+        return index.search(
+            query, limit,
+            start=to_timestamp(filters.start) if filters.start else None,
+            end=to_timestamp(filters.end) if filters.end else None,
+            robot=robot_id, allowed_ids=allowed,
+        )
+
+    def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
+        if not ids:
+            return {}
+        params: dict[str, Any] = {}
+        where = self._filter_sql(filters, params)
+        out: dict[int, Brief] = {}
+        with self._read() as conn:
+            cur = conn.connection.cursor()
+            try:
+                for part in chunks(sorted(set(ids)), 500):
+                    id_list = ", ".join(str(int(i)) for i in part)
+                    for mid, content, robot, created in cur.execute(
+                            "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
+                            "JOIN robots r ON r.id = m.robot_id "
+                            f"WHERE m.id IN ({id_list}) AND {where}", params):
+                        out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
+            finally:
+                cur.close()
+        return out
+
+    def vector_centroid(self) -> list[float] | None:
+        if self._index is None:
+            self._load_index()
+        # No sync with other writers here: the vector search that follows does it, and an
+        # estimate one query behind them is fine for centring.
+        centroid = self._index.centroid() if self._index is not None else None
+        return None if centroid is None else centroid.tolist()
+
+    # -- what never-forget changes beside the table --------------------------------------
+
+    @staticmethod
+    def _delete_rows(conn: Connection, ids: Sequence[int]) -> None:
+        for mid in ids:
+            conn.execute(text("DELETE FROM memories WHERE id = :id"), {"id": mid})
+
+    def _visibility_changed(self, conn: Connection) -> None:
+        self._bump_generation(conn)
+
+    def _purged(self, conn: Connection, ids: Sequence[int]) -> None:
+        # The ids of purged memories are never handed out again (see _add_many).
+        high = max(int(self._meta(conn, "id_high_water") or 0), *ids)
+        self._set_meta(conn, "id_high_water", str(high))
+
+    def _after_visibility(self, memory_id: int, *, alive: bool) -> None:
+        if self._index is not None:
+            self._index.set_alive(memory_id, alive)
+
+    def _after_purge(self, ids: Sequence[int]) -> None:
+        if self._index is not None:
+            for mid in ids:
+                self._index.remove(mid)

@@ -1,0 +1,344 @@
+"""SQLite batch writer: add_many in one transaction, FTS5 per batch, re-add merges, embeddings."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ...clock import to_timestamp, utc_from_timestamp
+from ...errors import (
+    DimensionMismatchError,
+    DuplicateKeyError,
+)
+from ...models import Memory
+from .._coherence import Merged, as_dict, merge_readd, touch_detail
+from .._common import chunks
+from .._vectors import (
+    batch_embedder,
+    clear_failures,
+)
+from ..ann import ApproximateIndex
+from ..base import (
+    AddResult,
+    NewMemory,
+    WorkingChange,
+    WorkingResult,
+)
+from ..vector_index import normalise
+from ._schema import _FTS_BATCH_KEY, _LARGE_BATCH, _LARGE_BATCH_CACHE_KIB
+from ._search import _SQLiteSearch
+
+
+def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
+    """The records' embeddings (in order, skipping None) as unit float32 rows, at once."""
+    vectors = [r.embedding for r in records if r.embedding is not None]
+    if not vectors:
+        return np.zeros((0, 0), dtype=np.float32)
+    matrix = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    np.divide(matrix, norms, out=matrix, where=norms > 0)
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        bad = [r for r in records if r.embedding is not None][int(np.argmin(finite))]
+        raise DimensionMismatchError(f"embedding for key {bad.key!r} contains NaN or infinity")
+    return matrix
+
+
+class _SQLiteWriter(_SQLiteSearch):
+    """The add path and the other writes of memory rows."""
+
+    # -- writing ---------------------------------------------------------------------
+
+    def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
+        """Write ``records`` in one transaction; all or nothing (see ``LongTermStore``)."""
+        return self._add(records, None, None)[0]
+
+    def add_and_enter(self, records: Sequence[NewMemory], *,
+                      working: Callable[[list[AddResult]], WorkingChange | None],
+                      expected_version: int | None = None,
+                      ) -> tuple[list[AddResult], WorkingResult | None]:
+        """``add_many`` and a working-memory change in one transaction (see ``LongTermStore``)."""
+        return self._add(records, working, expected_version)
+
+    def _add(self, records: Sequence[NewMemory],
+             working: Callable[[list[AddResult]], WorkingChange | None] | None,
+             expected_version: int | None) -> tuple[list[AddResult], WorkingResult | None]:
+        if not records:
+            return [], None
+        made: dict[int, Memory] = {}
+        revived: list[int] = []
+        big = len(records) >= _LARGE_BATCH
+        applied: WorkingResult | None = None
+        with self._write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None) as conn:
+            outcomes = self._add_many(conn, records, made, revived)
+            # New rows are returned as written (no read-back); touched ones are re-read.
+            again = [mid for mid, _created, _vec in outcomes if mid not in made]
+            by_id = {m.id: m for part in chunks(again, 500) for m in self._fetch(
+                conn, f"m.id IN ({', '.join(str(int(i)) for i in part)})", {}, False)}
+            by_id.update(made)
+            results = [AddResult(by_id[mid], created) for mid, created, _ in outcomes]
+            change = working(results) if working is not None else None
+            if change is not None:
+                applied = self._apply_working(conn, change, expected_version)
+        # The in-process index follows only once the transaction has committed.
+        self._index_new(outcomes)
+        if self._index is not None:
+            for mid in revived:
+                self._index.set_alive(mid, True)
+            for rec, (mid, created, _vec) in zip(records, outcomes, strict=True):
+                if created and rec.forgotten_at is not None:
+                    self._index.set_alive(mid, False)  # imported forgotten: hidden until restored
+        return results, applied
+
+    def _add_many(self, conn: Connection, records: Sequence[NewMemory], made: dict[int, Memory],
+                  revived: list[int]) -> list[tuple[int, bool, tuple[np.ndarray, float, int] | None]]:
+        """Write the batch on ``conn``; fill ``made`` (new rows) and ``revived`` (restored ids).
+
+        Returns (id, created, (unit vector, created_at, robot id) or None) per record.
+        """
+        now = time.time()
+        vectors = batch_embedder(records)  # one embedder and dimension per batch
+        if vectors is not None:
+            self._check_embedding(conn, *vectors)
+        keys = list(dict.fromkeys(r.key for r in records))
+        existing: dict[str, tuple[int, str, float | None]] = {}
+        stored: dict[int, Merged] = {}  # importance and metadata of existing rows (re-adds)
+        # Reads and writes of the add path go through the raw cursor (SQLAlchemy's
+        # per-statement overhead is most of a single add otherwise). New rows get their
+        # ids here (we hold the write lock, so max(id) + 1 onwards is what SQLite would
+        # assign) and are written with executemany: one statement per table per batch.
+        cur = conn.connection.cursor()
+        try:
+            for part in chunks(keys, 500):
+                for row in cur.execute(
+                        "SELECT key, id, content, forgotten_at, importance, metadata FROM memories "
+                        f"WHERE key IN ({', '.join('?' * len(part))})", list(part)):
+                    existing[row[0]] = (row[1], row[2], row[3])
+                    stored[row[1]] = Merged(float(row[4]), as_dict(row[5]), set())
+            # Ids are never reused: past the newest row and past every purged one.
+            next_id = int(cur.execute(
+                "SELECT max(coalesce((SELECT max(id) FROM memories), 0), coalesce((SELECT "
+                "CAST(value AS INTEGER) FROM htm_meta WHERE key = 'id_high_water'), 0))"
+            ).fetchone()[0]) + 1
+        finally:
+            cur.close()
+        units = _unit_rows(records)
+        position = 0
+        robot_ids: dict[str, int] = {}
+        results: list[tuple[int, bool, tuple[np.ndarray, float, int] | None]] = []
+        inserted: dict[str, tuple[int, str, None]] = {}  # keys new in this batch
+        new_rows: list[tuple[Any, ...]] = []
+        tag_links: list[tuple[int, str]] = []
+        log_rows: list[tuple[Any, ...]] = []
+        touched: list[tuple[float, int]] = []
+        readds: list[tuple[int, int, NewMemory]] = []  # (log row, id, record) of each re-add
+        for rec in records:
+            rid = robot_ids.get(rec.robot)
+            if rid is None:
+                rid = robot_ids[rec.robot] = self._robot_id(conn, rec.robot)
+            prior = existing.get(rec.key) or inserted.get(rec.key)
+            if prior is not None:
+                if rec.embedding is not None:
+                    position += 1
+                mid, old_content, forgotten = prior
+                if old_content != rec.content:
+                    state = " (forgotten; purge it to reuse the key)" if forgotten else ""
+                    raise DuplicateKeyError(
+                        f"key {rec.key!r} already holds different content{state}; choose "
+                        "another key"
+                    )
+                made.pop(mid, None)  # touched (a row of this batch, or an old one): read it back
+                touched.append((now, mid))
+                readds.append((len(log_rows), mid, rec))
+                log_rows.append((now, "restore" if forgotten else "touch", rid, mid, rec.key,
+                                 '{"reason": "added again"}'))
+                if forgotten:
+                    self._bump_generation(conn)
+                    revived.append(mid)
+                results.append((mid, False, None))
+                continue
+            created = to_timestamp(rec.created_at)
+            created_dt = utc_from_timestamp(created)
+            blob, vec = None, None
+            if rec.embedding is not None:
+                unit = units[position]
+                position += 1
+                blob, vec = unit.tobytes(), (unit, created, rid)
+            mid = next_id
+            next_id += 1
+            if rec.last_accessed is None:
+                accessed, accessed_dt = created, created_dt
+            else:
+                accessed = to_timestamp(rec.last_accessed)
+                accessed_dt = utc_from_timestamp(accessed)
+            forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
+            metadata = json.dumps(rec.metadata) if rec.metadata else "{}"
+            digest = rec.content_hash
+            embedder_name = rec.embedder if blob is not None else None
+            new_rows.append((
+                mid, rec.key, rec.content, digest, rid, rec.importance, rec.token_count,
+                created, accessed, rec.access_count, metadata, blob, embedder_name, forgotten_ts,
+            ))
+            made[mid] = Memory(
+                id=mid, key=rec.key, content=rec.content, content_hash=digest,
+                robot=rec.robot, importance=float(rec.importance), token_count=rec.token_count,
+                created_at=created_dt, last_accessed=accessed_dt, access_count=rec.access_count,
+                tags=tuple(sorted(set(rec.tags))) if rec.tags else (),
+                metadata=json.loads(metadata) if rec.metadata else {}, embedder=embedder_name,
+                forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None,
+            )
+            inserted[rec.key] = (mid, rec.content, None)
+            if rec.tags:
+                tag_links.extend((mid, tag) for tag in rec.tags)
+            log_rows.append((now, "add", rid, mid, rec.key, "{}"))
+            results.append((mid, True, vec))
+            stored[mid] = Merged(float(rec.importance), dict(rec.metadata), set(rec.tags))
+        merged_rows = self._merge_readds(conn, readds, stored, tag_links, log_rows)
+        self._write_batch(conn, new_rows, tag_links, touched, log_rows)
+        if merged_rows:
+            conn.execute(text("UPDATE memories SET importance = :i, metadata = :m WHERE id = :id"),
+                         [{"i": i, "m": m, "id": mid} for i, m, mid in merged_rows])
+        return results
+
+    @staticmethod
+    def _merge_readds(conn: Connection, readds: Sequence[tuple[int, int, NewMemory]],
+                      stored: dict[int, Merged], tag_links: list[tuple[int, str]],
+                      log_rows: list[tuple[Any, ...]]) -> list[tuple[float, str, int]]:
+        """Merge each re-add into its memory (see ``merge_readd``): new tags go to
+        ``tag_links``, the log lines say what changed; return the rows to update."""
+        if not readds:
+            return []
+        old = sorted({mid for _, mid, _ in readds})
+        for mid, name in conn.execute(text(
+                "SELECT mt.memory_id, t.name FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+                f"WHERE mt.memory_id IN ({', '.join(str(int(m)) for m in old)})")):
+            stored[mid].tags.add(name)
+        changed: set[int] = set()
+        for at, mid, rec in readds:
+            now = stored[mid]
+            step = merge_readd(Merged(now.importance, now.metadata, set(now.tags)), rec)
+            stored[mid] = Merged(step.importance, step.metadata, step.tags)
+            tag_links.extend((mid, tag) for tag in step.detail.get("tags", ()))
+            if step.changed_row:
+                changed.add(mid)
+            row = log_rows[at]
+            log_rows[at] = (*row[:5], json.dumps(touch_detail(step)))
+        return [(stored[m].importance, json.dumps(stored[m].metadata), m) for m in sorted(changed)]
+
+    def _write_batch(self, conn: Connection, new_rows: Sequence[tuple[Any, ...]],
+                     tag_links: Sequence[tuple[int, str]], touched: Sequence[tuple[float, int]],
+                     log_rows: Sequence[tuple[Any, ...]]) -> None:
+        """Write a batch's new memories (ids ascending, consecutive), tags, touches and log.
+
+        With the batched trigger (``_FTS_BATCH_KEY``) two or more new rows are indexed for
+        full text by one statement over their id range instead of row by row.
+        """
+        cur = conn.connection.cursor()
+        try:
+            if new_rows:
+                batched = self._fts_batched and len(new_rows) > 1  # one row: the trigger is cheaper
+                if batched:
+                    cur.execute("INSERT OR REPLACE INTO htm_meta(key, value) VALUES (?, '1')",
+                                (_FTS_BATCH_KEY,))
+                cur.executemany(
+                    "INSERT INTO memories(id, key, content, content_hash, robot_id, importance, "
+                    "token_count, created_at, last_accessed, access_count, metadata, embedding, "
+                    "embedder, forgotten_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    new_rows)
+                if batched:
+                    cur.execute("INSERT INTO memories_fts(rowid, content) SELECT id, content "
+                                "FROM memories WHERE id BETWEEN ? AND ?",
+                                (new_rows[0][0], new_rows[-1][0]))
+                    cur.execute("DELETE FROM htm_meta WHERE key = ?", (_FTS_BATCH_KEY,))
+            if tag_links:
+                names = sorted({tag for _mid, tag in tag_links})
+                cur.executemany("INSERT OR IGNORE INTO tags(name) VALUES (?)",
+                                [(n,) for n in names])
+                tag_ids: dict[str, int] = {}
+                for part in chunks(names, 500):
+                    cur.execute(f"SELECT name, id FROM tags WHERE name IN ({', '.join('?' * len(part))})",
+                                list(part))
+                    tag_ids.update(cur.fetchall())
+                cur.executemany("INSERT OR IGNORE INTO memory_tags(memory_id, tag_id) VALUES (?, ?)",
+                                [(mid, tag_ids[tag]) for mid, tag in tag_links])
+            if touched:
+                cur.executemany("UPDATE memories SET last_accessed = ?, access_count = access_count + 1, "
+                                "forgotten_at = NULL WHERE id = ?", touched)
+            if log_rows:
+                cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
+                                "VALUES (?, ?, ?, ?, ?, ?)", log_rows)
+        finally:
+            cur.close()
+
+    def _index_new(self, outcomes: Sequence[tuple[int, bool, tuple[np.ndarray, float, int] | None]]
+                   ) -> None:
+        rows = [(mid, vec) for mid, _c, vec in outcomes if vec is not None]
+        if not rows:
+            return
+        if self._index is None:
+            self._index = self._new_index(len(rows[0][1][0]))
+        # Rows other writers committed before ours sit between the index's newest id and ours:
+        # take them first, or the index's high-water mark would skip them for good.
+        self._pull_new_rows(below=min(mid for mid, _ in rows))
+        self._index.add_arrays(
+            np.fromiter((mid for mid, _ in rows), dtype=np.int64, count=len(rows)),
+            np.stack([vec[0] for _, vec in rows]),
+            np.fromiter((vec[1] for _, vec in rows), dtype=np.float64, count=len(rows)),
+            np.fromiter((vec[2] for _, vec in rows), dtype=np.int64, count=len(rows)),
+        )
+
+    def touch(self, ids: Sequence[int], *, at: datetime) -> None:
+        if not ids:
+            return
+        with self._write() as conn:
+            conn.execute(
+                text("UPDATE memories SET last_accessed = max(last_accessed, :t), "
+                     "access_count = access_count + 1 WHERE id = :id"),
+                [{"t": to_timestamp(at), "id": i} for i in ids],
+            )
+
+    def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
+        if not items:
+            return
+        units = [(mid, normalise(vec)) for mid, vec in items]
+        dims = {len(u) for _, u in units}
+        if len(dims) != 1:
+            raise DimensionMismatchError(f"embeddings in one batch have different dimensions: {dims}")
+        with self._write() as conn:
+            self._check_embedding(conn, embedder, dims.pop())
+            conn.execute(
+                text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
+                [{"e": u.tobytes(), "n": embedder, "id": mid} for mid, u in units],
+            )
+            clear_failures(conn, [mid for mid, _ in units])
+            self._bump_generation(conn)
+            meta = {
+                r[0]: (r[1], r[2], r[3]) for part in chunks([m for m, _ in units], 500)
+                for r in conn.execute(text(
+                    "SELECT id, created_at, robot_id, forgotten_at FROM memories WHERE id IN ("
+                    + ", ".join(str(int(m)) for m in part) + ")"))
+            }
+        if self._index is None:
+            self._index = self._new_index(len(units[0][1]))
+        self._index.add([(mid, u, meta[mid][0], meta[mid][1]) for mid, u in units if mid in meta])
+        for mid, _u in units:
+            if mid in meta and meta[mid][2] is not None:
+                self._index.set_alive(mid, False)
+
+    def reset_embeddings(self) -> None:
+        with self._write() as conn:
+            conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL"))
+            conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))
+            clear_failures(conn)
+            self._log(conn, "reset_embeddings", robot_id=None)
+            self._bump_generation(conn)
+        if isinstance(self._index, ApproximateIndex):
+            self._index.discard()
+        self._index = None
