@@ -9,6 +9,7 @@ each test gets a fresh database with a unique name.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,3 +80,13 @@ def htm_factory(store_url: str, clock: FrozenClock) -> Iterator[Callable[..., HT
     yield make
     for htm in made:
         htm.close()
+
+
+@pytest.fixture
+def berlin_machine(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's TZ set to Europe/Berlin (and libc told so), restored afterwards."""
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -4,7 +4,6 @@ rules, and the neighbour step only brings in memories that gained a real bonus."
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 
@@ -65,16 +64,6 @@ def test_calendar_and_rolling_phrases_differ(htm_factory: Callable[..., HTM]) ->
     assert {h.memory.content for h in htm.recall("violin", timeframe="last week")} == {
         "Ana: violin lesson booked"}
     assert len(htm.recall("violin", timeframe="the last 7 days")) == 2
-
-
-@pytest.fixture
-def berlin_machine(monkeypatch: pytest.MonkeyPatch):
-    """The process's TZ set to Europe/Berlin (and libc told so), restored afterwards."""
-    monkeypatch.setenv("TZ", "Europe/Berlin")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_naive_times_and_dates_follow_the_local_zone_all_year(

@@ -244,13 +244,7 @@ def test_instances_in_separate_processes_stay_coherent(store_url: str) -> None:
                 assert tokens <= BUDGET
                 assert set(resident) == {m.key for m in store.working_set(robot)}, (step, other)
     finally:
-        for pipe in pipes.values():
-            with contextlib.suppress(OSError):
-                pipe.send(("stop", None))
-        for proc in procs:
-            proc.join(30)
-            if proc.is_alive():
-                proc.kill()
+        _stop(pipes, procs)
         store.close()
 
 
@@ -294,11 +288,16 @@ def test_two_processes_of_one_robot_writing_at_once_settle_within_budget(store_u
             assert tokens <= BUDGET
             assert set(resident) == {m.key for m in persisted}
     finally:
-        for pipe in pipes.values():
-            with contextlib.suppress(OSError):
-                pipe.send(("stop", None))
-        for proc in procs:
-            proc.join(30)
-            if proc.is_alive():
-                proc.kill()
+        _stop(pipes, procs)
         store.close()
+
+
+def _stop(pipes: dict[str, Any], procs: list[Any]) -> None:
+    """Ask every served process to stop; kill those that do not within 30 s."""
+    for pipe in pipes.values():
+        with contextlib.suppress(OSError):
+            pipe.send(("stop", None))
+    for proc in procs:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()

@@ -5,7 +5,6 @@ of exact length ending now, ISO times with ``Z``, and out-of-range input refused
 
 from __future__ import annotations
 
-import time
 from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -200,16 +199,6 @@ def test_rolling_months_start_at_the_same_local_time() -> None:
 
 
 # -- the default clock carries the machine's zone ------------------------------------------
-
-
-@pytest.fixture
-def berlin_machine(monkeypatch: pytest.MonkeyPatch):
-    """The process's TZ set to Europe/Berlin (and libc told so), restored afterwards."""
-    monkeypatch.setenv("TZ", "Europe/Berlin")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_default_clock_uses_the_local_zone_with_its_rules(berlin_machine) -> None:
