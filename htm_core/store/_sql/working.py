@@ -8,12 +8,14 @@ each backend's dialect (they are on the path of every add and recall).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ..base import WorkingResult
+from ...models import Memory
+from ..base import WorkingResult, WorkingRow, WorkingState
 from .records import SQLRecordChanges
 
 __all__ = ["SQLWorkingSet"]
@@ -35,6 +37,20 @@ class SQLWorkingSet(SQLRecordChanges):
             f"last_active = coalesce({cls._BUMP_TIME}, last_active) WHERE id = :r "
             "RETURNING working_version"), {"t": stamp, "r": rid}).scalar_one())
         return WorkingResult(version, expected is None or version == expected + 1, refused)
+
+    @classmethod
+    def _working_rows(cls, memories: Iterable[Memory],
+                      states: Mapping[int, Sequence[Any]]) -> list[WorkingRow]:
+        """Entries from visible ``memories`` and their stored ``states`` (last access,
+        access count, seq, access seq per memory id), in entry order."""
+        out = []
+        for m in memories:
+            accessed, count, seq, access_seq = states[m.id]
+            out.append(WorkingRow(memory=m, state=WorkingState(
+                key=m.key, access_count=int(count), seq=int(seq), access_seq=int(access_seq),
+                last_accessed=m.last_accessed if accessed is None else cls._time_out(accessed))))
+        out.sort(key=lambda r: (r.state.seq, r.memory.id))
+        return out
 
     def clear_working(self, robot: str) -> int:
         """Drop ``robot``'s working-memory membership (memories stay); return how many."""

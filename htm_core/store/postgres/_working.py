@@ -55,15 +55,7 @@ class PostgresWorkingSet(_PostgresRecords):
                 "FROM working_memory WHERE robot_id = :r"), {"r": row[0]})}
             memories = self._fetch(conn, f"m.id = ANY(:ids) AND {_VISIBLE}",
                                    {"ids": list(states)}, False)
-            out = []
-            for m in memories:
-                accessed, count, seq, access_seq = states[m.id]
-                out.append(WorkingRow(memory=m, state=WorkingState(
-                    key=m.key, access_count=int(count), seq=int(seq), access_seq=int(access_seq),
-                    last_accessed=m.last_accessed if accessed is None
-                    else accessed.astimezone(timezone.utc))))
-            out.sort(key=lambda r: (r.state.seq, r.memory.id))
-            return int(row[1]), out
+            return int(row[1]), self._working_rows(memories, states)
 
         return self._run("reading working memory", read)
 

@@ -51,15 +51,7 @@ class SQLiteWorkingSet(_SQLiteRecords):
             memories = [m for part in chunks(list(states), 500) for m in self._fetch(
                 conn, f"m.id IN ({', '.join(str(int(i)) for i in part)}) "
                 "AND m.forgotten_at IS NULL", {}, False)]
-        out = []
-        for m in memories:
-            accessed, count, seq, access_seq = states[m.id]
-            out.append(WorkingRow(memory=m, state=WorkingState(
-                key=m.key, access_count=int(count), seq=int(seq), access_seq=int(access_seq),
-                last_accessed=m.last_accessed if accessed is None
-                else utc_from_timestamp(accessed))))
-        out.sort(key=lambda r: (r.state.seq, r.memory.id))
-        return int(row[1]), out
+        return int(row[1]), self._working_rows(memories, states)
 
     def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
         with self._read() as conn:  # one read transaction: one snapshot
