@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 from .config import Settings
 from .errors import ConfirmationRequiredError, HTMError, ValidationError, missing_extra
+from .serialize import hit_to_dict, stats_to_dict
 from .store import LongTermStore, open_store
 from .transfer import Progress
 
@@ -271,11 +272,7 @@ def _cmd_recall(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         now = datetime.now(timezone.utc)
     if args.json:
         for hit in hits:
-            m = hit.memory
-            out.write(json.dumps({"key": m.key, "score": hit.score, "content": m.content,
-                                  "importance": m.importance, "robot": m.robot,
-                                  "created_at": m.created_at.isoformat(), "tags": list(m.tags)},
-                                 ensure_ascii=False) + "\n")
+            out.write(json.dumps(hit_to_dict(hit, compact=True), ensure_ascii=False) + "\n")
         return 0
     if not hits:
         err.write("no memories matched\n")
@@ -300,9 +297,8 @@ def _cmd_stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with _open_htm(args) as htm:
         stats = htm.stats()
     if args.json:
-        from dataclasses import asdict
-
-        out.write(json.dumps(asdict(stats), default=str, indent=2) + "\n")
+        out.write(json.dumps(stats_to_dict(stats, utilisation=False), default=str, indent=2)
+                  + "\n")
         return 0
     rows = [
         ("robot", stats.robot),

@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from . import serialize
 from .embeddings import embedder_name, store_embedder_hint
 from .errors import (
     DuplicateKeyError,
@@ -88,10 +89,6 @@ class TransferResult:
     notes: tuple[str, ...] = field(default=())
 
 
-def _iso(when: datetime | None) -> str | None:
-    return when.astimezone(timezone.utc).isoformat() if when is not None else None
-
-
 def _parse_time(value: Any, name: str, line: int) -> datetime | None:
     if value is None:
         return None
@@ -107,24 +104,9 @@ def _parse_time(value: Any, name: str, line: int) -> datetime | None:
 
 
 def memory_to_record(memory: Memory, *, with_embedding: bool = False) -> dict[str, Any]:
-    """A memory as one JSON-serialisable export record."""
-    record: dict[str, Any] = {
-        "key": memory.key,
-        "content": memory.content,
-        "robot": memory.robot,
-        "importance": memory.importance,
-        "token_count": memory.token_count,
-        "created_at": _iso(memory.created_at),
-        "last_accessed": _iso(memory.last_accessed),
-        "access_count": memory.access_count,
-        "tags": list(memory.tags),
-        "metadata": memory.metadata,
-        "forgotten_at": _iso(memory.forgotten_at),
-    }
-    if with_embedding and memory.embedding is not None:
-        record["embedding"] = [float(x) for x in memory.embedding]
-        record["embedder"] = memory.embedder
-    return record
+    """A memory as one JSON-serialisable export record
+    (:func:`htm_core.serialize.memory_to_record`)."""
+    return serialize.memory_to_record(memory, include_embedding=with_embedding)
 
 
 def memory_from_record(record: Any, *, line: int = 0) -> NewMemory:

@@ -26,7 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from htm_core.errors import ValidationError, missing_extra
-from htm_core.models import Hit, Memory
+from htm_core.models import Hit
+from htm_core.serialize import memory_metadata
 
 from .._scope import ChatScope, narrow
 
@@ -44,23 +45,6 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 __all__ = ["HTMRetriever", "memory_metadata"]
 
 _RECALL_OPTIONS = ("k", "strategy", "timeframe", "tags", "robot")
-
-
-def memory_metadata(memory: Memory, score: float | None = None) -> dict[str, Any]:
-    """The metadata every htm adapter attaches to a memory it hands to a framework.
-
-    Keys: ``id``, ``key``, ``score`` (None when the memory was not found by recall),
-    ``importance``, ``created_at`` (ISO 8601, UTC), ``robot`` and ``tags`` (a list).
-    """
-    return {
-        "id": memory.id,
-        "key": memory.key,
-        "score": score,
-        "importance": memory.importance,
-        "created_at": memory.created_at.isoformat(),
-        "robot": memory.robot,
-        "tags": list(memory.tags),
-    }
 
 
 def hit_to_document(hit: Hit) -> Document:

@@ -88,6 +88,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 
 from htm_core import HTM, Hit, Memory
 from htm_core.errors import NotFoundError, UnknownStrategyError, UnsupportedFilterError, ValidationError
+from htm_core.serialize import memory_metadata
 from htm_core.tags import carries_tag, tag_matches
 from htm_core.validation import check_importance
 
@@ -304,13 +305,10 @@ class HTMVectorStore(BasePydanticVectorStore):
             node = metadata_dict_to_node(memory.metadata, text=memory.content)
         else:
             node = TextNode(id_=memory.key, text=memory.content, metadata=dict(memory.metadata))
-        node.metadata.update({
-            "id": memory.id, "key": memory.key, "score": hit.score if hit else None,
-            "importance": memory.importance, "created_at": memory.created_at.isoformat(),
-            "robot": memory.robot,
-            "tags": [t for t in memory.tags
-                     if not tag_matches(t, TAG_ROOT) and not tag_matches(t, self.tag_root)],
-        })
+        node.metadata.update(memory_metadata(
+            memory, hit.score if hit else None,
+            tags=[t for t in memory.tags
+                  if not tag_matches(t, TAG_ROOT) and not tag_matches(t, self.tag_root)]))
         for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
             excluded.extend(k for k in RESULT_KEYS if k not in excluded)
         return node

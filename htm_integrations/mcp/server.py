@@ -38,14 +38,19 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from htm_core import HTM, HTMError
 from htm_core import __version__ as htm_version
 from htm_core.errors import MissingDependencyError, NotFoundError, missing_extra
-from htm_core.models import Context, Memory, Robot, Stats
-from htm_core.transfer import memory_to_record
+from htm_core.models import Context
+from htm_core.serialize import (
+    context_to_dict,
+    hit_to_dict,
+    memory_to_dict,
+    robot_to_dict,
+    stats_to_dict,
+)
 from htm_core.validation import check_key
 
 from .._scope import ChatScope
@@ -72,43 +77,6 @@ DEFAULT_HTTP_PORT = 8765
 LOOPBACK = "127.0.0.1"
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _iso(when: datetime | None) -> str | None:
-    return when.isoformat() if when is not None else None
-
-
-def memory_to_dict(memory: Memory) -> dict[str, Any]:
-    """A JSON-ready view of a memory (without its embedding): the export record plus the
-    id, whether it is forgotten and whether it is in working memory."""
-    return {"id": memory.id, **memory_to_record(memory),
-            "forgotten": memory.forgotten_at is not None,
-            "in_working_memory": memory.in_working_memory}
-
-
-def context_to_dict(context: Context) -> dict[str, Any]:
-    """A JSON-ready view of an assembled context."""
-    return {
-        "text": context.text,
-        "tokens": context.tokens,
-        "strategy": context.strategy,
-        "max_tokens": context.max_tokens,
-        "budget": context.budget,
-        "keys": list(context.keys),
-    }
-
-
-def stats_to_dict(stats: Stats) -> dict[str, Any]:
-    """A JSON-ready view of :meth:`HTM.stats`, with the working-memory utilisation."""
-    out = {name: getattr(stats, name) for name in stats.__dataclass_fields__}
-    out["working_memory_utilisation"] = round(stats.working_memory_utilisation, 6)
-    return out
-
-
-def robot_to_dict(robot: Robot) -> dict[str, Any]:
-    """A JSON-ready view of a robot."""
-    return {"name": robot.name, "created_at": _iso(robot.created_at),
-            "last_active": _iso(robot.last_active), "memory_count": robot.memory_count}
 
 
 def default_user() -> str:
@@ -226,7 +194,7 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
         hits = htm.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
                           tags=scope.topic_filter(tags), robot=robot)
         return {"count": len(hits),
-                "hits": [{"score": hit.score, **memory_to_dict(hit.memory)} for hit in hits]}
+                "hits": [hit_to_dict(hit) for hit in hits]}
 
     @server.tool(annotations=read_only)
     @guarded
