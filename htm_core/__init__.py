@@ -47,7 +47,7 @@ from .errors import (
     ValidationError,
 )
 from .htm import HTM
-from .models import Context, Hit, Memory, Operation, Robot, Stats
+from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
 from .retrieval import RetrievalConfig
 from .tokens import CallableCounter, TiktokenCounter, TokenCounter
 from .working import WorkingMemory
@@ -88,6 +88,7 @@ __all__ = [
     "ModelCallError",
     "NotFoundError",
     "Operation",
+    "Page",
     "RetrievalConfig",
     "Robot",
     "SchemaError",

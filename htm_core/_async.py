@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from .models import Context, Hit, Memory, Operation, Robot, Stats
+from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
 
 if TYPE_CHECKING:
     from .htm import HTM
@@ -94,6 +94,21 @@ class AsyncTwins:
     async def aretrieve(self, key: str) -> Memory | None:
         """Async :meth:`retrieve`."""
         return await asyncio.to_thread(_sync(self).retrieve, key)
+
+    async def aget(self, key: str, include_forgotten: bool = False) -> Memory | None:
+        """Async :meth:`get`."""
+        return await asyncio.to_thread(_sync(self).get, key, include_forgotten)
+
+    async def alist(self, *, robot: str | None = None, tags: Iterable[str] | str | None = None,
+                    timeframe: Any = None, key_prefix: str | None = None,
+                    include_forgotten: bool = False, order: str = "created_at",
+                    descending: bool = False, limit: int = 100,
+                    cursor: str | None = None) -> Page:
+        """Async :meth:`list`."""
+        return await asyncio.to_thread(
+            _sync(self).list, robot=robot, tags=tags, timeframe=timeframe,
+            key_prefix=key_prefix, include_forgotten=include_forgotten, order=order,
+            descending=descending, limit=limit, cursor=cursor)
 
     async def acreate_context(self, strategy: str = "balanced", max_tokens: int | None = None,
                               *, include_summaries: int = 0, query: str | None = None,

@@ -35,6 +35,7 @@ from . import _intake
 from ._async import AsyncTwins
 from ._embedding import EmbeddingService, check_batch_size
 from ._intake import Intake
+from ._listing import Listing
 from .clock import Clock, local_now
 from .config import Settings
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
@@ -56,7 +57,7 @@ __all__ = ["HTM"]
 logger = logging.getLogger(__name__)
 
 
-class HTM(AsyncTwins):
+class HTM(AsyncTwins, Listing):
     """A two-tier memory for one robot over a (possibly shared) long-term store.
 
     Async: every public method that does I/O has a twin named ``a<name>`` (``aadd``,

@@ -12,6 +12,7 @@ __all__ = [
     "Hit",
     "Memory",
     "Operation",
+    "Page",
     "Robot",
     "Stats",
 ]
@@ -91,6 +92,15 @@ class Context:
     def keys(self) -> tuple[str, ...]:
         """The keys of the memories in the context, in order."""
         return tuple(m.key for m in self.memories)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of :meth:`htm_core.HTM.list`: its memories, in order, and the cursor of the
+    next page (``None`` on the last page)."""
+
+    memories: tuple[Memory, ...]
+    next_cursor: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

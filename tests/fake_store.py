@@ -156,6 +156,23 @@ class FakeStore:
         return sorted(m.key for m in self._memories.values() if m.key.startswith(prefix)
                       and (include_forgotten or self._visible(m)))
 
+    def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
+                      include_forgotten: bool = False, order: str = "created_at",
+                      descending: bool = False, limit: int = 100,
+                      after: tuple[Any, int] | None = None) -> list[Memory]:
+        def matches(m: Memory) -> bool:
+            shown = replace(m, forgotten_at=None) if include_forgotten else m
+            return self._visible(shown, filters) and m.key.startswith(key_prefix or "")
+
+        def place(m: Memory) -> tuple[Any, int]:
+            return getattr(m, order), m.id
+
+        rows = sorted((m for m in self._memories.values() if matches(m)), key=place,
+                      reverse=descending)
+        if after is not None:
+            rows = [m for m in rows if (place(m) < after if descending else place(m) > after)]
+        return rows[:limit]
+
     def tags(self) -> dict[str, int]:
         counted: dict[str, int] = {}
         for memory in self._memories.values():

@@ -327,6 +327,16 @@ class Records(Protocol):
         """Keys starting with ``prefix`` (document chunks, chat sessions), sorted."""
         ...
 
+    def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
+                      include_forgotten: bool = False, order: str = "created_at",
+                      descending: bool = False, limit: int = 100,
+                      after: tuple[Any, int] | None = None) -> list[Memory]:
+        """Up to ``limit`` memories matching ``filters`` (the tag rule and times of recall) and
+        ``key_prefix``, ordered by ``order`` (``created_at``, ``key`` or ``importance``) then
+        id, both ``descending`` or not; ``after`` is the (order value, id) of the last memory
+        of the previous page. No access is counted."""
+        ...
+
     def tags(self) -> dict[str, int]:
         """Every tag with the number of visible memories carrying it."""
         ...

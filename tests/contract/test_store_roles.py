@@ -127,3 +127,22 @@ def test_retrieval_needs_only_the_search_role() -> None:
     ranked = search(fake, query="vim keybindings", query_vector=lambda: embedder.embed_query("vim"),
                     strategy="hybrid", limit=2, filters=SearchFilters())
     assert ranked[0].id == vim.id
+
+
+def test_the_fake_lists_as_the_stores_do(any_store: LongTermStore) -> None:
+    """The same memories on the fake and on a real store page the same way."""
+    listed = []
+    for store in (FakeStore(), any_store):
+        with HTM(store=store, embedder=HashingEmbedder()) as htm:
+            htm.add_many([{"content": f"note {i}", "key": f"n{i % 7}-{i:02d}",
+                           "importance": float(i % 3), "tags": ["a:b" if i % 2 else "c"]}
+                          for i in range(30)], working_memory=False)
+            htm.forget("n0-07", confirm=True)
+            page = htm.list(order="importance", descending=True, tags=["a"], limit=4)
+            keys = [m.key for m in page.memories]
+            while page.next_cursor:
+                page = htm.list(order="importance", descending=True, tags=["a"], limit=4,
+                                cursor=page.next_cursor)
+                keys += [m.key for m in page.memories]
+            listed.append(keys)
+    assert listed[0] == listed[1] and len(listed[0]) == 14 and "n0-07" not in listed[0]

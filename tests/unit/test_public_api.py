@@ -23,7 +23,7 @@ EXPECTED_ERRORS = [
 EXPECTED_CORE = [
     "HTM", *sorted([
         "CallableCounter", "Context", "Embedder", "FrozenClock", "HashingEmbedder", "Hit",
-        "LocalEmbedder", "Memory", "Operation", "RetrievalConfig", "Robot", "Stats",
+        "LocalEmbedder", "Memory", "Operation", "Page", "RetrievalConfig", "Robot", "Stats",
         "TiktokenCounter", "TokenCounter", "WorkingMemory", *EXPECTED_ERRORS]),
     "__version__",
 ]

@@ -21,12 +21,15 @@ from .._text import tag_patterns
 from .._vectors import FAILED_COUNT, NOT_FAILED
 from ..base import SearchFilters, StoreCounts, like_prefix
 
-__all__ = ["VISIBLE", "SQLCatalogue"]
+__all__ = ["LIST_ORDERS", "VISIBLE", "SQLCatalogue"]
 
 T = TypeVar("T")
 
 #: The rows recall, search and the catalogue see: memories not forgotten.
 VISIBLE = "m.forgotten_at IS NULL"
+
+#: The columns ``list_memories`` orders by (then by id, the same way).
+LIST_ORDERS = ("created_at", "key", "importance")
 
 
 class SQLCatalogue(ABC):
@@ -64,9 +67,10 @@ class SQLCatalogue(ABC):
     # -- visibility and filters ------------------------------------------------------
 
     @classmethod
-    def _filter_sql(cls, filters: SearchFilters, params: dict[str, Any]) -> str:
+    def _filter_sql(cls, filters: SearchFilters, params: dict[str, Any], *,
+                    visible_only: bool = True) -> str:
         """The ``WHERE`` clause (on ``memories m``) of ``filters``; binds its values."""
-        clauses = [VISIBLE]
+        clauses = [VISIBLE if visible_only else "1 = 1"]
         if filters.start is not None:
             clauses.append("m.created_at >= :start")
             params["start"] = cls._time_in(filters.start)
@@ -98,6 +102,30 @@ class SQLCatalogue(ABC):
                               lambda conn: self._fetch(conn, where, {"key": key},
                                                        include_embedding))
         return found[0] if found else None
+
+    def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
+                      include_forgotten: bool = False, order: str = "created_at",
+                      descending: bool = False, limit: int = 100,
+                      after: tuple[Any, int] | None = None) -> list[Memory]:
+        """Up to ``limit`` memories matching ``filters`` and ``key_prefix``, by ``order`` then
+        id; ``after`` is the (order value, id) of the row before the page (keyset paging)."""
+        if order not in LIST_ORDERS:
+            raise ValueError(f"order must be one of {LIST_ORDERS}, got {order!r}")
+        params: dict[str, Any] = {"limit": limit}
+        where = [self._filter_sql(filters, params, visible_only=not include_forgotten)]
+        if key_prefix:
+            where.append("m.key LIKE :prefix ESCAPE '\\'")
+            params["prefix"] = like_prefix(key_prefix)
+        if after is not None:
+            value, params["after_id"] = after
+            params["after"] = self._time_in(value) if order == "created_at" else value
+            beyond = "<" if descending else ">"
+            where.append(f"(m.{order} {beyond} :after "
+                         f"OR (m.{order} = :after AND m.id {beyond} :after_id))")
+        way = " DESC" if descending else ""
+        sql = f"{' AND '.join(where)} ORDER BY m.{order}{way}, m.id{way} LIMIT :limit"
+        return self._reading("listing memories",
+                             lambda conn: self._fetch(conn, sql, params, False))
 
     def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
         """Keys starting with ``prefix``, sorted."""
