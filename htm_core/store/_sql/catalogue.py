@@ -8,8 +8,9 @@ driver errors map to htm's), the time and JSON conversions, the collation of tag
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
@@ -126,6 +127,22 @@ class SQLCatalogue(ABC):
         sql = f"{' AND '.join(where)} ORDER BY m.{order}{way}, m.id{way} LIMIT :limit"
         return self._reading("listing memories",
                              lambda conn: self._fetch(conn, sql, params, False))
+
+    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
+                      include_embedding: bool = False, after_id: int = 0
+                      ) -> Iterator[list[Memory]]:
+        """Every memory in id order, in batches of ``batch_size`` (keyset pagination)."""
+        last = after_id
+        visible = "" if include_forgotten else f" AND {VISIBLE}"
+        where = f"m.id > :last{visible} ORDER BY m.id LIMIT :n"
+        while True:
+            batch = self._reading("reading memories", functools.partial(
+                self._fetch, where=where, params={"last": last, "n": batch_size},
+                include_embedding=include_embedding))
+            if not batch:
+                return
+            yield batch
+            last = batch[-1].id
 
     def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
         """Keys starting with ``prefix``, sorted."""

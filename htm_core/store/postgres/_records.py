@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import timezone
 from typing import Any
 
@@ -94,21 +93,6 @@ class _PostgresRecords(_PostgresEngine):
         """The memories marked as failing, with the reason, oldest mark first."""
         rows = self._read("listing failed embeddings", lambda conn: list_failures(conn, limit))
         return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=t) for k, e, r, t in rows]
-
-    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
-                      include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
-        """Every memory in id order, in batches of ``batch_size`` (keyset pagination)."""
-        last = after_id
-        visible = "" if include_forgotten else f" AND {_VISIBLE}"
-        where = f"m.id > :last{visible} ORDER BY m.id LIMIT :n"
-        while True:
-            params = {"last": last, "n": batch_size}
-            batch = self._read("reading memories", functools.partial(
-                self._fetch, where=where, params=params, include_embedding=include_embedding))
-            if not batch:
-                return
-            yield batch
-            last = batch[-1].id
 
     # -- tags ------------------------------------------------------------------------
 

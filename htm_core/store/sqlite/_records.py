@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -108,19 +108,6 @@ class _SQLiteRecords(_SQLiteEngine):
             rows = list_failures(conn, limit)
         return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=utc_from_timestamp(t))
                 for k, e, r, t in rows]
-
-    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
-                      include_embedding: bool = False, after_id: int = 0) -> Iterator[list[Memory]]:
-        last = after_id
-        visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
-        while True:
-            with self._read() as conn:
-                batch = self._fetch(conn, f"m.id > :last{visible} ORDER BY m.id LIMIT :n",
-                                    {"last": last, "n": batch_size}, include_embedding)
-            if not batch:
-                return
-            yield batch
-            last = batch[-1].id
 
     # -- tags ------------------------------------------------------------------------
 
