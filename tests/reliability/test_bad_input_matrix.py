@@ -406,6 +406,18 @@ HTM_CASES = [
     _works("retrieve-unknown", lambda e: e.htm.retrieve("no-such-key"), returns_none),
     _works("retrieve-hostile", lambda e: e.htm.retrieve("'; DROP TABLE memories; --"), returns_none),
     _works("retrieve-forgotten", lambda e: e.htm.retrieve("gone"), returns_none),
+    # get / list (no access counted)
+    _case("get-empty", lambda e: e.htm.get(""), InvalidKeyError),
+    _case("get-nul", lambda e: e.htm.get("a\x00"), InvalidKeyError),
+    _works("get-hostile", lambda e: e.htm.get("'; DROP TABLE memories; --"), returns_none),
+    _works("get-forgotten", lambda e: e.htm.get("gone"), returns_none),
+    _case("list-limit", lambda e: e.htm.list(limit=0), InvalidBudgetError),
+    _case("list-order", lambda e: e.htm.list(order="psychic"), ValidationError),
+    _case("list-cursor", lambda e: e.htm.list(cursor="not a cursor"), ValidationError),
+    _case("list-tags", lambda e: e.htm.list(tags=["a b"]), InvalidTagError),
+    _case("list-timeframe", lambda e: e.htm.list(timeframe="soonish"), TimeframeError),
+    _works("list-hostile-prefix", lambda e: e.htm.list(key_prefix="'; DROP TABLE memories; --"),
+           lambda e, page: None if page.memories == () else pytest.fail(f"{page}")),
     # forget / restore / purge
     _case("forget-no-confirm", lambda e: e.htm.forget("seed"), ConfirmationRequiredError),
     _case("forget-confirm-truthy", lambda e: e.htm.forget("seed", confirm="yes"),  # type: ignore[arg-type]
@@ -446,6 +458,8 @@ HTM_CASES = [
     _case("arecall-strategy", lambda e: arun(e.htm.arecall("x", strategy="psychic")),
           UnknownStrategyError),
     _case("aretrieve-empty", lambda e: arun(e.htm.aretrieve("")), InvalidKeyError),
+    _case("aget-empty", lambda e: arun(e.htm.aget("")), InvalidKeyError),
+    _case("alist-limit", lambda e: arun(e.htm.alist(limit=0)), InvalidBudgetError),
     _case("acreate_context-strategy", lambda e: arun(e.htm.acreate_context("psychic")),
           UnknownStrategyError),
     _case("aforget-no-confirm", lambda e: arun(e.htm.aforget("seed")), ConfirmationRequiredError),
@@ -667,7 +681,8 @@ def test_every_public_method_is_in_the_matrix() -> None:
     """A new public HTM method must get rows here: this lists the ones the matrix covers."""
     covered = {"add", "add_many", "add_document", "recall", "retrieve", "forget", "restore", "purge",
                "create_context", "operations", "aadd", "aadd_many", "arecall", "aretrieve",
-               "acreate_context", "aforget", "aadd_document", "arestore", "apurge", "aoperations"}
+               "acreate_context", "aforget", "aadd_document", "arestore", "apurge", "aoperations",
+               "get", "list", "aget", "alist"}
     exempt = {"close", "migrate", "flush", "flush_enrichment", "reembed", "stats",
               "retry_failed_embeddings",
               "robots", "tags", "clear_working_memory"}
@@ -678,4 +693,4 @@ def test_every_public_method_is_in_the_matrix() -> None:
     names = {c.values[0].id.split("-")[0] for c in HTM_CASES}
     assert {"init", "add", "add_many", "recall", "retrieve", "forget", "restore", "purge", "context",
             "operations", "aadd", "aadd_many", "arecall", "aretrieve", "acreate_context",
-            "aforget"} <= names
+            "aforget", "get", "list", "aget", "alist"} <= names
