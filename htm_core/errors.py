@@ -161,8 +161,16 @@ class MissingDependencyError(HTMError, ImportError):
     """An optional extra is needed; the message names the ``pip install`` that adds it."""
 
 
+#: The name htm is published under on PyPI (the import packages stay ``htm_core`` and
+#: ``htm_integrations``); every install hint is built from it.
+DISTRIBUTION = "htm-memory"
+
+
+def install_hint(extra: str) -> str:
+    """The ``pip install`` line that adds *extra*, e.g. ``pip install "htm-memory[local]"``."""
+    return f'pip install "{DISTRIBUTION}[{extra}]"'
+
+
 def missing_extra(module: str, extra: str) -> MissingDependencyError:
     """Build the error for an optional dependency that is not installed."""
-    return MissingDependencyError(
-        f"{module} is not installed; install it with: pip install \"htm[{extra}]\""
-    )
+    return MissingDependencyError(f"{module} is not installed; install it with: {install_hint(extra)}")

@@ -202,7 +202,7 @@ def test_mcp_without_the_extra_names_it(htm_cli: Run, monkeypatch: pytest.Monkey
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "mcp" else real(name, *a))
     assert htm_cli("mcp") == 1
-    assert 'pip install "htm[mcp]"' in htm_cli.err
+    assert 'pip install "htm-memory[mcp]"' in htm_cli.err
 
 
 def _subprocess(*argv: str, env_db: Path, stdin: int | None = None,

@@ -4,7 +4,7 @@
 - :class:`HTMChatMessageHistory` (``BaseChatMessageHistory``): durable conversations for
   ``RunnableWithMessageHistory``.
 - :class:`HTMStore` (LangGraph ``BaseStore``): long-term memory for graphs and agents;
-  needs ``pip install "htm[langgraph]"``.
+  needs ``pip install "htm-memory[langgraph]"``.
 - :class:`HTMMemory` (classic ``BaseMemory`` from ``langchain-classic``): the bridge for
   classic chains such as ``ConversationChain``.
 

@@ -42,7 +42,7 @@ from typing import Annotated, Any, TypeVar
 
 from htm_core import HTM, HTMError
 from htm_core import __version__ as htm_version
-from htm_core.errors import MissingDependencyError, NotFoundError, missing_extra
+from htm_core.errors import MissingDependencyError, NotFoundError, install_hint, missing_extra
 from htm_core.models import Context
 from htm_core.serialize import (
     context_to_dict,
@@ -65,7 +65,7 @@ try:
 except ImportError:
     raise MissingDependencyError(
         "the htm MCP server needs the mcp SDK 2.x (MCPServer); upgrade it with: "
-        'pip install -U "htm[mcp]"') from None
+        + install_hint("mcp").replace("pip install", "pip install -U")) from None
 
 __all__ = ["build_server", "main", "parse_args"]
 
