@@ -7,7 +7,8 @@ the text the model reads; htm's own errors (an empty note, an importance out of 
 propagate, and the framework wrappers show their message to the model.
 
 - ``remember``: stores a note under a key made from the scope and the text, so the same
-  note said twice in one scope is one memory, and the same words in two scopes are two;
+  note said twice by one user (in any of their sessions) is one memory, and the same words
+  of two users are two;
 - ``recall``: hybrid recall inside the scope, one line per memory with its key;
 - ``forget``: two steps. Without ``confirm`` it only shows what would be forgotten; with
   ``confirm=True`` it forgets (recoverably: ``htm.restore(key)`` brings it back until
@@ -43,7 +44,7 @@ DESCRIPTIONS = {
 
 def _note_key(scope: ChatScope, content: str) -> str:
     digest = hashlib.sha256(content.strip().encode("utf-8")).hexdigest()[:24]
-    return f"{scope.tag}:note:{digest}"
+    return f"{scope.recall_tag}:note:{digest}"
 
 
 class MemoryTools:
