@@ -87,7 +87,8 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
     async def aforget(key: str, confirm: bool = False) -> str:
         return await asyncio.to_thread(forget_, key, confirm)
 
-    made = [("remember", remember, aremember), ("recall", recall, arecall)]
+    made: list[tuple[str, Any, Any]] = [("remember", remember, aremember),
+                                        ("recall", recall, arecall)]
     if forget:
         made.append(("forget", forget_, aforget))
     return [FunctionTool.from_defaults(fn=fn, async_fn=afn, name=name,
