@@ -43,7 +43,7 @@ DESCRIPTIONS = {
 
 
 def _note_key(scope: ChatScope, content: str) -> str:
-    digest = hashlib.sha256(content.strip().encode("utf-8")).hexdigest()[:24]
+    digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:24]
     return f"{scope.recall_tag}:note:{digest}"
 
 
@@ -66,6 +66,8 @@ class MemoryTools:
 
     def remember(self, scope: ChatScope, content: str, importance: float | None = None) -> str:
         """Store ``content`` as a note of ``scope``; the reply names its key."""
+        if isinstance(content, str):
+            content = content.strip()
         memory = self.htm.add(
             content, key=_note_key(scope, content) if isinstance(content, str) else None,
             importance=self.importance if importance is None else importance,

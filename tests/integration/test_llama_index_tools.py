@@ -71,3 +71,15 @@ def test_forget_takes_two_steps(htm_factory: Callable[..., HTM]) -> None:
     assert htm.get(key) is None
     assert htm.get(key, include_forgotten=True) is not None  # recoverable
     assert [t.metadata.name for t in htm_tools(htm, forget=False)] == ["remember", "recall"]
+
+
+def test_the_same_note_twice_is_one_memory(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory()
+    remember = htm_tools(htm, user_id="ada")[0]
+    first = remember.call(content="Ada's bus is the 42").content
+    assert remember.call(content="  Ada's bus is the 42\n").content == first
+    assert htm_tools(htm, user_id="ada", session_id="other")[0].call(
+        content="Ada's bus is the 42").content == first  # one user, any session
+    other = htm_tools(htm, user_id="bob")[0].call(content="Ada's bus is the 42").content
+    assert other != first
+    assert len(htm.list(tags=["chat"]).memories) == 2
