@@ -198,3 +198,16 @@ def test_bad_settings_are_refused(htm_factory: Callable[..., HTM],
 def test_a_misspelt_setting_is_refused(htm_factory: Callable[..., HTM]) -> None:
     with pytest.raises(TypeError):
         HTMMiddleware(htm_factory(), max_token=100)  # type: ignore[call-arg]
+
+
+def test_the_user_can_come_from_the_config_and_the_agent_can_stream(
+        htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory(robot="assistant")
+    model = RecordingChatModel(default="ok")
+    agent = create_agent(model, middleware=[HTMMiddleware(htm)], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t1", "user_id": "ada"}}
+    list(agent.stream({"messages": [HumanMessage("My cat is called Mio")]}, config))
+    assert stored(htm, "chat:user:ada:session:t1") == ["Human: My cat is called Mio", "AI: ok"]
+    agent.invoke({"messages": [HumanMessage("What is my cat called?")]},
+                 {"configurable": {"thread_id": "t2", "user_id": "ada"}})
+    assert "My cat is called Mio" in block_of(model.system_texts()[1])
