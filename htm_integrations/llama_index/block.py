@@ -34,7 +34,7 @@ from htm_core import HTM
 from htm_core.errors import ValidationError
 
 from .._scope import ChatScope
-from .memory import memory_line, message_text
+from ._messages import memory_line, message_text
 
 __all__ = ["HTMMemoryBlock"]
 
