@@ -261,6 +261,12 @@ def test_budget_rules(htm: HTM) -> None:
     assert memory.get() == [big]  # the newest message alone, for the LLM to report
     with pytest.raises(ValidationError, match=r"htm_core\.HTM"):
         HTMMemory(htm="not an htm")
+    with pytest.raises(ValidationError, match=r"\['max_tokens'\].*did you mean 'token_limit'"):
+        HTMMemory.from_defaults(htm=htm, max_tokens=100)  # misspelt: refused, not ignored
+    with pytest.raises(ValidationError, match=r"\['recall_token_ratio'\]"):
+        HTMMemory(htm=htm, recall_token_ratio=0.5)
+    with pytest.raises(ValidationError, match=r"\['limit'\]"):
+        HTMMemoryBlock(htm=htm, limit=3)
 
 
 def test_set_and_chat_history_do_not_duplicate(htm: HTM) -> None:
