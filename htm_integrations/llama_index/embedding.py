@@ -57,8 +57,7 @@ class HTMEmbedding(BaseEmbedding):
     _embedder: Any = PrivateAttr()
 
     def __init__(self, embedder: Any = None, *, htm: HTM | None = None, **kwargs: Any) -> None:
-        refuse_unknown("HTMEmbedding", {"embedder": 0, "htm": 0, **kwargs},
-                       ["embedder", "htm", *type(self).model_fields])
+        refuse_unknown("HTMEmbedding", kwargs, ["embedder", "htm", *type(self).model_fields])
         if (embedder is None) == (htm is None):
             raise EmbeddingError("HTMEmbedding needs exactly one of embedder= or htm=")
         inner = htm.embedder if htm is not None else resolve_embedder(embedder)[0]

@@ -23,7 +23,7 @@ from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.chat_engine import CondensePlusContextChatEngine, SimpleChatEngine
 from llama_index.core.llms.mock import MockFunctionCallingLLM, MockLLMWithChatMemoryOfLastCall
-from llama_index.core.memory import Memory
+from llama_index.core.memory import Memory, StaticMemoryBlock
 from llama_index.core.tools import FunctionTool
 
 from htm_core import HTM, HashingEmbedder
@@ -325,3 +325,28 @@ async def test_memory_block_joins_llama_index_memory(htm: HTM) -> None:
     truncated = await block.atruncate("- a b c\n- d e f\n- g h i", 4)
     assert truncated is not None and truncated.count("\n") < 2
     assert await block.atruncate("- a", 100) is None
+
+
+async def test_function_agent_with_memory_and_the_htm_block(htm: HTM) -> None:
+    """LlamaIndex's own ``Memory`` with a ``StaticMemoryBlock`` and an ``HTMMemoryBlock``
+    driving a ``FunctionAgent``: a turn of an earlier session (flushed into htm by that
+    session's ``Memory``) reaches the model in the new session's memory section."""
+    def memory(session: str) -> Memory:
+        return Memory.from_defaults(
+            session_id=session, token_limit=200, token_flush_size=40,
+            chat_history_token_ratio=0.5, memory_blocks=[
+                StaticMemoryBlock(name="core_info", static_content="The user is called Ada."),
+                HTMMemoryBlock(htm=htm, user_id="ada", recall_limit=3, priority=1)])
+
+    model = RecordingModel("Noted.")
+    agent = FunctionAgent(tools=[], llm=model.llm)
+    first = memory("monday")
+    await agent.run(user_msg="My parking spot is number 31.", memory=first)
+    for _ in range(3):
+        await agent.run(user_msg=FILLER, memory=first)
+    assert any(h.memory.content == "My parking spot is number 31."
+               for h in htm.recall("parking spot", limit=5, strategy="fulltext"))
+    await agent.run(user_msg="Which parking spot is mine?", memory=memory("tuesday"))
+    system = "\n".join(m.content or "" for m in model.seen[-1] if m.role == MessageRole.SYSTEM)
+    assert "The user is called Ada." in system
+    assert "<long_term_memory>" in system and "My parking spot is number 31." in system
