@@ -10,8 +10,9 @@ no access is counted, nothing is logged. It returns
 - the fused list recall would return, each hit with its rank in every arm that found it
   and its fused score (a hit lifted by a better neighbour shows the arm ``neighbor``);
 - the timeframe the recall filters by and the time expression read from the query;
-- what entering working memory would evict (worked out on a copy of the robot's working
-  memory).
+- what entering working memory would evict, in the order recall's log would list it (worked
+  out on a copy of the robot's working memory; a hit pushed out again by a better one
+  counts too).
 
 ``htm ui``'s recall debugger shows it; it is usable on its own::
 
@@ -160,8 +161,8 @@ def _window(filters: SearchFilters, when: QueryTime) -> SearchFilters | None:
 def _would_evict(htm: HTM, hits: Sequence[Memory], now: datetime
                  ) -> tuple[list[str], list[str], tuple[int, int]]:
     """Enter ``hits`` (least relevant first, as recall does) into a copy of the robot's
-    working memory; return the resident keys that would leave, the hits too large to
-    enter, and the copy's (tokens, budget) afterwards."""
+    working memory; return the keys that would leave (resident ones and hits pushed out by
+    later hits), the hits too large to enter, and the copy's (tokens, budget) afterwards."""
     with htm._lock:
         htm._resident.refresh()
         wm = htm.working_memory
@@ -172,7 +173,6 @@ def _would_evict(htm: HTM, hits: Sequence[Memory], now: datetime
         copy.add(item.key, item.content, tokens=item.token_count, importance=item.importance,
                  created_at=item.created_at, last_accessed=item.last_accessed,
                  access_count=item.access_count, seq=item.seq, access_seq=item.access_seq)
-    resident = {i.key for i in items}
     evicted: list[str] = []
     too_large: list[str] = []
     at = to_timestamp(now)
@@ -184,5 +184,5 @@ def _would_evict(htm: HTM, hits: Sequence[Memory], now: datetime
         except MemoryTooLargeError:
             too_large.append(m.key)
             continue
-        evicted.extend(g.key for g in gone if g.key in resident)
+        evicted.extend(g.key for g in gone)
     return evicted, too_large, (copy.tokens, copy.max_tokens)
