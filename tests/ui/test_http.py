@@ -206,7 +206,7 @@ def test_responses_forbid_scripts_and_framing(client: TestClient) -> None:
     assert "default-src 'none'" in policy and "script-src" not in policy
     assert "frame-ancestors 'none'" in policy
     assert headers["x-frame-options"] == "DENY"
-    assert headers["referrer-policy"] == "no-referrer"
+    assert headers["referrer-policy"] == "same-origin"
 
 
 def test_the_database_password_is_never_shown(ui_htm: HTM, monkeypatch: pytest.MonkeyPatch
