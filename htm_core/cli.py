@@ -483,10 +483,7 @@ def _cmd_ui(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     ui = importlib.import_module("htm_core.ui")  # loaded only here: starlette is an extra
     with _open_htm(args) as htm:
-        try:
-            ui.serve(htm, host=args.host, port=args.port, token=args.token, out=out)
-        except KeyboardInterrupt:
-            pass
+        ui.serve(htm, host=args.host, port=args.port, token=args.token, out=out)
     return 0
 
 

@@ -25,8 +25,16 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..errors import HTMError, NotFoundError, ValidationError
-from .security import CSRF_COOKIE, SECURITY_HEADERS, TOKEN_COOKIE, Guard, host_name, is_loopback, \
-    new_token, redact_url
+from .security import (
+    CSRF_COOKIE,
+    SECURITY_HEADERS,
+    TOKEN_COOKIE,
+    Guard,
+    host_name,
+    is_loopback,
+    new_token,
+    redact_url,
+)
 
 if TYPE_CHECKING:
     from ..htm import HTM
