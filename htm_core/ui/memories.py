@@ -134,8 +134,12 @@ def show(ui: UI, request: Request, form: dict[str, str]) -> Response:
     memory = htm.get(key, include_forgotten=True)
     if memory is None:
         raise NotFoundError(f"no memory has the key {key!r} (it may have been purged)")
-    holders = [r.name for r in htm.robots()
-               if memory.id in htm.store.working_states(r.name)[1]]
+    holders = []  # each robot holding it in working memory, with that robot's own accesses
+    for r in htm.robots():
+        state = htm.store.working_states(r.name)[1].get(memory.id)
+        if state is not None:
+            holders.append({"robot": r.name, "access_count": state.access_count,
+                            "last_accessed": state.last_accessed})
     log: list[Operation] = [o for o in htm.operations(limit=LOG_SCAN) if o.key == key]
     record = memory_to_dict(memory)
     return ui.render(request, "memory.html", memory=memory, record=record,

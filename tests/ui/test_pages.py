@@ -60,6 +60,7 @@ def test_a_memory_page(client: TestClient, ui_htm: HTM, htm_factory: Callable[..
     page = client.get("/memory?key=pref-vim").text
     holders = page.split('id="holders"', 1)[1].split("</dd>", 1)[0]
     assert "inspector" in holders and "other" in holders
+    assert "(1 accesses there" in holders  # other's recall counted in its working memory
     assert "user:preferences:editor" in page
     log = page.split('id="log"', 1)[1].split("</table>", 1)[0]
     assert "<td>add</td>" in log
