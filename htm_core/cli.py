@@ -131,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reembed", action="store_true",
                    help="ignore the file's vectors and embed every memory with the embedder "
                         "(needed when the file was made with another embedder)")
+    p.add_argument("--partial", action="store_true",
+                   help="import what a truncated or damaged file holds (refused otherwise)")
 
     add("migrate", "create or upgrade the database schema")
 
@@ -183,7 +185,12 @@ def _database_url(args: argparse.Namespace) -> str | None:
 
 @contextmanager
 def _store(url: str | None) -> Iterator[LongTermStore]:
-    store = open_store(url)
+    with _opened(open_store(url)) as store:
+        yield store
+
+
+@contextmanager
+def _opened(store: LongTermStore) -> Iterator[LongTermStore]:
     try:
         yield store
     finally:
@@ -350,9 +357,10 @@ def _cmd_purge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .transfer import export_jsonl
+    from .transfer import export_jsonl, open_source
 
-    with _store(_database_url(args)) as store, _progress(args, "export", err) as progress:
+    with _opened(open_source(_database_url(args))) as store, \
+            _progress(args, "export", err) as progress:
         count = export_jsonl(store, args.file, with_embeddings=args.with_embeddings,
                              include_forgotten=not args.no_forgotten, progress=progress)
     out.write(f"exported {count} memories to {args.file}\n")
@@ -371,10 +379,13 @@ def _file_embedder(path: str) -> str | None:
 
 
 def _cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._exportfile import open_export
     from .embeddings import resolve_embedder
     from .transfer import import_jsonl
 
     spec = Settings.resolve(embedder=_opt(args, "embedder")).embedder
+    with open_export(args.file):  # a missing or unreadable file: refused before the store opens
+        pass
     with _store(_database_url(args)) as store, _progress(args, "import", err) as progress:
         # The embedder every later command on this store will pick: the store's own (or, for
         # a store without vectors, the file's) under "auto", else the one asked for.
@@ -382,7 +393,10 @@ def _cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         embedder, _choice = resolve_embedder(
             spec, store_embedder=info[0] if info else _file_embedder(args.file))
         result = import_jsonl(store, args.file, embedder=embedder, reembed=args.reembed,
-                              batch_size=args.batch_size, progress=progress)
+                              batch_size=args.batch_size, progress=progress,
+                              partial=args.partial)
+    for note in result.notes:
+        err.write(f"htm import: warning: {note}\n")
     out.write(f"imported {result.written} memories ({result.skipped} already there, "
               f"{result.embedded} embedded) from {args.file}\n")
     return 0
@@ -411,9 +425,9 @@ def _cmd_reembed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_copy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .transfer import copy_store
+    from .transfer import copy_store, open_source
 
-    with _store(args.source) as source, _store(args.target) as target, \
+    with _opened(open_source(args.source)) as source, _store(args.target) as target, \
             _progress(args, "copy", err) as progress:
         result = copy_store(source, target, batch_size=args.batch_size, progress=progress,
                             verify=not args.no_verify, sample=args.sample)

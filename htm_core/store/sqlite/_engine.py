@@ -78,6 +78,42 @@ def sqlite_url(database: str | Path | None) -> str:
     return f"sqlite:///{Path(value).expanduser()}"
 
 
+def existing_database_file(database: str | Path | None) -> Path:
+    """The SQLite file ``database`` names, which must already exist as an htm database.
+
+    For commands that only read a store (``htm export``, the source of ``htm copy``):
+    nothing is created, and a missing file, a folder, a file that is not SQLite and a
+    SQLite file without htm's tables are each refused with a message naming the path.
+    """
+    if database is None:
+        path = default_sqlite_path()
+    else:
+        url = sqlite_url(database)
+        if url in ("sqlite://", "sqlite:///:memory:"):
+            raise ValidationError("an in-memory database (:memory:) starts empty; give the path "
+                                  "or URL of the database to read from")
+        path = Path(url.split("///", 1)[-1].split("?", 1)[0])
+    if not path.exists():
+        raise DatabaseUnavailableError(
+            f"no database at {path}: the file does not exist (a relative path is read from "
+            f"{Path.cwd()}); check the path or --db; nothing was created")
+    if not path.is_file():
+        raise DatabaseUnavailableError(f"{path} is not a database file (it is a folder?); "
+                                       "check the path")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise sqlite_error(exc, str(path), "opening") from exc
+    if "htm_meta" not in tables or "memories" not in tables:
+        raise DatabaseUnavailableError(
+            f"{path} is an SQLite file but not an htm database (it has no htm tables); "
+            "check the path")
+    return path
 
 
 class _SQLiteEngine(SQLWorkingSet):
