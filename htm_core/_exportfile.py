@@ -44,7 +44,11 @@ _HEADER_ROOM = 24
 
 
 def _dumps(obj: Any) -> bytes:
-    return (json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    text = json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # an unpaired surrogate kept by an older htm: written escaped
+        return (json.dumps(obj, allow_nan=False) + "\n").encode("ascii")
 
 
 class ExportWriter:

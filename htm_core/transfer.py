@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import _exportfile, serialize
+from ._values import check_created_at, check_metadata
 from .embeddings import embedder_name, store_embedder_hint
 from .errors import (
     DuplicateKeyError,
@@ -50,6 +51,7 @@ from .errors import (
 from .models import Memory
 from .store._vectors import mismatch_advice
 from .store.base import LongTermStore, NewMemory
+from .validation import check_content
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -144,7 +146,7 @@ def memory_from_record(record: Any, *, line: int = 0) -> NewMemory:
     if not isinstance(tags, list) or not isinstance(metadata, dict):
         raise ValidationError(f"line {line}: tags must be a list and metadata an object")
     try:
-        return NewMemory(
+        return _checked(NewMemory(
             key=record["key"], content=record["content"], robot=record["robot"],
             importance=float(record.get("importance", 1.0)),
             token_count=int(record.get("token_count", 0)),
@@ -154,20 +156,33 @@ def memory_from_record(record: Any, *, line: int = 0) -> NewMemory:
             last_accessed=_parse_time(record.get("last_accessed"), "last_accessed", line),
             access_count=int(record.get("access_count", 0)),
             forgotten_at=_parse_time(record.get("forgotten_at"), "forgotten_at", line),
-        )
+        ), f"line {line}")
+    except ValidationError:
+        raise
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"line {line}: {exc}") from None
 
 
+def _checked(memory: NewMemory, where: str) -> NewMemory:
+    """``memory`` if every value can be stored on both backends (see :mod:`htm_core._values`);
+    else the specific error, prefixed with ``where`` (a line of a file, a source's key)."""
+    try:
+        check_content(memory.content)
+        return replace(memory, metadata=check_metadata(memory.metadata),
+                       created_at=check_created_at(memory.created_at))
+    except ValidationError as exc:
+        raise type(exc)(f"{where}: {exc}; nothing of this batch was written") from None
+
+
 def _new_from_memory(memory: Memory) -> NewMemory:
-    return NewMemory(
+    return _checked(NewMemory(
         key=memory.key, content=memory.content, robot=memory.robot, importance=memory.importance,
         token_count=memory.token_count, created_at=memory.created_at, tags=memory.tags,
         metadata=dict(memory.metadata), embedding=memory.embedding,
         embedder=memory.embedder if memory.embedding is not None else None, explicit_key=True,
         last_accessed=memory.last_accessed, access_count=memory.access_count,
         forgotten_at=memory.forgotten_at,
-    )
+    ), f"memory {memory.key!r} of the source")
 
 
 def open_source(url: str | Path | None) -> LongTermStore:
