@@ -135,7 +135,7 @@ def test_a_legacy_surrogate_does_not_crash_export_and_is_refused_by_import(
         assert export_jsonl(source, path) == 1  # before the fix: UnicodeEncodeError
         target = open_store(tmp_path / "target.db")
         try:
-            with pytest.raises(InvalidMetadataError, match="line 2: .*surrogate"):
+            with pytest.raises(InvalidMetadataError, match=r"line 2: .*surrogate"):
                 import_jsonl(target, path)
             result = import_jsonl(target, path, partial=True)
             assert result.written == 0 and "damaged line" in result.notes[-1]
@@ -153,7 +153,7 @@ def test_a_legacy_nul_is_refused_by_copy_naming_the_memory(tmp_path: Path, pg_ur
     _legacy_store(db, '{"note": "a\\u0000b"}')
     source, target = open_store(db), open_store(pg_url)
     try:
-        with pytest.raises(InvalidMetadataError, match="memory 'legacy' of the source.*NUL"):
+        with pytest.raises(InvalidMetadataError, match=r"memory 'legacy' of the source.*NUL"):
             copy_store(source, target)
         assert target.counts("").total == 0
     finally:
