@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +31,7 @@ from typing import Any, TextIO
 
 from .config import Settings
 from .errors import ConfirmationRequiredError, HTMError, ValidationError, missing_extra
+from .secrets import mask_text
 from .serialize import hit_to_dict, stats_to_dict
 from .store import LongTermStore, open_store
 from .transfer import Progress
@@ -232,13 +234,25 @@ def _age(when: datetime, now: datetime) -> str:
     return f"{int(seconds)}s"
 
 
+#: Characters a terminal would act on rather than show: C0 and C1 controls (ESC starts
+#: escape sequences, CSI is \x9b), DEL, and the bidirectional overrides that reorder text.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with every control character shown escaped (``\\x1b``), newlines and tabs kept:
+    a memory holding terminal escape codes is shown, never obeyed."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def _shorten(text: str, width: int) -> str:
-    flat = " ".join(text.split())
+    flat = _printable(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str], out: TextIO) -> None:
     """Left-aligned columns; the last column takes the rest of the terminal width."""
+    rows = [[_printable(c) for c in r[:-1]] + [r[-1]] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     room = max(20, shutil.get_terminal_size((100, 20)).columns - sum(widths) - 2 * len(widths))
 
@@ -294,7 +308,7 @@ def _cmd_context(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with _open_htm(args) as htm:
         ctx = htm.create_context(strategy=args.strategy, max_tokens=args.max_tokens)
     if ctx.text:
-        out.write(ctx.text + "\n")
+        out.write(_printable(ctx.text) + "\n")
     err.write(f"[{len(ctx.memories)} memories, {ctx.tokens}/{ctx.budget} tokens, "
               f"strategy {ctx.strategy}]\n")
     return 0
@@ -517,7 +531,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
     try:
         return COMMANDS[args.command](args, out, err)
     except HTMError as exc:
-        err.write(f"htm {args.command}: error: {exc}\n")
+        err.write(f"htm {args.command}: error: {_printable(mask_text(str(exc)))}\n")
         return 1
     except KeyboardInterrupt:
         resumable = " (run the same command again to resume)" if args.command in (

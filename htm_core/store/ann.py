@@ -357,6 +357,7 @@ class ApproximateIndex(VectorIndex):
         tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
         try:
             graph.save(str(tmp))
+            os.chmod(tmp, 0o600)  # the graph holds the store's vectors: owner only
             _seal(tmp)
             os.replace(tmp, self.path)
         except Exception as exc:  # a full disk (usearch raises RuntimeError), permissions

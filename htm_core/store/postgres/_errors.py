@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from ...errors import DatabaseUnavailableError, DimensionMismatchError, StoreError
+from ...secrets import mask_text
 
 __all__ = ["map_postgres_errors", "postgres_error", "sqlstate"]
 
@@ -35,7 +36,7 @@ def postgres_error(exc: DBAPIError | PoolTimeoutError, url: str, what: str) -> S
             "pool_size / max_overflow / pool_timeout of PostgresStore, or check for "
             "long-running work holding connections")
     code = sqlstate(exc) or ""
-    message = str(exc.orig).strip()
+    message = mask_text(str(exc.orig).strip())
     lost = isinstance(exc, (OperationalError, InterfaceError)) and not code
     if code == "53100":
         return DatabaseUnavailableError(

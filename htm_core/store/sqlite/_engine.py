@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -78,6 +79,21 @@ def sqlite_url(database: str | Path | None) -> str:
     return f"sqlite:///{Path(value).expanduser()}"
 
 
+def _create_private(path: Path) -> None:
+    """Create a new database file readable and writable by its owner only (0600).
+
+    SQLite gives the ``-wal`` and ``-shm`` files it creates beside it the same mode. An
+    existing file keeps the mode it has.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError:
+        return  # SQLite reports why the file cannot be opened, with htm's wording
+    os.close(fd)
+
+
 def existing_database_file(database: str | Path | None) -> Path:
     """The SQLite file ``database`` names, which must already exist as an htm database.
 
@@ -148,6 +164,7 @@ class _SQLiteEngine(SQLWorkingSet):
                     raise DatabaseUnavailableError(
                         f"cannot create the folder for SQLite database {self.url}: {exc}; "
                         "check the path (a parent may be a file) and its permissions") from exc
+                _create_private(Path(path))
         engine = create_engine(self._url, **kwargs)
         busy = self._busy_timeout_ms
         memory_db = self._memory_db
