@@ -22,6 +22,8 @@ from sqlalchemy.pool import StaticPool
 from ...clock import to_timestamp, utc_from_timestamp
 from ...errors import (
     DatabaseUnavailableError,
+    DiskFullError,
+    ReadOnlyError,
     StoreError,
     ValidationError,
 )
@@ -94,6 +96,17 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
+def _writable(path: Path) -> bool:
+    """Whether SQLite can write ``path``: the file, and its folder (for ``-wal``/``-shm``)
+    unless both already exist and are writable."""
+    if not os.access(path, os.W_OK):
+        return False
+    if os.access(path.parent, os.W_OK):
+        return True
+    sidecars = [Path(f"{path}-wal"), Path(f"{path}-shm")]
+    return all(p.exists() and os.access(p, os.W_OK) for p in sidecars)
+
+
 def existing_database_file(database: str | Path | None) -> Path:
     """The SQLite file ``database`` names, which must already exist as an htm database.
 
@@ -147,6 +160,10 @@ class _SQLiteEngine(SQLWorkingSet):
     _fts_batched: bool
     _bulk_depth: int
     _engine: Engine
+    #: Why the store is read-only (None: writable); see :meth:`_open_version`.
+    _read_only: str | None = None
+    _immutable: bool = False
+    _skip_warned: bool = False
 
     # -- engine and transactions -----------------------------------------------------
 
@@ -155,8 +172,8 @@ class _SQLiteEngine(SQLWorkingSet):
                                                    "timeout": self._busy_timeout_ms / 1000}}
         if self._memory_db:
             kwargs["poolclass"] = StaticPool
-        else:
-            path = self._url.split("///", 1)[-1].split("?", 1)[0]
+        elif self._read_only is None:
+            path = self._file()
             if path and path != ":memory:":
                 try:
                     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -165,9 +182,15 @@ class _SQLiteEngine(SQLWorkingSet):
                         f"cannot create the folder for SQLite database {self.url}: {exc}; "
                         "check the path (a parent may be a file) and its permissions") from exc
                 _create_private(Path(path))
+        if self._read_only is not None and not self._memory_db:
+            uri = f"{Path(self._file()).resolve().as_uri()}?" + (
+                "immutable=1" if self._immutable else "mode=ro")
+            timeout = self._busy_timeout_ms / 1000
+            kwargs["creator"] = lambda: sqlite3.connect(uri, uri=True, timeout=timeout,
+                                                        check_same_thread=False)
         engine = create_engine(self._url, **kwargs)
         busy = self._busy_timeout_ms
-        memory_db = self._memory_db
+        memory_db = self._memory_db or self._read_only is not None
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
@@ -199,6 +222,10 @@ class _SQLiteEngine(SQLWorkingSet):
         caches about the database (robot ids, the vector generation) is put back as it was
         when the transaction does not commit.
         """
+        if self._read_only is not None:
+            raise ReadOnlyError(
+                f"SQLite store {self.url} is open read-only ({self._read_only}); {what} needs "
+                "a writable store: open it without read_only=True on a writable file and disk")
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         with self._lock:
             cached = (dict(self._robot_ids), self._seen_generation, self._index_stale)
@@ -234,6 +261,77 @@ class _SQLiteEngine(SQLWorkingSet):
                 if raw is not None and normal_cache is not None:
                     raw.execute(f"PRAGMA cache_size = {int(normal_cache)}")
                 conn.close()
+
+    def _file(self) -> str:
+        return self._url.split("///", 1)[-1].split("?", 1)[0]
+
+    def _open_version(self, read_only: bool) -> int:
+        """Open the database and read its schema version, read-only when asked or needed.
+
+        A file that cannot be written (read-only file, folder or medium; a full disk, where
+        SQLite cannot even create its ``-shm`` file) is opened read-only with one warning:
+        reads work, writes raise :class:`~htm_core.errors.ReadOnlyError`. Without a
+        ``-wal`` file (nobody is writing it) a file whose folder is not writable is opened
+        ``immutable`` (SQLite then needs no ``-shm``).
+        """
+        if read_only and not self._memory_db:
+            self._read_only = "opened with read_only=True"
+            return self._reopen_read_only()
+        path = Path(self._file())
+        if not self._memory_db and path.is_file() and not _writable(path):
+            return self._fall_back_read_only("the file or its folder cannot be written")
+        self._engine = self._make_engine()
+        try:
+            return self.schema_version()
+        except DRIVER_ERRORS as exc:
+            error = sqlite_error(exc, self.url, "opening")
+            if self._memory_db or not isinstance(error, (ReadOnlyError, DiskFullError)) \
+                    or not path.is_file():
+                raise error from exc
+            self._engine.dispose()
+            return self._fall_back_read_only(
+                "the disk is full" if isinstance(error, DiskFullError) else str(error))
+
+    def _fall_back_read_only(self, why: str) -> int:
+        self._read_only = why
+        logger.warning("SQLite database %s cannot be written (%s); opened it read-only: "
+                       "recall, retrieve, context and export work, writes raise "
+                       "ReadOnlyError", self.url, why)
+        return self._reopen_read_only()
+
+    def _reopen_read_only(self) -> int:
+        wal = Path(self._file() + "-wal")
+        for immutable in (False, True):
+            if immutable and wal.exists() and wal.stat().st_size > 0:
+                break  # a live WAL: another process writes, immutable would miss its commits
+            self._immutable = immutable
+            self._engine = self._make_engine()
+            try:
+                return self.schema_version()
+            except DRIVER_ERRORS as exc:
+                self._engine.dispose()
+                last = sqlite_error(exc, self.url, "opening read-only")
+        raise last
+
+    def _skip_write(self, what: str, error: StoreError | None = None) -> None:
+        """Log once that ``what`` (statistics a read would write) is not being saved."""
+        if not self._skip_warned:
+            self._skip_warned = True
+            why = self._read_only or str(error)
+            logger.warning("%s of %s are not saved (%s); reads keep working", what,
+                           self.url, why)
+
+    def _optional_write(self, what: str, write: Callable[[], T], skipped: Callable[[], T]) -> T:
+        """Run ``write`` (statistics a read saves: access counts, working-memory membership);
+        on a read-only store or a full disk, log once and return ``skipped()`` instead."""
+        if self._read_only is not None:
+            self._skip_write(what)
+            return skipped()
+        try:
+            return write()
+        except (DiskFullError, ReadOnlyError) as exc:
+            self._skip_write(what, exc)
+            return skipped()
 
     @contextmanager
     def _read(self, what: str = "read") -> Iterator[Connection]:
@@ -414,6 +512,10 @@ class _SQLiteEngine(SQLWorkingSet):
         return None
 
     def ensure_robot(self, name: str) -> Robot:
+        if self._read_only is not None:  # a robot new to a read-only store writes nothing
+            known = [r for r in self.robots() if r.name == name]
+            return known[0] if known else Robot(id=0, name=name, created_at=utc_from_timestamp(
+                time.time()))
         with self._write() as conn:
             self._robot_id(conn, name)
         return next(r for r in self.robots() if r.name == name)

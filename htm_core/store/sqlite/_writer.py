@@ -297,12 +297,16 @@ class _SQLiteWriter(_SQLiteSearch):
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         if not ids:
             return
-        with self._write() as conn:
-            conn.execute(
-                text("UPDATE memories SET last_accessed = max(last_accessed, :t), "
-                     "access_count = access_count + 1 WHERE id = :id"),
-                [{"t": to_timestamp(at), "id": i} for i in ids],
-            )
+
+        def write() -> None:
+            with self._write() as conn:
+                conn.execute(
+                    text("UPDATE memories SET last_accessed = max(last_accessed, :t), "
+                         "access_count = access_count + 1 WHERE id = :id"),
+                    [{"t": to_timestamp(at), "id": i} for i in ids],
+                )
+
+        self._optional_write("access statistics", write, lambda: None)
 
     def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
         if not items:
