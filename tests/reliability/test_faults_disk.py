@@ -203,3 +203,44 @@ def test_a_full_database_is_disk_full_and_writes_nothing(tmp_path: Path) -> None
         _limit_pages(htm.store, 1_000_000)
         assert len(htm.add_many(batch)) == 100
         assert htm.store.counts("").total == N + 100
+
+
+# -- an error never hides a commit --------------------------------------------------------
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["commit-landed", "commit-failed"])
+def test_an_error_from_commit_never_hides_a_written_batch(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, landed: bool) -> None:
+    """SQLite can fail ``COMMIT`` with a full-disk or I/O error *after* the commit record
+    reached the WAL (growing the WAL index failed): the issue's add_many that raised "database
+    or disk is full" yet had committed its 100 rows. That moment cannot be staged reliably on
+    a real disk, so the driver's commit is wrapped (a simulation, the only one in this file):
+    it really commits, or really rolls back, and then raises the error SQLite gives. The
+    store must report success exactly when the rows are in the database."""
+    import sqlite3
+
+    db = tmp_path / "htm.db"
+    _populate(db)
+    caplog.set_level(logging.WARNING)
+    with HTM(database_url=str(db), embedder=HashingEmbedder()) as htm:
+        dialect = htm.store.engine.dialect
+        real_commit, real_rollback = dialect.do_commit, dialect.do_rollback
+
+        def failing_commit(dbapi_conn) -> None:  # type: ignore[no-untyped-def]
+            (real_commit if landed else real_rollback)(dbapi_conn)
+            raise sqlite3.OperationalError("database or disk is full")
+
+        dialect.do_commit = failing_commit  # type: ignore[method-assign]
+        batch = [{"content": f"batch memory {i}", "key": f"b{i}"} for i in range(100)]
+        try:
+            if landed:
+                assert len(htm.add_many(batch)) == 100
+                assert "counts as written" in caplog.text
+            else:
+                with pytest.raises(DiskFullError, match="nothing was written"):
+                    htm.add_many(batch)
+        finally:
+            dialect.do_commit = real_commit  # type: ignore[method-assign]
+        present = sum(htm.store.get(f"b{i}") is not None for i in range(100))
+        assert present == (100 if landed else 0)
+        assert htm.store.counts("").total == N + present

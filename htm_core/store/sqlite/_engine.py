@@ -39,7 +39,7 @@ from ..base import (
     SCHEMA_VERSION,
 )
 from ..vector_index import VectorIndex
-from ._errors import DRIVER_ERRORS, is_locked, map_sqlite_errors, sqlite_error
+from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
 from ._schema import _FTS_BATCH_KEY, _FTS_INSERT_TRIGGER, _HASH_INDEX, _MIGRATIONS
 
 T = TypeVar("T")
@@ -213,14 +213,21 @@ class _SQLiteEngine(SQLWorkingSet):
         return engine
 
     @contextmanager
-    def _write(self, *, cache_kib: int | None = None,
-               what: str = "write") -> Iterator[Connection]:
+    def _write(self, *, cache_kib: int | None = None, what: str = "write",
+               landed: Callable[[sqlite3.Connection], bool] | None = None
+               ) -> Iterator[Connection]:
         """A write transaction: all or nothing. Waits (bounded) for another process's lock.
 
         ``cache_kib`` enlarges the connection's page cache for this transaction only (a large
         batch then never spills dirty pages to the WAL before its commit). What the store
         caches about the database (robot ids, the vector generation) is put back as it was
         when the transaction does not commit.
+
+        ``landed`` guards against an error hiding a commit: SQLite can report a failure
+        (a full disk, an I/O error) from ``COMMIT`` after the commit record reached the WAL,
+        when it fails to grow the WAL index. Then ``landed`` is asked, on a fresh
+        connection, whether the transaction is in the database; if it is, the write counts
+        as done (with a warning), so an error always means nothing was written.
         """
         if self._read_only is not None:
             raise ReadOnlyError(
@@ -251,7 +258,14 @@ class _SQLiteEngine(SQLWorkingSet):
                 except BaseException:
                     trans.rollback()
                     raise
-                trans.commit()
+                try:
+                    trans.commit()
+                except DRIVER_ERRORS as exc:
+                    if landed is None or not self._committed_anyway(landed):
+                        raise
+                    logger.warning("SQLite reported %r committing a %s on %s, but the "
+                                   "transaction is in the database; it counts as written",
+                                   _driver_message(exc), what, self.url)
                 committed = True
             except DRIVER_ERRORS as exc:
                 raise sqlite_error(exc, self.url, what) from exc
@@ -261,6 +275,19 @@ class _SQLiteEngine(SQLWorkingSet):
                 if raw is not None and normal_cache is not None:
                     raw.execute(f"PRAGMA cache_size = {int(normal_cache)}")
                 conn.close()
+
+    def _committed_anyway(self, landed: Callable[[sqlite3.Connection], bool]) -> bool:
+        """Whether a transaction whose COMMIT raised is in the database after all."""
+        self._engine.dispose()  # pooled connections may hold a stale view of the WAL index
+        try:
+            probe = sqlite3.connect(f"{Path(self._file()).resolve().as_uri()}?mode=ro", uri=True,
+                                    timeout=self._busy_timeout_ms / 1000)
+            try:
+                return landed(probe)
+            finally:
+                probe.close()
+        except sqlite3.Error:
+            return False
 
     def _file(self) -> str:
         return self._url.split("///", 1)[-1].split("?", 1)[0]
