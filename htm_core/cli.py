@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("migrate", "create or upgrade the database schema")
 
+    add("check", "look the database over for damage (file, full text, content, vectors)")
+
     p = add("reembed", "rebuild every vector with the configured embedder (resumable)")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--force", action="store_true",
@@ -423,6 +425,20 @@ def _cmd_migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .check import check_store
+
+    report = check_store(_database_url(args))
+    out.write(f"{report.database}\n")
+    for f in report.findings:
+        mark = "ok" if f.ok else ("warning" if f.warning else "PROBLEM")
+        out.write(f"  {f.check:<16} {mark:<8} {_printable(f.detail)}\n")
+    if not report.ok:
+        err.write("htm check: the database is damaged; restore it from an export "
+                  "(`htm --db NEW import BACKUP`), or copy what is readable with `htm export`\n")
+    return 0 if report.ok else 1
+
+
 def _cmd_reembed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     show = bool(_opt(args, "progress")) or err.isatty()
     with _open_htm(args, allow_embedder_mismatch=not args.retry_failed) as htm:
@@ -503,7 +519,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "add": _cmd_add, "recall": _cmd_recall, "context": _cmd_context, "stats": _cmd_stats,
     "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
     "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate,
-    "reembed": _cmd_reembed, "copy": _cmd_copy,
+    "reembed": _cmd_reembed, "copy": _cmd_copy, "check": _cmd_check,
     "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp,
 }
 
@@ -532,6 +548,11 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
         return COMMANDS[args.command](args, out, err)
     except HTMError as exc:
         err.write(f"htm {args.command}: error: {_printable(mask_text(str(exc)))}\n")
+        return 1
+    except Exception as exc:  # a damaged file can fail a driver in ways htm does not map
+        err.write(f"htm {args.command}: unexpected error: {type(exc).__name__}: "
+                  f"{_printable(mask_text(str(exc)))}; if the database may be damaged, run "
+                  "`htm check`\n")
         return 1
     except KeyboardInterrupt:
         resumable = " (run the same command again to resume)" if args.command in (

@@ -21,6 +21,7 @@ from sqlalchemy.pool import StaticPool
 
 from ...clock import to_timestamp, utc_from_timestamp
 from ...errors import (
+    DatabaseCorruptError,
     DatabaseUnavailableError,
     DiskFullError,
     ReadOnlyError,
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     from ...enrich.jobs import JobQueue
 
 logger = logging.getLogger("htm_core.store.sqlite")
+
+#: ``htm_meta`` keys whose values are integers (anything else there is damage).
+_NUMERIC_META = frozenset({"embedding_dim", "vector_generation", "schema_version",
+                           "id_high_water"})
 
 
 def default_sqlite_path() -> Path:
@@ -399,7 +404,8 @@ class _SQLiteEngine(SQLWorkingSet):
     # -- schema ----------------------------------------------------------------------
 
     def schema_version(self) -> int:
-        with self._engine.connect() as conn:
+        with map_sqlite_errors(self.url, "reading the schema version"), \
+                self._engine.connect() as conn:
             exists = conn.execute(
                 text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='htm_meta'")
             ).first()
@@ -473,7 +479,12 @@ class _SQLiteEngine(SQLWorkingSet):
 
     def _meta(self, conn: Connection, key: str) -> str | None:
         row = conn.execute(text("SELECT value FROM htm_meta WHERE key = :k"), {"k": key}).first()
-        return None if row is None else str(row[0])
+        value = None if row is None else str(row[0])
+        if value is not None and key in _NUMERIC_META and not value.lstrip("-").isdigit():
+            raise DatabaseCorruptError(
+                f"SQLite database {self.url} holds {key} = {value!r}, not a number; the "
+                "database is damaged: run `htm check`, then restore it from an export")
+        return value
 
     def _set_meta(self, conn: Connection, key: str, value: str) -> None:
         conn.execute(

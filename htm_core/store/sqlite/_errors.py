@@ -17,6 +17,7 @@ from ...errors import (
     DatabaseCorruptError,
     DatabaseUnavailableError,
     DiskFullError,
+    HTMError,
     ReadOnlyError,
     StoreError,
 )
@@ -68,8 +69,20 @@ def sqlite_error(exc: BaseException, url: str, what: str) -> StoreError:
 
 @contextmanager
 def map_sqlite_errors(url: str, what: str) -> Iterator[None]:
-    """Turn a driver error raised inside the block into :func:`sqlite_error`'s."""
+    """Turn a driver error raised inside the block into :func:`sqlite_error`'s.
+
+    A stored value that cannot be turned back into a memory (metadata that is not JSON, a
+    vector of the wrong length, a time that is not a number: damage written behind htm's
+    back) is a :class:`~htm_core.errors.DatabaseCorruptError` too, not a raw ValueError.
+    """
     try:
         yield
     except DRIVER_ERRORS as exc:
         raise sqlite_error(exc, url, what) from exc
+    except HTMError:
+        raise
+    except (ValueError, OverflowError, TypeError) as exc:
+        raise DatabaseCorruptError(
+            f"SQLite {what} on {url} met a stored value it cannot read ({type(exc).__name__}: "
+            f"{exc}); the database is damaged: run `htm check` to see what is wrong, then "
+            "restore it from an export (`htm import`)") from exc
