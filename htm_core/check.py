@@ -77,7 +77,7 @@ def check_store(url: str | Path | None) -> CheckReport:
     """Check the store at ``url`` as the module docstring says; never creates or repairs."""
     if is_postgres_url(url):
         return _check_through_store(str(url))
-    from .store.sqlite._engine import existing_database_file
+    from .store.sqlite._files import existing_database_file
 
     try:
         path = existing_database_file(url)

@@ -199,7 +199,7 @@ def open_source(url: str | Path | None) -> LongTermStore:
             return open_store(url, migrate=False)
         except SchemaError as exc:
             raise SchemaError(f"cannot read from it: {exc}; is it the right database?") from None
-    from .store.sqlite._engine import existing_database_file
+    from .store.sqlite._files import existing_database_file
 
     existing_database_file(url)
     return open_store(url)

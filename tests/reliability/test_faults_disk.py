@@ -39,7 +39,7 @@ def _mount(path: Path, size: str) -> bool:
 
 
 def _umount(path: Path) -> None:
-    subprocess.run(["umount", str(path)], capture_output=True)
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)  # lazy: never left behind
 
 
 def _populate(db: Path) -> None:

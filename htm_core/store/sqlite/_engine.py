@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -41,6 +40,7 @@ from ..base import (
 )
 from ..vector_index import VectorIndex
 from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
+from ._files import create_private, writable
 from ._schema import _FTS_BATCH_KEY, _FTS_INSERT_TRIGGER, _HASH_INDEX, _MIGRATIONS
 
 T = TypeVar("T")
@@ -86,70 +86,6 @@ def sqlite_url(database: str | Path | None) -> str:
     return f"sqlite:///{Path(value).expanduser()}"
 
 
-def _create_private(path: Path) -> None:
-    """Create a new database file readable and writable by its owner only (0600).
-
-    SQLite gives the ``-wal`` and ``-shm`` files it creates beside it the same mode. An
-    existing file keeps the mode it has.
-    """
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    except OSError:
-        return  # SQLite reports why the file cannot be opened, with htm's wording
-    os.close(fd)
-
-
-def _writable(path: Path) -> bool:
-    """Whether SQLite can write ``path``: the file, and its folder (for ``-wal``/``-shm``)
-    unless both already exist and are writable."""
-    if not os.access(path, os.W_OK):
-        return False
-    if os.access(path.parent, os.W_OK):
-        return True
-    sidecars = [Path(f"{path}-wal"), Path(f"{path}-shm")]
-    return all(p.exists() and os.access(p, os.W_OK) for p in sidecars)
-
-
-def existing_database_file(database: str | Path | None) -> Path:
-    """The SQLite file ``database`` names, which must already exist as an htm database.
-
-    For commands that only read a store (``htm export``, the source of ``htm copy``):
-    nothing is created, and a missing file, a folder, a file that is not SQLite and a
-    SQLite file without htm's tables are each refused with a message naming the path.
-    """
-    if database is None:
-        path = default_sqlite_path()
-    else:
-        url = sqlite_url(database)
-        if url in ("sqlite://", "sqlite:///:memory:"):
-            raise ValidationError("an in-memory database (:memory:) starts empty; give the path "
-                                  "or URL of the database to read from")
-        path = Path(url.split("///", 1)[-1].split("?", 1)[0])
-    if not path.exists():
-        raise DatabaseUnavailableError(
-            f"no database at {path}: the file does not exist (a relative path is read from "
-            f"{Path.cwd()}); check the path or --db; nothing was created")
-    if not path.is_file():
-        raise DatabaseUnavailableError(f"{path} is not a database file (it is a folder?); "
-                                       "check the path")
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            tables = {row[0] for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise sqlite_error(exc, str(path), "opening") from exc
-    if "htm_meta" not in tables or "memories" not in tables:
-        raise DatabaseUnavailableError(
-            f"{path} is an SQLite file but not an htm database (it has no htm tables); "
-            "check the path")
-    return path
-
-
 class _SQLiteEngine(SQLWorkingSet):
     """The SQLite connection, its transactions and the catalogue every other part uses."""
 
@@ -186,7 +122,7 @@ class _SQLiteEngine(SQLWorkingSet):
                     raise DatabaseUnavailableError(
                         f"cannot create the folder for SQLite database {self.url}: {exc}; "
                         "check the path (a parent may be a file) and its permissions") from exc
-                _create_private(Path(path))
+                create_private(Path(path))
         if self._read_only is not None and not self._memory_db:
             uri = f"{Path(self._file()).resolve().as_uri()}?" + (
                 "immutable=1" if self._immutable else "mode=ro")
@@ -310,16 +246,14 @@ class _SQLiteEngine(SQLWorkingSet):
             self._read_only = "opened with read_only=True"
             return self._reopen_read_only()
         path = Path(self._file())
-        if not self._memory_db and path.is_file() and not _writable(path):
+        if not self._memory_db and path.is_file() and not writable(path):
             return self._fall_back_read_only("the file or its folder cannot be written")
         self._engine = self._make_engine()
         try:
             return self.schema_version()
-        except DRIVER_ERRORS as exc:
-            error = sqlite_error(exc, self.url, "opening")
-            if self._memory_db or not isinstance(error, (ReadOnlyError, DiskFullError)) \
-                    or not path.is_file():
-                raise error from exc
+        except (ReadOnlyError, DiskFullError) as error:
+            if self._memory_db or not path.is_file():
+                raise
             self._engine.dispose()
             return self._fall_back_read_only(
                 "the disk is full" if isinstance(error, DiskFullError) else str(error))
@@ -340,9 +274,9 @@ class _SQLiteEngine(SQLWorkingSet):
             self._engine = self._make_engine()
             try:
                 return self.schema_version()
-            except DRIVER_ERRORS as exc:
+            except StoreError as exc:
                 self._engine.dispose()
-                last = sqlite_error(exc, self.url, "opening read-only")
+                last = exc
         raise last
 
     def _skip_write(self, what: str, error: StoreError | None = None) -> None:
