@@ -17,10 +17,10 @@ from ..ann import ApproximateIndex
 from ..vector_index import VectorIndex
 from ._engine import logger, sqlite_url
 from ._errors import DRIVER_ERRORS, sqlite_error
-from ._writer import _SQLiteWriter
+from ._history import _SQLiteHistory
 
 
-class SQLiteStore(_SQLiteWriter):
+class SQLiteStore(_SQLiteHistory):
     """The embedded default backend. See the module docstring for how it works.
 
     Args:
