@@ -71,6 +71,7 @@ class Versioning:
                 (``restore`` it first). Bad input raises as for :meth:`add`; on any
                 error nothing changes.
 
+        >>> from htm_core import HTM
         >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
         ...     _ = htm.add("User prefers Vim", key="editor")
         ...     htm.update("editor", "User switched to Helix").version
