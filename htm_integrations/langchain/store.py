@@ -243,8 +243,6 @@ class HTMStore(BaseStore):
                                          f"got {value!r}")
         tag = namespace_tag(op.namespace_prefix)
         wanted = op.offset + op.limit
-        if wanted == 0:
-            return []
         matching: list[tuple[Memory, float | None]] = []
         if op.query:
             limit = min(10_000, wanted * (4 if op.filter else 1))
