@@ -159,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("mcp", "run the MCP server (needs the mcp extra); other options go to the server")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="options for the server")
+
+    p = add("ui", "serve the inspector and recall debugger in the browser (needs the ui extra)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; any other needs a token)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--token", help="access token for a non-loopback --host (default: a new "
+                                   "one, printed with the address)")
     return parser
 
 
@@ -471,12 +478,21 @@ def _cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return exc.code if isinstance(exc.code, int) else 2
 
 
+def _cmd_ui(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import importlib
+
+    ui = importlib.import_module("htm_core.ui")  # loaded only here: starlette is an extra
+    with _open_htm(args) as htm:
+        ui.serve(htm, host=args.host, port=args.port, token=args.token, out=out)
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "add": _cmd_add, "recall": _cmd_recall, "context": _cmd_context, "stats": _cmd_stats,
     "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
     "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate,
     "reembed": _cmd_reembed, "copy": _cmd_copy,
-    "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp,
+    "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp, "ui": _cmd_ui,
 }
 
 
