@@ -85,19 +85,32 @@ class AsyncTwins:
 
     async def arecall(self, query: str, *, timeframe: Any = None, limit: int = 10,
                       strategy: str = "hybrid", tags: Iterable[str] | str | None = None,
-                      robot: str | None = None, neighbors: int | None = None) -> list[Hit]:
+                      robot: str | None = None, neighbors: int | None = None,
+                      include_history: bool = False) -> list[Hit]:
         """Async :meth:`recall`."""
         return await asyncio.to_thread(_sync(self).recall, query, timeframe=timeframe,
                                        limit=limit, strategy=strategy, tags=tags, robot=robot,
-                                       neighbors=neighbors)
+                                       neighbors=neighbors, include_history=include_history)
 
     async def aretrieve(self, key: str) -> Memory | None:
         """Async :meth:`retrieve`."""
         return await asyncio.to_thread(_sync(self).retrieve, key)
 
-    async def aget(self, key: str, include_forgotten: bool = False) -> Memory | None:
+    async def aget(self, key: str, include_forgotten: bool = False, *,
+                   version: int | None = None) -> Memory | None:
         """Async :meth:`get`."""
-        return await asyncio.to_thread(_sync(self).get, key, include_forgotten)
+        return await asyncio.to_thread(_sync(self).get, key, include_forgotten, version=version)
+
+    async def aupdate(self, key: str, content: str, *, importance: float | None = None,
+                      tags: Iterable[str] | str | None = None,
+                      metadata: Mapping[str, Any] | None = None) -> Memory:
+        """Async :meth:`update`."""
+        return await asyncio.to_thread(_sync(self).update, key, content, importance=importance,
+                                       tags=tags, metadata=metadata)
+
+    async def aversions(self, key: str) -> list[Memory]:
+        """Async :meth:`versions`."""
+        return await asyncio.to_thread(_sync(self).versions, key)
 
     async def alist(self, *, robot: str | None = None, tags: Iterable[str] | str | None = None,
                     timeframe: Any = None, key_prefix: str | None = None,

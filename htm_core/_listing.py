@@ -1,4 +1,4 @@
-"""``HTM.get`` and ``HTM.list``: reading memories as they are, counting no access.
+"""``HTM.get`` and ``HTM.list``: reading memories as they are (or were), counting no access.
 
 :class:`Listing` is a part of the facade (like :class:`~htm_core._async.AsyncTwins`): exact
 lookup by key and pages of memories by filters, key prefix and order, done in SQL by the
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .errors import ValidationError
 from .models import Memory, Page
 from .store import SearchFilters
-from .store._sql.catalogue import LIST_ORDERS
+from .store.base import LIST_ORDERS
 from .timeframe import parse_timeframe
 from .validation import check_key, check_limit, check_tags
 
@@ -65,12 +65,23 @@ def decode_cursor(cursor: Any, order: str, descending: bool) -> tuple[Any, int]:
 class Listing:
     """``HTM``'s ``get`` and ``list``."""
 
-    def get(self, key: str, include_forgotten: bool = False) -> Memory | None:
+    def get(self, key: str, include_forgotten: bool = False, *,
+            version: int | None = None) -> Memory | None:
         """The memory under ``key`` (exact lookup), or None (a forgotten one only with
         ``include_forgotten``). Unlike :meth:`retrieve` it counts no access and leaves
-        working memory alone."""
-        return cast("HTM", self).store.get(check_key(key),
-                                           include_forgotten=include_forgotten is True)
+        working memory alone. With ``version`` (1 for the first text), that version of
+        the memory (a superseded one has ``superseded_at`` set), or None when it has no
+        such version; see :meth:`update`."""
+        store = cast("HTM", self).store
+        key = check_key(key)
+        if version is None:
+            return store.get(key, include_forgotten=include_forgotten is True)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ValidationError(f"version must be a whole number from 1, got {version!r}")
+        found = [m for m in store.versions(key) if m.version == version]
+        if not found or (found[0].forgotten_at is not None and include_forgotten is not True):
+            return None
+        return found[0]
 
     def list(self, *, robot: str | None = None, tags: Iterable[str] | str | None = None,
              timeframe: Any = None, key_prefix: str | None = None,

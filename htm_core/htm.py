@@ -36,6 +36,7 @@ from ._async import AsyncTwins
 from ._embedding import EmbeddingService, check_batch_size
 from ._intake import Intake
 from ._listing import Listing
+from ._versions import Versioning, check_include_history, with_history, write_readding
 from .clock import Clock, local_now
 from .config import Settings
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
@@ -57,7 +58,7 @@ __all__ = ["HTM"]
 logger = logging.getLogger(__name__)
 
 
-class HTM(AsyncTwins, Listing):
+class HTM(AsyncTwins, Listing, Versioning):
     """A two-tier memory for one robot over a (possibly shared) long-term store.
 
     Async: every public method that does I/O has a twin named ``a<name>`` (``aadd``,
@@ -346,11 +347,10 @@ class HTM(AsyncTwins, Listing):
         if not records:
             return []
         records = self._embedding.with_vectors(records, embed_texts)
-        with self._lock:
-            if working_memory:
-                results = self._resident.add_and_enter(records)
-            else:
-                results = self._store.add_many(records)
+        with self._lock:  # a text an update replaced may be re-added under a new key
+            results, records = write_readding(
+                self._store, records, self._resident.add_and_enter if working_memory
+                else self._store.add_many)
             memories = [r.memory for r in results]
         created = [(r.memory, n.importance_given) for r, n in zip(results, records, strict=True)
                    if r.created]
@@ -428,6 +428,7 @@ class HTM(AsyncTwins, Listing):
         tags: Iterable[str] | str | None = None,
         robot: str | None = None,
         neighbors: int | None = None,
+        include_history: bool = False,
     ) -> list[Hit]:
         """Find the memories most relevant to ``query``; they enter working memory.
 
@@ -445,12 +446,16 @@ class HTM(AsyncTwins, Listing):
             neighbors: hybrid only: how many memories stored next to a hit (same robot,
                 close in time, e.g. the turns around it in a conversation) share its
                 relevance; 0 turns this off. Default: the ``RetrievalConfig``'s (1).
+            include_history: also rank superseded versions of memories (see
+                :meth:`update`); such a hit has ``hit.memory.superseded`` True and does not
+                enter working memory.
 
         Returns:
             :class:`~htm_core.models.Hit` objects, best first.
         """
         filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
                                                        robot, clock=self._clock)
+        history = check_include_history(include_history)
         strategy = self._embedding.recall_strategy(strategy)
         config = self._retrieval
         if neighbors is not None:
@@ -464,8 +469,13 @@ class HTM(AsyncTwins, Listing):
         with self._lock:
             refused = self._resident.recalled(memories, now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).
-        return [Hit(memory=by_id[r.id], score=r.score, ranks=dict(r.ranks))
+        hits = [Hit(memory=by_id[r.id], score=r.score, ranks=dict(r.ranks))
                 for r in ranked if r.id in by_id and by_id[r.id].key not in refused]
+        if history:
+            hits = with_history(self._store, hits, query=query, strategy=strategy, limit=limit,
+                                query_vector=lambda: self._embedding.query(query),
+                                filters=filters, rrf_k=config.rrf_k)
+        return hits
 
     def retrieve(self, key: str) -> Memory | None:
         """The memory under ``key`` (exact lookup), or None; counts as an access."""

@@ -24,7 +24,10 @@ class Memory:
 
     Times are timezone-aware and in UTC. ``embedding`` is ``None`` until it has been
     computed (for instance in background mode); ``forgotten_at`` is set while a memory
-    is forgotten but not yet purged.
+    is forgotten but not yet purged. ``version`` counts the memory's versions (1 until
+    :meth:`htm_core.HTM.update` writes a new one); a superseded version, as
+    :meth:`htm_core.HTM.versions` and ``recall(..., include_history=True)`` return it,
+    has ``superseded_at`` set (when the next version replaced it).
     """
 
     id: int
@@ -42,14 +45,25 @@ class Memory:
     embedder: str | None = None
     embedding: list[float] | None = field(default=None, repr=False)
     forgotten_at: datetime | None = None
+    version: int = 1
+    superseded_at: datetime | None = None
     #: Set by :meth:`htm_core.HTM.add`: whether the memory is now in working memory
     #: (False when it is larger than the whole working-memory budget).
     in_working_memory: bool = False
 
+    @property
+    def superseded(self) -> bool:
+        """Whether this is an old version (history), not the memory's current one."""
+        return self.superseded_at is not None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Hit:
-    """A recalled memory and its fused relevance score (higher is better)."""
+    """A recalled memory and its fused relevance score (higher is better).
+
+    With ``recall(..., include_history=True)`` a hit may be a superseded version of a
+    memory: ``hit.memory.superseded`` is then True (see :class:`Memory`).
+    """
 
     memory: Memory
     score: float

@@ -93,32 +93,38 @@ def memory_to_record(memory: Memory, *, include_embedding: bool = False) -> dict
 
 def memory_to_dict(memory: Memory, *, include_embedding: bool = False) -> dict[str, Any]:
     """A memory as a JSON-ready dict: ``id``, the :func:`memory_to_record` fields, then
-    ``forgotten`` (bool) and ``in_working_memory`` (bool).
+    ``forgotten`` (bool), ``in_working_memory`` (bool), ``version`` (1 until
+    :meth:`~htm_core.HTM.update` makes another) and ``superseded_at`` (ISO 8601 for a
+    superseded version, else None).
 
     >>> from datetime import datetime, timezone
     >>> from htm_core.models import Memory
     >>> when = datetime(2024, 5, 15, 12, 0, tzinfo=timezone.utc)
     >>> d = memory_to_dict(Memory(id=3, key="k", content="text", robot="r",
     ...                           created_at=when, last_accessed=when))
-    >>> d["id"], d["created_at"], d["forgotten"], d["in_working_memory"]
-    (3, '2024-05-15T12:00:00+00:00', False, False)
+    >>> d["id"], d["created_at"], d["forgotten"], d["in_working_memory"], d["version"]
+    (3, '2024-05-15T12:00:00+00:00', False, False, 1)
     """
     return {"id": memory.id, **memory_to_record(memory, include_embedding=include_embedding),
             "forgotten": memory.forgotten_at is not None,
-            "in_working_memory": memory.in_working_memory}
+            "in_working_memory": memory.in_working_memory, "version": memory.version,
+            "superseded_at": iso(memory.superseded_at)}
 
 
 def hit_to_dict(hit: Hit, *, compact: bool = False) -> dict[str, Any]:
     """A recall hit: ``score`` followed by :func:`memory_to_dict` of its memory.
 
     ``compact=True`` gives the short line ``htm recall --json`` prints: ``key``,
-    ``score``, ``content``, ``importance``, ``robot``, ``created_at`` and ``tags``.
+    ``score``, ``content``, ``importance``, ``robot``, ``created_at``, ``tags``,
+    ``version`` and ``superseded`` (True for an old version, from
+    ``recall(..., include_history=True)``).
     """
     if compact:
         m = hit.memory
         return {"key": m.key, "score": hit.score, "content": m.content,
                 "importance": m.importance, "robot": m.robot,
-                "created_at": iso(m.created_at), "tags": list(m.tags)}
+                "created_at": iso(m.created_at), "tags": list(m.tags), "version": m.version,
+                "superseded": m.superseded}
     return {"score": hit.score, **memory_to_dict(hit.memory)}
 
 

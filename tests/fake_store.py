@@ -49,6 +49,7 @@ class FakeStore:
         self._log: list[Operation] = []
         self._working: dict[str, dict[int, WorkingState]] = {}
         self._versions: dict[str, int] = {}
+        self._history: dict[int, list[Memory]] = {}
         self._failures: dict[int, EmbeddingFailure] = {}
         self._embedder: tuple[str, int] | None = None
 
@@ -240,6 +241,7 @@ class FakeStore:
                 if m.forgotten_at is not None and (key is None or m.key == key)]
         for i in gone:
             del self._memories[i]
+            self._history.pop(i, None)
         return len(gone)
 
     # -- WorkingSet --------------------------------------------------------------------
@@ -257,7 +259,8 @@ class FakeStore:
                                              for m, s in self._rows(robot)]
 
     def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
-        return self.working_version(robot), {m.id: s for m, s in self._rows(robot)}
+        return self.working_version(robot), {m.id: replace(s, content_hash=m.content_hash)
+                                             for m, s in self._rows(robot)}
 
     def working_version(self, robot: str) -> int:
         return self._versions.get(robot, 0)
@@ -364,3 +367,46 @@ class FakeStore:
 
     def bulk_load(self) -> AbstractContextManager[object]:
         return nullcontext(self)
+
+    # -- Versions ----------------------------------------------------------------------
+    def update_memory(self, record: NewMemory, *, robot: str, at: datetime) -> Memory:
+        old = self._existing(record.key)
+        changed = old.content != record.content
+        self._history.setdefault(old.id, []).append(replace(old, superseded_at=at))
+        new = replace(old, content=record.content, content_hash=record.content_hash,
+                      token_count=record.token_count, importance=record.importance,
+                      tags=tuple(sorted(set(record.tags))), metadata=dict(record.metadata),
+                      version=old.version + 1,
+                      embedding=(None if record.embedding is None else list(record.embedding))
+                      if changed else old.embedding,
+                      embedder=record.embedder if changed else old.embedder)
+        self._memories[old.id] = new
+        for name, states in self._working.items():
+            if old.id in states:
+                self._versions[name] = self._versions.get(name, 0) + 1
+        self._record("update", robot, record.key, version=new.version, superseded=old.version)
+        return new
+
+    def versions(self, key: str) -> list[Memory]:
+        memory = self._by_key(key)
+        return [] if memory is None else [*self._history.get(memory.id, []), memory]
+
+    def search_history(self, arm: ArmQuery) -> list[tuple[Memory, float]]:
+        scored = []
+        for mid, old in self._history.items():
+            if not self._visible(self._memories[mid], arm.filters):
+                continue
+            for version in old:
+                if arm.vector is not None:
+                    if version.embedding is None:
+                        continue
+                    norm = math.sqrt(sum(x * x for x in arm.vector)) or 1.0
+                    other = math.sqrt(sum(x * x for x in version.embedding)) or 1.0
+                    score = sum(a * b for a, b in zip(arm.vector, version.embedding,
+                                                      strict=True)) / norm / other
+                else:
+                    score = float(len(_words(arm.text or "") & _words(version.content)))
+                    if score <= 0:
+                        continue
+                scored.append((version, score))
+        return sorted(scored, key=lambda hit: -hit[1])[:arm.limit]

@@ -1,6 +1,6 @@
 """The ``LongTermStore`` protocol: what every long-term backend must do, in small roles.
 
-``LongTermStore`` is the union of eight role protocols, each usable on its own by a
+``LongTermStore`` is the union of nine role protocols, each usable on its own by a
 consumer that needs only that part (all ``runtime_checkable``):
 
 - :class:`Lifecycle`: ``backend``, ``url``, schema version and migration, ``close``, and
@@ -12,7 +12,8 @@ consumer that needs only that part (all ``runtime_checkable``):
 - :class:`WorkingSet`: each robot's persisted, versioned working-memory membership;
 - :class:`OperationsLog`: reading the log every write appends to;
 - :class:`Embeddings`: the store's embedder, vectors, content cache and failure marks;
-- :class:`BulkLoad`: iterating every memory and large loads with indexes built once.
+- :class:`BulkLoad`: iterating every memory and large loads with indexes built once;
+- :class:`Versions`: a memory's new version in place, its superseded versions kept.
 
 A store is durable and unbounded, and never forgets on its own. Everything that writes
 commits before it returns. Keys are unique across the whole store (all robots).
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ..enrich.jobs import JobQueue
 
 __all__ = [
+    "LIST_ORDERS",
     "SCHEMA_VERSION",
     "AddResult",
     "Brief",
@@ -55,6 +57,7 @@ __all__ = [
     "Search",
     "SearchFilters",
     "StoreCounts",
+    "Versions",
     "WorkingChange",
     "WorkingResult",
     "WorkingRow",
@@ -66,7 +69,10 @@ __all__ = [
 ]
 
 #: The schema version this code writes and understands.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+
+#: The orders :meth:`Records.list_memories` (and ``HTM.list``) take; ties go by id.
+LIST_ORDERS = ("created_at", "key", "importance")
 
 
 def content_hash(content: str) -> str:
@@ -127,6 +133,9 @@ class WorkingState:
     access_count: int
     seq: int
     access_seq: int
+    #: The memory's content hash as read (empty when not read): a reader whose copy of the
+    #: memory has another hash fetches it again (it was updated). Not part of equality.
+    content_hash: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -528,8 +537,38 @@ class BulkLoad(Protocol):
 
 
 @runtime_checkable
+class Versions(Protocol):
+    """A memory's versions: a new one written in place, the superseded ones kept as history.
+
+    The memory keeps its id and key; each superseded version (content, importance, tags,
+    metadata, vector) is a history row with its number and when it was superseded, shown
+    as a :class:`~htm_core.models.Memory` whose ``superseded_at`` is set. A purge deletes
+    a memory's history with it.
+    """
+
+    def update_memory(self, record: NewMemory, *, robot: str, at: datetime) -> Memory:
+        """Make ``record`` (content, importance, tags, metadata, vector) the current version
+        of the memory under ``record.key``, keeping the current one as history; one
+        transaction, logged as ``update``. Every robot holding the memory in its working
+        memory sees its working-set version bumped. Raises ``NotFoundError`` for an unknown
+        or forgotten key."""
+        ...
+
+    def versions(self, key: str) -> list[Memory]:
+        """Every version of the memory under ``key``, oldest first, the current one last
+        (forgotten memories too); empty for an unknown key."""
+        ...
+
+    def search_history(self, arm: ArmQuery) -> list[tuple[Memory, float]]:
+        """Superseded versions of visible memories passing the arm's filters (on the
+        memory), best first, by the arm's vector or full text: what
+        ``recall(..., include_history=True)`` adds."""
+        ...
+
+
+@runtime_checkable
 class LongTermStore(Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog, Embeddings,
-                    BulkLoad, Protocol):
+                    BulkLoad, Versions, Protocol):
     """What the facade needs from a long-term backend: every role above.
 
     A consumer that needs less takes the role it uses (retrieval takes :class:`Search`).

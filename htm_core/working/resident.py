@@ -8,10 +8,11 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   process) rebuilds the same working memory: same items, same order under every policy.
 * **Checked cheaply, reloaded when stale.** Every change of a robot's membership (its own
   adds and recalls, another instance of the robot, a ``forget`` or ``purge`` by any robot
-  that takes a memory out of it) bumps that robot's working-set version in the same
-  transaction. :meth:`ResidentSet.sync` reads that one number at the start of each read
-  (``create_context``, ``recall``, ``retrieve``...) and rebuilds from the store only when
-  it moved.
+  that takes a memory out of it, an ``update`` of a memory in it) bumps that robot's
+  working-set version in the same transaction. :meth:`ResidentSet.sync` reads that one
+  number at the start of each read (``create_context``, ``recall``, ``retrieve``...) and
+  rebuilds from the store only when it moved; a memory whose content hash changed (it was
+  updated) is fetched again.
 * **All or nothing.** A change is staged in the process, written in one transaction (with
   the memory itself when it is an ``add``), then committed, or rolled back in the process
   when the write fails. A memory the store no longer shows (forgotten meanwhile) is
@@ -203,6 +204,12 @@ class ResidentSet:
         if len(set(numbers)) != len(numbers) or len(set(access)) != len(access):
             return self.reload()  # two writers numbered at once: renumber everything
         wanted = {s.key: (mid, s) for mid, s in states.items()}
+        for key, (_mid, state) in wanted.items():  # updated meanwhile: fetched again below
+            held = self.memories.get(key)
+            if held is not None and state.content_hash \
+                    and held.content_hash != state.content_hash:
+                self.wm.remove(key)
+                self.memories.pop(key)
         for key in [k for k in self.memories if k not in wanted]:
             self.wm.remove(key)
             self.memories.pop(key)

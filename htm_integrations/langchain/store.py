@@ -1,50 +1,32 @@
 """``HTMStore``: htm as a LangGraph ``BaseStore`` (long-term memory for graphs and agents).
 
-::
-
-    from langgraph.graph import StateGraph
-    from htm_integrations.langchain import HTMStore
-
-    store = HTMStore(htm=htm)
-    graph = builder.compile(store=store)     # nodes get it as ``store`` / ``runtime.store``
-    store.put(("users", "alice", "memories"), "m1", {"text": "Alice likes teal"})
-    store.search(("users", "alice"), query="favourite colour")
+``graph = builder.compile(store=HTMStore(htm=htm))``: nodes get it as ``runtime.store``.
 
 How LangGraph's model maps onto htm:
 
 - **Namespace → tag.** ``("users", "alice")`` is the tag ``lgstore:users:alice``; htm's
   tags are hierarchical, so ``search(("users",))`` covers every namespace below it.
-  Labels are kept readable: letters, digits, ``_`` and ``-`` as they are, any other
-  character as ``.`` + its UTF-8 bytes in hex (``"a b"`` → ``a.20b``; LangGraph forbids
-  ``.`` in labels, so the encoding is reversible).
+  Labels keep letters, digits, ``_`` and ``-``; any other character is ``.`` + its UTF-8
+  bytes in hex (``"a b"`` → ``a.20b``; reversible, as LangGraph forbids ``.`` in labels).
 - **Writer → robot.** Items are written by the ``HTM``'s robot; ``search`` covers every
-  robot on the store unless ``HTMStore(robot=...)`` narrows it. Robots on one store share
-  the items (htm's hive mind).
-- **Scope.** The namespace is the scope, as LangGraph intends (``("memories", user_id)``):
-  every operation stays inside the namespace (prefix) it is given, and only items put
-  through an ``HTMStore`` are ever returned; conversations and other memories held in the
-  same ``HTM`` never are. Searching a shorter prefix (``("memories",)``, or ``()`` for
-  every namespace) is how an application asks for several users' items, explicitly.
+  robot unless ``HTMStore(robot=...)`` narrows it (robots on one store share items).
+- **Scope.** The namespace (prefix) is the scope, as LangGraph intends: only items put
+  through an ``HTMStore`` inside it are returned, never other memories of the ``HTM``; a
+  shorter prefix (``("memories",)``, ``()``) asks for several users' items, explicitly.
 - **Item → memory.** Key ``lgstore:<namespace tag>|<key>`` (a hash when longer than
   htm's 255-character limit); content is the text to search: the ``fields`` of the value
   (store-wide ``fields=`` or ``put(..., index=[...])``) or else the whole value as JSON;
-  metadata ``lgstore`` holds the namespace, key, value and first-creation time.
-- **search with a query** is htm's hybrid recall (vector + full text) inside the
-  namespace prefix, then the ``filter`` on the values; **without a query** it lists the
-  namespace, newest first (a scan of the store: see below).
-- **delete** is htm's ``forget(confirm=True)``: the item disappears but stays recoverable
-  with ``htm.restore(key)`` until ``htm.purge``.
-- **put over an existing item with a different value** (htm has no in-place update): the
-  old value is first copied to an archive memory (key ``<item key>#<uuid>``, tag
-  ``lgstore-archive``, metadata ``archived_from``) which is forgotten at once, so it is
-  recoverable with ``htm.restore``; then the item's memory is forgotten, purged and
-  written again with the new value. The item keeps its ``created_at``. A crash between
-  these steps can leave the item missing, never the old value lost. Putting the same value
-  again only touches the memory.
-
-Listing without a query walks every memory of the store (``htm.store.iter_memories``),
-because htm's public API has no "memories with this tag" call yet; fine for thousands of
-memories, slow for millions.
+  metadata ``lgstore`` holds the namespace, key and value.
+- **search with a query** is htm's hybrid recall inside the namespace prefix, then the
+  ``filter`` on the values; **without a query** it pages through ``htm.list`` (the
+  namespace's tag, newest first, in SQL): it reads about ``offset + limit`` memories
+  however large the store (with a ``filter``, the pages it takes to find that many).
+- **get** is ``htm.get`` (no access counted, working memory untouched).
+- **put over an existing item** is one atomic ``htm.update`` (the old value kept as the
+  memory's history, ``htm.versions(key)``; a crash leaves the old value or the new one,
+  never neither); ``updated_at`` is when the current version was written. The same value
+  again writes nothing; over a deleted item it restores, then updates.
+- **delete** is ``forget(confirm=True)``: recoverable with ``htm.restore`` until a purge.
 """
 
 from __future__ import annotations
@@ -54,7 +36,6 @@ import hashlib
 import json
 import operator
 import re
-import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -85,17 +66,13 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 __all__ = ["HTMStore", "decode_label", "encode_label", "namespace_tag"]
 
 ROOT_TAG = "lgstore"
-ARCHIVE_TAG = "lgstore-archive"
+_OPTIONS = ("htm", "robot", "fields", "importance")
 _PLAIN = re.compile(r"[A-Za-z0-9_\-]")
 _ESCAPED = re.compile(r"((?:\.[0-9a-f]{2})+)")
-_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
-    "$eq": operator.eq,
-    "$ne": operator.ne,
-    "$gt": lambda a, b: a is not None and bool(a > b),
-    "$gte": lambda a, b: a is not None and bool(a >= b),
-    "$lt": lambda a, b: a is not None and bool(a < b),
-    "$lte": lambda a, b: a is not None and bool(a <= b),
-}
+#: LangGraph's filter operators; an order against a missing field is False.
+_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "$eq": operator.eq, "$ne": operator.ne, "$gt": operator.gt, "$gte": operator.ge,
+    "$lt": operator.lt, "$lte": operator.le}
 
 
 def encode_label(label: str) -> str:
@@ -127,7 +104,8 @@ def _matches(value: dict[str, Any], conditions: dict[str, Any] | None) -> bool:
                     raise ValidationError(f"unknown filter operator {op!r}; use one of "
                                           f"{sorted(_OPERATORS)}")
                 try:
-                    if not _OPERATORS[op](actual, expected):
+                    if (actual is None and op not in ("$eq", "$ne")) \
+                            or not _OPERATORS[op](actual, expected):
                         return False
                 except TypeError:
                     return False
@@ -168,7 +146,11 @@ class HTMStore(BaseStore):
     supports_ttl = False
 
     def __init__(self, *, htm: Any, robot: str | None = None, fields: list[str] | None = None,
-                 importance: float = 1.0) -> None:
+                 importance: float = 1.0, **unknown: Any) -> None:
+        if unknown:
+            hint = " (give the fields to index as fields=[...])" if "index" in unknown else ""
+            raise ValidationError(f"HTMStore got unknown options {sorted(unknown)}{hint}; it "
+                                  f"takes {', '.join(_OPTIONS)}")
         self.htm = htm
         self.robot = robot
         self.fields = list(fields) if fields else None
@@ -197,20 +179,17 @@ class HTMStore(BaseStore):
                 return joined
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
-    @staticmethod
-    def _fields(memory: Memory) -> dict[str, Any]:
+    def _fields(self, memory: Memory) -> dict[str, Any]:
         data = memory.metadata["lgstore"]
         created = datetime.fromisoformat(data["created_at"]) if data.get("created_at") \
             else memory.created_at
+        updated = memory.created_at
+        if memory.version > 1:  # when the version before it was superseded
+            previous = self.htm.get(memory.key, version=memory.version - 1)
+            updated = previous.superseded_at if previous is not None else updated
         return {"value": data["value"], "key": data["key"],
                 "namespace": tuple(data["namespace"]), "created_at": created,
-                "updated_at": memory.created_at}
-
-    def _item(self, memory: Memory) -> Item:
-        return Item(**self._fields(memory))
-
-    def _search_item(self, memory: Memory, score: float | None) -> SearchItem:
-        return SearchItem(**self._fields(memory), score=score)
+                "updated_at": updated}
 
     @staticmethod
     def _is_item(memory: Memory, tag: str) -> bool:
@@ -219,13 +198,13 @@ class HTMStore(BaseStore):
     # -- operations ------------------------------------------------------------------
 
     def _get(self, op: GetOp) -> Item | None:
-        memory = self.htm.retrieve(self.memory_key(op.namespace, op.key))
-        return None if memory is None else self._item(memory)
+        memory = self.htm.get(self.memory_key(op.namespace, op.key))
+        return None if memory is None else Item(**self._fields(memory))
 
     def _put(self, op: PutOp) -> None:
         key = self.memory_key(op.namespace, op.key)
         if op.value is None:
-            if self.htm.store.get(key) is not None:
+            if self.htm.get(key) is not None:
                 self.htm.forget(key, confirm=True)
             return
         if op.ttl is not None:
@@ -239,30 +218,23 @@ class HTMStore(BaseStore):
         except (TypeError, ValueError) as exc:
             raise ValidationError(f"a LangGraph store value must be JSON-serialisable: {exc}"
                                   ) from None
-        # checked before anything is archived or replaced: a rejected put changes nothing
+        # checked before anything is written: a rejected put changes nothing
         content = check_content(self._content(op.value, op.index))
-        existing = self.htm.store.get(key, include_forgotten=True)
+        existing = self.htm.get(key, include_forgotten=True)
         record: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key,
                                   "value": op.value}
-        if existing is not None:
-            previous = existing.metadata.get("lgstore") or {}
-            record["created_at"] = previous.get("created_at") or existing.created_at.isoformat()
-            if (existing.forgotten_at is not None or existing.content != content
-                    or previous.get("value") != op.value):
-                self._archive_and_purge(existing)
-        self.htm.add(content, key=key, importance=self.importance,
-                     tags=[namespace_tag(op.namespace)], metadata={"lgstore": record})
-
-    def _archive_and_purge(self, existing: Memory) -> None:
-        archive_key = f"{existing.key[:MAX_KEY_LENGTH - 33]}#{uuid.uuid4().hex}"
-        self.htm.add(existing.content, key=archive_key, importance=existing.importance,
-                     tags=[ARCHIVE_TAG],
-                     metadata={"archived_from": existing.key,
-                               "archived_metadata": existing.metadata})
-        self.htm.forget(archive_key, confirm=True)
-        if existing.forgotten_at is None:
-            self.htm.forget(existing.key, confirm=True)
-        self.htm.purge(confirm=True, key=existing.key)
+        fields = {"importance": self.importance, "tags": [namespace_tag(op.namespace)]}
+        if existing is None:
+            self.htm.add(content, key=key, metadata={"lgstore": record}, **fields)
+            return
+        previous = existing.metadata.get("lgstore") or {}
+        if previous.get("created_at"):  # an item written before puts were updates
+            record["created_at"] = previous["created_at"]
+        if existing.forgotten_at is not None:
+            self.htm.restore(key)
+        elif existing.content == content and previous.get("value") == op.value:
+            return
+        self.htm.update(key, content, metadata={"lgstore": record}, **fields)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         for name, value in (("limit", op.limit), ("offset", op.offset)):
@@ -271,19 +243,24 @@ class HTMStore(BaseStore):
                                          f"got {value!r}")
         tag = namespace_tag(op.namespace_prefix)
         wanted = op.offset + op.limit
-        found: list[tuple[Memory, float | None]]
+        matching: list[tuple[Memory, float | None]] = []
         if op.query:
             limit = min(10_000, wanted * (4 if op.filter else 1))
             hits = self.htm.recall(op.query, tags=[tag], limit=limit, robot=self.robot)
-            found = [(h.memory, h.score) for h in hits if self._is_item(h.memory, tag)]
-        else:
-            listed = [m for batch in self.htm.store.iter_memories(include_forgotten=False)
-                      for m in batch if self._is_item(m, tag)
-                      and (self.robot is None or m.robot == self.robot)]
-            listed.sort(key=lambda m: (m.created_at, m.id), reverse=True)
-            found = [(m, None) for m in listed]
-        matching = [(m, s) for m, s in found if _matches(m.metadata["lgstore"]["value"], op.filter)]
-        return [self._search_item(m, s) for m, s in matching[op.offset:wanted]]
+            matching = [(h.memory, h.score) for h in hits if self._is_item(h.memory, tag)
+                        and _matches(h.memory.metadata["lgstore"]["value"], op.filter)]
+        else:  # pages of the namespace, newest first, until enough items match
+            cursor: str | None = None
+            size = min(10_000, wanted if not op.filter else max(wanted * 4, 100))
+            while len(matching) < wanted:
+                page = self.htm.list(tags=[tag], robot=self.robot, order="created_at",
+                                     descending=True, limit=size, cursor=cursor)
+                matching += [(m, None) for m in page.memories if self._is_item(m, tag)
+                             and _matches(m.metadata["lgstore"]["value"], op.filter)]
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+        return [SearchItem(**self._fields(m), score=s) for m, s in matching[op.offset:wanted]]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         prefix = ROOT_TAG + ":"
@@ -304,8 +281,7 @@ class HTMStore(BaseStore):
             if isinstance(op, GetOp):
                 results.append(self._get(op))
             elif isinstance(op, PutOp):
-                self._put(op)
-                results.append(None)
+                results.append(self._put(op))
             elif isinstance(op, SearchOp):
                 results.append(self._search(op))
             elif isinstance(op, ListNamespacesOp):

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from htm_core.embeddings import HashingEmbedder
-from htm_core.store import NewMemory, SearchFilters, open_store
+from htm_core.store import SCHEMA_VERSION, NewMemory, SearchFilters, open_store
 
 T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
 EMB = HashingEmbedder(dim=64)
@@ -246,7 +246,7 @@ def test_a_version_1_store_upgrades_and_its_memories_follow_the_new_rules(store_
     _version_1_store(store_url)
     s = open_store(store_url)
     try:
-        assert s.schema_version() == 2
+        assert s.schema_version() == SCHEMA_VERSION
         for query, tags, expected in [("cafe", (), {"cafe"}), ("v2.1", (), {"v21"}),
                                       ("绿茶", (), {"zh"}), ("note", ("project",), {"tagged"})]:
             hits = s.fulltext_search(query, limit=10, filters=SearchFilters(tags=tags))

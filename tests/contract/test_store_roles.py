@@ -30,6 +30,7 @@ from htm_core.store.base import (
     Records,
     Search,
     SearchFilters,
+    Versions,
     WorkingSet,
 )
 from htm_core.store.postgres import PostgresStore
@@ -37,7 +38,7 @@ from htm_core.store.sqlite import SQLiteStore
 from tests.fake_store import FakeStore
 
 ROLES: tuple[type, ...] = (Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog,
-                           Embeddings, BulkLoad)
+                           Embeddings, BulkLoad, Versions)
 IMPLEMENTATIONS = (SQLiteStore, PostgresStore, FakeStore)
 
 
@@ -146,3 +147,22 @@ def test_the_fake_lists_as_the_stores_do(any_store: LongTermStore) -> None:
                 keys += [m.key for m in page.memories]
             listed.append(keys)
     assert listed[0] == listed[1] and len(listed[0]) == 14 and "n0-07" not in listed[0]
+
+
+def test_the_fake_updates_as_the_stores_do(any_store: LongTermStore) -> None:
+    """An update on the fake and on a real store: the same versions, history recall, and a
+    second HTM of the robot showing the new text."""
+    seen = []
+    for store in (FakeStore(), any_store):
+        with HTM(store=store, embedder=HashingEmbedder(), robot="r") as htm, \
+                HTM(store=store, embedder=HashingEmbedder(), robot="r") as twin:
+            htm.add("Standup is at nine", key="standup")
+            assert "nine" in twin.create_context().text
+            htm.update("standup", "Standup moved to ten", tags=["team"])
+            seen.append((
+                [(v.version, v.content, v.superseded) for v in htm.versions("standup")],
+                [(h.memory.version, h.memory.superseded) for h in htm.recall(
+                    "nine", strategy="fulltext", include_history=True)],
+                twin.create_context().text))
+    assert seen[0] == seen[1]
+    assert seen[0][2] == "Standup moved to ten"

@@ -27,8 +27,8 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from htm_core import HTM, FrozenClock
-from htm_core.errors import MissingDependencyError, ValidationError
+from htm_core import HTM, FrozenClock, HashingEmbedder
+from htm_core.errors import EmbeddingError, MissingDependencyError, ValidationError
 from htm_integrations.langchain import HTMStore
 from htm_integrations.langchain.store import decode_label, encode_label, namespace_tag
 
@@ -58,7 +58,7 @@ def test_put_get_round_trip_with_odd_labels(htm_factory: Callable[..., HTM],
     assert memory is not None and memory.tags == (tag,) and memory.robot == htm.robot
 
 
-def test_update_keeps_the_old_value_recoverable(htm_factory: Callable[..., HTM],
+def test_put_over_an_item_is_one_update_keeping_the_old_value(htm_factory: Callable[..., HTM],
                                                 clock: FrozenClock) -> None:
     htm = htm_factory()
     store = HTMStore(htm=htm, fields=["text"])
@@ -77,13 +77,13 @@ def test_update_keeps_the_old_value_recoverable(htm_factory: Callable[..., HTM],
         "The user switched to black coffee"  # type: ignore[union-attr]
     found = store.search(ns, query="green tea")
     assert [i.value["text"] for i in found] == ["The user switched to black coffee"]
-    archives = [m for m in all_memories(htm) if "lgstore-archive" in m.tags]
-    assert len(archives) == 1 and archives[0].forgotten_at is not None
-    assert archives[0].content == "The user drinks green tea"
-    assert archives[0].metadata["archived_from"] == HTMStore.memory_key(ns, "drink")
-    restored = htm.restore(archives[0].key)
-    assert restored.content == "The user drinks green tea"
-    assert [i.key for i in store.search(ns)] == ["drink"]  # archives never look like items
+    key = HTMStore.memory_key(ns, "drink")
+    assert [v.content for v in htm.versions(key)] == [
+        "The user drinks green tea", "The user switched to black coffee"]
+    assert htm.get(key, version=1).metadata["lgstore"]["value"] == {  # type: ignore[union-attr]
+        "text": "The user drinks green tea"}
+    assert htm.operations(op="update", limit=1)[0].key == key
+    assert len(all_memories(htm)) == 1 and [i.key for i in store.search(ns)] == ["drink"]
 
 
 def test_delete_forgets_recoverably(htm_factory: Callable[..., HTM]) -> None:
@@ -100,8 +100,10 @@ def test_delete_forgets_recoverably(htm_factory: Callable[..., HTM]) -> None:
     store.delete(("a",), "k")
     store.put(("a",), "k", {"text": "new plan"})
     assert store.get(("a",), "k").value == {"text": "new plan"}  # type: ignore[union-attr]
-    assert [m.content for m in all_memories(htm) if "lgstore-archive" in m.tags] == \
-        ['{"text": "secret plan"}']
+    key = HTMStore.memory_key(("a",), "k")
+    assert [v.content for v in htm.versions(key)] == ['{"text": "secret plan"}',
+                                                     '{"text": "new plan"}']
+    assert len(all_memories(htm)) == 1
 
 
 def test_search_query_prefix_filter_and_paging(htm_factory: Callable[..., HTM],
@@ -302,3 +304,96 @@ def test_a_rejected_update_changes_nothing(htm_factory: Callable[..., HTM]) -> N
         store.put(("n",), "k", {"text": "not json", "when": object()})
     assert store.get(("n",), "k").value == {"text": "the original"}  # type: ignore[union-attr]
     assert len(all_memories(htm)) == 1
+
+
+def test_a_put_that_fails_midway_keeps_the_old_item(htm_factory: Callable[..., HTM]) -> None:
+    """Regression: put replaced an item in five calls (archive, forget, purge, add), so an
+    embedding server failing on the new text lost the item. Now it is one update: the
+    failure leaves the old value in place and nothing else written."""
+    class FlakyEmbedder(HashingEmbedder):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            if any("unreachable" in t for t in texts):
+                raise ConnectionError("embedding server unreachable")
+            return super().embed_documents(texts)
+
+    htm = htm_factory(embedder=FlakyEmbedder())
+    store = HTMStore(htm=htm, fields=["text"])
+    store.put(("n",), "k", {"text": "the original"})
+    with pytest.raises(EmbeddingError):
+        store.put(("n",), "k", {"text": "unreachable server update"})
+    assert store.get(("n",), "k").value == {"text": "the original"}  # type: ignore[union-attr]
+    assert len(all_memories(htm)) == 1
+    assert len(htm.versions(HTMStore.memory_key(("n",), "k"))) == 1
+
+
+def test_unknown_options_are_refused(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory()
+    with pytest.raises(ValidationError, match=r"unknown options \['colour'\].*takes htm"):
+        HTMStore(htm=htm, colour="teal")
+    with pytest.raises(ValidationError, match="fields="):
+        HTMStore(htm=htm, index={"fields": ["text"]})
+
+
+class CountingStore:
+    """Counts the memories the LangGraph store reads out of htm's store (a wrapper around
+    the real store object's reading methods, set on the instance)."""
+
+    READERS = ("list_memories", "get_many", "get", "iter_memories", "versions", "briefs",
+               "search_history", "working_rows")
+
+    def __init__(self, htm: HTM) -> None:
+        self.read = 0
+        for name in self.READERS:
+            setattr(htm.store, name, self._counting(getattr(htm.store, name)))
+
+    def _counting(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            out = method(*args, **kwargs)
+            if method.__name__ == "iter_memories":
+                return self._batches(out)
+            self.read += len(out) if isinstance(out, (list, dict, tuple)) else out is not None
+            return out
+        return counted
+
+    def _batches(self, batches: Any) -> Any:
+        for batch in batches:
+            self.read += len(batch)
+            yield batch
+
+
+def test_search_of_a_50k_store_reads_only_a_page(htm_factory: Callable[..., HTM],
+                                                 clock: FrozenClock) -> None:
+    """50,000 items (loaded through the store's bulk path); a namespace-prefix search with a
+    limit, with a filter, and with a query each read a small number of memories, never the
+    store (the old search walked every memory with ``iter_memories``)."""
+    htm = htm_factory()
+    store = HTMStore(htm=htm, fields=["text"])
+    total, batch = 50_000, 5_000
+    with htm.store.bulk_load():
+        for start in range(0, total, batch):
+            items = []
+            for i in range(start, start + batch):
+                ns = ("users", "ada") if i % 1000 == 0 else ("users", f"u{i % 97}")
+                value = {"text": f"note {i} about topic {i % 13}", "n": i}
+                items.append({"content": value["text"], "key": HTMStore.memory_key(ns, f"k{i}"),
+                              "tags": [namespace_tag(ns)],
+                              "metadata": {"lgstore": {"namespace": list(ns), "key": f"k{i}",
+                                                       "value": value}}})
+            htm.add_many(items, working_memory=False)
+            clock.advance(minutes=1)
+    assert htm.stats().long_term_total == total
+    counter = CountingStore(htm)
+    newest = store.search(("users",), limit=10)
+    assert [i.value["n"] for i in newest] == list(range(total - 1, total - 11, -1))
+    assert counter.read <= 11
+    counter.read = 0
+    ada = store.search(("users", "ada"), limit=5, offset=5)
+    assert [i.key for i in ada] == [f"k{n}" for n in range(44_000, -1, -1000)][:5]
+    assert counter.read <= 11
+    counter.read = 0
+    assert [i.value["n"] for i in store.search(("users",), limit=3, filter={
+        "n": {"$gte": total - 3}})] == [total - 1, total - 2, total - 3]
+    assert counter.read <= 101  # one page of 100 holds them
+    counter.read = 0
+    assert len(store.search(("users", "ada"), query="topic 3 note", limit=5)) == 5
+    assert counter.read < 100

@@ -418,6 +418,35 @@ HTM_CASES = [
     _case("list-timeframe", lambda e: e.htm.list(timeframe="soonish"), TimeframeError),
     _works("list-hostile-prefix", lambda e: e.htm.list(key_prefix="'; DROP TABLE memories; --"),
            lambda e, page: None if page.memories == () else pytest.fail(f"{page}")),
+    # update / versions / get(version=) / recall(include_history=)
+    _case("update-unknown", lambda e: e.htm.update("no-such-key", "new text"), NotFoundError),
+    _case("update-forgotten", lambda e: e.htm.update("gone", "new text"), NotFoundError),
+    _case("update-empty-key", lambda e: e.htm.update("", "new text"), InvalidKeyError),
+    _case("update-empty", lambda e: e.htm.update("seed", "   "), InvalidContentError),
+    _case("update-nul", lambda e: e.htm.update("seed", "a\x00b"), InvalidContentError),
+    _case("update-huge", lambda e: e.htm.update("seed", BIG), InvalidContentError),
+    _case("update-importance", lambda e: e.htm.update("seed", "new", importance=11),
+          InvalidImportanceError),
+    _case("update-tags", lambda e: e.htm.update("seed", "new", tags=["a b"]), InvalidTagError),
+    _case("update-metadata", lambda e: e.htm.update("seed", "new", metadata=[1]),  # type: ignore[arg-type]
+          ValidationError),
+    _case("update-embedder-nan", lambda e: e.htm.update("seed", "EMBED_NAN text"),
+          EmbeddingError),
+    _case("update-embedder-wrong-dim", lambda e: e.htm.update("seed", "EMBED_WRONG_DIM text"),
+          DimensionMismatchError),
+    _case("update-embedder-raises", lambda e: e.htm.update("seed", "EMBED_RAISE text"),
+          EmbeddingError),
+    _works("update-hostile", lambda e: e.htm.update("seed", "'; DROP TABLE memories; --"),
+           lambda e, m: None if m.version == 2 and e.htm.get("seed", version=1) is not None
+           else pytest.fail(f"{m}")),
+    _case("versions-unknown", lambda e: e.htm.versions("no-such-key"), NotFoundError),
+    _case("versions-nul", lambda e: e.htm.versions("a\x00"), InvalidKeyError),
+    _case("get-version-0", lambda e: e.htm.get("seed", version=0), ValidationError),
+    _case("get-version-str", lambda e: e.htm.get("seed", version="1"),  # type: ignore[arg-type]
+          ValidationError),
+    _works("get-version-absent", lambda e: e.htm.get("seed", version=9), returns_none),
+    _case("recall-include-history-str", lambda e: e.htm.recall("x", include_history="yes"),  # type: ignore[arg-type]
+          ValidationError),
     # forget / restore / purge
     _case("forget-no-confirm", lambda e: e.htm.forget("seed"), ConfirmationRequiredError),
     _case("forget-confirm-truthy", lambda e: e.htm.forget("seed", confirm="yes"),  # type: ignore[arg-type]
@@ -460,6 +489,9 @@ HTM_CASES = [
     _case("aretrieve-empty", lambda e: arun(e.htm.aretrieve("")), InvalidKeyError),
     _case("aget-empty", lambda e: arun(e.htm.aget("")), InvalidKeyError),
     _case("alist-limit", lambda e: arun(e.htm.alist(limit=0)), InvalidBudgetError),
+    _case("aupdate-unknown", lambda e: arun(e.htm.aupdate("no-such-key", "x")), NotFoundError),
+    _case("aupdate-nul", lambda e: arun(e.htm.aupdate("seed", "a\x00")), InvalidContentError),
+    _case("aversions-unknown", lambda e: arun(e.htm.aversions("no-such-key")), NotFoundError),
     _case("acreate_context-strategy", lambda e: arun(e.htm.acreate_context("psychic")),
           UnknownStrategyError),
     _case("aforget-no-confirm", lambda e: arun(e.htm.aforget("seed")), ConfirmationRequiredError),
@@ -682,7 +714,7 @@ def test_every_public_method_is_in_the_matrix() -> None:
     covered = {"add", "add_many", "add_document", "recall", "retrieve", "forget", "restore", "purge",
                "create_context", "operations", "aadd", "aadd_many", "arecall", "aretrieve",
                "acreate_context", "aforget", "aadd_document", "arestore", "apurge", "aoperations",
-               "get", "list", "aget", "alist"}
+               "get", "list", "aget", "alist", "update", "versions", "aupdate", "aversions"}
     exempt = {"close", "migrate", "flush", "flush_enrichment", "reembed", "stats",
               "retry_failed_embeddings",
               "robots", "tags", "clear_working_memory"}
@@ -693,4 +725,5 @@ def test_every_public_method_is_in_the_matrix() -> None:
     names = {c.values[0].id.split("-")[0] for c in HTM_CASES}
     assert {"init", "add", "add_many", "recall", "retrieve", "forget", "restore", "purge", "context",
             "operations", "aadd", "aadd_many", "arecall", "aretrieve", "acreate_context",
-            "aforget", "get", "list", "aget", "alist"} <= names
+            "aforget", "get", "list", "aget", "alist", "update", "versions", "aupdate",
+            "aversions"} <= names

@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from htm_core import HTM, FrozenClock
 from htm_core.errors import NotFoundError, StoreError
+from htm_core.store.base import SCHEMA_VERSION
 
 SECRET = "the admin password is hunter2"
 
@@ -250,7 +251,7 @@ def test_schema_upgrade_from_version_1_keeps_working_memory_and_ids(store_url: s
     engine.dispose()
     with HTM(robot="ada", database_url=store_url, clock=clock, embedder="hashing",
              eviction="lru") as htm:
-        assert htm.store.schema_version() == 2
+        assert htm.store.schema_version() == SCHEMA_VERSION
         assert [m.key for m in htm.store.working_set("ada")] == ["one", "three", "two"]
         # LRU order from the memories' last access (one is the least recent), counts kept.
         assert htm.working_memory.keys() == ["one", "three", "two"]

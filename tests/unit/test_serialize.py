@@ -87,8 +87,10 @@ def test_embedding_only_when_asked_and_computed(htm_factory: Callable[..., HTM])
 def test_memory_dict_adds_id_and_state(htm_factory: Callable[..., HTM]) -> None:
     htm, memory = _seeded(htm_factory)
     d = memory_to_dict(memory)
-    assert list(d) == ["id", *RECORD_KEYS, "forgotten", "in_working_memory"]
+    assert list(d) == ["id", *RECORD_KEYS, "forgotten", "in_working_memory", "version",
+                       "superseded_at"]
     assert d["id"] == memory.id and d["forgotten"] is False
+    assert (d["version"], d["superseded_at"]) == (1, None)
     forgotten = htm.forget("lunch", confirm=True)
     d = memory_to_dict(forgotten)
     assert d["forgotten"] is True and _aware_utc(d["forgotten_at"]) == forgotten.forgotten_at
@@ -100,13 +102,28 @@ def test_hits_full_and_compact(htm_factory: Callable[..., HTM]) -> None:
     hits = htm.recall("vim keybindings", limit=2)
     assert hits and hits[0].memory.key == "pref-vim"
     full = hit_to_dict(hits[0])
-    assert list(full) == ["score", "id", *RECORD_KEYS, "forgotten", "in_working_memory"]
+    assert list(full) == ["score", "id", *RECORD_KEYS, "forgotten", "in_working_memory",
+                          "version", "superseded_at"]
     assert full["score"] == hits[0].score and full["key"] == "pref-vim"
     compact = hit_to_dict(hits[0], compact=True)
     assert list(compact) == ["key", "score", "content", "importance", "robot", "created_at",
-                             "tags"]
+                             "tags", "version", "superseded"]
     assert compact["robot"] == "ada" and compact["tags"] == list(hits[0].memory.tags)
     assert _aware_utc(compact["created_at"]) == hits[0].memory.created_at
+
+
+def test_versions_are_told_apart(htm_factory: Callable[..., HTM]) -> None:
+    """An updated memory and its superseded version, as dicts and as hits."""
+    htm, memory = _seeded(htm_factory)
+    htm.update(memory.key, "User prefers Helix keybindings")
+    old, new = (memory_to_dict(m) for m in htm.versions(memory.key))
+    assert (old["version"], new["version"]) == (1, 2)
+    assert _aware_utc(old["superseded_at"]) == htm.versions(memory.key)[0].superseded_at
+    assert new["superseded_at"] is None and new["content"] == "User prefers Helix keybindings"
+    hits = htm.recall("Vim", strategy="fulltext", include_history=True)
+    assert [(h["key"], h["version"], h["superseded"]) for h in (
+        hit_to_dict(hit, compact=True) for hit in hits)] == [(memory.key, 1, True)]
+    json.dumps(old)
 
 
 def test_adapter_metadata(htm_factory: Callable[..., HTM]) -> None:

@@ -20,17 +20,14 @@ from sqlalchemy.engine import Connection
 from ...models import Memory, Operation, Robot
 from .._text import tag_patterns
 from .._vectors import FAILED_COUNT, NOT_FAILED
-from ..base import SearchFilters, StoreCounts, like_prefix
+from ..base import LIST_ORDERS, SearchFilters, StoreCounts, like_prefix
 
-__all__ = ["LIST_ORDERS", "VISIBLE", "SQLCatalogue"]
+__all__ = ["VISIBLE", "SQLCatalogue"]
 
 T = TypeVar("T")
 
 #: The rows recall, search and the catalogue see: memories not forgotten.
 VISIBLE = "m.forgotten_at IS NULL"
-
-#: The columns ``list_memories`` orders by (then by id, the same way).
-LIST_ORDERS = ("created_at", "key", "importance")
 
 
 class SQLCatalogue(ABC):

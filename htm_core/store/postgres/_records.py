@@ -37,7 +37,7 @@ class _PostgresRecords(_PostgresEngine):
             metadata=dict(row.metadata or {}), embedder=row.embedder,
             embedding=[float(x) for x in row.embedding]
             if include_embedding and row.embedding is not None else None,
-            forgotten_at=_utc(row.forgotten_at),
+            forgotten_at=_utc(row.forgotten_at), version=int(row.version),
         )
 
     def _fetch(self, conn: Connection, where: str, params: dict[str, Any],

@@ -393,6 +393,8 @@ class _PostgresWriter(_PostgresSearch):
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DIMENSION_LOCK})
             conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL "
                               "WHERE embedding IS NOT NULL OR embedder IS NOT NULL"))
+            conn.execute(text("UPDATE memory_versions SET embedding = NULL, embedder = NULL "
+                              "WHERE embedding IS NOT NULL"))
             conn.exec_driver_sql(f"DROP INDEX IF EXISTS {_HNSW_INDEX}")
             conn.exec_driver_sql("ALTER TABLE memories ALTER COLUMN embedding TYPE vector")
             conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))

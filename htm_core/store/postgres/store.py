@@ -18,6 +18,7 @@ from .._common import mask_url
 from .._sql.schema import needs_migration
 from ._engine import _check_int, logger, postgres_url
 from ._errors import map_postgres_errors
+from ._history import _PostgresHistory
 from ._schema import (
     _BULK_LOCK,
     _BULK_MARKER,
@@ -27,10 +28,9 @@ from ._schema import (
     DEFAULT_COPY_MIN_ROWS,
     DEFAULT_EF_SEARCH,
 )
-from ._writer import _PostgresWriter
 
 
-class PostgresStore(_PostgresWriter):
+class PostgresStore(_PostgresHistory):
     """The PostgreSQL + pgvector backend. See the module docstring for how it works.
 
     Args:

@@ -38,6 +38,7 @@ class _SQLiteRecords(_SQLiteEngine):
             embedder=row.embedder,
             embedding=np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
             forgotten_at=utc_from_timestamp(row.forgotten_at) if row.forgotten_at else None,
+            version=int(row.version),
         )
 
     def _fetch(self, conn: Connection, where: str, params: dict[str, Any],

@@ -139,10 +139,42 @@ _V2_FTS = [
     "CREATE INDEX IF NOT EXISTS tags_name_folded ON tags(lower(name))",
 ]
 
+#: Version 3, ``HTM.update``: each memory's version number (1 for every existing one) and
+#: the superseded versions (``memory_versions``, deleted with their memory by a purge),
+#: with a full-text index of their content for ``recall(..., include_history=True)``.
+_V3_UPDATE = [
+    "ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1",
+    """CREATE TABLE IF NOT EXISTS memory_versions (
+        id INTEGER PRIMARY KEY,
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        version INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        importance REAL NOT NULL,
+        token_count INTEGER NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        tags TEXT NOT NULL DEFAULT '[]',
+        embedding BLOB,
+        embedder TEXT,
+        written_at REAL NOT NULL,
+        superseded_at REAL NOT NULL,
+        superseded_by INTEGER,
+        UNIQUE (memory_id, version))""",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS memory_versions_fts USING fts5(
+        content, content='memory_versions', content_rowid='id',
+        tokenize='porter unicode61 remove_diacritics 2')""",
+    """CREATE TRIGGER IF NOT EXISTS memory_versions_fts_ai AFTER INSERT ON memory_versions
+        BEGIN INSERT INTO memory_versions_fts(rowid, content) VALUES (new.id, new.content); END""",
+    """CREATE TRIGGER IF NOT EXISTS memory_versions_fts_ad AFTER DELETE ON memory_versions
+        BEGIN INSERT INTO memory_versions_fts(memory_versions_fts, rowid, content)
+        VALUES ('delete', old.id, old.content); END""",
+]
+
 _MIGRATIONS: dict[int, list[str]] = {
-    1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS]}
+    1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
-    "m.created_at, m.last_accessed, m.access_count, m.metadata, m.embedder, m.forgotten_at"
+    "m.created_at, m.last_accessed, m.access_count, m.metadata, m.embedder, m.forgotten_at, "
+    "m.version"
 )

@@ -349,6 +349,8 @@ class _SQLiteWriter(_SQLiteSearch):
     def reset_embeddings(self) -> None:
         with self._write() as conn:
             conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL"))
+            conn.execute(text("UPDATE memory_versions SET embedding = NULL, embedder = NULL "
+                              "WHERE embedding IS NOT NULL"))
             conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))
             clear_failures(conn)
             self._log(conn, "reset_embeddings", robot_id=None)

@@ -1,0 +1,193 @@
+"""``HTM.update`` and ``HTM.versions``: a memory's new version, its old ones kept as history.
+
+:class:`Versioning` is a part of the facade (like :class:`~htm_core._listing.Listing`). An
+update keeps the memory's key, id, creation time and working-memory membership and makes
+the new text its current version in one transaction
+(:meth:`~htm_core.store.base.Versions.update_memory`): the superseded version (content,
+importance, tags, metadata, vector) is kept as history, the ``update`` log line names it,
+the new text is embedded the way ``add`` embeds (inline, or by the background worker), and
+every working memory holding the memory shows the new text from its next call on.
+
+The rest of the facade's version handling lives here too: ``recall(..., include_history=True)``
+(:func:`with_history`) and the re-add of a text an update replaced (:func:`write_readding`).
+See docs/decisions.md ("HTM.update").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from .errors import DuplicateKeyError, NotFoundError, ValidationError
+from .models import Hit, Memory
+from .store import ArmQuery, LongTermStore, NewMemory, SearchFilters
+from .validation import check_key
+
+if TYPE_CHECKING:
+    from .htm import HTM
+
+__all__ = ["Versioning", "check_include_history", "rekey_superseded", "with_history",
+           "write_readding"]
+
+T = TypeVar("T")
+
+#: How many ``<key>.<n>`` keys a re-added text may try (see :func:`rekey_superseded`).
+_MAX_REKEY = 100
+
+
+def _missing(key: str) -> NotFoundError:
+    return NotFoundError(f"no memory with key {key!r}: it was never stored, or it has been "
+                         "purged; add() it instead")
+
+
+class Versioning:
+    """``HTM``'s ``update`` and ``versions``."""
+
+    def update(self, key: str, content: str, *, importance: float | None = None,
+               tags: Iterable[str] | str | None = None,
+               metadata: Mapping[str, Any] | None = None) -> Memory:
+        """Replace the memory under ``key`` with a new version; the old one is kept.
+
+        The memory keeps its key, id and creation time and stays in every working memory
+        that holds it (each shows the new text from its next call on). Its previous
+        version is kept as history (:meth:`versions`, ``get(key, version=n)``,
+        ``recall(..., include_history=True)``) and the ``update`` log line names it. The
+        new text is embedded as :meth:`add` embeds (in the background in that mode).
+
+        Args:
+            key: the memory's key.
+            content: the new text.
+            importance: the new importance; default: unchanged.
+            tags: the new tags (replacing the old ones); default: unchanged.
+            metadata: the new metadata (replacing the old); default: unchanged.
+
+        Returns:
+            The memory as it now is (``version`` counts its versions). When nothing
+            differs from the current version, no version is made and nothing is logged.
+
+        Raises:
+            NotFoundError: for an unknown or purged key, and for a forgotten memory
+                (``restore`` it first). Bad input raises as for :meth:`add`; on any
+                error nothing changes.
+
+        >>> from htm_core import HTM
+        >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
+        ...     _ = htm.add("User prefers Vim", key="editor")
+        ...     htm.update("editor", "User switched to Helix").version
+        ...     [v.content for v in htm.versions("editor")]
+        2
+        ['User prefers Vim', 'User switched to Helix']
+        """
+        htm = cast("HTM", self)
+        key = check_key(key)
+        current = htm.store.get(key, include_forgotten=True)
+        record = htm._intake.record(
+            content, key=key,
+            importance=current.importance if importance is None and current else importance,
+            tags=current.tags if tags is None and current else tags,
+            metadata=current.metadata if metadata is None and current else metadata)
+        if current is None:
+            raise _missing(key)
+        if current.forgotten_at is not None:
+            raise NotFoundError(f"memory {key!r} is forgotten; restore({key!r}) it before "
+                                "updating it")
+        if (record.content, record.importance, set(record.tags), record.metadata) == (
+                current.content, current.importance, set(current.tags), current.metadata):
+            return current
+        if record.content != current.content:
+            record = htm._embedding.with_vectors([record])[0]
+        with htm._lock:
+            memory = htm.store.update_memory(record, robot=htm.robot, at=htm._clock())
+            htm._resident.refresh()
+            memory.in_working_memory = key in htm.working_memory
+        htm._embedding.wake()
+        return memory
+
+    def versions(self, key: str) -> list[Memory]:
+        """Every version of the memory under ``key``, oldest first; the last is the current
+        one, the others have ``superseded_at`` set. Counts no access.
+
+        To bring an old text back, update to it: ``htm.update(key, old.content)`` (a new
+        version; the history keeps every step). ``NotFoundError`` for an unknown key.
+        """
+        key = check_key(key)
+        found = cast("HTM", self).store.versions(key)
+        if not found:
+            raise _missing(key)
+        return found
+
+
+def check_include_history(value: Any) -> bool:
+    """``recall``'s ``include_history``: True or False."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"include_history must be True or False, got {value!r}")
+    return value
+
+
+def with_history(store: LongTermStore, hits: list[Hit], *, query: str,
+                 query_vector: Callable[[], Sequence[float]], strategy: str, limit: int,
+                 filters: SearchFilters, rrf_k: int) -> list[Hit]:
+    """``hits`` (current versions) merged with the best superseded versions, by score.
+
+    The history is searched with the same strategy and filters (on the memory); with
+    ``hybrid`` its vector and full-text rankings are fused by RRF as recall fuses its arms.
+    On a tie the current version comes first. At most ``limit`` hits in all.
+    """
+    arms: dict[str, list[tuple[Memory, float]]] = {}
+    if strategy != "fulltext":
+        arms["vector"] = store.search_history(
+            ArmQuery(limit=limit, filters=filters, vector=query_vector()))
+    if strategy != "vector":
+        arms["fulltext"] = store.search_history(ArmQuery(limit=limit, filters=filters,
+                                                         text=query))
+    old: dict[tuple[int, int], Hit] = {}
+    for arm, found in arms.items():
+        for rank, (memory, score) in enumerate(found, start=1):
+            place = (memory.id, memory.version)
+            prior = old.get(place)
+            gain = score if len(arms) == 1 else 1.0 / (rrf_k + rank)
+            old[place] = Hit(memory=memory, score=gain + (prior.score if prior else 0.0),
+                             ranks={**(prior.ranks if prior else {}), arm: rank})
+    merged = sorted([*hits, *old.values()], key=lambda h: (-h.score, h.memory.superseded))
+    return merged[:limit]
+
+
+def rekey_superseded(store: LongTermStore, records: Sequence[NewMemory]
+                     ) -> list[NewMemory] | None:
+    """``records`` with a new key for each text re-added after an update replaced it.
+
+    A memory added without a key has the stable key of its robot and text; once updated,
+    that key holds other text, and adding the old text again would clash with it. Such a
+    record goes to ``<key>.2`` (or ``.3``... past others updated the same way), where a
+    later add of the same text finds it again. None when no record needs it (the clash is
+    a real one: the caller's :class:`~htm_core.errors.DuplicateKeyError` stands).
+    """
+    out, moved = [], False
+    for record in records:
+        key = record.key
+        for n in range(2, _MAX_REKEY + 2):
+            held = record.explicit_key or store.get(key, include_forgotten=True)
+            if not isinstance(held, Memory) or held.content == record.content \
+                    or held.version == 1:
+                break
+            key = f"{record.key}.{n}"
+        if key != record.key:
+            moved = True
+            record = replace(record, key=key)
+        out.append(record)
+    return out if moved else None
+
+
+def write_readding(store: LongTermStore, records: list[NewMemory],
+                   write: Callable[[list[NewMemory]], T]) -> tuple[T, list[NewMemory]]:
+    """``write(records)``; when it clashes with an updated memory's key (see
+    :func:`rekey_superseded`), ``write`` again with the moved records. Returns what
+    ``write`` returned and the records written."""
+    try:
+        return write(records), records
+    except DuplicateKeyError:
+        again = rekey_superseded(store, records)
+        if again is None:
+            raise
+        return write(again), again

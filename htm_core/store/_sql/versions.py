@@ -1,0 +1,168 @@
+"""A memory's versions, written once: update in place, superseded versions kept as history.
+
+``update_memory`` copies the current version of a memory (content, importance, tags,
+metadata, vector) into ``memory_versions`` and writes the new one into the memory's own
+row, so its id, key, creation time and working-memory membership stay; the full-text
+index follows the row (SQLite's triggers, PostgreSQL's generated ``tsvector``). Every
+robot holding the memory in working memory gets its working-set version bumped, so its
+readers fetch the new text; the ``update`` log line names the version superseded. All of
+it is one transaction.
+
+A backend supplies how a vector is written (``_set_vector``) and how the history is
+searched by vector and by full text (``_history_vector_hits``, ``_history_text_hits``);
+the history of a memory goes with it when it is purged (``ON DELETE CASCADE``).
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ...errors import NotFoundError
+from ...models import Memory
+from .._text import parse_query
+from .._vectors import clear_failures
+from ..base import ArmQuery, NewMemory
+from .working import SQLWorkingSet
+
+__all__ = ["SQLVersions"]
+
+#: The columns of a superseded version, with its memory's (``v``: the version, ``m``, ``r``).
+_VERSION_COLUMNS = (
+    "SELECT m.id, m.key, v.content, v.content_hash, r.name, v.importance, v.token_count, "
+    "m.created_at, m.last_accessed, m.access_count, v.metadata, v.tags, v.embedder, "
+    "m.forgotten_at, v.version, v.superseded_at, v.id FROM memory_versions v "
+    "JOIN memories m ON m.id = v.memory_id JOIN robots r ON r.id = m.robot_id ")
+
+
+class SQLVersions(SQLWorkingSet):
+    """``update_memory``, ``versions`` and ``search_history`` of both SQL stores."""
+
+    #: The bound metadata (JSON text) as the ``metadata`` column takes it.
+    _JSON_PARAM: ClassVar[str] = ":meta"
+
+    # -- dialect hooks ---------------------------------------------------------------
+
+    @abstractmethod
+    def _set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
+                    embedder: str) -> None:
+        """Store ``vector`` (checked against the store's embedder) on the memory's row."""
+
+    @abstractmethod
+    def _history_vector_hits(self, conn: Connection, vector: Sequence[float], where: str,
+                             params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+        """Top ``limit`` (version row id, cosine) of versions whose memory passes ``where``."""
+
+    @abstractmethod
+    def _history_text_hits(self, conn: Connection, words: Sequence[str], where: str,
+                           params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+        """Top ``limit`` (version row id, relevance) of versions holding any of ``words``."""
+
+    def _after_update(self, memory: Memory, vector: Sequence[float] | None,
+                      text_changed: bool) -> None:
+        """After the commit of an update (what a backend keeps beside the table)."""
+
+    # -- writing ---------------------------------------------------------------------
+
+    def update_memory(self, record: NewMemory, *, robot: str, at: datetime) -> Memory:
+        """Make ``record`` the current version of the memory under its key (see ``Versions``)."""
+        key = record.key
+
+        def write(conn: Connection, rid: int) -> tuple[Memory, bool]:
+            row = conn.execute(text(
+                "SELECT id, forgotten_at IS NOT NULL, version, content FROM memories "
+                "WHERE key = :k" + self._LOCK_ROWS), {"k": key}).first()
+            if row is None:
+                raise NotFoundError(f"no memory with key {key!r} to update: it was never "
+                                    "stored, or it has been purged; add() it instead")
+            mid, forgotten, version, content = int(row[0]), bool(row[1]), int(row[2]), row[3]
+            if forgotten:
+                raise NotFoundError(f"memory {key!r} is forgotten; restore({key!r}) it "
+                                    "before updating it")
+            tags = self._fetch(conn, "m.id = :id", {"id": mid}, False)[0].tags
+            stamp = self._time_in(at)
+            conn.execute(text(
+                "INSERT INTO memory_versions(memory_id, version, content, content_hash, "
+                "importance, token_count, metadata, tags, embedding, embedder, written_at, "
+                "superseded_at, superseded_by) SELECT m.id, m.version, m.content, "
+                "m.content_hash, m.importance, m.token_count, m.metadata, CAST(:tags AS text), "
+                "m.embedding, m.embedder, coalesce((SELECT p.superseded_at FROM memory_versions p "
+                "WHERE p.memory_id = m.id AND p.version = m.version - 1), m.created_at), :at, :r "
+                "FROM memories m WHERE m.id = :id"),
+                {"tags": json.dumps(list(tags)), "at": stamp, "r": rid, "id": mid})
+            changed = record.content != content
+            conn.execute(text(
+                "UPDATE memories SET content = :c, content_hash = :h, token_count = :n, "
+                f"importance = :i, metadata = {self._JSON_PARAM}, version = version + 1"
+                + (", embedding = NULL, embedder = NULL" if changed else "") + " WHERE id = :id"),
+                {"c": record.content, "h": record.content_hash, "n": record.token_count,
+                 "i": float(record.importance), "meta": json.dumps(record.metadata), "id": mid})
+            if changed:
+                clear_failures(conn, [mid])  # the marks were about the old text
+                if record.embedding is not None:
+                    self._set_vector(conn, mid, record.embedding, record.embedder or "unknown")
+                self._visibility_changed(conn)
+            conn.execute(text("DELETE FROM memory_tags WHERE memory_id = :id"), {"id": mid})
+            self._link_tags(conn, [(mid, list(record.tags))])
+            conn.execute(text(
+                "UPDATE robots SET working_version = working_version + 1 WHERE id IN "
+                "(SELECT robot_id FROM working_memory WHERE memory_id = :id)"), {"id": mid})
+            self._log_lines(conn, [("update", rid, mid, key, {
+                "version": version + 1, "superseded": version, "content_changed": changed})])
+            return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0], changed
+
+        memory, changed = self._writing_as(robot, "updating a memory", write)
+        self._after_update(memory, record.embedding if changed else None, changed)
+        return memory
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _version_memories(self, conn: Connection, where: str,
+                          params: dict[str, Any]) -> list[tuple[int, Memory]]:
+        """(version row id, superseded version as a Memory) of the rows matching ``where``."""
+        rows = conn.execute(text(_VERSION_COLUMNS + "WHERE " + where), params).all()
+        return [(int(r[16]), Memory(
+            id=int(r[0]), key=r[1], content=r[2], content_hash=r[3], robot=r[4],
+            importance=float(r[5]), token_count=int(r[6]), created_at=self._time_out(r[7]),
+            last_accessed=self._time_out(r[8]), access_count=int(r[9]),
+            metadata=self._json_out(r[10]), tags=tuple(json.loads(r[11])), embedder=r[12],
+            forgotten_at=self._time_out(r[13]) if r[13] is not None else None,
+            version=int(r[14]), superseded_at=self._time_out(r[15]))) for r in rows]
+
+    def versions(self, key: str) -> list[Memory]:
+        """Every version of the memory under ``key``, oldest first, the current one last."""
+        def read(conn: Connection) -> list[Memory]:
+            current = self._fetch(conn, "m.key = :key", {"key": key}, False)
+            if not current:
+                return []
+            old = self._version_memories(conn, "v.memory_id = :id ORDER BY v.version",
+                                         {"id": current[0].id})
+            return [*(m for _, m in old), current[0]]
+
+        return self._reading("reading versions", read)
+
+    def search_history(self, arm: ArmQuery) -> list[tuple[Memory, float]]:
+        """Superseded versions of visible memories passing the arm's filters, best first."""
+        params: dict[str, Any] = {}
+        where = self._filter_sql(arm.filters, params)
+
+        def read(conn: Connection) -> list[tuple[Memory, float]]:
+            if arm.vector is not None:
+                hits = self._history_vector_hits(conn, arm.vector, where, params, arm.limit)
+            else:
+                words = parse_query(arm.text or "").flat_words()
+                hits = self._history_text_hits(conn, words, where, params, arm.limit) \
+                    if words else []
+            if not hits:
+                return []
+            ids = ", ".join(str(int(vid)) for vid, _ in hits)
+            found = dict(self._version_memories(conn, f"v.id IN ({ids})", {}))
+            return [(found[vid], score) for vid, score in hits if vid in found]
+
+        return self._reading("searching history", read)

@@ -1,0 +1,67 @@
+"""SQLite's part of versions: vectors as float32 BLOBs, history searched by FTS5 and numpy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ...clock import to_timestamp
+from ...models import Memory
+from .._sql.versions import SQLVersions
+from ..vector_index import normalise
+from ._writer import _SQLiteWriter
+
+
+class _SQLiteHistory(SQLVersions, _SQLiteWriter):
+    """The dialect hooks of :class:`~htm_core.store._sql.versions.SQLVersions`."""
+
+    def _set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
+                    embedder: str) -> None:
+        unit = normalise(vector)
+        self._check_embedding(conn, embedder, int(unit.shape[0]))
+        conn.execute(text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
+                     {"e": unit.tobytes(), "n": embedder, "id": memory_id})
+
+    def _history_vector_hits(self, conn: Connection, vector: Sequence[float], where: str,
+                             params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+        """Exact cosine over the filtered history (expected to be small beside the store)."""
+        query = normalise(vector)
+        width = int(query.shape[0]) * 4
+        rows = [(int(r[0]), bytes(r[1])) for r in conn.execute(text(
+            "SELECT v.id, v.embedding FROM memory_versions v JOIN memories m "
+            f"ON m.id = v.memory_id WHERE v.embedding IS NOT NULL AND {where}"), params)
+            if len(r[1]) == width]
+        if not rows:
+            return []
+        matrix = np.frombuffer(b"".join(b for _, b in rows), dtype=np.float32)
+        scores = matrix.reshape(len(rows), -1) @ query
+        best = np.argsort(-scores, kind="stable")[:limit]
+        return [(rows[i][0], float(scores[i])) for i in best]
+
+    def _history_text_hits(self, conn: Connection, words: Sequence[str], where: str,
+                           params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+        rows = conn.execute(text(
+            "SELECT v.id, bm25(memory_versions_fts) AS rank FROM memory_versions_fts "
+            "JOIN memory_versions v ON v.id = memory_versions_fts.rowid "
+            "JOIN memories m ON m.id = v.memory_id "
+            f"WHERE memory_versions_fts MATCH :match AND {where} ORDER BY rank, v.id "
+            "LIMIT :limit"), {**params, "match": match, "limit": limit}).all()
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def _after_update(self, memory: Memory, vector: Sequence[float] | None,
+                      text_changed: bool) -> None:
+        """The in-process vector index follows the new text (the generation was bumped in
+        the transaction, so other processes' indexes reload)."""
+        if self._index is None or not text_changed:
+            return
+        if vector is None:
+            self._index.remove(memory.id)
+            return
+        robot = self._known_robot_id(memory.robot)
+        self._index.add([(memory.id, normalise(vector), to_timestamp(memory.created_at),
+                          robot if robot is not None else 0)])
