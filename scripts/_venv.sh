@@ -1,6 +1,10 @@
 # Shared by demo.sh and test.sh: create .venv and install the project with the given extras.
-# torch is pinned first: the local embedder needs it and an unpinned torch would pull a
-# multi-GB CUDA build.
+# torch is installed first because the local embedder needs it. The pin torch==2.13.0 does
+# not by itself give a CPU build: from PyPI it is the CUDA build plus a dozen nvidia-*
+# packages. It works here because this machine's pip configuration finds a local CPU wheel
+# (torch-2.13.0+cpu in its find-links directory) that satisfies the pin. Elsewhere, install
+# the CPU build the way PyTorch documents it before running these scripts:
+#     pip install torch --index-url https://download.pytorch.org/whl/cpu
 ensure_venv() {
     local spec="$1"
     local python="${PYTHON:-python3}"

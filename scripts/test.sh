@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/_venv.sh
 source scripts/_venv.sh
-ensure_venv ".[all,dev]"
+ensure_venv ".[all,notebooks,dev]"
 echo "== ruff"
-ruff check htm_core htm_integrations tests benchmarks
+ruff check htm_core htm_integrations tests benchmarks examples
 echo "== mypy (strict on htm_core)"
 mypy htm_core
 echo "== pytest"

@@ -1,5 +1,8 @@
 """LangChain and LangGraph adapters for :class:`htm_core.HTM`.
 
+- :class:`HTMMiddleware` (agent middleware for ``langchain.agents.create_agent``): htm's
+  memory in front of every model call, the conversation stored after it.
+- :func:`htm_tools`: ``remember`` / ``recall`` / ``forget`` tools for an agent.
 - :class:`HTMRetriever` (``BaseRetriever``): hybrid recall in LCEL chains.
 - :class:`HTMChatMessageHistory` (``BaseChatMessageHistory``): durable conversations for
   ``RunnableWithMessageHistory``.
@@ -20,16 +23,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .history import HTMChatMessageHistory
     from .memory import HTMMemory
+    from .middleware import HTMMiddleware
     from .retriever import HTMRetriever
     from .store import HTMStore
+    from .tools import htm_tools
 
-__all__ = ["HTMChatMessageHistory", "HTMMemory", "HTMRetriever", "HTMStore"]
+__all__ = ["HTMChatMessageHistory", "HTMMemory", "HTMMiddleware", "HTMRetriever", "HTMStore",
+           "htm_tools"]
 
 _MODULES = {
     "HTMChatMessageHistory": ".history",
     "HTMMemory": ".memory",
+    "HTMMiddleware": ".middleware",
     "HTMRetriever": ".retriever",
     "HTMStore": ".store",
+    "htm_tools": ".tools",
 }
 
 

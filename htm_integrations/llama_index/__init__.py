@@ -5,6 +5,8 @@
 - :class:`HTMMemoryBlock`: a ``BaseMemoryBlock`` for LlamaIndex's ``Memory`` class, so
   htm recall joins LlamaIndex's own short-term memory.
 - :class:`HTMVectorStore`: a ``BasePydanticVectorStore`` for ``VectorStoreIndex``.
+- :func:`htm_tools`: ``remember`` / ``recall`` / ``forget`` as ``FunctionTool``s, so an
+  agent (``FunctionAgent``) manages its own memory.
 - :class:`HTMEmbedding` (an htm embedder as a LlamaIndex ``BaseEmbedding``) and
   :class:`LlamaIndexEmbedder` (a LlamaIndex ``BaseEmbedding`` as the ``HTM`` embedder).
 
@@ -28,6 +30,7 @@ except ImportError:
 from .block import HTMMemoryBlock
 from .embedding import HTMEmbedding, LlamaIndexEmbedder
 from .memory import HTMMemory
+from .tools import htm_tools
 from .vector_store import HTMVectorStore, UnsupportedFilterError
 
 __all__ = [
@@ -37,4 +40,5 @@ __all__ = [
     "HTMVectorStore",
     "LlamaIndexEmbedder",
     "UnsupportedFilterError",
+    "htm_tools",
 ]

@@ -232,7 +232,7 @@ async def test_async_path_uses_chat_ollama_ainvoke(ollama: FakeOllamaChat) -> No
 
 def test_missing_langchain_ollama_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "langchain_ollama", None)  # makes the import fail
-    with pytest.raises(MissingDependencyError, match=r'pip install "htm\[ollama\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "htm-memory\[ollama\]"'):
         ollama_chat_model()
     with pytest.raises(MissingDependencyError):
         LLMTagger()

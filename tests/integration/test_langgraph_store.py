@@ -269,11 +269,11 @@ def test_package_surface_is_lazy_and_names_missing_extras(
         package.HTMNothing  # noqa: B018
     monkeypatch.setitem(sys.modules, "langgraph.store.base", None)
     monkeypatch.delitem(sys.modules, "htm_integrations.langchain.store", raising=False)
-    with pytest.raises(MissingDependencyError, match=r'pip install "htm\[langgraph\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "htm-memory\[langgraph\]"'):
         importlib.import_module("htm_integrations.langchain.store")
     monkeypatch.setitem(sys.modules, "langchain_classic.base_memory", None)
     monkeypatch.delitem(sys.modules, "htm_integrations.langchain.memory", raising=False)
-    with pytest.raises(MissingDependencyError, match=r'pip install "htm\[langchain\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "htm-memory\[langchain\]"'):
         importlib.import_module("htm_integrations.langchain.memory")
 
 

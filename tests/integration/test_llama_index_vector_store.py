@@ -228,5 +228,5 @@ def test_public_surface_and_missing_extra(monkeypatch: pytest.MonkeyPatch) -> No
         if name.startswith("htm_integrations.llama_index"):
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "llama_index.core", None)
-    with pytest.raises(MissingDependencyError, match=r'htm\[llamaindex\]'):
+    with pytest.raises(MissingDependencyError, match=r'htm-memory\[llamaindex\]'):
         importlib.import_module("htm_integrations.llama_index")

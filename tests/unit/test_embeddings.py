@@ -84,7 +84,7 @@ def test_missing_extra_names_the_install(monkeypatch: pytest.MonkeyPatch) -> Non
     import sys
 
     monkeypatch.setitem(sys.modules, "langchain_ollama", None)
-    with pytest.raises(MissingDependencyError, match=r'pip install "htm\[ollama\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "htm-memory\[ollama\]"'):
         resolve_embedder("ollama")
 
 

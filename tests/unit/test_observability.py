@@ -166,7 +166,7 @@ def test_asking_for_telemetry_without_opentelemetry_says_which_extra(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """opentelemetry is installed here, so its absence is simulated by hiding the module."""
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
-    with pytest.raises(MissingDependencyError, match=r'pip install "htm\[otel\]"'):
+    with pytest.raises(MissingDependencyError, match=r'pip install "htm-memory\[otel\]"'):
         Metrics(telemetry=True)
     assert Metrics().snapshot()["adds"] == 0  # without telemetry nothing is imported
 

@@ -38,7 +38,7 @@ def test_core_exports_are_pinned():
 def test_version_comes_from_package_metadata():
     from importlib.metadata import version
 
-    assert htm_core.__version__ == version("htm")
+    assert htm_core.__version__ == version("htm-memory")
 
 
 def test_every_error_is_an_htm_error_and_exported():

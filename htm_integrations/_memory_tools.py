@@ -1,0 +1,96 @@
+"""What htm's agent tools do, written once for every framework: remember, recall, forget.
+
+The LangChain tools (:func:`htm_integrations.langchain.htm_tools`) and the LlamaIndex tools
+(:func:`htm_integrations.llama_index.htm_tools`) only wrap these functions. Each takes the
+conversation scope (:class:`~htm_integrations._scope.ChatScope`) it works in and returns
+the text the model reads; htm's own errors (an empty note, an importance out of range)
+propagate, and the framework wrappers show their message to the model.
+
+- ``remember``: stores a note under a key made from the scope and the text, so the same
+  note said twice by one user (in any of their sessions) is one memory, and the same words
+  of two users are two;
+- ``recall``: hybrid recall inside the scope, one line per memory with its key;
+- ``forget``: two steps. Without ``confirm`` it only shows what would be forgotten; with
+  ``confirm=True`` it forgets (recoverably: ``htm.restore(key)`` brings it back until
+  ``htm.purge``). A key outside the scope is answered as unknown, so no conversation can
+  forget another's memories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from htm_core.validation import check_importance, check_limit
+
+from ._scope import ChatScope
+
+__all__ = ["DESCRIPTIONS", "NOTE_IMPORTANCE", "MemoryTools"]
+
+#: The importance of a note the agent chose to remember (chat turns default to 1.0).
+NOTE_IMPORTANCE = 5.0
+
+DESCRIPTIONS = {
+    "remember": ("Store a fact in long-term memory so it can be recalled in later "
+                 "conversations (preferences, decisions, names, things to follow up). "
+                 "Write it as one self-contained sentence."),
+    "recall": ("Search long-term memory for what is relevant to a query; returns one line "
+               "per memory, each with its [key]."),
+    "forget": ("Forget one memory by its [key] (from recall). Call it first without confirm "
+               "to see what would be forgotten; then, only if the user asked for it, call it "
+               "again with confirm=true."),
+}
+
+
+def _note_key(scope: ChatScope, content: str) -> str:
+    digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:24]
+    return f"{scope.recall_tag}:note:{digest}"
+
+
+class MemoryTools:
+    """The three tool functions over one :class:`htm_core.HTM`.
+
+    Args:
+        htm: the memory the tools read and write (notes are written by its robot).
+        recall_limit: how many memories ``recall`` returns at most (default 5).
+        importance: the importance of a remembered note when the model gives none.
+        recall_robot: recall only memories written by this robot (default every robot).
+    """
+
+    def __init__(self, htm: Any, *, recall_limit: int = 5, importance: float = NOTE_IMPORTANCE,
+                 recall_robot: str | None = None) -> None:
+        self.htm = htm
+        self.recall_limit = check_limit(recall_limit)
+        self.importance = check_importance(importance)
+        self.recall_robot = recall_robot
+
+    def remember(self, scope: ChatScope, content: str, importance: float | None = None) -> str:
+        """Store ``content`` as a note of ``scope``; the reply names its key."""
+        if isinstance(content, str):
+            content = content.strip()
+        memory = self.htm.add(
+            content, key=_note_key(scope, content) if isinstance(content, str) else None,
+            importance=self.importance if importance is None else importance,
+            tags=[scope.tag, "chat:role:note"], metadata={"source": "agent-tool"})
+        return f"Remembered [{memory.key}]: {memory.content}"
+
+    def recall(self, scope: ChatScope, query: str, limit: int | None = None) -> str:
+        """What hybrid recall finds for ``query`` in ``scope``, one line per memory."""
+        limit = self.recall_limit if limit is None else min(check_limit(limit), self.recall_limit)
+        hits = self.htm.recall(query, limit=limit, tags=scope.filter_tags(),
+                               robot=self.recall_robot)
+        if not hits:
+            return f"Nothing in memory matches {query!r}."
+        return "\n".join(f"- [{h.memory.key}] {h.memory.content} "
+                         f"({h.memory.created_at:%Y-%m-%d})" for h in hits)
+
+    def forget(self, scope: ChatScope, key: str, confirm: bool = False) -> str:
+        """Show (``confirm=False``) or forget (``confirm=True``) the memory under ``key``."""
+        memory = self.htm.get(key)
+        if memory is None or not scope.sees(memory.tags):
+            return f"No memory with key [{key}] here; recall first to find the key."
+        if confirm is not True:
+            return (f"About to forget [{key}]: {memory.content!r}. If the user wants this "
+                    "forgotten, call forget again with this key and confirm=true.")
+        self.htm.forget(key, confirm=True)
+        return f"Forgotten [{key}] (an operator can restore it)."

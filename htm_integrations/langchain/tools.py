@@ -1,0 +1,128 @@
+"""``htm_tools``: remember, recall and forget as LangChain tools, so an agent manages its memory.
+
+::
+
+    from langchain.agents import create_agent
+    from htm_integrations.langchain import HTMMiddleware, htm_tools
+
+    agent = create_agent(model, tools=htm_tools(htm), middleware=[HTMMiddleware(htm)])
+
+- ``remember(content, importance=None)`` stores a note (importance 5 unless the model
+  gives one); the same note twice in one scope is one memory;
+- ``recall(query, limit=None)`` returns one line per memory, each with its ``[key]``;
+- ``forget(key, confirm=False)`` first only shows what it would forget; with
+  ``confirm=True`` it forgets, recoverably (``htm.restore(key)``). Leave it out with
+  ``forget=False``, or put it behind LangChain's ``HumanInTheLoopMiddleware``
+  (``interrupt_on={"forget": True}``) so a person approves each forget.
+
+Inside an agent run the tools work in the run's scope, found the same way as
+:class:`~htm_integrations.langchain.HTMMiddleware` finds it (the ``user_id`` of the run's
+context or config, the ``thread_id``), so notes and turns of one user meet and other users'
+stay out. Called directly, outside a run, they use the fixed ``user_id``/``session_id``.
+htm's errors (an empty note, say) come back to the model as the tool's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any
+
+from htm_core.errors import HTMError, missing_extra
+
+from .._memory_tools import DESCRIPTIONS, NOTE_IMPORTANCE, MemoryTools
+from ._agent_scope import AgentScope
+
+try:
+    from langchain.tools import ToolRuntime
+    from langchain_core.tools import BaseTool, StructuredTool, ToolException
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise missing_extra("langchain", "langchain") from None
+
+__all__ = ["htm_tools"]
+
+#: The injected run (hidden from the model). ``Any`` for the context, or pydantic warns
+#: "Expected `none`" for every run that has a context (langchain-ai/langgraph#8417).
+_Runtime = ToolRuntime[Any, Any]
+
+
+def _tool(name: str, sync: Callable[..., str], coroutine: Callable[..., Any]) -> BaseTool:
+    return StructuredTool.from_function(sync, coroutine=coroutine, name=name,
+                                        description=DESCRIPTIONS[name], handle_tool_error=True)
+
+
+def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = None,
+              user_key: str = "user_id", shared: bool = False,
+              shared_tags: Iterable[str] | str | None = None, recall_limit: int = 5,
+              importance: float = NOTE_IMPORTANCE, recall_robot: str | None = None,
+              forget: bool = True) -> list[BaseTool]:
+    """LangChain tools ``remember``, ``recall`` and ``forget`` over ``htm``.
+
+    Args:
+        htm: the :class:`htm_core.HTM` the tools use (notes are written by its robot).
+        user_id / session_id / user_key / shared / shared_tags: the scope, as for
+            :class:`~htm_integrations.langchain.HTMMiddleware` (give both the same).
+        recall_limit: the most memories ``recall`` returns (default 5).
+        importance: a note's importance when the model gives none (default 5).
+        recall_robot: recall only memories of this robot (default every robot).
+        forget: include the ``forget`` tool (default True).
+
+    Example:
+        >>> from htm_core import HTM
+        >>> htm = HTM(database_url=":memory:", embedder="hashing")
+        >>> remember, recall, forget = htm_tools(htm, user_id="ada")
+        >>> remember.invoke({"content": "Ada prefers Vim"}).startswith("Remembered")
+        True
+        >>> "Ada prefers Vim" in recall.invoke({"query": "editor"})
+        True
+    """
+    scope = AgentScope.of(user_id=user_id, session_id=session_id, user_key=user_key,
+                          shared=shared, shared_tags=shared_tags)
+    work = MemoryTools(htm, recall_limit=recall_limit, importance=importance,
+                       recall_robot=recall_robot)
+
+    def guarded(action: Callable[..., str]) -> Callable[..., str]:
+        def call(runtime: Any, *args: Any) -> str:
+            try:
+                return action(scope.of_runtime(runtime), *args)
+            except HTMError as exc:
+                raise ToolException(str(exc)) from exc
+        return call
+
+    do_remember, do_recall, do_forget = (guarded(work.remember), guarded(work.recall),
+                                         guarded(work.forget))
+
+    def remember(content: Annotated[str, "the fact, one self-contained sentence"],
+                 importance: Annotated[float | None, "0 to 10; default 5"] = None,
+                 runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        """Remember a fact."""
+        return do_remember(runtime, content, importance)
+
+    async def aremember(content: str, importance: float | None = None,
+                        runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        return await asyncio.to_thread(do_remember, runtime, content, importance)
+
+    def recall(query: Annotated[str, "what to look for"],
+               limit: Annotated[int | None, "how many memories at most"] = None,
+               runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        """Recall memories."""
+        return do_recall(runtime, query, limit)
+
+    async def arecall(query: str, limit: int | None = None,
+                      runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        return await asyncio.to_thread(do_recall, runtime, query, limit)
+
+    def forget_(key: Annotated[str, "the [key] recall showed"],
+                confirm: Annotated[bool, "true to forget; false only shows it"] = False,
+                runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        """Forget a memory."""
+        return do_forget(runtime, key, confirm)
+
+    async def aforget(key: str, confirm: bool = False,
+                      runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        return await asyncio.to_thread(do_forget, runtime, key, confirm)
+
+    tools = [_tool("remember", remember, aremember), _tool("recall", recall, arecall)]
+    if forget:
+        tools.append(_tool("forget", forget_, aforget))
+    return tools

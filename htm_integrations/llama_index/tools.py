@@ -1,0 +1,96 @@
+"""``htm_tools``: remember, recall and forget as LlamaIndex ``FunctionTool``s for agents.
+
+::
+
+    from llama_index.core.agent.workflow import FunctionAgent
+    from htm_integrations.llama_index import htm_tools
+
+    agent = FunctionAgent(llm=llm, tools=htm_tools(htm, user_id="ada"))
+
+The same three tools as the LangChain ones (:mod:`htm_integrations._memory_tools`):
+``remember(content, importance=None)``, ``recall(query, limit=None)`` and
+``forget(key, confirm=False)``, which forgets only on a second call with ``confirm=True``
+(recoverably: ``htm.restore(key)``). The scope is fixed when the tools are made: a user
+(``user_id``) and/or a session (``session_id``; ``"default"`` when neither is given), the
+same tags as every other htm adapter, so notes an agent remembers for a user are recalled
+by that user's LangChain agents and chat memories too.
+"""
+
+# No ``from __future__ import annotations`` here: LlamaIndex builds each tool's schema from
+# the functions' evaluated annotations.
+import asyncio
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+from htm_core.errors import missing_extra
+
+from .._memory_tools import DESCRIPTIONS, NOTE_IMPORTANCE, MemoryTools
+from .._scope import ChatScope
+
+try:
+    from llama_index.core.tools import FunctionTool
+    from pydantic import Field
+except ImportError:  # pragma: no cover - exercised only without the extra
+    raise missing_extra("llama-index-core", "llamaindex") from None
+
+__all__ = ["htm_tools"]
+
+
+def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = None,
+              shared: bool = False, shared_tags: Iterable[str] | str | None = None,
+              recall_limit: int = 5, importance: float = NOTE_IMPORTANCE,
+              recall_robot: str | None = None, forget: bool = True) -> list[FunctionTool]:
+    """LlamaIndex tools ``remember``, ``recall`` and ``forget`` over ``htm``.
+
+    Args:
+        htm: the :class:`htm_core.HTM` the tools use (notes are written by its robot).
+        user_id / session_id: whose memory (see :mod:`htm_integrations._scope`).
+        shared: ``True`` recalls from the whole store (every user).
+        shared_tags: memories with one of these tags are recalled for every user too.
+        recall_limit: the most memories ``recall`` returns (default 5).
+        importance: a note's importance when the model gives none (default 5).
+        recall_robot: recall only memories of this robot (default every robot).
+        forget: include the ``forget`` tool (default True).
+
+    Example:
+        >>> from htm_core import HTM
+        >>> htm = HTM(database_url=":memory:", embedder="hashing")
+        >>> remember, recall, forget = htm_tools(htm, user_id="ada")
+        >>> "Remembered" in remember.call(content="Ada prefers Vim").content
+        True
+    """
+    scope = ChatScope.of(session_id=session_id if session_id or user_id else "default",
+                         user_id=user_id, shared=shared, shared_tags=shared_tags)
+    work = MemoryTools(htm, recall_limit=recall_limit, importance=importance,
+                       recall_robot=recall_robot)
+
+    def remember(content: Annotated[str, Field(description="the fact, one sentence")],
+                 importance: Annotated[float | None, Field(description="0 to 10")] = None
+                 ) -> str:
+        return work.remember(scope, content, importance)
+
+    async def aremember(content: str, importance: float | None = None) -> str:
+        return await asyncio.to_thread(remember, content, importance)
+
+    def recall(query: Annotated[str, Field(description="what to look for")],
+               limit: Annotated[int | None, Field(description="how many at most")] = None
+               ) -> str:
+        return work.recall(scope, query, limit)
+
+    async def arecall(query: str, limit: int | None = None) -> str:
+        return await asyncio.to_thread(recall, query, limit)
+
+    def forget_(key: Annotated[str, Field(description="the [key] recall showed")],
+                confirm: Annotated[bool, Field(description="true to forget")] = False) -> str:
+        return work.forget(scope, key, confirm)
+
+    async def aforget(key: str, confirm: bool = False) -> str:
+        return await asyncio.to_thread(forget_, key, confirm)
+
+    made: list[tuple[str, Any, Any]] = [("remember", remember, aremember),
+                                        ("recall", recall, arecall)]
+    if forget:
+        made.append(("forget", forget_, aforget))
+    return [FunctionTool.from_defaults(fn=fn, async_fn=afn, name=name,
+                                       description=DESCRIPTIONS[name])
+            for name, fn, afn in made]
