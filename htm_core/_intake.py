@@ -10,12 +10,12 @@ each batch checked whole before anything is written. :func:`recall_args` checks 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Any
 
+from ._values import check_created_at, check_metadata
 from .clock import Clock, to_aware
 from .enrich.attach import FacadeEnrichment
 from .errors import (
@@ -58,26 +58,17 @@ class Intake:
                       else check_importance(importance))
         explicit = key is not None
         key = check_key(key) if explicit else generated_key(self._robot, content)
-        if metadata is None:
-            metadata = {}
-        if not isinstance(metadata, Mapping):
-            raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
-        try:
-            json.dumps(metadata, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from None
+        metadata = check_metadata(metadata)
         if created_at is None:
             when = self._clock()
-        elif isinstance(created_at, datetime):
-            when = to_aware(created_at, self._clock().tzinfo)
         else:
-            raise ValidationError(f"created_at must be a datetime, got {created_at!r}")
+            when = check_created_at(created_at, lambda v: to_aware(v, self._clock().tzinfo))
         return NewMemory(
             key=key, content=content, robot=self._robot, importance=importance,
             token_count=self._counter.count(content),
             created_at=when.astimezone(timezone.utc),
             tags=self._enrichment.tags_for(content, check_tags(tags)),
-            metadata=dict(metadata), explicit_key=explicit,
+            metadata=metadata, explicit_key=explicit,
         )
 
     def batch(self, items: Iterable[str | Mapping[str, Any]]) -> list[NewMemory]:

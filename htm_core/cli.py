@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +31,7 @@ from typing import Any, NoReturn, TextIO
 
 from .config import Settings
 from .errors import ConfirmationRequiredError, HTMError, ValidationError, missing_extra
+from .secrets import mask_text
 from .serialize import hit_to_dict, stats_to_dict
 from .store import LongTermStore, open_store
 from .transfer import Progress
@@ -131,8 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reembed", action="store_true",
                    help="ignore the file's vectors and embed every memory with the embedder "
                         "(needed when the file was made with another embedder)")
+    p.add_argument("--partial", action="store_true",
+                   help="import what a truncated or damaged file holds (refused otherwise)")
 
     add("migrate", "create or upgrade the database schema")
+
+    add("check", "look the database over for damage (file, full text, content, vectors)")
 
     p = add("reembed", "rebuild every vector with the configured embedder (resumable)")
     p.add_argument("--batch-size", type=int, default=256)
@@ -159,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("mcp", "run the MCP server (needs the mcp extra); every option after `mcp` is the "
                "server's (`htm mcp --help` lists them)")
+
+    p = add("ui", "serve the inspector and recall debugger in the browser (needs the ui extra)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; any other needs a token)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    p.add_argument("--token", help="access token for a non-loopback --host (default: a new "
+                                   "one, printed with the address)")
     return parser
 
 
@@ -209,7 +222,12 @@ def _database_url(args: argparse.Namespace) -> str | None:
 
 @contextmanager
 def _store(url: str | None) -> Iterator[LongTermStore]:
-    store = open_store(url)
+    with _opened(open_store(url)) as store:
+        yield store
+
+
+@contextmanager
+def _opened(store: LongTermStore) -> Iterator[LongTermStore]:
     try:
         yield store
     finally:
@@ -251,13 +269,25 @@ def _age(when: datetime, now: datetime) -> str:
     return f"{int(seconds)}s"
 
 
+#: Characters a terminal would act on rather than show: C0 and C1 controls (ESC starts
+#: escape sequences, CSI is \x9b), DEL, and the bidirectional overrides that reorder text.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with every control character shown escaped (``\\x1b``), newlines and tabs kept:
+    a memory holding terminal escape codes is shown, never obeyed."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def _shorten(text: str, width: int) -> str:
-    flat = " ".join(text.split())
+    flat = _printable(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str], out: TextIO) -> None:
     """Left-aligned columns; the last column takes the rest of the terminal width."""
+    rows = [[_printable(c) for c in r[:-1]] + [r[-1]] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     room = max(20, shutil.get_terminal_size((100, 20)).columns - sum(widths) - 2 * len(widths))
 
@@ -313,7 +343,7 @@ def _cmd_context(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with _open_htm(args) as htm:
         ctx = htm.create_context(strategy=args.strategy, max_tokens=args.max_tokens)
     if ctx.text:
-        out.write(ctx.text + "\n")
+        out.write(_printable(ctx.text) + "\n")
     err.write(f"[{len(ctx.memories)} memories, {ctx.tokens}/{ctx.budget} tokens, "
               f"strategy {ctx.strategy}]\n")
     return 0
@@ -376,9 +406,10 @@ def _cmd_purge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .transfer import export_jsonl
+    from .transfer import export_jsonl, open_source
 
-    with _store(_database_url(args)) as store, _progress(args, "export", err) as progress:
+    with _opened(open_source(_database_url(args))) as store, \
+            _progress(args, "export", err) as progress:
         count = export_jsonl(store, args.file, with_embeddings=args.with_embeddings,
                              include_forgotten=not args.no_forgotten, progress=progress)
     out.write(f"exported {count} memories to {args.file}\n")
@@ -397,10 +428,13 @@ def _file_embedder(path: str) -> str | None:
 
 
 def _cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._exportfile import open_export
     from .embeddings import resolve_embedder
     from .transfer import import_jsonl
 
     spec = Settings.resolve(embedder=_opt(args, "embedder")).embedder
+    with open_export(args.file):  # a missing or unreadable file: refused before the store opens
+        pass
     with _store(_database_url(args)) as store, _progress(args, "import", err) as progress:
         # The embedder every later command on this store will pick: the store's own (or, for
         # a store without vectors, the file's) under "auto", else the one asked for.
@@ -408,7 +442,10 @@ def _cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         embedder, _choice = resolve_embedder(
             spec, store_embedder=info[0] if info else _file_embedder(args.file))
         result = import_jsonl(store, args.file, embedder=embedder, reembed=args.reembed,
-                              batch_size=args.batch_size, progress=progress)
+                              batch_size=args.batch_size, progress=progress,
+                              partial=args.partial)
+    for note in result.notes:
+        err.write(f"htm import: warning: {note}\n")
     out.write(f"imported {result.written} memories ({result.skipped} already there, "
               f"{result.embedded} embedded) from {args.file}\n")
     return 0
@@ -419,6 +456,20 @@ def _cmd_migrate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         version = store.migrate()
         out.write(f"{store.url}: schema version {version}\n")
     return 0
+
+
+def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .check import check_store
+
+    report = check_store(_database_url(args))
+    out.write(f"{report.database}\n")
+    for f in report.findings:
+        mark = "ok" if f.ok else ("warning" if f.warning else "PROBLEM")
+        out.write(f"  {f.check:<16} {mark:<8} {_printable(f.detail)}\n")
+    if not report.ok:
+        err.write("htm check: the database is damaged; restore it from an export "
+                  "(`htm --db NEW import BACKUP`), or copy what is readable with `htm export`\n")
+    return 0 if report.ok else 1
 
 
 def _cmd_reembed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -437,9 +488,9 @@ def _cmd_reembed(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_copy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .transfer import copy_store
+    from .transfer import copy_store, open_source
 
-    with _store(args.source) as source, _store(args.target) as target, \
+    with _opened(open_source(args.source)) as source, _store(args.target) as target, \
             _progress(args, "copy", err) as progress:
         result = copy_store(source, target, batch_size=args.batch_size, progress=progress,
                             verify=not args.no_verify, sample=args.sample)
@@ -491,12 +542,21 @@ def _cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return exc.code if isinstance(exc.code, int) else 2
 
 
+def _cmd_ui(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import importlib
+
+    ui = importlib.import_module("htm_core.ui")  # loaded only here: starlette is an extra
+    with _open_htm(args) as htm:
+        ui.serve(htm, host=args.host, port=args.port, token=args.token, out=out)
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "add": _cmd_add, "recall": _cmd_recall, "context": _cmd_context, "stats": _cmd_stats,
     "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
     "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate,
-    "reembed": _cmd_reembed, "copy": _cmd_copy,
-    "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp,
+    "reembed": _cmd_reembed, "copy": _cmd_copy, "check": _cmd_check,
+    "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp, "ui": _cmd_ui,
 }
 
 
@@ -544,7 +604,12 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
     try:
         return COMMANDS[args.command](args, out, err)
     except HTMError as exc:
-        err.write(f"htm {args.command}: error: {exc}\n")
+        err.write(f"htm {args.command}: error: {_printable(mask_text(str(exc)))}\n")
+        return 1
+    except Exception as exc:  # a damaged file can fail a driver in ways htm does not map
+        err.write(f"htm {args.command}: unexpected error: {type(exc).__name__}: "
+                  f"{_printable(mask_text(str(exc)))}; if the database may be damaged, run "
+                  "`htm check`\n")
         return 1
     except KeyboardInterrupt:
         resumable = " (run the same command again to resume)" if args.command in (

@@ -12,6 +12,9 @@ are defined in :mod:`htm_core.enrich.errors`::
     │   ├── InvalidBudgetError                 max_tokens / limit / margin out of range
     │   ├── InvalidKeyError                    key empty or too long
     │   ├── InvalidTagError                    tag not of the form ``a:b:c``
+    │   ├── InvalidMetadataError               metadata no store or export can keep as given
+    │   ├── InvalidTimeError                   created_at not a datetime htm can store
+    │   ├── IncompleteExportError              export file truncated, altered or not sealed
     │   ├── UnknownStrategyError               recall or context strategy not known
     │   ├── UnknownPolicyError                 eviction policy not known
     │   ├── UnsupportedFilterError             a filter htm cannot apply inside its search
@@ -25,6 +28,9 @@ are defined in :mod:`htm_core.enrich.errors`::
     │   ├── DatabaseUnavailableError           cannot reach / open the database
     │   ├── SchemaError                        schema newer than this code, or not migrated
     │   ├── DimensionMismatchError             embedding dimension differs from the store's
+    │   ├── ReadOnlyError                      store opened read-only, or its file cannot be written
+    │   ├── DiskFullError                      the disk (or the database's size limit) is full
+    │   ├── DatabaseCorruptError               the database file is damaged
     │   └── JobQueueError                      the durable enrichment job queue's database failed
     ├── EmbeddingError                         the embedder failed or is unreachable
     │   └── EmbedderMismatchError              store was embedded by a different embedder
@@ -41,21 +47,27 @@ from __future__ import annotations
 
 __all__ = [
     "ConfirmationRequiredError",
+    "DatabaseCorruptError",
     "DatabaseUnavailableError",
     "DimensionMismatchError",
+    "DiskFullError",
     "DuplicateKeyError",
     "EmbedderMismatchError",
     "EmbeddingError",
     "HTMError",
+    "IncompleteExportError",
     "InvalidBudgetError",
     "InvalidContentError",
     "InvalidImportanceError",
     "InvalidKeyError",
+    "InvalidMetadataError",
     "InvalidTagError",
+    "InvalidTimeError",
     "InvalidTokensError",
     "MemoryTooLargeError",
     "MissingDependencyError",
     "NotFoundError",
+    "ReadOnlyError",
     "SchemaError",
     "StoreError",
     "TimeframeError",
@@ -96,6 +108,18 @@ class InvalidKeyError(ValidationError):
 
 class InvalidTagError(ValidationError):
     """A tag must be colon-separated segments of letters, digits, ``_``, ``-`` or ``.``."""
+
+
+class InvalidMetadataError(ValidationError):
+    """Metadata holds a value that cannot round-trip through every store and the export format."""
+
+
+class InvalidTimeError(ValidationError):
+    """``created_at`` is not a datetime htm can store (see ``htm_core._values``)."""
+
+
+class IncompleteExportError(ValidationError):
+    """An export file is truncated, altered or damaged; nothing was imported from it."""
 
 
 class UnknownStrategyError(ValidationError):
@@ -147,6 +171,18 @@ class SchemaError(StoreError):
 
 class DimensionMismatchError(StoreError):
     """An embedding's dimension differs from the one fixed for the store."""
+
+
+class ReadOnlyError(StoreError):
+    """The store was opened read-only, or its file or medium cannot be written."""
+
+
+class DiskFullError(StoreError):
+    """The disk (or the database's size limit) is full; the write did not happen."""
+
+
+class DatabaseCorruptError(StoreError):
+    """The database file is damaged; run ``htm check`` and restore from an export."""
 
 
 class EmbeddingError(HTMError):

@@ -104,6 +104,10 @@ class HTM(AsyncTwins, Listing):
             are kept either way; see :mod:`htm_core.observability`.
         meter_provider: an OpenTelemetry ``MeterProvider`` to export metrics through.
         tracer_provider: an OpenTelemetry ``TracerProvider`` to make spans with.
+        read_only: open the (SQLite) store for reading only: recall, retrieve,
+            create_context and export work, access statistics and membership are not saved
+            (one warning), writes raise :class:`~htm_core.errors.ReadOnlyError`. A file that
+            cannot be written is opened this way anyway, with a warning.
     """
 
     def __init__(
@@ -129,6 +133,7 @@ class HTM(AsyncTwins, Listing):
         telemetry: bool = False,
         meter_provider: Any = None,
         tracer_provider: Any = None,
+        read_only: bool = False,
     ) -> None:
         settings = Settings.resolve(
             robot=robot,
@@ -156,7 +161,7 @@ class HTM(AsyncTwins, Listing):
         check_batch_size(embed_batch_size)
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
-            settings.database_url)
+            settings.database_url, read_only=read_only)
         try:
             self._embedding = EmbeddingService(
                 self._store, embedder if embedder is not None and not isinstance(embedder, str)

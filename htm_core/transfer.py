@@ -19,8 +19,11 @@ on where it stopped::
     copy_store(source, target)          # verified at the end; run again to resume
 
 The export format is one JSON object per line. The first line is a header
-(``{"format": "htm-export", "version": 1, ...}``); every other line is a memory with
-times in ISO 8601 UTC.
+(``{"format": "htm-export", "version": 2, "count": ..., ...}``), then one line per memory
+with times in ISO 8601 UTC, and a last line with the count and a SHA-256 checksum
+(``{"format": "htm-export-end", ...}``). An export to a path replaces the file only when
+complete; an import refuses a truncated or altered file before writing anything (see
+:mod:`htm_core._exportfile`).
 """
 
 from __future__ import annotations
@@ -28,24 +31,27 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from . import serialize
+from . import _exportfile, serialize
+from ._values import check_created_at, check_metadata
 from .embeddings import embedder_name, store_embedder_hint
 from .errors import (
     DuplicateKeyError,
     EmbedderMismatchError,
     EmbeddingError,
+    SchemaError,
     StoreError,
     ValidationError,
 )
 from .models import Memory
 from .store._vectors import mismatch_advice
 from .store.base import LongTermStore, NewMemory
+from .validation import check_content
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -57,13 +63,16 @@ __all__ = [
     "import_jsonl",
     "memory_from_record",
     "memory_to_record",
+    "open_source",
     "verify_copy",
 ]
 
 #: The ``format`` field of an export's header line.
 EXPORT_FORMAT = "htm-export"
-#: The version of the export format this code writes and reads.
-EXPORT_VERSION = 1
+#: The version of the export format this code writes (2: with an end line and checksum).
+EXPORT_VERSION = 2
+#: The export format versions this code reads.
+READ_VERSIONS = (1, 2)
 
 #: Called after each batch with (memories done so far, total or None when unknown).
 Progress = Callable[[int, "int | None"], None]
@@ -137,7 +146,7 @@ def memory_from_record(record: Any, *, line: int = 0) -> NewMemory:
     if not isinstance(tags, list) or not isinstance(metadata, dict):
         raise ValidationError(f"line {line}: tags must be a list and metadata an object")
     try:
-        return NewMemory(
+        return _checked(NewMemory(
             key=record["key"], content=record["content"], robot=record["robot"],
             importance=float(record.get("importance", 1.0)),
             token_count=int(record.get("token_count", 0)),
@@ -147,20 +156,53 @@ def memory_from_record(record: Any, *, line: int = 0) -> NewMemory:
             last_accessed=_parse_time(record.get("last_accessed"), "last_accessed", line),
             access_count=int(record.get("access_count", 0)),
             forgotten_at=_parse_time(record.get("forgotten_at"), "forgotten_at", line),
-        )
+        ), f"line {line}")
+    except ValidationError:
+        raise
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"line {line}: {exc}") from None
 
 
+def _checked(memory: NewMemory, where: str) -> NewMemory:
+    """``memory`` if every value can be stored on both backends (see :mod:`htm_core._values`);
+    else the specific error, prefixed with ``where`` (a line of a file, a source's key)."""
+    try:
+        check_content(memory.content)
+        return replace(memory, metadata=check_metadata(memory.metadata),
+                       created_at=check_created_at(memory.created_at))
+    except ValidationError as exc:
+        raise type(exc)(f"{where}: {exc}; nothing of this batch was written") from None
+
+
 def _new_from_memory(memory: Memory) -> NewMemory:
-    return NewMemory(
+    return _checked(NewMemory(
         key=memory.key, content=memory.content, robot=memory.robot, importance=memory.importance,
         token_count=memory.token_count, created_at=memory.created_at, tags=memory.tags,
         metadata=dict(memory.metadata), embedding=memory.embedding,
         embedder=memory.embedder if memory.embedding is not None else None, explicit_key=True,
         last_accessed=memory.last_accessed, access_count=memory.access_count,
         forgotten_at=memory.forgotten_at,
-    )
+    ), f"memory {memory.key!r} of the source")
+
+
+def open_source(url: str | Path | None) -> LongTermStore:
+    """Open an existing store to read from (``htm export``, the source of ``htm copy``).
+
+    Never creates anything: a SQLite path that does not exist, is not SQLite or holds no
+    htm tables is refused (:class:`~htm_core.errors.DatabaseUnavailableError`), and a
+    PostgreSQL database without htm's schema is a :class:`~htm_core.errors.SchemaError`.
+    """
+    from .store import is_postgres_url, open_store
+
+    if is_postgres_url(url):
+        try:
+            return open_store(url, migrate=False)
+        except SchemaError as exc:
+            raise SchemaError(f"cannot read from it: {exc}; is it the right database?") from None
+    from .store.sqlite._files import existing_database_file
+
+    existing_database_file(url)
+    return open_store(url)
 
 
 def _total(store: LongTermStore) -> int:
@@ -171,20 +213,6 @@ def _total(store: LongTermStore) -> int:
 def _keys(store: LongTermStore) -> set[str]:
     """Every key in ``store`` (forgotten included): what a resumed run must skip."""
     return {m.key for batch in store.iter_memories(batch_size=5000) for m in batch}
-
-
-@contextmanager
-def _open_text(target: str | Path | IO[str], mode: str) -> Iterator[IO[str]]:
-    if isinstance(target, (str, Path)):
-        if str(target) == "-":
-            raise ValidationError("give a file path; '-' (standard input/output) is not supported")
-        try:
-            with open(target, mode, encoding="utf-8", newline="\n") as fh:
-                yield fh
-        except OSError as exc:
-            raise ValidationError(f"cannot open {target}: {exc.strerror}") from None
-    else:
-        yield target
 
 
 def export_jsonl(
@@ -199,36 +227,50 @@ def export_jsonl(
     """Write every memory of ``store`` to ``target`` (a path or a text file) as JSON Lines.
 
     Returns how many memories were written. Forgotten memories are included (with their
-    ``forgotten_at``) unless ``include_forgotten=False``.
+    ``forgotten_at``) unless ``include_forgotten=False``. A path is written to a temporary
+    file beside it and renamed over it only when the export is complete, so an export that
+    fails or is killed leaves an earlier backup at that path as it was; the file ends with
+    a line holding the count and a SHA-256 checksum, which :func:`import_jsonl` checks (see
+    :mod:`htm_core._exportfile`).
     """
+    if isinstance(target, (str, Path)) and str(target) == "-":
+        raise ValidationError("give a file path; '-' (standard input/output) is not supported")
     total = _total(store) if include_forgotten else store.counts("").total
     info = store.embedding_info()
     header = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "count": total,
               "embedder": info[0] if info and with_embeddings else None,
               "dim": info[1] if info and with_embeddings else None,
               "exported_at": datetime.now(timezone.utc).isoformat()}
-    done = 0
-    with _open_text(target, "w") as fh:
-        fh.write(json.dumps(header, ensure_ascii=False) + "\n")
+    with ExitStack() as stack:
+        fh: IO[bytes] | IO[str] = target if not isinstance(target, (str, Path)) \
+            else stack.enter_context(_exportfile.atomic_file(target))
+        writer = _exportfile.ExportWriter(fh, header, rewritable=isinstance(target, (str, Path)))
         for batch in store.iter_memories(batch_size=batch_size, include_forgotten=include_forgotten,
                                          include_embedding=with_embeddings):
-            fh.writelines(json.dumps(memory_to_record(m, with_embedding=with_embeddings),
-                                     ensure_ascii=False, allow_nan=False) + "\n" for m in batch)
-            done += len(batch)
+            for m in batch:
+                writer.write(memory_to_record(m, with_embedding=with_embeddings))
             if progress is not None:
-                progress(done, total)
-    return done
+                progress(writer.count, total)
+        writer.finish()
+    return writer.count
 
 
-def _read_records(source: IO[str]) -> Iterator[tuple[int, Any]]:
+def _read_records(source: Iterable[str], *, partial: bool,
+                  skipped: list[int]) -> Iterator[tuple[int, Any]]:
     for number, raw in enumerate(source, start=1):
         if not raw.strip():
             continue
         try:
-            yield number, json.loads(raw)
+            record = json.loads(raw)
         except json.JSONDecodeError as exc:
+            if partial and number > 1:
+                skipped.append(number)
+                continue
             raise ValidationError(f"line {number} is not valid JSON ({exc.msg}); is the file "
                                   "complete? re-export it") from None
+        if isinstance(record, dict) and record.get("format") == _exportfile.END_FORMAT:
+            return
+        yield number, record
 
 
 def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -290,8 +332,15 @@ def import_jsonl(
     reembed: bool = False,
     batch_size: int = 500,
     progress: Progress | None = None,
+    partial: bool = False,
 ) -> TransferResult:
     """Load an :func:`export_jsonl` file into ``target``; resumable, never duplicates.
+
+    The whole file is checked first: a file that is truncated, altered or damaged (its end
+    line, count or checksum do not match) is refused with
+    :class:`~htm_core.errors.IncompleteExportError` before anything is written, unless
+    ``partial=True``, which imports every intact memory it holds and skips damaged lines
+    (``notes`` of the result says what was skipped).
 
     A key already in the target is skipped (a re-run after an interruption picks up where
     it stopped). Vectors in the file are kept when they come from the target's embedder
@@ -303,42 +352,82 @@ def import_jsonl(
     ``embedder`` when given (in batches), else stored without one (``HTM.flush`` or a
     background worker embeds them later).
     """
+    with _exportfile.open_export(source) as fh:
+        lines: Iterable[str] = fh
+        if isinstance(source, (str, Path)) or fh.seekable():
+            start = fh.tell()
+            check = _exportfile.check_file(fh)
+            fh.seek(start)
+        else:  # a stream read once: keep its lines to check them before writing any
+            lines = list(fh)
+            check = _exportfile.check_file(lines)
+        notes: list[str] = []
+        if check.problem is not None:
+            if not partial:
+                raise _exportfile.refuse(str(getattr(source, "name", source)), check.problem)
+            notes.append(f"the file is not a complete export ({check.problem}); imported "
+                         "what it holds")
+        elif not check.sealed and check.header is not None:
+            notes.append("a version 1 export carries no checksum: it was read as it is")
+        result = _import_lines(target, lines, embedder=embedder, reembed=reembed,
+                               batch_size=batch_size, progress=progress, partial=partial)
+    return replace(result, notes=(*notes, *result.notes))
+
+
+def _import_lines(target: LongTermStore, lines: Iterable[str], *, embedder: Any, reembed: bool,
+                  batch_size: int, progress: Progress | None, partial: bool) -> TransferResult:
     existing = _keys(target)
     seen = written = skipped = embedded = 0
     total: int | None = None
     name = embedder_name(embedder) if embedder is not None else None
-    with _open_text(source, "r") as fh:
-        records = _read_records(fh)
-        first = next(records, None)
-        if first is None:
-            raise ValidationError("the file is empty; expected an htm export (JSON Lines)")
-        _, header = first
-        if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
-            raise ValidationError("the first line is not an htm export header; create the file "
-                                  "with `htm export`")
-        if header.get("version") != EXPORT_VERSION:
-            raise ValidationError(f"export format version {header.get('version')!r} is not "
-                                  f"supported (this htm reads version {EXPORT_VERSION})")
-        total = header.get("count") if isinstance(header.get("count"), int) else None
-        expected = _import_embedder(target, header.get("embedder"), embedder, reembed)
-        for batch in _batches(records, batch_size):
-            memories = [memory_from_record(rec, line=n) for n, rec in batch]
-            seen += len(memories)
-            fresh = [m for m in memories if m.key not in existing]
-            skipped += len(memories) - len(fresh)
-            if reembed:
-                fresh = [replace(m, embedding=None, embedder=None) for m in fresh]
-            for m in fresh:
-                if m.embedding is not None and expected is not None and m.embedder != expected:
-                    _refuse(str(m.embedder), str(expected),
-                            target_has_vectors=target.embedding_info() is not None)
-            if embedder is not None and name is not None:
-                fresh, count = _embed_missing(fresh, embedder, name)
-                embedded += count
-            written += _write_new(target, fresh, existing)
-            if progress is not None:
-                progress(seen, total)
-    return TransferResult(seen=seen, written=written, skipped=skipped, embedded=embedded)
+    broken: list[int] = []
+    records = _read_records(lines, partial=partial, skipped=broken)
+    first = next(records, None)
+    if first is None:
+        raise ValidationError("the file is empty; expected an htm export (JSON Lines)")
+    _, header = first
+    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+        raise ValidationError("the first line is not an htm export header; create the file "
+                              "with `htm export`")
+    if header.get("version") not in READ_VERSIONS:
+        raise ValidationError(f"export format version {header.get('version')!r} is not "
+                              f"supported (this htm reads versions {list(READ_VERSIONS)})")
+    total = header.get("count") if isinstance(header.get("count"), int) else None
+    expected = _import_embedder(target, header.get("embedder"), embedder, reembed)
+    for batch in _batches(records, batch_size):
+        memories = _memories(batch, partial=partial, skipped=broken)
+        seen += len(memories)
+        fresh = [m for m in memories if m.key not in existing]
+        skipped += len(memories) - len(fresh)
+        if reembed:
+            fresh = [replace(m, embedding=None, embedder=None) for m in fresh]
+        for m in fresh:
+            if m.embedding is not None and expected is not None and m.embedder != expected:
+                _refuse(str(m.embedder), str(expected),
+                        target_has_vectors=target.embedding_info() is not None)
+        if embedder is not None and name is not None:
+            fresh, count = _embed_missing(fresh, embedder, name)
+            embedded += count
+        written += _write_new(target, fresh, existing)
+        if progress is not None:
+            progress(seen, total)
+    notes = (f"skipped {len(broken)} damaged line(s) (e.g. line {broken[0]})",) if broken else ()
+    return TransferResult(seen=seen, written=written, skipped=skipped, embedded=embedded,
+                          notes=notes)
+
+
+def _memories(batch: list[tuple[int, Any]], *, partial: bool, skipped: list[int]
+              ) -> list[NewMemory]:
+    """The batch's records as memories; with ``partial``, records that fail are left out."""
+    if not partial:
+        return [memory_from_record(rec, line=n) for n, rec in batch]
+    out = []
+    for n, rec in batch:
+        try:
+            out.append(memory_from_record(rec, line=n))
+        except ValidationError:
+            skipped.append(n)
+    return out
 
 
 def _embed_missing(records: list[NewMemory], embedder: Any, name: str

@@ -7,6 +7,15 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/_venv.sh
 source scripts/_venv.sh
 ensure_venv ".[all,notebooks,dev]"
+# The browser tests of `htm ui` (tests/ui) drive Debian's chromium through playwright.
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing chromium (for the htm ui browser tests)"
+    install_chromium() {
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+    }
+    install_chromium >/dev/null || { apt-get update -q >/dev/null && install_chromium >/dev/null; } \
+        || echo "could not install chromium; the browser tests will fail in CI" >&2
+fi
 echo "== ruff"
 ruff check htm_core htm_integrations tests benchmarks examples
 echo "== mypy (strict on htm_core)"

@@ -136,8 +136,8 @@ def test_export_import_round_trip_through_the_cli(htm_cli: Run, tmp_path: Path) 
     assert "imported 0 memories (30 already there" in target.out
     target_dump = tmp_path / "again.jsonl"
     assert target("export", str(target_dump), "--with-embeddings") == 0
-    a = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()[1:]]
-    b = [json.loads(x) for x in target_dump.read_text(encoding="utf-8").splitlines()[1:]]
+    a = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()[1:-1]]
+    b = [json.loads(x) for x in target_dump.read_text(encoding="utf-8").splitlines()[1:-1]]
     for rec in a + b:
         rec["embedding"] = [round(x, 6) for x in rec["embedding"]]
     assert a == b

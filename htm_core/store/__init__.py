@@ -50,14 +50,16 @@ def is_postgres_url(url: str | Path | None) -> bool:
                                                                               "postgres")
 
 
-def open_store(url: str | Path | None, *, migrate: bool = True) -> LongTermStore:
+def open_store(url: str | Path | None, *, migrate: bool = True,
+               read_only: bool = False) -> LongTermStore:
     """Open the store ``url`` names: PostgreSQL for ``postgresql://``, else SQLite.
 
     SQLite (a path, ``sqlite:///...``, ``:memory:`` or None for the default file) creates
     its schema on open; a relative path is resolved against the current directory. A
     malformed URL (``postgresql//...``, ``postgres:/...``) is a ValidationError.
     PostgreSQL creates its schema too unless ``migrate=False``, in which case
-    an unmigrated database is an error naming ``htm migrate``.
+    an unmigrated database is an error naming ``htm migrate``. ``read_only`` opens a SQLite
+    store for reading only (see :class:`~htm_core.store.sqlite.SQLiteStore`).
     """
     if isinstance(url, str):
         from ._address import check_address
@@ -66,8 +68,14 @@ def open_store(url: str | Path | None, *, migrate: bool = True) -> LongTermStore
     if is_postgres_url(url):
         from .postgres import PostgresStore
 
+        if read_only:
+            from ..errors import ValidationError
+
+            raise ValidationError("read_only=True is for SQLite stores; for PostgreSQL connect "
+                                  "as a role with read-only grants (or to a standby)")
+
         store: LongTermStore = PostgresStore(str(url), migrate=migrate)
         return store
     from .sqlite import SQLiteStore
 
-    return SQLiteStore(url, migrate=migrate)
+    return SQLiteStore(url, migrate=migrate, read_only=read_only)

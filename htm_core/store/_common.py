@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy.engine import make_url
+from ..secrets import mask_url
 
 __all__ = ["COMMON_TERM_SHARE", "chunks", "informative_terms", "mask_url"]
 
@@ -36,14 +36,6 @@ def informative_terms(terms: Sequence[str], total: int,
     cap = int(total * COMMON_TERM_SHARE)
     kept = [t for t in terms if doc_count(t, cap) <= cap]
     return kept or terms
-
-
-def mask_url(url: str) -> str:
-    """The URL with any password replaced by ``***``."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url
 
 
 def chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:

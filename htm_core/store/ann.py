@@ -20,9 +20,14 @@ HNSW graph with int8-quantised vectors as a candidate generator:
   only depends on whether the true neighbours are among the candidates. If too few
   candidates pass the filters, the search falls back to exact.
 - **Persisted beside the database.** With a ``path``, the graph is saved there after each
-  build or fold (written to a temporary file, then renamed) and memory-mapped on the first
-  search after a check: same dimension, keys that belong to this store, and a sample of
-  stored vectors matching the database's. A graph that fails the check is rebuilt. The
+  build or fold: written to a temporary file in the same folder, sealed with a footer
+  (magic, length, SHA-256 of the graph), flushed to disk and renamed over the old file; a
+  save that fails (a full disk) removes its temporary file and keeps search working, and
+  temporary files of killed processes are removed on the next open. On the first search
+  the file is memory-mapped after two checks: the footer's checksum *before* usearch
+  sees a byte (a damaged graph file could crash usearch's loader), then same dimension,
+  keys that belong to this store, and a sample of stored vectors matching the database's.
+  A graph that is missing, damaged or fails a check is rebuilt from the database. The
   first fold after loading reads the file into memory to extend it.
 
 ``usearch`` is an optional dependency (extra ``ann``); without it the store stays exact.
@@ -31,8 +36,11 @@ HNSW graph with int8-quantised vectors as a candidate generator:
 from __future__ import annotations
 
 import atexit
+import contextlib
+import hashlib
 import logging
 import math
+import mmap
 import os
 import threading
 import weakref
@@ -57,6 +65,48 @@ _MIN_CANDIDATES = 64
 _MAX_CANDIDATES = 4_096
 _CHUNK = 8_192
 _CHECK_SAMPLE = 64
+#: The footer sealing a saved graph: magic, the graph's length (8 bytes), its SHA-256.
+_MAGIC = b"HTMGRPH1"
+_FOOTER = len(_MAGIC) + 8 + 32
+
+
+def _seal(path: Path) -> None:
+    """Append the footer (length and SHA-256 of the file as it is) to ``path``."""
+    digest = hashlib.sha256()
+    with open(path, "r+b") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+        length = fh.tell()
+        fh.write(_MAGIC + length.to_bytes(8, "little") + digest.digest())
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_sealed(path: Path) -> tuple[mmap.mmap, memoryview] | None:
+    """The graph bytes of ``path`` (memory-mapped) if its footer proves them intact.
+
+    Returns None for a missing, empty, truncated, altered or unsealed file: usearch is
+    never handed bytes whose checksum did not match.
+    """
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size <= _FOOTER:
+                return None
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    footer = mapped[size - _FOOTER:]
+    length = int.from_bytes(footer[len(_MAGIC):len(_MAGIC) + 8], "little")
+    if footer[:len(_MAGIC)] != _MAGIC or length != size - _FOOTER:
+        mapped.close()
+        return None
+    view = memoryview(mapped)[:length]
+    if hashlib.sha256(view).digest() != footer[-32:]:
+        view.release()
+        mapped.close()
+        return None
+    return mapped, view
 
 
 def ann_available() -> bool:
@@ -76,6 +126,16 @@ def make_index(dim: int, *, path: str | Path | None = None, capacity: int = 1024
     if ann_available():
         return ApproximateIndex(dim, capacity, path=path, min_rows=ANN_MIN_ROWS)
     return VectorIndex(dim, capacity)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        return True
+    return True
 
 
 #: Every index that may run a background build (see :func:`_stop_all_builds`).
@@ -130,10 +190,14 @@ class ApproximateIndex(VectorIndex):
         self._graph_rows = 0
         self._graph: Any = None
         self._graph_is_view = False
+        # The memory map a viewed graph reads from; kept exactly as long as that graph.
+        self._graph_map: tuple[mmap.mmap, memoryview] | None = None
         self._graph_lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._closed = False
         self.path = Path(path) if path is not None else None
+        if self.path is not None:
+            self._remove_stale_temporaries()
         _LIVE.add(self)
         self.min_rows = min_rows
         self.fold_rows = fold_rows
@@ -165,6 +229,7 @@ class ApproximateIndex(VectorIndex):
         self.wait(timeout)
         with self._graph_lock:
             self._graph = None
+            self._graph_map = None
 
     def discard(self) -> None:
         """Drop the graph and delete its file (the vectors it holds are obsolete)."""
@@ -264,6 +329,7 @@ class ApproximateIndex(VectorIndex):
                 self._graph_rows = int(np.count_nonzero(self._in_graph[: self._n]))
                 self._graph = graph
                 self._graph_is_view = False
+                self._graph_map = None
         logger.info("approximate vector index: %d rows in the graph, %d outside",
                     self._graph_rows, self._n - self._graph_rows)
         self._save(graph)
@@ -277,7 +343,8 @@ class ApproximateIndex(VectorIndex):
         from usearch.index import Index
 
         assert self.path is not None
-        graph = Index.restore(str(self.path))
+        sealed = read_sealed(self.path)
+        graph = None if sealed is None else Index.restore(bytes(sealed[1]))
         if graph is None:
             return self._new_graph(), np.flatnonzero(np.ones(ids.size, dtype=bool))
         covered = np.flatnonzero(self._in_graph[: ids.size])
@@ -290,21 +357,40 @@ class ApproximateIndex(VectorIndex):
         tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
         try:
             graph.save(str(tmp))
+            os.chmod(tmp, 0o600)  # the graph holds the store's vectors: owner only
+            _seal(tmp)
             os.replace(tmp, self.path)
-        except OSError as exc:
-            logger.warning("could not save the vector graph to %s: %s", self.path, exc)
-            tmp.unlink(missing_ok=True)
+        except Exception as exc:  # a full disk (usearch raises RuntimeError), permissions
+            logger.warning("could not save the vector graph to %s: %s; search keeps working "
+                           "and the graph is saved again after the next fold", self.path, exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+
+    def _remove_stale_temporaries(self) -> None:
+        """Remove graph files half-written by processes that no longer run (killed saves)."""
+        assert self.path is not None
+        with contextlib.suppress(OSError):
+            for stale in self.path.parent.glob(self.path.name + ".tmp*"):
+                pid = stale.name.rsplit(".tmp", 1)[-1]
+                if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+                    stale.unlink(missing_ok=True)
 
     def _load_graph(self) -> bool:
         """Load the persisted graph if it matches these rows; mark the rows it covers."""
         from usearch.index import Index
 
         assert self.path is not None
+        sealed = read_sealed(self.path)
+        if sealed is None:
+            logger.warning("ignoring vector graph %s: it is damaged, truncated or not sealed "
+                           "by htm (its checksum does not match); rebuilding it from the "
+                           "database", self.path)
+            return False
         try:
             # Memory-mapped: pages are read on demand, so a search touches (and keeps
             # resident) only the part of the graph it walks.
-            graph = Index.restore(str(self.path), view=True)
-        except Exception as exc:  # a corrupt or foreign file: rebuild
+            graph = Index.restore(sealed[1], view=True)
+        except Exception as exc:  # a foreign file: rebuild
             logger.warning("ignoring vector graph %s: %s", self.path, exc)
             return False
         if graph is None or graph.ndim != self.dim:
@@ -329,6 +415,7 @@ class ApproximateIndex(VectorIndex):
             self._graph_rows = int(self._in_graph[: self._n].sum())
             self._graph = graph
             self._graph_is_view = True
+            self._graph_map = sealed
         logger.info("loaded vector graph %s (%d rows)", self.path, self._graph_rows)
         return True
 

@@ -39,10 +39,10 @@ after a ``clear()`` continue the numbering.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from htm_core.errors import StoreError, ValidationError, missing_extra
+from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Memory
 from htm_core.validation import check_importance
 
@@ -58,9 +58,8 @@ __all__ = ["HTMChatMessageHistory", "message_content", "session_slug"]
 
 _ROLE_LABELS = {"human": "Human", "ai": "AI", "system": "System", "tool": "Tool",
                 "function": "Function", "chat": "Chat"}
-#: How many consecutive missing sequence numbers a scan steps over while the session's
-#: tag count says visible messages are still ahead (gaps appear only after ``purge``).
-_MAX_GAP = 100_000
+#: Messages read per query.
+_PAGE = 1_000
 
 
 def session_slug(session_id: str) -> str:
@@ -117,7 +116,6 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
         self.session_tag = self.scope.tag
         self._key_prefix = (f"chat:{self.slug}" if self.scope.user is None
                             else f"chat:user:{self.scope.user}:{self.slug}")
-        self._next_hint: int | None = None
 
     def __repr__(self) -> str:
         user = f", user_id={self.user_id!r}" if self.user_id is not None else ""
@@ -128,56 +126,31 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
         """The memory key of message number ``seq`` (0-based) of this session."""
         return f"{self._key_prefix}:{seq:08d}"
 
-    def _scan(self) -> tuple[list[Memory], int]:
-        """The session's visible memories in order, and the next free sequence number.
-
-        Keys are probed in order (forgotten ones included, so numbering continues after
-        ``clear()``). A missing key is a gap left by ``purge``; the scan steps over gaps
-        only while the session's tag count says visible messages remain.
-        """
-        store = self.htm.store
-        found: list[Memory] = []
-        expected: int | None = None
-        seq = 0
-        misses = 0
-        last_existing = -1
+    def _stored(self, *, include_forgotten: bool = False, newest_first: bool = False,
+                limit: int = _PAGE) -> Iterator[Memory]:
+        """The session's memories in message order (key order), a page per query: keys
+        below the session's prefix and carrying its tag, so another session whose keys
+        share the prefix never joins."""
+        cursor: str | None = None
         while True:
-            memory = store.get(self.key_for(seq), include_forgotten=True)
-            if memory is not None:
-                misses = 0
-                last_existing = seq
-                if memory.forgotten_at is None:
-                    found.append(memory)
-            else:
-                if expected is None:
-                    expected = self.htm.tags().get(self.session_tag, 0)
-                if len(found) >= expected:
-                    break
-                misses += 1
-                if misses > _MAX_GAP:
-                    raise StoreError(
-                        f"chat session {self.session_id!r}: {expected} messages are tagged "
-                        f"{self.session_tag!r} but only {len(found)} were found under keys "
-                        f"'{self._key_prefix}:NNNNNNNN'; were memories tagged by hand?")
-            seq += 1
-        self._next_hint = last_existing + 1
-        return found, last_existing + 1
+            page = self.htm.list(key_prefix=f"{self._key_prefix}:", tags=[self.session_tag],
+                                 include_forgotten=include_forgotten, order="key",
+                                 descending=newest_first, limit=limit, cursor=cursor)
+            yield from page.memories
+            cursor = page.next_cursor
+            if cursor is None:
+                return
 
     def _next_seq(self) -> int:
-        """The next free sequence number: after the last scan or write, probing forward
-        past anything another writer added since (a full scan the first time)."""
-        if self._next_hint is None:
-            return self._scan()[1]
-        seq = self._next_hint
-        while self.htm.store.get(self.key_for(seq), include_forgotten=True) is not None:
-            seq += 1
-        return seq
+        """The next free sequence number: one after the session's last key (forgotten
+        messages included, so numbering continues after ``clear()``)."""
+        last = next(self._stored(include_forgotten=True, newest_first=True, limit=1), None)
+        return 0 if last is None else int(last.key.rsplit(":", 1)[1]) + 1
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The session's messages in the order they were added (forgotten ones left out)."""
-        found, _ = self._scan()
-        return messages_from_dict([m.metadata["message"] for m in found])
+        return messages_from_dict([m.metadata["message"] for m in self._stored()])
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async :attr:`messages`."""
@@ -208,7 +181,6 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
                              **({"user_id": self.user_id} if self.user_id is not None else {})},
             })
         self.htm.add_many(items)
-        self._next_hint = seq + len(items)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Async :meth:`add_messages`."""
@@ -221,8 +193,7 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
         history and recall, and ``htm.restore(key)`` brings it back (keys are
         :meth:`key_for` ``(seq)``) until ``htm.purge(confirm=True)`` deletes it for good.
         """
-        found, _ = self._scan()
-        for memory in found:
+        for memory in list(self._stored()):
             self.htm.forget(memory.key, confirm=True)
 
     async def aclear(self) -> None:

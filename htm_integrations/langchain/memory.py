@@ -10,10 +10,12 @@ take ``memory=``::
     from langchain_classic.chains import ConversationChain
     from htm_integrations.langchain import HTMMemory
 
-    chain = ConversationChain(llm=llm, memory=HTMMemory(htm=htm, max_tokens=2_000))
+    chain = ConversationChain(llm=llm, memory=HTMMemory(htm=htm, session_id="chat-1"))
 
-Before each call the prompt variable ``history`` receives what htm recalls for the new
-input plus the working-memory context, within ``max_tokens``; after each call the human
+Before each call the prompt variable ``history`` receives one
+:meth:`htm_core.HTM.create_context`: what htm recalls for the new input, then htm's working
+memory (most recent first), within ``max_tokens`` (default: the working-memory budget). The
+memory keeps no buffer of its own. After each call the human
 and the AI turn are stored as two memories (through
 :class:`~htm_integrations.langchain.HTMChatMessageHistory`, so they are ordered, tagged
 ``chat:session:<session_id>`` and durable).
@@ -41,6 +43,7 @@ from htm_core.validation import (
 )
 from htm_core.working.context import check_strategy
 
+from .._options import refuse_unknown
 from .._scope import ChatScope
 from .history import HTMChatMessageHistory
 
@@ -75,7 +78,7 @@ class HTMMemory(BaseMemory):
             models). Turns come back as ``HumanMessage``/``AIMessage``; other memories
             (added directly to htm) as ``SystemMessage``.
         max_tokens: the token budget of the history, counted by htm's token counter
-            (less htm's context safety margin).
+            (less htm's context safety margin); default None: htm's working-memory budget.
         recall_limit: how many memories to recall for each new input (default 5).
         recall_strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
         recall_tags: narrow the history to memories with one of these tags (or below
@@ -85,7 +88,7 @@ class HTMMemory(BaseMemory):
         recall_robot: recall only memories written by this robot; default every robot
             (robots on one store share a conversation that both serve).
         context_strategy: how working memory fills the rest of the budget:
-            ``"balanced"`` (default), ``"recent"`` or ``"important"``.
+            ``"recent"`` (default: the latest turns), ``"balanced"`` or ``"important"``.
         importance: importance of the stored turns (0 to 10, default 1.0).
         session_id: the conversation the turns belong to (default ``"default"``); a
             multi-user application gives each conversation its own.
@@ -112,19 +115,19 @@ class HTMMemory(BaseMemory):
         'Human: My name is Ada\\nAI: Hello Ada'
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     htm: Any
     memory_key: str = "history"
     input_key: str | None = None
     output_key: str | None = None
     return_messages: bool = False
-    max_tokens: int = 2_000
+    max_tokens: int | None = None
     recall_limit: int = 5
     recall_strategy: str = "hybrid"
     recall_tags: list[str] | None = None
     recall_robot: str | None = None
-    context_strategy: str = "balanced"
+    context_strategy: str = "recent"
     importance: float = 1.0
     session_id: str = "default"
     user_id: str | None = None
@@ -136,9 +139,12 @@ class HTMMemory(BaseMemory):
     _scope: ChatScope = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
-        """Build the memory; settings are checked by htm's rules and raise htm's errors."""
+        """Build the memory; settings are checked by htm's rules and raise htm's errors
+        (an unknown keyword too)."""
+        refuse_unknown("HTMMemory", data, type(self).model_fields)
         super().__init__(**data)
-        check_max_tokens(self.max_tokens)
+        if self.max_tokens is not None:
+            check_max_tokens(self.max_tokens)
         check_limit(self.recall_limit)
         check_importance(self.importance)
         check_recall_strategy(self.recall_strategy)

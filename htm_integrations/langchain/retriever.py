@@ -29,6 +29,7 @@ from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Hit
 from htm_core.serialize import memory_metadata
 
+from .._options import refuse_unknown
 from .._scope import ChatScope, narrow
 
 try:
@@ -82,8 +83,8 @@ class HTMRetriever(BaseRetriever):
     Documents carry the memory's text as ``page_content``, its key as ``id``, and metadata
     ``id``, ``key``, ``score``, ``importance``, ``created_at`` (ISO 8601), ``robot``,
     ``tags``. Any of ``k``, ``strategy``, ``timeframe``, ``tags``, ``robot`` can be given
-    per call as a keyword of ``invoke``; any other keyword raises
-    :class:`~htm_core.errors.ValidationError`.
+    per call as a keyword of ``invoke``; any other keyword, when building the retriever
+    or per call, raises :class:`~htm_core.errors.ValidationError`.
 
     Example:
         >>> from htm_core import HTM
@@ -93,7 +94,7 @@ class HTMRetriever(BaseRetriever):
         'pref-vim'
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     htm: Any
     k: int = 4
@@ -113,7 +114,9 @@ class HTMRetriever(BaseRetriever):
         return [value] if isinstance(value, str) else value
 
     def __init__(self, **data: Any) -> None:
-        """Build the retriever; its scope is checked by htm's rules."""
+        """Build the retriever; its scope is checked by htm's rules, and a keyword it does
+        not know (``limit=`` for ``k=``) is refused."""
+        refuse_unknown("HTMRetriever", data, type(self).model_fields)
         super().__init__(**data)
         if self.user_id is not None or self.session_id is not None:
             scope = ChatScope.of(user_id=self.user_id, session_id=self.session_id,

@@ -27,14 +27,15 @@ import uuid
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.bridge.pydantic import Field
+from llama_index.core.bridge.pydantic import ConfigDict, Field
 from llama_index.core.memory.memory import BaseMemoryBlock
 
 from htm_core import HTM
 from htm_core.errors import ValidationError
 
+from .._options import refuse_unknown
 from .._scope import ChatScope
-from .memory import memory_line, message_text
+from ._messages import memory_line, message_text
 
 __all__ = ["HTMMemoryBlock"]
 
@@ -58,6 +59,8 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
         shared_tags: memories with one of these tags (or below one) are recalled in every
             conversation too: knowledge shared on purpose (default none).
         shared: ``True`` recalls from the whole store (every user and session).
+
+    Any other keyword raises :class:`~htm_core.errors.ValidationError`.
     """
 
     htm: Any = Field(exclude=True, description="The htm_core.HTM instance.")
@@ -72,7 +75,10 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
     shared: bool = Field(default=False)
     shared_tags: tuple[str, ...] = Field(default=())
 
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
     def __init__(self, **data: Any) -> None:
+        refuse_unknown("HTMMemoryBlock", data, type(self).model_fields)
         htm = data.get("htm")
         if not isinstance(htm, HTM):
             raise ValidationError(

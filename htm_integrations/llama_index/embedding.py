@@ -32,6 +32,8 @@ from htm_core import HTM
 from htm_core.embeddings import embedder_name, resolve_embedder
 from htm_core.errors import EmbeddingError
 
+from .._options import refuse_unknown
+
 __all__ = ["HTMEmbedding", "LlamaIndexEmbedder"]
 
 
@@ -42,6 +44,8 @@ class HTMEmbedding(BaseEmbedding):
         embedder: an htm embedder (anything with ``embed_documents``/``embed_query``) or
             an embedder spec such as ``"hashing"``; mutually exclusive with ``htm``.
         htm: use the embedder of this ``HTM`` instance.
+        **kwargs: ``BaseEmbedding`` fields (``embed_batch_size``...); any other keyword
+            raises :class:`~htm_core.errors.ValidationError`.
 
     >>> from htm_core import HashingEmbedder
     >>> model = HTMEmbedding(HashingEmbedder(dim=64))
@@ -53,6 +57,7 @@ class HTMEmbedding(BaseEmbedding):
     _embedder: Any = PrivateAttr()
 
     def __init__(self, embedder: Any = None, *, htm: HTM | None = None, **kwargs: Any) -> None:
+        refuse_unknown("HTMEmbedding", kwargs, ["embedder", "htm", *type(self).model_fields])
         if (embedder is None) == (htm is None):
             raise EmbeddingError("HTMEmbedding needs exactly one of embedder= or htm=")
         inner = htm.embedder if htm is not None else resolve_embedder(embedder)[0]

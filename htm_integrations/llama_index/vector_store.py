@@ -24,27 +24,20 @@ node vectors LlamaIndex computes come from that same model.
 used; ``hybrid_top_k`` overrides ``similarity_top_k``). Other modes raise
 ``UnknownStrategyError``. Recalled nodes enter htm's working memory, as any recall does.
 
-**Filters run inside the search.** ``MetadataFilters`` are translated into htm's search
-filters, which every backend applies in SQL inside each arm:
+**Filters run inside the search.** ``MetadataFilters`` are translated (module
+``_filters``) into htm's own search filters, which every backend applies in SQL inside each
+arm of a recall and in :meth:`htm_core.HTM.list` (``get_nodes``, deletes):
 
-- ``created_at`` (or the key named by ``date_key``) with ``GT``, ``GTE``, ``LT``, ``LTE``
-  or ``EQ`` on an ISO date/datetime string or a POSIX timestamp becomes a timeframe. A node
-  whose metadata has that key is stored with it as its htm creation time.
-- ``robot`` with ``EQ`` (or ``IN`` of one name) scopes the search to one robot.
-- ``tags`` with ``EQ``/``IN``/``ANY``/``CONTAINS``: the node's ``tags`` metadata,
-  hierarchical (``"user"`` matches ``"user:preferences"``); they are also indexed below the
-  store's tag root (``llama_index:tag:<tag>``), which keeps the filter inside the scope.
-- ``doc_id`` / ``ref_doc_id`` / ``document_id``, ``VectorStoreQuery.doc_ids`` and
-  ``node_ids``, and **any other metadata key** with ``EQ``/``IN``/``ANY``/``CONTAINS`` on
-  string, number or boolean values: on ``add`` each such value is indexed as an htm tag
-  under ``llama_index:`` (``llama_index:meta:<key>:<value>``; values that are not plain
-  tag segments are hashed), so these filters are tag filters too.
-
-Conditions combine with ``AND`` (and ``OR`` among tag conditions). htm's search takes one
-any-of tag set, so an ``AND`` of two tag conditions (two metadata keys, or a metadata key
-and ``doc_ids``), range operators on keys other than the date key, ``NE``, ``NIN``,
-``ALL``, ``TEXT_MATCH``, ``IS_EMPTY`` and ``NOT`` raise :class:`UnsupportedFilterError`
-rather than post-filter and starve the result.
+``created_at`` (or the key named by ``date_key``) with ``GT``/``GTE``/``LT``/``LTE``/``EQ``
+becomes a timeframe (a node with that key is stored with it as its creation time);
+``robot`` with ``EQ`` scopes the search to one robot; ``tags`` (hierarchical), ``doc_id``,
+``VectorStoreQuery.doc_ids``/``node_ids`` and any other metadata key with
+``EQ``/``IN``/``ANY``/``CONTAINS`` become tag filters (each metadata value is indexed as an
+htm tag on ``add``: ``llama_index:meta:<key>:<value>``). Conditions combine with ``AND``
+(``OR`` among tag conditions). htm's search takes one any-of tag set, so an ``AND`` of two
+tag conditions, ranges on other keys, ``NE``, ``NIN``, ``ALL``, ``TEXT_MATCH``,
+``IS_EMPTY`` and ``NOT`` raise :class:`UnsupportedFilterError` rather than post-filter and
+starve the result.
 
 **Scoped by default.** A store sees only the nodes stored through an ``HTMVectorStore``
 (every tag it writes lies below ``llama_index``): conversations and facts held in the same
@@ -64,21 +57,13 @@ from queries and recall at once but stay recoverable with ``htm.restore(key)`` u
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from llama_index.core.bridge.pydantic import ConfigDict, Field
 from llama_index.core.schema import BaseNode, MetadataMode, TextNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
-    FilterCondition,
-    FilterOperator,
-    MetadataFilter,
     MetadataFilters,
     VectorStoreQuery,
     VectorStoreQueryMode,
@@ -89,88 +74,26 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 from htm_core import HTM, Hit, Memory
 from htm_core.errors import NotFoundError, UnknownStrategyError, UnsupportedFilterError, ValidationError
 from htm_core.serialize import memory_metadata
-from htm_core.tags import carries_tag, tag_matches
+from htm_core.store import SearchFilters
+from htm_core.tags import tag_matches
 from htm_core.validation import check_importance
 
+from .._options import refuse_unknown
 from .._scope import ChatScope, id_slug
+from ._filters import TAG_ROOT, as_datetime, doc_tag, metadata_tag, node_tag, node_tags, translate
 
 __all__ = ["TAG_ROOT", "HTMVectorStore", "UnsupportedFilterError", "metadata_tag"]
 
-#: Every tag this store derives from node metadata lives below this one.
-TAG_ROOT = "llama_index"
-_SEGMENT = re.compile(r"^[\w.\-]{1,64}$")
-_DOC_KEYS = ("doc_id", "ref_doc_id", "document_id")
 _MODES = {
     VectorStoreQueryMode.DEFAULT: "vector",
     VectorStoreQueryMode.TEXT_SEARCH: "fulltext",
     VectorStoreQueryMode.HYBRID: "hybrid",
 }
-_TAG_OPS = (FilterOperator.EQ, FilterOperator.IN, FilterOperator.ANY, FilterOperator.CONTAINS)
-_RANGE_OPS = (FilterOperator.GT, FilterOperator.GTE, FilterOperator.LT, FilterOperator.LTE,
-              FilterOperator.EQ)
 #: Metadata keys every returned node carries (DESIGN: id, key, score, importance...).
 RESULT_KEYS = ("id", "key", "score", "importance", "created_at", "robot", "tags")
-
-
-def _segment(value: Any) -> str:
-    if isinstance(value, str) and _SEGMENT.match(value):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    canonical = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return "h-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:24]
-
-
-def metadata_tag(key: str, value: Any, root: str = TAG_ROOT) -> str:
-    """The htm tag that indexes ``metadata[key] == value`` (below the store's tag root).
-
-    >>> metadata_tag("author", "alice")
-    'llama_index:meta:author:alice'
-    """
-    return f"{root}:meta:{_segment(key)}:{_segment(value)}"
-
-
-def _doc_tag(ref_doc_id: str, root: str) -> str:
-    return f"{root}:doc:{_segment(ref_doc_id)}"
-
-
-def _node_tag(node_id: str, root: str) -> str:
-    return f"{root}:node:{_segment(node_id)}"
-
-
-def _is_tag(value: Any) -> bool:
-    return isinstance(value, str) and re.match(r"^[\w.\-]+(?::[\w.\-]+)*$", value) is not None
-
-
-@dataclass
-class _Plan:
-    """htm search filters: one any-of tag set, a robot and a [start, end) range."""
-
-    tags: set[str] | None = None
-    robot: str | None = None
-    start: datetime | None = None
-    end: datetime | None = None
-    empty: bool = False
-    kinds: set[str] = field(default_factory=set)
-
-    def matches(self, memory: Memory) -> bool:
-        """Whether ``memory`` passes the plan (for listing, not for searching)."""
-        if self.empty:
-            return False
-        if self.robot is not None and memory.robot != self.robot:
-            return False
-        created = memory.created_at
-        if self.start is not None and created < _utc(self.start):
-            return False
-        if self.end is not None and created >= _utc(self.end):
-            return False
-        if self.tags is not None:
-            return carries_tag(memory.tags, self.tags)
-        return True
-
-
-def _utc(when: datetime) -> datetime:
-    return when if when.tzinfo is not None else when.astimezone()
+#: Memories per listing page, and node ids per listing (one tag condition each).
+_PAGE = 1_000
+_IDS_PER_LIST = 200
 
 
 class HTMVectorStore(BasePydanticVectorStore):
@@ -187,10 +110,11 @@ class HTMVectorStore(BasePydanticVectorStore):
         shared: ``True`` queries and lists the whole htm store (every memory), not only
             this store's nodes. Default False.
 
-    See the module docstring for the embedding design, query modes, filters and deletes.
+    Any other keyword raises :class:`~htm_core.errors.ValidationError`. See the module
+    docstring for the embedding design, query modes, filters and deletes.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     stores_text: bool = True
     is_embedding_query: bool = False
@@ -202,6 +126,7 @@ class HTMVectorStore(BasePydanticVectorStore):
     shared: bool = Field(default=False)
 
     def __init__(self, **data: Any) -> None:
+        refuse_unknown("HTMVectorStore", data, type(self).model_fields)
         htm = data.get("htm")
         if not isinstance(htm, HTM):
             raise ValidationError(
@@ -243,24 +168,13 @@ class HTMVectorStore(BasePydanticVectorStore):
         return [node.node_id for node in nodes]
 
     def _item(self, node: BaseNode) -> dict[str, Any]:
-        text = node.get_content(metadata_mode=MetadataMode.NONE)
-        metadata = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
-        root = self.tag_root
-        tags = [_node_tag(node.node_id, root)]
-        if node.ref_doc_id:
-            tags.append(_doc_tag(node.ref_doc_id, root))
-        for key, value in node.metadata.items():
-            values = value if isinstance(value, (list, tuple)) else [value]
-            for v in values:
-                if isinstance(v, (str, int, float, bool)) and not (isinstance(v, float) and v != v):
-                    tags.append(metadata_tag(key, v, root))
-                    if key == "tags" and isinstance(v, str) and _is_tag(v):
-                        tags.extend([v, f"{root}:tag:{v}"])
-        importance = node.metadata.get("importance", self.importance)
-        item: dict[str, Any] = {"content": text, "key": node.node_id, "tags": tags,
-                                "metadata": metadata, "importance": importance}
+        item: dict[str, Any] = {
+            "content": node.get_content(metadata_mode=MetadataMode.NONE), "key": node.node_id,
+            "tags": node_tags(node, self.tag_root),
+            "metadata": node_to_metadata_dict(node, remove_text=True, flat_metadata=False),
+            "importance": node.metadata.get("importance", self.importance)}
         if self.date_key in node.metadata:
-            item["created_at"] = _as_datetime(node.metadata[self.date_key], self.date_key)
+            item["created_at"] = as_datetime(node.metadata[self.date_key], self.date_key)
         return item
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
@@ -268,6 +182,13 @@ class HTMVectorStore(BasePydanticVectorStore):
         return await asyncio.to_thread(self.add, nodes, **kwargs)
 
     # -- querying -------------------------------------------------------------------------
+
+    def _filters(self, filters: MetadataFilters | None,
+                 tag_sets: Iterable[Iterable[str]] = ()) -> SearchFilters | None:
+        # Empty id lists mean "no restriction": VectorStoreIndex.as_retriever passes
+        # node_ids=[] for stores that keep the text.
+        return translate(filters, root=self.tag_root, date_key=self.date_key,
+                         shared=self.shared, tag_sets=[s for s in tag_sets if s])
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Recall the nodes best matching ``query.query_str`` within ``query.filters``."""
@@ -284,13 +205,14 @@ class HTMVectorStore(BasePydanticVectorStore):
         limit = query.similarity_top_k
         if query.mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k:
             limit = query.hybrid_top_k
-        plan = self._plan(query.filters, doc_ids=query.doc_ids, node_ids=query.node_ids)
-        if plan.empty or limit < 1:
+        root = self.tag_root
+        where = self._filters(query.filters, [
+            [doc_tag(d, root) for d in query.doc_ids or ()],
+            [node_tag(n, root) for n in query.node_ids or ()]])
+        if where is None or limit < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        timeframe = (plan.start, plan.end) if plan.start or plan.end else None
-        hits = self.htm.recall(text, limit=limit, strategy=strategy,
-                               tags=sorted(plan.tags) if plan.tags is not None else None,
-                               robot=plan.robot, timeframe=timeframe)
+        hits = self.htm.recall(text, limit=limit, strategy=strategy, tags=where.tags or None,
+                               robot=where.robot, timeframe=_timeframe(where))
         nodes = [self._to_node(hit.memory, hit) for hit in hits]
         return VectorStoreQueryResult(nodes=nodes, similarities=[h.score for h in hits],
                                       ids=[n.node_id for n in nodes])
@@ -313,85 +235,28 @@ class HTMVectorStore(BasePydanticVectorStore):
             excluded.extend(k for k in RESULT_KEYS if k not in excluded)
         return node
 
-    # -- filters --------------------------------------------------------------------------
-
-    def _plan(self, filters: MetadataFilters | None, *, doc_ids: Sequence[str] | None = None,
-              node_ids: Sequence[str] | None = None) -> _Plan:
-        plan = self._group(filters) if filters is not None and filters.filters else _Plan()
-        # Empty lists mean "no restriction": VectorStoreIndex.as_retriever passes node_ids=[]
-        # for stores that keep the text.
-        root = self.tag_root
-        if doc_ids:
-            plan = _and(plan, _tag_plan({_doc_tag(d, root) for d in doc_ids}))
-        if node_ids:
-            plan = _and(plan, _tag_plan({_node_tag(n, root) for n in node_ids}))
-        if plan.tags is None and not self.shared:
-            plan.tags = {root}  # every other tag condition already lies below the root
-        return plan
-
-    def _group(self, filters: MetadataFilters) -> _Plan:
-        condition = filters.condition or FilterCondition.AND
-        parts = [self._group(f) if isinstance(f, MetadataFilters) else self._leaf(f)
-                 for f in filters.filters]
-        if condition == FilterCondition.AND:
-            plan = _Plan()
-            for part in parts:
-                plan = _and(plan, part)
-            return plan
-        if condition == FilterCondition.OR:
-            if any(p.kinds - {"tags"} for p in parts):
-                raise UnsupportedFilterError(
-                    "OR works only between tag-like conditions (metadata keys, tags, doc ids); "
-                    "robot and date conditions can only be combined with AND")
-            tags: set[str] = set()
-            for part in parts:
-                if not part.empty:
-                    tags |= part.tags or set()
-            return _tag_plan(tags)
-        raise UnsupportedFilterError(
-            f"filter condition {condition.value!r} is not supported by HTMVectorStore; use "
-            "AND, or OR between tag-like conditions")
-
-    def _leaf(self, f: MetadataFilter) -> _Plan:
-        op, key, value = f.operator, f.key, f.value
-        if key == self.date_key:
-            return _range_plan(op, value, key)
-        if key == "robot":
-            names = value if isinstance(value, list) else [value]
-            if op in (FilterOperator.EQ, FilterOperator.IN) and len(names) == 1 \
-                    and isinstance(names[0], str):
-                return _Plan(robot=names[0], kinds={"robot"})
-            raise UnsupportedFilterError(
-                "the 'robot' filter takes EQ with one robot name (or IN with a single name)")
-        if op not in _TAG_OPS:
-            raise UnsupportedFilterError(
-                f"operator {op.value!r} on metadata key {key!r} cannot run inside htm's search; "
-                f"use EQ, IN, ANY or CONTAINS (ranges work on {self.date_key!r} only)")
-        if value is None:
-            raise UnsupportedFilterError(f"filter on {key!r} needs a value")
-        values = value if isinstance(value, list) else [value]
-        root = self.tag_root
-        if key in _DOC_KEYS:
-            return _tag_plan({_doc_tag(str(v), root) for v in values})
-        tags = {metadata_tag(key, v, root) for v in values}
-        if key == "tags":
-            tags = {(str(v) if self.shared else f"{root}:tag:{v}") if _is_tag(v)
-                    else metadata_tag(key, v, root) for v in values}
-        return _tag_plan(tags)
-
     # -- reading and deleting -------------------------------------------------------------
 
-    def _scan(self, plan: _Plan) -> Iterator[Memory]:
-        for batch in self.htm.store.iter_memories(include_forgotten=False):
-            yield from (m for m in batch if plan.matches(m))
+    def _list(self, where: SearchFilters | None) -> Iterator[Memory]:
+        """The memories matching ``where``, page by page through ``HTM.list`` (in SQL)."""
+        cursor: str | None = None
+        while where is not None:
+            page = self.htm.list(tags=where.tags or None, robot=where.robot,
+                                 timeframe=_timeframe(where), limit=_PAGE, cursor=cursor)
+            yield from page.memories
+            cursor = page.next_cursor
+            if cursor is None:
+                return
 
     def _select(self, node_ids: Sequence[str] | None, filters: MetadataFilters | None
                 ) -> list[Memory]:
-        plan = self._plan(filters)
-        if node_ids is not None:
-            found = [self.htm.store.get(k) for k in node_ids]
-            return [m for m in found if m is not None and plan.matches(m)]
-        return list(self._scan(plan))
+        if node_ids is None:
+            return list(self._list(self._filters(filters)))
+        found: dict[str, Memory] = {}
+        for i in range(0, len(node_ids), _IDS_PER_LIST):
+            chunk = [node_tag(n, self.tag_root) for n in node_ids[i:i + _IDS_PER_LIST]]
+            found.update((m.key, m) for m in self._list(self._filters(filters, [chunk])))
+        return [found[k] for k in dict.fromkeys(node_ids) if k in found]
 
     def get_nodes(self, node_ids: list[str] | None = None,
                   filters: MetadataFilters | None = None) -> list[BaseNode]:
@@ -399,13 +264,8 @@ class HTMVectorStore(BasePydanticVectorStore):
         return [self._to_node(m) for m in self._select(node_ids, filters)]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Forget (recoverably) every node of document ``ref_doc_id``.
-
-        The memories are hidden from queries and recall at once and stay recoverable with
-        ``htm.restore(node_id)`` until ``htm.purge(confirm=True)``.
-        """
-        for memory in list(self._scan(_tag_plan({_doc_tag(ref_doc_id, self.tag_root)}))):
-            self._forget(memory.key)
+        """Forget (recoverably: ``htm.restore(node_id)``) every node of ``ref_doc_id``."""
+        self._forget(self._list(self._filters(None, [[doc_tag(ref_doc_id, self.tag_root)]])))
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Async :meth:`delete`."""
@@ -416,74 +276,20 @@ class HTMVectorStore(BasePydanticVectorStore):
         """Forget (recoverably) the nodes with these ids and/or matching ``filters``."""
         if node_ids is None and filters is None:
             raise ValidationError("delete_nodes needs node_ids or filters; use clear() for all")
-        for memory in self._select(node_ids, filters):
-            self._forget(memory.key)
+        self._forget(self._select(node_ids, filters))
 
     def clear(self) -> None:
-        """Forget (recoverably) every node of this store's scope (``tag_root``).
+        """Forget (recoverably) every node of this store's scope (``tag_root``); other
+        memories of the ``HTM`` (conversations, facts, other users' nodes) are left alone."""
+        self._forget(self._list(SearchFilters(tags=(self.tag_root,))))
 
-        Other memories in the same ``HTM`` (conversations, facts, other users' nodes) are
-        left alone.
-        """
-        for memory in list(self._scan(_tag_plan({self.tag_root}))):
-            self._forget(memory.key)
-
-    def _forget(self, key: str) -> None:
-        try:
-            self.htm.forget(key, confirm=True)
-        except NotFoundError:
-            return
+    def _forget(self, memories: Iterable[Memory]) -> None:
+        for memory in list(memories):  # read every page before forgetting
+            try:
+                self.htm.forget(memory.key, confirm=True)
+            except NotFoundError:
+                continue
 
 
-def _tag_plan(tags: set[str]) -> _Plan:
-    return _Plan(tags=set(tags), empty=not tags, kinds={"tags"})
-
-
-def _and(a: _Plan, b: _Plan) -> _Plan:
-    if a.tags is not None and b.tags is not None:
-        raise UnsupportedFilterError(
-            "htm's search takes one set of tag-like conditions (metadata keys, tags, doc ids or "
-            "node ids); combine them with OR, or filter on one key and narrow with robot/dates")
-    out = _Plan(tags=a.tags if a.tags is not None else b.tags, empty=a.empty or b.empty,
-                kinds=a.kinds | b.kinds)
-    robots = {r for r in (a.robot, b.robot) if r is not None}
-    if len(robots) > 1:
-        out.empty = True
-    out.robot = next(iter(robots), None)
-    starts = [s for s in (a.start, b.start) if s is not None]
-    ends = [e for e in (a.end, b.end) if e is not None]
-    out.start = max(starts, key=_utc) if starts else None
-    out.end = min(ends, key=_utc) if ends else None
-    if out.start is not None and out.end is not None and _utc(out.start) >= _utc(out.end):
-        out.empty = True
-    return out
-
-
-def _as_datetime(value: Any, key: str) -> datetime:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, tz=timezone.utc)
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value.strip())
-        except ValueError:
-            pass
-    raise ValidationError(
-        f"metadata {key!r} must be an ISO 8601 date/datetime or a POSIX timestamp, got {value!r}")
-
-
-def _range_plan(op: FilterOperator, value: Any, key: str) -> _Plan:
-    if op not in _RANGE_OPS:
-        raise UnsupportedFilterError(
-            f"operator {op.value!r} on {key!r} is not supported; use GT, GTE, LT, LTE or EQ")
-    when = _as_datetime(value, key)
-    tick = timedelta(microseconds=1)
-    plan = _Plan(kinds={"range"})
-    if op in (FilterOperator.GT, FilterOperator.GTE):
-        plan.start = when + tick if op == FilterOperator.GT else when
-    elif op in (FilterOperator.LT, FilterOperator.LTE):
-        plan.end = when + tick if op == FilterOperator.LTE else when
-    else:
-        plan.start, plan.end = when, when + tick
-    return plan
+def _timeframe(where: SearchFilters) -> tuple[Any, Any] | None:
+    return (where.start, where.end) if where.start or where.end else None

@@ -157,3 +157,29 @@ def test_runnable_with_message_history_end_to_end(store_url: str,
         "I am Ada", "Nice to meet you, Ada.", "What is my name?", "Your name is Ada."]
     stored = HTMChatMessageHistory(htm=htm_factory(database_url=store_url), session_id="ada")
     assert len(stored.messages) == 6
+
+
+def test_reading_a_session_is_one_listing_not_a_probe_per_message(
+        htm_factory: Callable[..., HTM], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading or appending to a 60-message session asks the store for one page of the
+    session (``HTM.list``), never one key per message."""
+    htm = htm_factory()
+    history = HTMChatMessageHistory(htm=htm, session_id="long")
+    history.add_messages([HumanMessage(f"message number {i}") for i in range(60)])
+    HTMChatMessageHistory(htm=htm, session_id="longer").add_user_message("another session")
+    calls = {"get": 0, "list_memories": 0}
+    store = htm.store
+    for name in calls:
+        original = getattr(store, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original,
+                    **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, counted)
+    again = HTMChatMessageHistory(htm=htm, session_id="long")
+    assert [m.content for m in again.messages] == [f"message number {i}" for i in range(60)]
+    again.add_ai_message("and one more")
+    assert calls == {"get": 0, "list_memories": 2}
+    assert htm.get(again.key_for(60)) is not None

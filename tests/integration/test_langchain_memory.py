@@ -190,6 +190,26 @@ def test_bad_settings_raise_htm_errors(htm_factory: Callable[..., HTM]) -> None:
         HTMMemory(htm=htm, context_strategy="newest")
     with pytest.raises(UnknownStrategyError):
         HTMMemory(htm=htm, recall_strategy="semantic")
+    with pytest.raises(ValidationError, match=r"\['max_token'\].*did you mean 'max_tokens'"):
+        HTMMemory(htm=htm, max_token=500)  # misspelt: refused, not ignored
+
+
+def test_the_budget_is_htm_working_memory_by_default(htm_factory: Callable[..., HTM]) -> None:
+    """With no ``max_tokens`` the history is htm's working-memory context, within htm's own
+    budget: every resident turn of a conversation larger than the old fixed 2,000 tokens,
+    and no more than a small working memory holds."""
+    turn = " ".join(["harbour lighthouse keeper evening shift"] * 20)  # about 100 tokens
+    big = htm_factory(working_memory_tokens=128_000)
+    memory = HTMMemory(htm=big, session_id="long", recall_limit=1)
+    for i in range(20):
+        memory.save_context({"input": f"{i}: {turn}"}, {"output": f"noted {i}"})
+    history = memory.load_memory_variables({"input": "lighthouse"})["history"]
+    assert big.token_counter.count(history) > 2_000
+    assert all(f"Human: {i}: " in history for i in range(20))
+    small = htm_factory(working_memory_tokens=600)
+    memory = HTMMemory(htm=small, session_id="long", recall_limit=1)
+    history = memory.load_memory_variables({"input": "lighthouse"})["history"]
+    assert 0 < small.token_counter.count(history) <= 600
 
 
 async def test_async_chain(htm_factory: Callable[..., HTM]) -> None:

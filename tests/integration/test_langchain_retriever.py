@@ -169,3 +169,15 @@ def test_same_htm_serves_chain_and_direct_recall(htm_factory: Callable[..., HTM]
     keys = [d.metadata["key"] for d in retriever.invoke("Helix editor")]
     assert keys[0] == "helix"
     assert all(key in htm.working_memory for key in keys)
+
+
+def test_unknown_keyword_is_refused(htm_factory: Callable[..., HTM]) -> None:
+    """``limit=`` is not the retriever's word for ``k=``: it used to be ignored silently
+    (four documents came back); it is an error that names the right option."""
+    htm = htm_factory()
+    seed(htm)
+    with pytest.raises(ValidationError, match=r"\['limit'\].*did you mean 'k'"):
+        HTMRetriever(htm=htm, shared=True, limit=2)
+    with pytest.raises(ValidationError, match="strategy"):
+        HTMRetriever(htm=htm, shared=True, stratgy="vector")
+    assert len(HTMRetriever(htm=htm, shared=True, k=2).invoke("user editor")) == 2

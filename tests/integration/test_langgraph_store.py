@@ -263,8 +263,8 @@ def test_package_surface_is_lazy_and_names_missing_extras(
     import htm_integrations.langchain as package
 
     assert package.__all__ == sorted(package.__all__)
-    assert set(package.__all__) == {"HTMChatMessageHistory", "HTMMemory", "HTMRetriever",
-                                    "HTMStore"}
+    assert set(package.__all__) == {"HTMChatMessageHistory", "HTMMemory", "HTMMiddleware",
+                                    "HTMRetriever", "HTMStore", "htm_tools"}
     with pytest.raises(AttributeError):
         package.HTMNothing  # noqa: B018
     monkeypatch.setitem(sys.modules, "langgraph.store.base", None)

@@ -170,6 +170,44 @@ def test_get_nodes_delete_nodes_and_clear(htm: HTM) -> None:
     assert htm.retrieve("fact") is not None  # not a node: left alone
 
 
+def test_reads_and_deletes_list_in_the_store_never_scan_it(
+        htm: HTM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``get_nodes``, ``delete``, ``delete_nodes`` and ``clear`` ask ``HTM.list`` for the
+    matching memories (filtered in SQL); a scan of the whole store would fail here."""
+    store = HTMVectorStore(htm=htm)
+    htm.add_many([f"a fact that is not a node {i}" for i in range(20)])
+    store.add([TextNode(id_=f"n{i}", text=f"node text {i}", metadata={"kind": "ab"[i % 2]})
+               for i in range(6)])
+
+    def no_scan(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the whole store was scanned")
+
+    monkeypatch.setattr(htm.store, "iter_memories", no_scan)
+    by_kind = store.get_nodes(filters=MetadataFilters(filters=[f("kind", "b")]))
+    assert [n.node_id for n in by_kind] == ["n1", "n3", "n5"]
+    assert [n.node_id for n in store.get_nodes(node_ids=["n4", "n0", "fact", "n4"])] == \
+        ["n4", "n0"]
+    in_may = MetadataFilters(filters=[f("robot", "librarian")])
+    assert [n.node_id for n in store.get_nodes(node_ids=["n2"], filters=in_may)] == ["n2"]
+    with pytest.raises(UnsupportedFilterError, match="one set of tag-like"):
+        store.get_nodes(node_ids=["n2"], filters=MetadataFilters(filters=[f("kind", "a")]))
+    store.delete_nodes(filters=MetadataFilters(filters=[f("kind", "a")]))
+    assert [n.node_id for n in store.get_nodes()] == ["n1", "n3", "n5"]
+    store.clear()
+    assert store.get_nodes() == [] and htm.stats().forgotten == 6
+    assert htm.stats().long_term_total == 20  # visible: the facts, left alone
+
+
+def test_unknown_keywords_are_refused(htm: HTM) -> None:
+    with pytest.raises(ValidationError, match=r"\['similarity_top_k'\]"):
+        HTMVectorStore(htm=htm, similarity_top_k=3)
+    with pytest.raises(ValidationError, match=r"\['date_field'\].*did you mean 'date_key'"):
+        HTMVectorStore(htm=htm, date_field="published")
+    with pytest.raises(ValidationError, match=r"\['batch_size'\]"):
+        HTMEmbedding(HashingEmbedder(), batch_size=8)
+    assert HTMEmbedding(HashingEmbedder(), embed_batch_size=8).embed_batch_size == 8
+
+
 def test_query_errors(htm: HTM) -> None:
     store = HTMVectorStore(htm=htm)
     store.add([TextNode(id_="n", text="some text")])

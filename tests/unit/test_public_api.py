@@ -12,13 +12,15 @@ import htm_core
 from htm_core import errors
 
 EXPECTED_ERRORS = [
-    "ConfirmationRequiredError", "DatabaseUnavailableError", "DimensionMismatchError",
-    "DuplicateKeyError", "EmbedderMismatchError", "EmbeddingError", "EnrichmentError",
-    "HTMError", "InvalidBudgetError", "InvalidContentError", "InvalidImportanceError",
-    "InvalidKeyError", "InvalidModelOutputError", "InvalidTagError", "InvalidTokensError",
+    "ConfirmationRequiredError", "DatabaseCorruptError", "DatabaseUnavailableError",
+    "DimensionMismatchError", "DiskFullError", "DuplicateKeyError", "EmbedderMismatchError",
+    "EmbeddingError", "EnrichmentError", "HTMError", "IncompleteExportError", "InvalidBudgetError",
+    "InvalidContentError", "InvalidImportanceError", "InvalidKeyError", "InvalidMetadataError",
+    "InvalidModelOutputError", "InvalidTagError", "InvalidTimeError", "InvalidTokensError",
     "JobQueueError", "MemoryTooLargeError", "MissingDependencyError", "ModelCallError",
-    "NotFoundError", "SchemaError", "StoreError", "TimeframeError", "UnknownJobKindError",
-    "UnknownPolicyError", "UnknownStrategyError", "UnsupportedFilterError", "ValidationError",
+    "NotFoundError", "ReadOnlyError", "SchemaError", "StoreError", "TimeframeError",
+    "UnknownJobKindError", "UnknownPolicyError", "UnknownStrategyError", "UnsupportedFilterError",
+    "ValidationError",
 ]
 EXPECTED_CORE = [
     "HTM", *sorted([

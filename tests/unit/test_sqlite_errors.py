@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from htm_core.errors import DatabaseUnavailableError, StoreError
+from htm_core.errors import DatabaseCorruptError, StoreError
 from htm_core.store.base import NewMemory, SearchFilters
 from htm_core.store.sqlite import SQLiteStore
 
@@ -71,6 +71,6 @@ def test_a_damaged_table_reads_the_same_on_raw_and_sqlalchemy_reads(tmp_path: Pa
 def test_a_file_that_is_not_a_database_cannot_be_opened(tmp_path: Path) -> None:
     path = tmp_path / "notes.db"
     path.write_bytes(b"these are not the pages of an SQLite database" * 200)
-    with pytest.raises(DatabaseUnavailableError) as info:
+    with pytest.raises(DatabaseCorruptError, match="htm check") as info:
         SQLiteStore(path)
     assert str(path) in str(info.value)

@@ -16,7 +16,15 @@ from contextlib import contextmanager
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from ...errors import DatabaseUnavailableError, DimensionMismatchError, StoreError
+from ...errors import (
+    DatabaseCorruptError,
+    DatabaseUnavailableError,
+    DimensionMismatchError,
+    DiskFullError,
+    ReadOnlyError,
+    StoreError,
+)
+from ...secrets import mask_text
 
 __all__ = ["map_postgres_errors", "postgres_error", "sqlstate"]
 
@@ -35,12 +43,12 @@ def postgres_error(exc: DBAPIError | PoolTimeoutError, url: str, what: str) -> S
             "pool_size / max_overflow / pool_timeout of PostgresStore, or check for "
             "long-running work holding connections")
     code = sqlstate(exc) or ""
-    message = str(exc.orig).strip()
+    message = mask_text(str(exc.orig).strip())
     lost = isinstance(exc, (OperationalError, InterfaceError)) and not code
     if code == "53100":
-        return DatabaseUnavailableError(
-            f"PostgreSQL {what} failed on {url}: {message}; free disk space on the volume "
-            "that holds the database and retry")
+        return DiskFullError(
+            f"PostgreSQL {what} failed on {url}: {message}; nothing was written; free disk "
+            "space on the volume that holds the database and retry")
     if lost or code.startswith(("08", "57P", "53")):
         return DatabaseUnavailableError(
             f"cannot reach PostgreSQL at {url} ({what}): {message}; check the server "
@@ -54,11 +62,12 @@ def postgres_error(exc: DBAPIError | PoolTimeoutError, url: str, what: str) -> S
         return StoreError(f"PostgreSQL database {url} stayed locked by another transaction "
                           f"({what}): {message}; retry, or look for long-running transactions")
     if code == "25006":
-        return StoreError(f"PostgreSQL {what} failed on {url}: {message}; the server is "
+        return ReadOnlyError(f"PostgreSQL {what} failed on {url}: {message}; the server is "
                           "read-only (a standby?): connect to the primary")
     if code.startswith("XX"):
-        return StoreError(f"PostgreSQL {what} failed on {url}: {message}; the database is "
-                          "damaged: restore it from a backup")
+        return DatabaseCorruptError(
+            f"PostgreSQL {what} failed on {url}: {message}; the database is damaged: restore "
+            "it from a backup (`htm import` of an export)")
     return StoreError(f"PostgreSQL {what} failed on {url}: {message}")
 
 

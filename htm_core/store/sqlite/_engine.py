@@ -20,7 +20,10 @@ from sqlalchemy.pool import StaticPool
 
 from ...clock import to_timestamp, utc_from_timestamp
 from ...errors import (
+    DatabaseCorruptError,
     DatabaseUnavailableError,
+    DiskFullError,
+    ReadOnlyError,
     StoreError,
     ValidationError,
 )
@@ -37,7 +40,8 @@ from ..base import (
     SCHEMA_VERSION,
 )
 from ..vector_index import VectorIndex
-from ._errors import DRIVER_ERRORS, is_locked, map_sqlite_errors, sqlite_error
+from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
+from ._files import create_private, writable
 from ._schema import _FTS_BATCH_KEY, _FTS_INSERT_TRIGGER, _HASH_INDEX, _MIGRATIONS
 
 T = TypeVar("T")
@@ -46,6 +50,10 @@ if TYPE_CHECKING:
     from ...enrich.jobs import JobQueue
 
 logger = logging.getLogger("htm_core.store.sqlite")
+
+#: ``htm_meta`` keys whose values are integers (anything else there is damage).
+_NUMERIC_META = frozenset({"embedding_dim", "vector_generation", "schema_version",
+                           "id_high_water"})
 
 
 def default_sqlite_path() -> Path:
@@ -80,8 +88,6 @@ def sqlite_url(database: str | Path | None) -> str:
     return f"sqlite:///{Path(value).expanduser()}"
 
 
-
-
 class _SQLiteEngine(SQLWorkingSet):
     """The SQLite connection, its transactions and the catalogue every other part uses."""
 
@@ -97,6 +103,10 @@ class _SQLiteEngine(SQLWorkingSet):
     _fts_batched: bool
     _bulk_depth: int
     _engine: Engine
+    #: Why the store is read-only (None: writable); see :meth:`_open_version`.
+    _read_only: str | None = None
+    _immutable: bool = False
+    _skip_warned: bool = False
 
     # -- engine and transactions -----------------------------------------------------
 
@@ -105,8 +115,8 @@ class _SQLiteEngine(SQLWorkingSet):
                                                    "timeout": self._busy_timeout_ms / 1000}}
         if self._memory_db:
             kwargs["poolclass"] = StaticPool
-        else:
-            path = self._url.split("///", 1)[-1].split("?", 1)[0]
+        elif self._read_only is None:
+            path = self._file()
             if path and path != ":memory:":
                 try:
                     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -114,9 +124,16 @@ class _SQLiteEngine(SQLWorkingSet):
                     raise DatabaseUnavailableError(
                         f"cannot create the folder for SQLite database {self.url}: {exc}; "
                         "check the path (a parent may be a file) and its permissions") from exc
+                create_private(Path(path))
+        if self._read_only is not None and not self._memory_db:
+            uri = f"{Path(self._file()).resolve().as_uri()}?" + (
+                "immutable=1" if self._immutable else "mode=ro")
+            timeout = self._busy_timeout_ms / 1000
+            kwargs["creator"] = lambda: sqlite3.connect(uri, uri=True, timeout=timeout,
+                                                        check_same_thread=False)
         engine = create_engine(self._url, **kwargs)
         busy = self._busy_timeout_ms
-        memory_db = self._memory_db
+        memory_db = self._memory_db or self._read_only is not None
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
@@ -139,15 +156,26 @@ class _SQLiteEngine(SQLWorkingSet):
         return engine
 
     @contextmanager
-    def _write(self, *, cache_kib: int | None = None,
-               what: str = "write") -> Iterator[Connection]:
+    def _write(self, *, cache_kib: int | None = None, what: str = "write",
+               landed: Callable[[sqlite3.Connection], bool] | None = None
+               ) -> Iterator[Connection]:
         """A write transaction: all or nothing. Waits (bounded) for another process's lock.
 
         ``cache_kib`` enlarges the connection's page cache for this transaction only (a large
         batch then never spills dirty pages to the WAL before its commit). What the store
         caches about the database (robot ids, the vector generation) is put back as it was
         when the transaction does not commit.
+
+        ``landed`` guards against an error hiding a commit: SQLite can report a failure
+        (a full disk, an I/O error) from ``COMMIT`` after the commit record reached the WAL,
+        when it fails to grow the WAL index. Then ``landed`` is asked, on a fresh
+        connection, whether the transaction is in the database; if it is, the write counts
+        as done (with a warning), so an error always means nothing was written.
         """
+        if self._read_only is not None:
+            raise ReadOnlyError(
+                f"SQLite store {self.url} is open read-only ({self._read_only}); {what} needs "
+                "a writable store: open it without read_only=True on a writable file and disk")
         deadline = time.monotonic() + self._busy_timeout_ms / 1000
         with self._lock:
             cached = (dict(self._robot_ids), self._seen_generation, self._index_stale)
@@ -173,7 +201,14 @@ class _SQLiteEngine(SQLWorkingSet):
                 except BaseException:
                     trans.rollback()
                     raise
-                trans.commit()
+                try:
+                    trans.commit()
+                except DRIVER_ERRORS as exc:
+                    if landed is None or not self._committed_anyway(landed):
+                        raise
+                    logger.warning("SQLite reported %r committing a %s on %s, but the "
+                                   "transaction is in the database; it counts as written",
+                                   _driver_message(exc), what, self.url)
                 committed = True
             except DRIVER_ERRORS as exc:
                 raise sqlite_error(exc, self.url, what) from exc
@@ -183,6 +218,88 @@ class _SQLiteEngine(SQLWorkingSet):
                 if raw is not None and normal_cache is not None:
                     raw.execute(f"PRAGMA cache_size = {int(normal_cache)}")
                 conn.close()
+
+    def _committed_anyway(self, landed: Callable[[sqlite3.Connection], bool]) -> bool:
+        """Whether a transaction whose COMMIT raised is in the database after all."""
+        self._engine.dispose()  # pooled connections may hold a stale view of the WAL index
+        try:
+            probe = sqlite3.connect(f"{Path(self._file()).resolve().as_uri()}?mode=ro", uri=True,
+                                    timeout=self._busy_timeout_ms / 1000)
+            try:
+                return landed(probe)
+            finally:
+                probe.close()
+        except sqlite3.Error:
+            return False
+
+    def _file(self) -> str:
+        return self._url.split("///", 1)[-1].split("?", 1)[0]
+
+    def _open_version(self, read_only: bool) -> int:
+        """Open the database and read its schema version, read-only when asked or needed.
+
+        A file that cannot be written (read-only file, folder or medium; a full disk, where
+        SQLite cannot even create its ``-shm`` file) is opened read-only with one warning:
+        reads work, writes raise :class:`~htm_core.errors.ReadOnlyError`. Without a
+        ``-wal`` file (nobody is writing it) a file whose folder is not writable is opened
+        ``immutable`` (SQLite then needs no ``-shm``).
+        """
+        if read_only and not self._memory_db:
+            self._read_only = "opened with read_only=True"
+            return self._reopen_read_only()
+        path = Path(self._file())
+        if not self._memory_db and path.is_file() and not writable(path):
+            return self._fall_back_read_only("the file or its folder cannot be written")
+        self._engine = self._make_engine()
+        try:
+            return self.schema_version()
+        except (ReadOnlyError, DiskFullError) as error:
+            if self._memory_db or not path.is_file():
+                raise
+            self._engine.dispose()
+            return self._fall_back_read_only(
+                "the disk is full" if isinstance(error, DiskFullError) else str(error))
+
+    def _fall_back_read_only(self, why: str) -> int:
+        self._read_only = why
+        logger.warning("SQLite database %s cannot be written (%s); opened it read-only: "
+                       "recall, retrieve, context and export work, writes raise "
+                       "ReadOnlyError", self.url, why)
+        return self._reopen_read_only()
+
+    def _reopen_read_only(self) -> int:
+        wal = Path(self._file() + "-wal")
+        for immutable in (False, True):
+            if immutable and wal.exists() and wal.stat().st_size > 0:
+                break  # a live WAL: another process writes, immutable would miss its commits
+            self._immutable = immutable
+            self._engine = self._make_engine()
+            try:
+                return self.schema_version()
+            except StoreError as exc:
+                self._engine.dispose()
+                last = exc
+        raise last
+
+    def _skip_write(self, what: str, error: StoreError | None = None) -> None:
+        """Log once that ``what`` (statistics a read would write) is not being saved."""
+        if not self._skip_warned:
+            self._skip_warned = True
+            why = self._read_only or str(error)
+            logger.warning("%s of %s are not saved (%s); reads keep working", what,
+                           self.url, why)
+
+    def _optional_write(self, what: str, write: Callable[[], T], skipped: Callable[[], T]) -> T:
+        """Run ``write`` (statistics a read saves: access counts, working-memory membership);
+        on a read-only store or a full disk, log once and return ``skipped()`` instead."""
+        if self._read_only is not None:
+            self._skip_write(what)
+            return skipped()
+        try:
+            return write()
+        except (DiskFullError, ReadOnlyError) as exc:
+            self._skip_write(what, exc)
+            return skipped()
 
     @contextmanager
     def _read(self, what: str = "read") -> Iterator[Connection]:
@@ -223,7 +340,8 @@ class _SQLiteEngine(SQLWorkingSet):
     # -- schema ----------------------------------------------------------------------
 
     def schema_version(self) -> int:
-        with self._engine.connect() as conn:
+        with map_sqlite_errors(self.url, "reading the schema version"), \
+                self._engine.connect() as conn:
             exists = conn.execute(
                 text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='htm_meta'")
             ).first()
@@ -297,7 +415,12 @@ class _SQLiteEngine(SQLWorkingSet):
 
     def _meta(self, conn: Connection, key: str) -> str | None:
         row = conn.execute(text("SELECT value FROM htm_meta WHERE key = :k"), {"k": key}).first()
-        return None if row is None else str(row[0])
+        value = None if row is None else str(row[0])
+        if value is not None and key in _NUMERIC_META and not value.lstrip("-").isdigit():
+            raise DatabaseCorruptError(
+                f"SQLite database {self.url} holds {key} = {value!r}, not a number; the "
+                "database is damaged: run `htm check`, then restore it from an export")
+        return value
 
     def _set_meta(self, conn: Connection, key: str, value: str) -> None:
         conn.execute(
@@ -363,6 +486,10 @@ class _SQLiteEngine(SQLWorkingSet):
         return None
 
     def ensure_robot(self, name: str) -> Robot:
+        if self._read_only is not None:  # a robot new to a read-only store writes nothing
+            known = [r for r in self.robots() if r.name == name]
+            return known[0] if known else Robot(id=0, name=name, created_at=utc_from_timestamp(
+                time.time()))
         with self._write() as conn:
             self._robot_id(conn, name)
         return next(r for r in self.robots() if r.name == name)

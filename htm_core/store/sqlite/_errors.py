@@ -13,7 +13,14 @@ from contextlib import contextmanager
 
 from sqlalchemy.exc import DBAPIError
 
-from ...errors import DatabaseUnavailableError, StoreError
+from ...errors import (
+    DatabaseCorruptError,
+    DatabaseUnavailableError,
+    DiskFullError,
+    HTMError,
+    ReadOnlyError,
+    StoreError,
+)
 
 __all__ = ["is_locked", "map_sqlite_errors", "sqlite_error"]
 
@@ -41,14 +48,18 @@ def sqlite_error(exc: BaseException, url: str, what: str) -> StoreError:
             f"SQLite database {url} stayed locked by another writer ({what}): {message}; "
             "retry, or give the store a longer busy_timeout_ms")
     if "disk is full" in low or "disk i/o error" in low:
-        return StoreError(f"SQLite {what} failed on {url}: {message}; free disk space on "
-                          "the volume that holds the database and retry")
+        return DiskFullError(f"SQLite {what} failed on {url}: {message}; nothing was written; "
+                             "free disk space on the volume that holds the database (a disk "
+                             "I/O error can also be a failing disk) and retry")
     if "readonly" in low or "read-only" in low:
-        return StoreError(f"SQLite {what} failed on {url}: {message}; the file (or its "
-                          "folder) is read-only: check its permissions")
-    if "malformed" in low or "not a database" in low:
-        return StoreError(f"SQLite {what} failed on {url}: {message}; the file is damaged "
-                          "or not an htm database: restore it from a backup")
+        return ReadOnlyError(f"SQLite {what} failed on {url}: {message}; the file (or its "
+                             "folder, or the medium) is read-only: check its permissions, or "
+                             "open it with HTM(..., read_only=True) to read it")
+    if "malformed" in low or "not a database" in low or "corrupt" in low:
+        return DatabaseCorruptError(
+            f"SQLite {what} failed on {url}: {message}; the file is damaged or not an htm "
+            "database: run `htm check` to see what is wrong, then restore it from an export "
+            "(`htm import`)")
     if "unable to open" in low:
         return DatabaseUnavailableError(
             f"cannot open SQLite database {url} ({what}): {message}; check the path exists "
@@ -58,8 +69,20 @@ def sqlite_error(exc: BaseException, url: str, what: str) -> StoreError:
 
 @contextmanager
 def map_sqlite_errors(url: str, what: str) -> Iterator[None]:
-    """Turn a driver error raised inside the block into :func:`sqlite_error`'s."""
+    """Turn a driver error raised inside the block into :func:`sqlite_error`'s.
+
+    A stored value that cannot be turned back into a memory (metadata that is not JSON, a
+    vector of the wrong length, a time that is not a number: damage written behind htm's
+    back) is a :class:`~htm_core.errors.DatabaseCorruptError` too, not a raw ValueError.
+    """
     try:
         yield
     except DRIVER_ERRORS as exc:
         raise sqlite_error(exc, url, what) from exc
+    except HTMError:
+        raise
+    except (ValueError, OverflowError, TypeError) as exc:
+        raise DatabaseCorruptError(
+            f"SQLite {what} on {url} met a stored value it cannot read ({type(exc).__name__}: "
+            f"{exc}); the database is damaged: run `htm check` to see what is wrong, then "
+            "restore it from an export (`htm import`)") from exc

@@ -84,8 +84,14 @@ class SQLiteWorkingSet(_SQLiteRecords):
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
-        with self._write() as conn:
-            return self._apply_working(conn, change, expected_version)
+        def write() -> WorkingResult:
+            with self._write() as conn:
+                return self._apply_working(conn, change, expected_version)
+
+        return self._optional_write(  # read-only or full disk: kept in this process only
+            "working-memory membership and access statistics", write,
+            lambda: WorkingResult(version=expected_version if expected_version is not None
+                                  else self.working_version(change.robot), in_step=True))
 
     def _apply_working(self, conn: Connection, change: WorkingChange,
                        expected_version: int | None) -> WorkingResult:

@@ -51,6 +51,15 @@ def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
     return matrix
 
 
+def _rows_exist(raw: Any, made: dict[int, Memory]) -> bool:
+    """Whether the rows this batch created are in the database (see ``_write``'s ``landed``)."""
+    if not made:
+        return False
+    mid, memory = max(made.items())
+    row = raw.execute("SELECT key FROM memories WHERE id = ?", (mid,)).fetchone()
+    return row is not None and row[0] == memory.key
+
+
 class _SQLiteWriter(_SQLiteSearch):
     """The add path and the other writes of memory rows."""
 
@@ -76,7 +85,8 @@ class _SQLiteWriter(_SQLiteSearch):
         revived: list[int] = []
         big = len(records) >= _LARGE_BATCH
         applied: WorkingResult | None = None
-        with self._write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None) as conn:
+        with self._write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None,
+                         landed=lambda raw: _rows_exist(raw, made)) as conn:
             outcomes = self._add_many(conn, records, made, revived)
             # New rows are returned as written (no read-back); touched ones are re-read.
             again = [mid for mid, _created, _vec in outcomes if mid not in made]
@@ -297,12 +307,16 @@ class _SQLiteWriter(_SQLiteSearch):
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         if not ids:
             return
-        with self._write() as conn:
-            conn.execute(
-                text("UPDATE memories SET last_accessed = max(last_accessed, :t), "
-                     "access_count = access_count + 1 WHERE id = :id"),
-                [{"t": to_timestamp(at), "id": i} for i in ids],
-            )
+
+        def write() -> None:
+            with self._write() as conn:
+                conn.execute(
+                    text("UPDATE memories SET last_accessed = max(last_accessed, :t), "
+                         "access_count = access_count + 1 WHERE id = :id"),
+                    [{"t": to_timestamp(at), "id": i} for i in ids],
+                )
+
+        self._optional_write("access statistics", write, lambda: None)
 
     def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
         if not items:

@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ...errors import (
-    DatabaseUnavailableError,
     StoreError,
 )
 from .._common import mask_url
@@ -16,7 +15,6 @@ from .._sql.schema import needs_migration
 from ..ann import ApproximateIndex
 from ..vector_index import VectorIndex
 from ._engine import logger, sqlite_url
-from ._errors import DRIVER_ERRORS, sqlite_error
 from ._writer import _SQLiteWriter
 
 
@@ -28,6 +26,11 @@ class SQLiteStore(_SQLiteWriter):
             default file under the user data directory.
         busy_timeout_ms: how long a writer waits for another process's write lock.
         migrate: create or upgrade the schema on open (the default for SQLite).
+        read_only: open for reading only: recall, retrieve, context and export work,
+            access statistics and working-memory membership are not saved (one warning),
+            every write raises :class:`~htm_core.errors.ReadOnlyError`. A file that cannot
+            be written (read-only file or medium, a full disk) is opened this way anyway,
+            with a warning.
     """
 
     backend = "sqlite"
@@ -37,6 +40,7 @@ class SQLiteStore(_SQLiteWriter):
         *,
         busy_timeout_ms: int = 10_000,
         migrate: bool = True,
+        read_only: bool = False,
     ) -> None:
         self._url = sqlite_url(database)
         self.url = mask_url(self._url)
@@ -52,16 +56,12 @@ class SQLiteStore(_SQLiteWriter):
         self._index_stale = False
         self._fts_batched = False  # set on open: see _gate_fts_trigger
         self._bulk_depth = 0  # nesting of bulk_load() blocks
-        self._engine = self._make_engine()
-        try:
-            version = self.schema_version()
-        except DRIVER_ERRORS as exc:
-            raise DatabaseUnavailableError(
-                sqlite_error(exc, self.url, "opening").args[0]) from exc
-        if needs_migration(self.url, version, migrate=migrate):
+        version = self._open_version(read_only)
+        writable = self._read_only is None
+        if needs_migration(self.url, version, migrate=migrate and writable):
             self.migrate()
-        self._fts_batched = self._gate_fts_trigger(upgrade=migrate)
-        if migrate:
+        self._fts_batched = self._gate_fts_trigger(upgrade=migrate and writable)
+        if migrate and writable:
             try:
                 self._build_hash_index(reason="left by a bulk load that did not finish")
             except StoreError as exc:  # a read-only file: cache lookups scan until it is built

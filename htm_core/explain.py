@@ -1,0 +1,188 @@
+"""Why recall returns what it returns: a read-only look inside one recall.
+
+:func:`explain_recall` runs the same search as :meth:`HTM.recall <htm_core.HTM.recall>` (same
+argument checks, same :func:`~htm_core.retrieval.search`, same configuration) and also
+reads each arm's own ranked list, but it changes nothing: no memory enters working memory,
+no access is counted, nothing is logged. It returns
+
+- each arm's ranked list (``vector``, ``fulltext`` and, when the query names a time, the
+  time-window arms ``vector@time`` and ``fulltext@time``), with each hit's score in that arm;
+- the fused list recall would return, each hit with its rank in every arm that found it
+  and its fused score (a hit lifted by a better neighbour shows the arm ``neighbor``);
+- the timeframe the recall filters by and the time expression read from the query;
+- what entering working memory would evict, in the order recall's log would list it (worked
+  out on a copy of the robot's working memory; a hit pushed out again by a better one
+  counts too).
+
+``htm ui``'s recall debugger shows it; it is usable on its own::
+
+    >>> from htm_core import HTM
+    >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
+    ...     _ = htm.add("User prefers Vim keybindings", key="pref-vim")
+    ...     why = explain_recall(htm, "vim keybindings")
+    ...     [h.memory.key for h in why.fused], sorted(why.fused[0].ranks)
+    (['pref-vim'], ['fulltext', 'vector'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import _intake
+from .clock import to_timestamp
+from .errors import MemoryTooLargeError
+from .models import Memory
+from .querytime import QueryTime, query_timeframe
+from .retrieval import centred_query, search
+from .store._text import parse_query
+from .store.base import ArmQuery, SearchFilters
+from .working import WorkingMemory
+
+if TYPE_CHECKING:
+    from .htm import HTM
+
+__all__ = ["ArmHit", "FusedHit", "RecallExplanation", "explain_recall"]
+
+
+@dataclass(frozen=True)
+class ArmHit:
+    """One hit of one arm: its rank there (from 1), the arm's own score, the memory."""
+
+    rank: int
+    score: float
+    memory: Memory
+
+
+@dataclass(frozen=True)
+class FusedHit:
+    """One hit of the fused list: its rank (from 1), fused score, and rank in each arm."""
+
+    rank: int
+    score: float
+    memory: Memory
+    ranks: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RecallExplanation:
+    """What :func:`explain_recall` found; see the module docstring."""
+
+    query: str
+    strategy: str
+    limit: int
+    filters: SearchFilters
+    query_time: QueryTime | None
+    arms: dict[str, list[ArmHit]]
+    fused: list[FusedHit]
+    would_evict: list[str]
+    too_large: list[str]
+    working_tokens: tuple[int, int]
+
+
+def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 10,
+                   strategy: str = "hybrid", tags: Iterable[str] | str | None = None,
+                   robot: str | None = None, arm_depth: int | None = None) -> RecallExplanation:
+    """Explain ``htm.recall(query, ...)`` without doing it (nothing is written).
+
+    Takes :meth:`~htm_core.HTM.recall`'s arguments (and raises its errors for bad ones).
+    ``arm_depth`` caps how many hits of each arm are returned (default: every candidate
+    the arm gave the fusion).
+    """
+    filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
+                                                   robot, clock=htm._clock)
+    strategy = htm._embedding.recall_strategy(strategy)
+    config = htm._retrieval
+    now = htm._clock()
+    vector = _once(lambda: htm._embedding.query(query))
+    store = htm.store
+    ranked = search(store, query=query, query_vector=vector, strategy=strategy, limit=limit,
+                    filters=filters, config=config, now=now)
+    when = query_timeframe(query, now) if strategy == "hybrid" and config.time_boost else None
+    arms = _arm_lists(htm, query, vector, strategy, limit, filters, when)
+    if arm_depth is not None:
+        arms = {name: got[:arm_depth] for name, got in arms.items()}
+    ids = {r.id for r in ranked} | {mid for got in arms.values() for mid, _ in got}
+    by_id = {m.id: m for m in store.get_many(sorted(ids))}
+    fused = [FusedHit(n, r.score, by_id[r.id], dict(r.ranks))
+             for n, r in enumerate((r for r in ranked if r.id in by_id), start=1)]
+    evict, too_large, tokens = _would_evict(htm, [h.memory for h in fused], now)
+    return RecallExplanation(
+        query=query, strategy=strategy, limit=limit, filters=filters, query_time=when,
+        arms={name: [ArmHit(n, score, by_id[mid]) for n, (mid, score) in
+                     enumerate(((m, s) for m, s in got if m in by_id), start=1)]
+              for name, got in arms.items()},
+        fused=fused, would_evict=evict, too_large=too_large, working_tokens=tokens)
+
+
+def _once(make: Callable[[], list[float]]) -> Callable[[], list[float]]:
+    got: list[list[float]] = []
+
+    def vector() -> list[float]:
+        if not got:
+            got.append(make())
+        return got[0]
+
+    return vector
+
+
+def _arm_lists(htm: HTM, query: str, vector: Callable[[], list[float]], strategy: str,
+               limit: int, filters: SearchFilters,
+               when: QueryTime | None) -> dict[str, list[tuple[int, float]]]:
+    """Each arm's ranked (id, score) list, asked the way :func:`search` asks it."""
+    store, config = htm.store, htm._retrieval
+    if strategy == "vector":
+        return {"vector": store.vector_search(vector(), limit=limit, filters=filters)}
+    if strategy == "fulltext":
+        return {"fulltext": store.fulltext_search(query, limit=limit, filters=filters)}
+    if not parse_query(query):
+        return {"vector": [(m, s) for m, s in store.vector_search(
+            vector(), limit=limit, filters=filters) if s >= config.no_terms_floor]}
+    depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
+    q = centred_query(vector(), store.vector_centroid()) if config.centering else vector()
+    text = query.replace(when.phrase, " ") if when is not None else query
+    asked = {"vector": ArmQuery(vector=q, limit=depth, filters=filters),
+             "fulltext": ArmQuery(text=text, limit=depth, filters=filters)}
+    window = _window(filters, when) if when is not None else None
+    if window is not None:
+        asked["vector@time"] = ArmQuery(vector=q, limit=depth, filters=window)
+        asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
+    return dict(zip(asked, store.search_arms(list(asked.values())), strict=True))
+
+
+def _window(filters: SearchFilters, when: QueryTime) -> SearchFilters | None:
+    start = when.start if filters.start is None else max(filters.start, when.start)
+    end = when.end if filters.end is None else min(filters.end, when.end)
+    return replace(filters, start=start, end=end) if start < end else None
+
+
+def _would_evict(htm: HTM, hits: Sequence[Memory], now: datetime
+                 ) -> tuple[list[str], list[str], tuple[int, int]]:
+    """Enter ``hits`` (least relevant first, as recall does) into a copy of the robot's
+    working memory; return the keys that would leave (resident ones and hits pushed out by
+    later hits), the hits too large to enter, and the copy's (tokens, budget) afterwards."""
+    with htm._lock:
+        htm._resident.refresh()
+        wm = htm.working_memory
+        items = sorted(wm.items(), key=lambda i: i.seq)
+        copy = WorkingMemory(wm.max_tokens, wm._policy, clock=htm._clock,
+                             safety_margin=wm.safety_margin)
+    for item in items:
+        copy.add(item.key, item.content, tokens=item.token_count, importance=item.importance,
+                 created_at=item.created_at, last_accessed=item.last_accessed,
+                 access_count=item.access_count, seq=item.seq, access_seq=item.access_seq)
+    evicted: list[str] = []
+    too_large: list[str] = []
+    at = to_timestamp(now)
+    for m in reversed(hits):
+        try:
+            gone = copy.add(m.key, m.content, tokens=m.token_count, importance=m.importance,
+                            created_at=to_timestamp(m.created_at), last_accessed=at,
+                            access_count=m.access_count + 1)
+        except MemoryTooLargeError:
+            too_large.append(m.key)
+            continue
+        evicted.extend(g.key for g in gone)
+    return evicted, too_large, (copy.tokens, copy.max_tokens)

@@ -1,0 +1,118 @@
+"""The safety rules of ``htm ui``, in one place.
+
+- **Loopback only, unless a token is set.** Without a token the app answers only requests
+  from a loopback client whose ``Host`` header names a loopback address (``127.0.0.1``,
+  ``localhost``, ``[::1]``), so a web page elsewhere cannot reach it through DNS
+  rebinding. ``htm ui --host`` with any other address needs a token (given with
+  ``--token`` or generated and printed); every request must then carry it: the
+  ``?token=`` of the printed URL (which sets a cookie and redirects to the same page
+  without it), that cookie, or ``Authorization: Bearer <token>``.
+- **CSRF.** Every change is a ``POST`` whose form carries a token derived (HMAC) from a
+  random per-browser cookie and a per-process secret; a ``POST`` without it, with a wrong
+  one, or from another origin (``Origin`` header) is refused with 403.
+- **No secrets shown.** :func:`redact_url` masks the password of a database URL before it
+  reaches a page.
+- **Escaped output, no scripts.** Templates autoescape, and every response carries a
+  ``Content-Security-Policy`` that allows no script at all (the pages need none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import re
+import secrets
+
+__all__ = [
+    "CSRF_COOKIE",
+    "SECURITY_HEADERS",
+    "TOKEN_COOKIE",
+    "Guard",
+    "host_name",
+    "is_loopback",
+    "new_token",
+    "redact_url",
+]
+
+TOKEN_COOKIE = "htm_ui_token"
+CSRF_COOKIE = "htm_ui_csrf"
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+                                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+_PASSWORD = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``.
+
+    >>> redact_url("postgresql://htm:s3cret@db.example:5432/htm")
+    'postgresql://htm:***@db.example:5432/htm'
+    >>> redact_url("/home/me/memories.db")
+    '/home/me/memories.db'
+    """
+    return _PASSWORD.sub(lambda m: m.group("head") + "***@", url)
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is this machine's loopback.
+
+    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0")
+    (True, True, False)
+    """
+    if not host:
+        return False
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str) -> str:
+    """The host part of a ``Host`` header (no port; IPv6 without brackets).
+
+    >>> host_name("127.0.0.1:8765"), host_name("[::1]:80"), host_name("localhost")
+    ('127.0.0.1', '::1', 'localhost')
+    """
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+def new_token() -> str:
+    """A fresh random access token."""
+    return secrets.token_urlsafe(24)
+
+
+class Guard:
+    """The token and CSRF checks of one running app."""
+
+    def __init__(self, token: str | None) -> None:
+        self.token = token
+        self._secret = secrets.token_bytes(32)
+
+    def token_ok(self, given: str | None) -> bool:
+        """Whether ``given`` is the access token (always True when none is set)."""
+        if self.token is None:
+            return True
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
+    def csrf_for(self, cookie: str) -> str:
+        """The form token that goes with the browser's CSRF cookie."""
+        return hmac.new(self._secret, cookie.encode(), hashlib.sha256).hexdigest()
+
+    def csrf_ok(self, cookie: str | None, given: str | None) -> bool:
+        """Whether a form's token matches the browser's cookie."""
+        if not cookie or not given:
+            return False
+        return hmac.compare_digest(self.csrf_for(cookie).encode(), given.encode())

@@ -1,0 +1,37 @@
+"""The Working memory page: one robot's resident items in eviction order, its token gauge,
+and the context ``create_context`` would build now for each strategy.
+
+Each robot is read through an ``HTM`` acting as that robot on the same store, with this
+app's budget and eviction policy (``htm ui --working-memory-tokens``, ``HTM_EVICTION``),
+as ``htm context --robot NAME`` would.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..serialize import context_to_dict
+from ..working.context import STRATEGIES as CONTEXT_STRATEGIES
+from .app import UI
+from .memories import text_arg
+
+__all__ = ["overview"]
+
+
+def overview(ui: UI, request: Request, form: dict[str, str]) -> Response:
+    """``/working[?robot=NAME]``."""
+    robots = ui.htm.robots()
+    name = text_arg(request, "robot") or ui.htm.robot
+    htm = ui.robot_htm(name)
+    stats = htm.stats()
+    items = [{"key": i.key, "content": i.content, "tokens": i.token_count,
+              "importance": i.importance, "access_count": i.access_count,
+              "created_at": datetime.fromtimestamp(i.created_at, timezone.utc),
+              "last_accessed": datetime.fromtimestamp(i.last_accessed, timezone.utc)}
+             for i in htm.working_memory.items()]
+    contexts = [context_to_dict(htm.create_context(strategy=s)) for s in CONTEXT_STRATEGIES]
+    return ui.render(request, "working.html", robots=robots, robot=name, stats=stats,
+                     items=items, contexts=contexts)

@@ -1,0 +1,109 @@
+"""What each ``htm ui`` page shows, compared with what ``HTM`` says, on both backends."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from html import unescape
+
+from starlette.testclient import TestClient
+
+from htm_core import HTM, FrozenClock
+from htm_core.ui import create_app
+
+from .conftest import loopback_client
+
+
+def _keys(page: str, table: str) -> list[str]:
+    body = page.split(f'id="{table}"', 1)[1].split("</table>", 1)[0]
+    return [unescape(k) for k in re.findall(r'<a href="/memory\?key=[^"]*">([^<]*)</a>', body)]
+
+
+def test_browse_filters(client: TestClient, ui_htm: HTM) -> None:
+    every = {"pref-vim", "pref-tea", "proj-htm", "trip-kyoto", "evil"}
+    assert set(_keys(client.get("/memories").text, "memories")) == every
+    assert sorted(_keys(client.get("/memories?tag=user:preferences").text, "memories")) == \
+        ["pref-tea", "pref-vim"]
+    assert _keys(client.get("/memories?timeframe=last+36+hours").text, "memories") == ["pref-vim"]
+    ui_htm.forget("pref-tea", confirm=True)
+    assert "pref-tea" not in _keys(client.get("/memories").text, "memories")
+    assert "pref-tea" in _keys(client.get("/memories?forgotten=include").text, "memories")
+    assert _keys(client.get("/memories?forgotten=only").text, "memories") == ["pref-tea"]
+    by_importance = _keys(client.get("/memories?order=importance&desc=1").text, "memories")
+    assert by_importance == ["pref-vim", "proj-htm", "trip-kyoto", "evil"]
+
+
+def test_browse_pages_with_the_cursor(client: TestClient) -> None:
+    first = client.get("/memories?limit=2&order=key").text
+    seen = _keys(first, "memories")
+    assert seen == ["evil", "pref-tea"]
+    link = re.search(r'id="next" href="([^"]+)"', first)
+    assert link
+    second = client.get(unescape(link.group(1))).text
+    assert _keys(second, "memories") == ["pref-vim", "proj-htm"]
+
+
+def test_search_is_read_only_and_ranked(client: TestClient, ui_htm: HTM) -> None:
+    before = [(m.key, m.access_count) for m in ui_htm.list().memories]
+    ops = len(ui_htm.operations(limit=1000))
+    found = _keys(client.get("/memories?q=kyoto+temples&mode=fulltext").text, "memories")
+    assert found == ["trip-kyoto"]
+    hybrid = _keys(client.get("/memories?q=vim+keybindings").text, "memories")
+    assert hybrid[0] == "pref-vim"
+    assert [(m.key, m.access_count) for m in ui_htm.list().memories] == before
+    assert len(ui_htm.operations(limit=1000)) == ops
+
+
+def test_a_memory_page(client: TestClient, ui_htm: HTM, htm_factory: Callable[..., HTM]) -> None:
+    other = htm_factory(robot="other")
+    other.recall("vim keybindings", limit=1)
+    page = client.get("/memory?key=pref-vim").text
+    holders = page.split('id="holders"', 1)[1].split("</dd>", 1)[0]
+    assert "inspector" in holders and "other" in holders
+    assert "(1 accesses there" in holders  # other's recall counted in its working memory
+    assert "user:preferences:editor" in page
+    log = page.split('id="log"', 1)[1].split("</table>", 1)[0]
+    assert "<td>add</td>" in log
+    assert page.count("<tr>") >= 2
+
+
+def test_working_memory_of_each_robot(ui_htm: HTM, htm_factory: Callable[..., HTM],
+                                      clock: FrozenClock) -> None:
+    other = htm_factory(robot="other", working_memory_tokens=15)
+    other.add("Other robot note one about lunch", key="o1", importance=4.0)
+    other.add("Other robot note two about dinner", key="o2", importance=2.0)
+    other.add("Other robot note three about breakfast", key="o3", importance=6.0)
+    app = create_app(ui_htm)
+    client = loopback_client(app)
+    mine = client.get("/working").text
+    assert _keys(mine, "resident") == ui_htm.working_memory.keys()
+    page = client.get("/working?robot=other").text
+    other.stats()
+    # the page reads the robot with the app's budget (128,000), so nothing of it is evicted
+    assert _keys(page, "resident") == other.working_memory.keys()
+    evicted = {o.key for o in other.operations(op="evict", robot="other")}
+    assert evicted, "the test needs a robot whose working memory evicted"
+    assert set(_keys(page, "resident")) == {"o1", "o2", "o3"} - evicted
+    assert "/ 128000 tokens" in page
+    for strategy in ("balanced", "important", "recent"):
+        section = page.split(f'id="context-{strategy}"', 1)[1].split("</div>", 1)[0]
+        listed = re.findall(r"<li>([^<]*)</li>", section)
+        assert listed == list(other.create_context(strategy=strategy).keys), strategy
+    app.state.ui.close()
+
+
+def test_timeline(client: TestClient, ui_htm: HTM, htm_factory: Callable[..., HTM]) -> None:
+    small = htm_factory(robot="small", working_memory_tokens=10)
+    small.add("first small note about the weather in spring", key="s1")
+    small.add("second small note about the garden and its flowers", key="s2")
+    assert small.operations(op="evict")
+    page = client.get("/timeline").text
+    chart = page.split('id="chart"', 1)[1].split("</svg>", 1)[0]
+    titles = re.findall(r"<title>([^<]*)</title>", chart)
+    counted = sum(int(t.split(": ", 1)[1].split()[0]) for t in titles)
+    assert counted == len(ui_htm.operations(limit=2000))
+    assert any(t.endswith(" add") for t in titles)
+    strips = page.split("Evictions per robot", 1)[1].split("Newest log lines", 1)[0]
+    assert "small (" in strips
+    only = client.get("/timeline?robot=small&op=evict").text
+    assert "<td>evict</td>" in only and "<td>add</td>" not in only
