@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from datetime import datetime, timezone
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from .config import Settings
 from .errors import ConfirmationRequiredError, HTMError, ValidationError, missing_extra
@@ -36,7 +36,7 @@ from .serialize import hit_to_dict, stats_to_dict
 from .store import LongTermStore, open_store
 from .transfer import Progress
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "parse_args", "server_argv"]
 
 RECALL_STRATEGIES = ("hybrid", "vector", "fulltext")
 CONTEXT_STRATEGIES = ("balanced", "recent", "important")
@@ -163,8 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("demo", "a guided tour on a throwaway database (no server, no network)")
     p.add_argument("--fast", action="store_true", help="no pauses between steps")
 
-    p = add("mcp", "run the MCP server (needs the mcp extra); other options go to the server")
-    p.add_argument("server_args", nargs=argparse.REMAINDER, help="options for the server")
+    add("mcp", "run the MCP server (needs the mcp extra); every option after `mcp` is the "
+               "server's (`htm mcp --help` lists them)")
 
     p = add("ui", "serve the inspector and recall debugger in the browser (needs the ui extra)")
     p.add_argument("--host", default="127.0.0.1",
@@ -173,6 +173,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="access token for a non-loopback --host (default: a new "
                                    "one, printed with the address)")
     return parser
+
+
+class _Probe(argparse.ArgumentParser):
+    """A parser that raises ValueError where argparse would print usage and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+def _split_mcp(argv: list[str]) -> tuple[list[str], list[str]] | None:
+    """``(global options, server options)`` when the subcommand is ``mcp``, else None.
+
+    The subcommand is the first ``mcp`` token before which only global options stand.
+    Everything after it belongs to the server, verbatim and in order: argparse would
+    otherwise part ``--port 8765`` into an unknown option and a stray value.
+    """
+    probe = _Probe(add_help=False, parents=[_global_options(suppress=False)])
+    for i, token in enumerate(argv):
+        if token != "mcp":
+            continue
+        try:
+            probe.parse_args(argv[:i])
+        except ValueError:
+            continue
+        return argv[:i], argv[i + 1:]
+    return None
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -510,14 +536,8 @@ def _cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         server_main = importlib.import_module(MCP_SERVER).main
     except ImportError as exc:
         raise missing_extra(f"the MCP server ({exc.name or exc})", "mcp") from None
-    forwarded: list[str] = []
-    for name in ("db", "robot", "embedder", "working_memory_tokens"):
-        value = _opt(args, name)
-        if value is not None:
-            forwarded += [f"--{name.replace('_', '-')}", str(value)]
-    rest = [a for a in args.server_args if a != "--"]
     try:
-        return int(server_main(forwarded + rest) or 0)
+        return int(server_main(server_argv(args)) or 0)
     except SystemExit as exc:  # the server's own --help and usage errors
         return exc.code if isinstance(exc.code, int) else 2
 
@@ -540,6 +560,32 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
 }
 
 
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line ``argv`` parsed (``SystemExit`` on a usage error or ``--help``).
+
+    For ``mcp``, ``server_args`` holds every option after the subcommand, as given.
+    """
+    parser = build_parser()
+    argv = list(argv)
+    mcp = _split_mcp(argv)
+    if mcp is None:
+        return parser.parse_args(argv)
+    args = parser.parse_args([*mcp[0], "mcp"])
+    args.server_args = mcp[1]
+    return args
+
+
+def server_argv(args: argparse.Namespace) -> list[str]:
+    """The MCP server's command line for parsed ``htm ... mcp ...`` arguments: the global
+    options given before ``mcp``, then everything after it."""
+    forwarded: list[str] = []
+    for name in ("db", "robot", "embedder", "working_memory_tokens"):
+        value = _opt(args, name)
+        if value is not None:
+            forwarded += [f"--{name.replace('_', '-')}", str(value)]
+    return forwarded + [a for a in args.server_args if a != "--"]
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
          stderr: TextIO | None = None) -> int:
     """Run ``htm`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
@@ -550,14 +596,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
     """
     out = stdout or sys.stdout
     err = stderr or sys.stderr
-    parser = build_parser()
     try:
         with redirect_stdout(out), redirect_stderr(err):
-            args, extra = parser.parse_known_args(list(argv) if argv is not None else None)
-            if extra and args.command != "mcp":
-                parser.error(f"unrecognized arguments: {' '.join(extra)}")
-            if args.command == "mcp":
-                args.server_args = [*args.server_args, *extra]
+            args = parse_args(list(argv) if argv is not None else sys.argv[1:])
     except SystemExit as exc:  # --help (0) and usage errors (2)
         return exc.code if isinstance(exc.code, int) else 2
     try:

@@ -55,10 +55,16 @@ def open_store(url: str | Path | None, *, migrate: bool = True,
     """Open the store ``url`` names: PostgreSQL for ``postgresql://``, else SQLite.
 
     SQLite (a path, ``sqlite:///...``, ``:memory:`` or None for the default file) creates
-    its schema on open. PostgreSQL creates it too unless ``migrate=False``, in which case
+    its schema on open; a relative path is resolved against the current directory. A
+    malformed URL (``postgresql//...``, ``postgres:/...``) is a ValidationError.
+    PostgreSQL creates its schema too unless ``migrate=False``, in which case
     an unmigrated database is an error naming ``htm migrate``. ``read_only`` opens a SQLite
     store for reading only (see :class:`~htm_core.store.sqlite.SQLiteStore`).
     """
+    if isinstance(url, str):
+        from ._address import check_address
+
+        check_address(url)
     if is_postgres_url(url):
         from .postgres import PostgresStore
 

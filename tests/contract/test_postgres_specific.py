@@ -209,7 +209,9 @@ def test_a_batch_of_adds_is_a_fixed_number_of_statements_or_copies(store):
     seen.clear()
     store.add_many([rec(f"tagged {i}", key=f"many{i}", tags=("a:b", f"t{i % 3}"))
                     for i in range(300)])
-    assert len(seen) == one + 2  # + the two tag statements, whatever the batch size
+    # + the two tag statements, whatever the batch size; the COPYs go by the driver (unseen
+    # here) and need no statement to look up the vector type (pgvector's codec knows it)
+    assert len(seen) == one + 1
     assert store.counts("r1").total == 302
     assert store.tags() == {"a:b": 300, "t0": 100, "t1": 100, "t2": 100}
 

@@ -315,7 +315,7 @@ def test_a_missing_or_old_sdk_names_the_extra(hide: str, expected: str) -> None:
 
 def test_docs_cover_every_flag_and_tool() -> None:
     """docs/mcp.md names every command-line flag, tool and resource the server has."""
-    from htm_integrations.mcp.server import _parser
+    from htm_integrations.mcp.command import _parser
 
     doc = (ROOT / "docs" / "mcp.md").read_text()
     flags = {opt for action in _parser()._actions for opt in action.option_strings

@@ -56,6 +56,12 @@ except ImportError:
     from ...errors import missing_extra
 
     raise missing_extra("psycopg", "postgres") from None
+try:
+    import pgvector.psycopg  # noqa: F401  the vector codec on every connection
+except ImportError:
+    from ...errors import missing_extra
+
+    raise missing_extra("pgvector", "postgres") from None
 
 from ._engine import postgres_url
 from ._schema import _SCHEMA_V1 as _SCHEMA_V1

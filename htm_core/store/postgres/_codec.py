@@ -1,14 +1,23 @@
-"""PostgreSQL wire forms: pgvector values, binary COPY dumpers and statements."""
+"""PostgreSQL wire forms: pgvector's codec on every connection, COPY statements, JSON dumper.
+
+Vectors travel as float32 numpy arrays in pgvector's binary form, by the ``pgvector``
+package's psycopg adapters (:func:`register_vectors`), in parameters, arrays of parameters
+and binary COPY alike.
+"""
 
 from __future__ import annotations
 
-import struct
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from ...errors import (
     DimensionMismatchError,
@@ -18,7 +27,7 @@ from ..base import (
 )
 from ..vector_index import normalise
 
-#: Columns and binary types of a COPY into ``memories`` (``vector`` is resolved per database).
+#: Columns and binary types of a COPY into ``memories`` (``vector`` is pgvector's, by name).
 _COPY_MEMORIES = (
     "COPY memories(id, key, content, content_hash, robot_id, importance, token_count, "
     "created_at, last_accessed, access_count, metadata, embedding, embedder, forgotten_at) "
@@ -32,9 +41,21 @@ _COPY_OPERATIONS = ("COPY operations(op, robot_id, memory_id, key, detail) "
 _COPY_OPERATIONS_TYPES: tuple[str, ...] = ("text", "int8", "int8", "text", "jsonb")
 
 
-def _vector_literal(unit: np.ndarray) -> str:
-    """pgvector's text form; 9 significant digits round-trip a float32 exactly."""
-    return "[" + ",".join(f"{x:.9g}" for x in unit.tolist()) + "]"
+def register_vectors(engine: Engine) -> None:
+    """Give every connection of ``engine`` pgvector's psycopg codec (``register_vector``).
+
+    A numpy array parameter is then sent as a ``vector`` in binary, and ``vector`` results
+    load as :class:`pgvector.Vector`. A connection is registered at its first checkout
+    after the extension exists: a store opening a new database creates the extension on
+    a connection it has already checked out, and registers it at the next checkout. The
+    check is one lookup in the connection's own type registry.
+    """
+    @event.listens_for(engine, "checkout")
+    def _register(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        if dbapi_connection.adapters.types.get("vector") is not None:
+            return
+        with contextlib.suppress(psycopg.ProgrammingError):  # no vector type yet
+            register_vector(dbapi_connection)
 
 
 def _unit(vector: Sequence[float], what: str) -> np.ndarray:
@@ -42,16 +63,6 @@ def _unit(vector: Sequence[float], what: str) -> np.ndarray:
     if not np.isfinite(unit).all():
         raise DimensionMismatchError(f"embedding for {what} contains NaN or infinity")
     return unit
-
-
-class _VectorBinaryDumper(Dumper):
-    """pgvector's binary input: int16 dimension, int16 unused, big-endian float4 values."""
-
-    format = Format.BINARY
-
-    def dump(self, obj: Any) -> bytes:
-        unit = np.asarray(obj, dtype=np.float32)
-        return struct.pack("!HH", unit.shape[0], 0) + unit.astype(">f4").tobytes()
 
 
 class _JsonTextDumper(Dumper):
@@ -64,11 +75,6 @@ class _JsonTextDumper(Dumper):
 
 
 _EMPTY_JSON = "{}"
-
-
-def _vector_dumper(oid: int) -> type[Dumper]:
-    """The binary vector dumper bound to this database's ``vector`` type oid."""
-    return type("VectorBinaryDumper", (_VectorBinaryDumper,), {"oid": oid})
 
 
 def _units(records: Sequence[NewMemory]) -> list[np.ndarray | None]:

@@ -23,7 +23,6 @@ from ..base import (
     SearchFilters,
 )
 from ..vector_index import normalise
-from ._codec import _vector_literal
 from ._engine import _PARAM, _check_int, _fetch
 from ._working import PostgresWorkingSet
 
@@ -34,7 +33,7 @@ class _PostgresSearch(PostgresWorkingSet):
     def _vector_sql(self, unit: np.ndarray, limit: int,
                     filters: SearchFilters) -> tuple[str, dict[str, Any]]:
         # ORDER BY the distance alone: a second sort key would stop the HNSW index scan.
-        params: dict[str, Any] = {"q": _vector_literal(unit), "limit": limit}
+        params: dict[str, Any] = {"q": unit, "limit": limit}
         where = self._filter_sql(filters, params)
         return (
             "SELECT m.id, 1 - (m.embedding <=> CAST(:q AS vector)) AS score FROM memories m "

@@ -39,8 +39,6 @@ from ._codec import (
     _JsonTextDumper,
     _unit,
     _units,
-    _vector_dumper,
-    _vector_literal,
 )
 from ._engine import _aware, _KeyRace, _utc
 from ._schema import _DIMENSION_LOCK, _HNSW_INDEX
@@ -222,18 +220,17 @@ class _PostgresWriter(_PostgresSearch):
                           units: Sequence[np.ndarray | None],
                           robot_ids: dict[str, int]) -> dict[str, int]:
         """Insert ``records`` as arrays of parameters; key -> id of the rows inserted."""
-        literals = [None if u is None else _vector_literal(u) for u in units]
         rows = conn.execute(text(
             "INSERT INTO memories(key, content, content_hash, robot_id, importance, "
             "token_count, created_at, last_accessed, access_count, metadata, embedding, "
             "embedder, forgotten_at) "
             "SELECT k, c, h, rid, imp, tok, created, accessed, cnt, CAST(meta AS jsonb), "
-            "CAST(emb AS vector), embn, forgotten FROM unnest("
+            "emb, embn, forgotten FROM unnest("
             "CAST(:keys AS text[]), CAST(:contents AS text[]), CAST(:hashes AS text[]), "
             "CAST(:rids AS bigint[]), CAST(:imps AS double precision[]), "
             "CAST(:toks AS integer[]), CAST(:created AS timestamptz[]), "
             "CAST(:accessed AS timestamptz[]), CAST(:counts AS integer[]), "
-            "CAST(:metas AS text[]), CAST(:embs AS text[]), CAST(:embns AS text[]), "
+            "CAST(:metas AS text[]), CAST(:embs AS vector[]), CAST(:embns AS text[]), "
             "CAST(:forgotten AS timestamptz[])) WITH ORDINALITY AS v(k, c, h, rid, imp, tok, "
             "created, accessed, cnt, meta, emb, embn, forgotten, ord) ORDER BY ord "
             "ON CONFLICT (key) DO NOTHING RETURNING id, key"),
@@ -247,9 +244,9 @@ class _PostgresWriter(_PostgresSearch):
              "accessed": [r.last_accessed or r.created_at for r in records],
              "counts": [int(r.access_count) for r in records],
              "metas": [json.dumps(r.metadata or {}) for r in records],
-             "embs": literals,
-             "embns": [r.embedder if v is not None else None
-                       for r, v in zip(records, literals, strict=True)],
+             "embs": list(units),
+             "embns": [r.embedder if u is not None else None
+                       for r, u in zip(records, units, strict=True)],
              "forgotten": [r.forgotten_at for r in records]}).all()
         return {str(r[1]): int(r[0]) for r in rows}
 
@@ -259,18 +256,12 @@ class _PostgresWriter(_PostgresSearch):
         """Stream ``rows`` with a binary COPY on the transaction's own connection."""
         driver = conn.connection.driver_connection
         assert driver is not None  # a checked-out connection always has one
-        oid: int | None = None
-        if "vector" in types:
-            oid = int(conn.execute(text("SELECT CAST('vector' AS regtype)::oid")).scalar_one())
         try:
             with driver.cursor() as cur:
-                if oid is not None:
-                    cur.adapters.register_dumper(None, _vector_dumper(oid))
                 jsonb = type("JsonTextDumper", (_JsonTextDumper,), {"oid": _JSONB_OID})
                 cur.adapters.register_dumper(None, jsonb)
                 with cur.copy(statement) as copy:
-                    copy.set_types([oid if t == "vector" and oid is not None else t
-                                    for t in types])
+                    copy.set_types(list(types))
                     for row in rows:
                         copy.write_row(row)
         except psycopg.errors.UniqueViolation as exc:
@@ -372,10 +363,10 @@ class _PostgresWriter(_PostgresSearch):
         def write(conn: Connection) -> None:
             self._check_embedding(conn, embedder, dim)
             conn.execute(text(
-                "UPDATE memories m SET embedding = CAST(v.e AS vector), embedder = :n "
-                "FROM unnest(CAST(:ids AS bigint[]), CAST(:embs AS text[])) AS v(id, e) "
+                "UPDATE memories m SET embedding = v.e, embedder = :n "
+                "FROM unnest(CAST(:ids AS bigint[]), CAST(:embs AS vector[])) AS v(id, e) "
                 "WHERE m.id = v.id"),
-                {"ids": [mid for mid, _ in units], "embs": [_vector_literal(u) for _, u in units],
+                {"ids": [mid for mid, _ in units], "embs": [u for _, u in units],
                  "n": embedder})
             clear_failures(conn, [mid for mid, _ in units])
 

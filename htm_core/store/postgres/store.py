@@ -16,6 +16,7 @@ from ...errors import (
 )
 from .._common import mask_url
 from .._sql.schema import needs_migration
+from ._codec import register_vectors
 from ._engine import _check_int, logger, postgres_url
 from ._errors import map_postgres_errors
 from ._history import _PostgresHistory
@@ -98,6 +99,7 @@ class PostgresStore(_PostgresHistory):
             connect_args={"connect_timeout": _check_int("connect_timeout", connect_timeout, 1, 3600),
                           "application_name": "htm"},
         )
+        register_vectors(self._engine)
         try:
             if needs_migration(self.url, self.schema_version(), migrate=migrate):
                 self.migrate()

@@ -28,6 +28,7 @@ from ...errors import (
     ValidationError,
 )
 from ...models import Robot
+from .._address import resolve_sqlite
 from .._common import mask_url
 from .._sql.forgetting import LogLine
 from .._sql.schema import needs_migration
@@ -76,6 +77,7 @@ def sqlite_url(database: str | Path | None) -> str:
     value = str(database)
     if value == ":memory:":
         return "sqlite://"
+    value = resolve_sqlite(value)
     if value.startswith("sqlite"):
         return value
     scheme = value.split("://", 1)[0] if "://" in value else ""
