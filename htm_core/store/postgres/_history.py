@@ -15,12 +15,12 @@ from ..vector_index import normalise
 from ._writer import _PostgresWriter
 
 
-def _literal(vector: Sequence[float]) -> tuple[str, int]:
-    """A unit vector in pgvector's text form, and its dimension."""
+def _literal(vector: Sequence[float]) -> tuple[np.ndarray, int]:
+    """A unit vector as a float32 array (sent as ``vector`` by pgvector's codec), its dimension."""
     unit = normalise(vector)
     if not np.isfinite(unit).all():
         raise DimensionMismatchError("an embedding contains NaN or infinity")
-    return "[" + ",".join(repr(float(x)) for x in unit) + "]", int(unit.shape[0])
+    return unit.astype(np.float32), int(unit.shape[0])
 
 
 class _PostgresHistory(SQLVersions, _PostgresWriter):
