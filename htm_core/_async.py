@@ -85,11 +85,12 @@ class AsyncTwins:
 
     async def arecall(self, query: str, *, timeframe: Any = None, limit: int = 10,
                       strategy: str = "hybrid", tags: Iterable[str] | str | None = None,
-                      robot: str | None = None, neighbors: int | None = None) -> list[Hit]:
+                      robot: str | None = None, neighbors: int | None = None,
+                      min_score: float | None = None, rerank: Any = None) -> list[Hit]:
         """Async :meth:`recall`."""
         return await asyncio.to_thread(_sync(self).recall, query, timeframe=timeframe,
                                        limit=limit, strategy=strategy, tags=tags, robot=robot,
-                                       neighbors=neighbors)
+                                       neighbors=neighbors, min_score=min_score, rerank=rerank)
 
     async def aretrieve(self, key: str) -> Memory | None:
         """Async :meth:`retrieve`."""

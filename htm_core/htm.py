@@ -36,6 +36,7 @@ from ._async import AsyncTwins
 from ._embedding import EmbeddingService, check_batch_size
 from ._intake import Intake
 from ._listing import Listing
+from ._rerank import check_rerank, rerank_depth
 from .clock import Clock, local_now
 from .config import Settings
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
@@ -44,6 +45,7 @@ from .enrich.documents import diff_document, plan_document
 from .models import Context, Hit, Memory, Operation, Robot, Stats
 from .observability import Metrics, instrumented
 from .retrieval import RetrievalConfig, search
+from .scoring import check_min_score, finish
 from .store import LongTermStore, open_store
 from .tags import tag_filter
 from .tokens import TokenCounter, resolve_counter
@@ -423,6 +425,8 @@ class HTM(AsyncTwins, Listing):
         tags: Iterable[str] | str | None = None,
         robot: str | None = None,
         neighbors: int | None = None,
+        min_score: float | None = None,
+        rerank: Any = None,
     ) -> list[Hit]:
         """Find the memories most relevant to ``query``; they enter working memory.
 
@@ -440,9 +444,12 @@ class HTM(AsyncTwins, Listing):
             neighbors: hybrid only: how many memories stored next to a hit (same robot,
                 close in time, e.g. the turns around it in a conversation) share its
                 relevance; 0 turns this off. Default: the ``RetrievalConfig``'s (1).
+            min_score: drop hits scoring below this (0 to 1, :mod:`htm_core.scoring`).
+            rerank: a ``(query, texts) -> scores`` callable or a document compressor that
+                reorders the first candidates (:mod:`htm_core._rerank`). Default: none.
 
         Returns:
-            :class:`~htm_core.models.Hit` objects, best first.
+            :class:`~htm_core.models.Hit` objects, best first, scores never increasing.
         """
         filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
                                                        robot, clock=self._clock)
@@ -450,17 +457,19 @@ class HTM(AsyncTwins, Listing):
         config = self._retrieval
         if neighbors is not None:
             config = config.with_options(neighbors=_intake.check_neighbors(neighbors))
+        floor, reranker = check_min_score(min_score), check_rerank(rerank)
         ranked = search(self._store, query=query, query_vector=lambda: self._embedding.query(query),
-                        strategy=strategy, limit=limit, filters=filters, config=config,
-                        now=self._clock())
-        memories = self._store.get_many([r.id for r in ranked])
+                        strategy=strategy, limit=rerank_depth(limit) if reranker else limit,
+                        filters=filters, config=config, now=self._clock())
+        by_id = {m.id: m for m in self._store.get_many([r.id for r in ranked])}
+        ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
+                        min_score=floor, rerank=reranker)
         now = self._clock()
-        by_id = {m.id: m for m in memories}
         with self._lock:
-            refused = self._resident.recalled(memories, now)
+            refused = self._resident.recalled([by_id[r.id] for r in ranked], now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).
-        return [Hit(memory=by_id[r.id], score=r.score, ranks=dict(r.ranks))
-                for r in ranked if r.id in by_id and by_id[r.id].key not in refused]
+        return [Hit(memory=by_id[r.id], score=r.relevance, ranks=dict(r.ranks))
+                for r in ranked if by_id[r.id].key not in refused]
 
     def retrieve(self, key: str) -> Memory | None:
         """The memory under ``key`` (exact lookup), or None; counts as an access."""

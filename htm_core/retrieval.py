@@ -73,11 +73,19 @@ STRATEGIES = ("hybrid", "vector", "fulltext")
 
 @dataclass(frozen=True)
 class RankedId:
-    """One result of a search: memory id, score (higher is better), rank in each arm."""
+    """One result of a search: memory id, score (higher is better), rank in each arm.
+
+    ``score`` orders the results of one search (for hybrid, the fused RRF score);
+    ``similarity`` is the memory's cosine similarity to the (centred, for hybrid) query when
+    a vector arm found it; ``relevance`` is the score on htm's one 0..1 scale, set by
+    :func:`htm_core.scoring.finish` (what :attr:`htm_core.models.Hit.score` carries).
+    """
 
     id: int
     score: float
     ranks: Mapping[str, int] = field(default_factory=dict)
+    similarity: float | None = None
+    relevance: float = 0.0
 
 
 FusionFn = Callable[[Mapping[str, Sequence[int]], int], list[RankedId]]
@@ -375,7 +383,7 @@ def search(
     check_recall_strategy(strategy)
     config = config or RetrievalConfig()
     if strategy == "vector":
-        return [RankedId(mid, score, {"vector": i})
+        return [RankedId(mid, score, {"vector": i}, similarity=score)
                 for i, (mid, score) in enumerate(
                     store.vector_search(query_vector(), limit=limit, filters=filters), start=1)]
     if strategy == "fulltext":
@@ -383,7 +391,7 @@ def search(
                 for i, (mid, score) in enumerate(
                     store.fulltext_search(query, limit=limit, filters=filters), start=1)]
     if not parse_query(query):
-        return [RankedId(mid, score, {"vector": i}) for i, (mid, score) in enumerate(
+        return [RankedId(mid, score, {"vector": i}, similarity=score) for i, (mid, score) in enumerate(
             store.vector_search(query_vector(), limit=limit, filters=filters), start=1)
             if score >= config.no_terms_floor]
     depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
@@ -402,8 +410,12 @@ def search(
     if window is not None:
         asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window)
         asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
-    arms = {name: [mid for mid, _ in hits]
-            for name, hits in zip(asked, store.search_arms(list(asked.values())), strict=True)}
+    found = dict(zip(asked, store.search_arms(list(asked.values())), strict=True))
+    arms = {name: [mid for mid, _ in hits] for name, hits in found.items()}
+    similarity: dict[int, float] = {}
+    for name in ("vector", "vector@time"):
+        for mid, score in found.get(name, ()):
+            similarity[mid] = max(score, similarity.get(mid, -1.0))
     briefs = _Briefs(store, filters)
     weigh_coverage = config.fusion is reciprocal_rank_fusion and config.coverage
     pool = max(limit * 2, 20)
@@ -421,4 +433,4 @@ def search(
         fused = config.fusion(arms, config.rrf_k)
     if config.neighbors:
         fused = _neighbour_scores(fused, config, pool, briefs)
-    return fused[:limit]
+    return [replace(r, similarity=similarity.get(r.id)) for r in fused[:limit]]

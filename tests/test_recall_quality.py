@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks import recall_quality as rq
-from benchmarks.data import generate
+from benchmarks.data import assistant, generate
 from htm_core import HTM, FrozenClock, HashingEmbedder, RetrievalConfig
 from htm_core.errors import ValidationError
 from htm_core.retrieval import query_timeframe, reciprocal_rank_fusion, search
@@ -74,6 +74,52 @@ def test_shares_keywords_compares_stems_and_ignores_names() -> None:
                                         ["Ana"])
 
 
+@pytest.fixture(scope="module")
+def assistant_set() -> dict[str, Any]:
+    return assistant.build_assistant_set(seed=5, users=2, sessions=30)
+
+
+def test_assistant_set_is_deterministic_and_another_kind_of_conversation(
+        assistant_set: dict[str, Any]) -> None:
+    assert assistant.build_assistant_set(seed=5, users=2, sessions=30) == assistant_set
+    assert assistant.build_assistant_set(seed=6, users=2, sessions=30) != assistant_set
+    turns = [t for c in assistant_set["conversations"] for s in c["sessions"] for t in s["turns"]]
+    assert {t["speaker"] for t in turns} == {"user", "assistant"}
+    words = sorted(len(t["text"].split()) for t in turns)
+    assert words[len(words) // 2] >= 80, "messages are long (hundreds of tokens)"
+    # User and assistant alternate within each session.
+    for c in assistant_set["conversations"]:
+        for s in c["sessions"]:
+            assert [t["speaker"] for t in s["turns"]] == ["user", "assistant"] * (
+                len(s["turns"]) // 2)
+
+
+def test_assistant_questions_are_labelled_consistently(assistant_set: dict[str, Any]) -> None:
+    texts = _texts(assistant_set)
+    assert {q["kind"] for q in assistant_set["questions"]} == set(assistant.KINDS)
+    for q in assistant_set["questions"]:
+        assert q["evidence"] and all(e in texts for e in q["evidence"]), q
+        assert all(e.startswith(q["conversation"] + "-") for e in q["evidence"])
+        now = datetime.fromisoformat(q["now"])
+        assert all(texts[e][2] <= now for e in q["evidence"]), "evidence after the question"
+        assert all(texts[e][0].startswith("user: ") for e in q["evidence"]), q
+        if q["kind"] == "multi-session":
+            assert len({texts[e][1] for e in q["evidence"]}) >= 2, q
+        if q["kind"] == "paraphrased":
+            assert not generate.shares_keywords(q["question"], [texts[e][0] for e in q["evidence"]],
+                                                ["user"]), q
+        if "timeframe" in q:
+            window = query_timeframe(q["question"], now)
+            assert window is not None and window.phrase == q["timeframe"]
+            assert all(window.start <= texts[e][2] < window.end for e in q["evidence"]), q
+    # A latest-value question's evidence is the newest statement of the value: the new
+    # value appears in it, and no later message of the user states another one.
+    homes = [q for q in assistant_set["questions"] if q["question"] == "Which city do I live in now?"]
+    for q in homes:
+        (evidence,) = q["evidence"]
+        assert "moved" in texts[evidence][0] or "rent" in texts[evidence][0]
+
+
 # -- metrics and the benchmark script ------------------------------------------------
 
 
@@ -96,29 +142,42 @@ def test_recall_and_hit_metrics() -> None:
 
 def test_benchmark_quick_run_end_to_end(tmp_path: Path, small_devset: dict[str, Any],
                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The CI smoke run: ``--quick`` on both sets, hashing embedder."""
     devset = tmp_path / "devset.json"
     devset.write_text(json.dumps(small_devset), encoding="utf-8")
     out = tmp_path / "summary.json"
-    summaries = rq.main(["--quick", "--embedder", "hashing", "--devset", str(devset),
-                         "--json", str(out)])
+    result = rq.main(["--quick", "--embedder", "hashing", "--devset", str(devset),
+                      "--json", str(out)])
     printed = capsys.readouterr().out
     arms = {"htm vector", "htm fulltext", "plain RRF", "htm hybrid (default)",
             "LangChain InMemoryVectorStore", "LlamaIndex VectorStoreIndex"}
-    assert set(summaries) == arms
-    assert json.loads(out.read_text(encoding="utf-8")) == summaries
-    asked = [q for kind in rq.KINDS for q in small_devset["questions"]
+    assert set(result) == {"dev", "assistant", "mean"}
+    assert json.loads(out.read_text(encoding="utf-8")) == result
+    asked = [q for kind in rq.ALL_KINDS for q in small_devset["questions"]
              if q["conversation"] == "c1" and q["kind"] == kind][::4]
-    for s in summaries.values():
-        assert s["all"]["n"] == len(asked)
-        for row in s.values():
-            assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
-            assert row["R@10"] <= row["hit@10"] <= 1.0
-    # The same embeddings: LangChain's exact search ranks like htm's vector arm.
-    assert summaries["LangChain InMemoryVectorStore"]["all"]["R@25"] == pytest.approx(
-        summaries["htm vector"]["all"]["R@25"])
+    for name in ("dev", "assistant"):
+        summaries = result[name]
+        assert set(summaries) == arms
+        for s in summaries.values():
+            for row in s.values():
+                assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
+                assert row["R@10"] <= row["hit@10"] <= 1.0
+        # The same embeddings: LangChain's exact search ranks like htm's vector arm.
+        assert summaries["LangChain InMemoryVectorStore"]["all"]["R@25"] == pytest.approx(
+            summaries["htm vector"]["all"]["R@25"])
+    assert all(s["all"]["n"] == len(asked) for s in result["dev"].values())
+    assert set(result["assistant"]["htm vector"]) == {*assistant.KINDS, "all"}
+    # The mean weighs each set equally; "multi" joins multi-hop and multi-session.
+    dev, other = result["dev"]["htm fulltext"], result["assistant"]["htm fulltext"]
+    mean = result["mean"]["htm fulltext"]
+    assert mean["all"]["R@10"] == pytest.approx((dev["all"]["R@10"] + other["all"]["R@10"]) / 2)
+    assert mean["multi"]["R@10"] == pytest.approx(
+        (dev["multi-hop"]["R@10"] + other["multi-session"]["R@10"]) / 2)
+    assert mean["latest-value"]["R@10"] == pytest.approx(other["latest-value"]["R@10"])
     for name in arms:
         assert f"| {name} |" in printed
     assert "**R@10**" in printed and "recall latency" in printed
+    assert "**R@10, mean**" in printed and "minus the better single arm" in printed
 
 
 def test_benchmark_quick_run_on_postgres(tmp_path: Path, small_devset: dict[str, Any],
@@ -127,9 +186,10 @@ def test_benchmark_quick_run_on_postgres(tmp_path: Path, small_devset: dict[str,
     conversation, and ranks like the SQLite run on the same (hashing) vectors."""
     devset = tmp_path / "devset.json"
     devset.write_text(json.dumps(small_devset), encoding="utf-8")
-    common = ["--quick", "--embedder", "hashing", "--devset", str(devset), "--no-baselines"]
-    on_postgres = rq.main([*common, "--postgres", postgres_server_url])
-    on_sqlite = rq.main(common)
+    common = ["--quick", "--embedder", "hashing", "--devset", str(devset), "--no-baselines",
+              "--set", "dev"]
+    on_postgres = rq.main([*common, "--postgres", postgres_server_url])["dev"]
+    on_sqlite = rq.main(common)["dev"]
     assert set(on_postgres) == {"htm vector", "htm fulltext", "plain RRF", "htm hybrid (default)"}
     assert on_postgres["htm vector"]["all"]["R@25"] == pytest.approx(
         on_sqlite["htm vector"]["all"]["R@25"], abs=0.1)

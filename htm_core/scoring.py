@@ -1,0 +1,129 @@
+"""One score scale for every recall strategy: relevance from 0 to 1, higher is better.
+
+Each strategy ranks by its own measure (cosine similarity, bm25 or ``ts_rank``, fused
+RRF ranks), and those numbers do not compare: an RRF score of 0.03 says nothing about
+whether the memory answers the question. :func:`finish` gives every hit a **relevance**
+on one scale, the one :attr:`htm_core.models.Hit.score` carries:
+
+- the memory's **evidence** is the larger of its cosine similarity to the query
+  (``vector``: plain cosine; ``hybrid``: the cosine to the centred query, what the memory
+  shares with the query beyond what every memory shares), clamped to [0, 1], and its
+  **coverage**, the share of the query's words it contains (first five letters, case and
+  diacritics ignored; ``fulltext`` uses coverage alone);
+- in hybrid recall, a memory next to a hit (the reply after a question, see neighbour
+  context) is credited ``neighbor_weight ** distance`` of that hit's evidence;
+- the ranking stays the strategy's: a hit's score is the best evidence of it and every
+  hit ranked after it, so scores never increase down the list, and a hit the ranking put
+  above a strong match is not scored below it.
+
+So 0 means no evidence at all (no shared word, no similarity), 1 an exact match, and
+``min_score`` cuts the tail of the list after the last hit with enough evidence: a query
+about something never stored returns nothing at ``min_score=0.3`` or so (for MiniLM,
+unrelated texts have cosine similarities below 0.2; a related memory shares words or
+scores 0.3 and more). With a reranker (``recall(rerank=...)``) the reranker's scores
+order the hits and become their scores (squashed to 0..1 by the logistic function when
+they fall outside that range). docs/recall-quality.md ("Scores") has the measurements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from .errors import ValidationError
+from .retrieval import RankedId, RetrievalConfig, _share, _stem
+from .store._text import parse_query
+
+__all__ = ["check_min_score", "finish", "relevance_floor"]
+
+
+class _Known(Protocol):
+    """What :func:`finish` reads of a ranked memory (a Memory or a Brief)."""
+
+    @property
+    def content(self) -> str: ...
+    @property
+    def robot(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+
+
+def check_min_score(min_score: Any) -> float | None:
+    """``recall``'s ``min_score``: None, or a number from 0 to 1."""
+    if min_score is None:
+        return None
+    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) \
+            or not math.isfinite(min_score) or not 0.0 <= min_score <= 1.0:
+        raise ValidationError(
+            f"min_score must be a number from 0 to 1 (a hit's relevance; try 0.3), "
+            f"got {min_score!r}")
+    return float(min_score)
+
+
+def _clamp(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+def relevance_floor(ranked: Sequence[RankedId]) -> list[RankedId]:
+    """Make relevance non-increasing down the list: each hit scores at least as much as
+    every hit ranked after it."""
+    out: list[RankedId] = []
+    best = 0.0
+    for r in reversed(ranked):
+        best = max(best, r.relevance)
+        out.append(replace(r, relevance=best))
+    return out[::-1]
+
+
+def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known],
+              strategy: str) -> dict[int, float]:
+    parsed = parse_query(query)
+    stems = [_stem(w) for w in parsed.flat_words()] if parsed else []
+    runs = parsed.runs if parsed else []
+    out = {}
+    for r in ranked:
+        memory = known.get(r.id)
+        cover = _share(stems, runs, memory.content) if memory is not None else 0.0
+        cosine = 0.0 if strategy == "fulltext" or r.similarity is None else r.similarity
+        out[r.id] = _clamp(max(cosine, cover))
+    return out
+
+
+def _lent(evidence: dict[int, float], known: Mapping[int, _Known],
+          config: RetrievalConfig) -> dict[int, float]:
+    """Neighbour credit: a memory next to a hit gets weight ** distance × its evidence."""
+    n, gap = config.neighbors, timedelta(seconds=config.neighbor_gap)
+    out = dict(evidence)
+    for mid in evidence:
+        memory = known.get(mid)
+        for d in range(-n, n + 1):
+            other = known.get(mid + d)
+            if d == 0 or memory is None or other is None or mid + d not in evidence:
+                continue
+            if other.robot == memory.robot and abs(other.created_at - memory.created_at) <= gap:
+                out[mid] = max(out[mid], config.neighbor_weight ** abs(d) * evidence[mid + d])
+    return out
+
+
+Reranker = Callable[[str, Sequence[RankedId], Mapping[int, _Known]], list[RankedId]]
+
+
+def finish(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known], *,
+           strategy: str, config: RetrievalConfig, limit: int,
+           min_score: float | None = None, rerank: Reranker | None = None) -> list[RankedId]:
+    """Give each of ``ranked`` its relevance (module doc), rerank when asked, drop the hits
+    below ``min_score`` and keep ``limit``. ``known`` maps ids to the memories read
+    (ids missing from it are dropped: forgotten since the search)."""
+    ranked = [r for r in ranked if r.id in known]
+    evidence = _evidence(query, ranked, known, strategy)
+    if strategy == "hybrid" and config.neighbors:
+        evidence = _lent(evidence, known, config)
+    scored = relevance_floor([replace(r, relevance=evidence[r.id]) for r in ranked])
+    if rerank is not None:
+        scored = rerank(query, scored, known)
+    if min_score is not None:
+        scored = [r for r in scored if r.relevance >= min_score]
+    return scored[:limit]
