@@ -296,6 +296,13 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
             "hybrid, neighbour weight 0.8": ("hybrid", default.with_options(neighbor_weight=0.8)),
             "hybrid, vector weight 2": ("hybrid", default.with_options(weights={**w, "vector": 2.0})),
             "hybrid, candidates=2": ("hybrid", default.with_options(candidates=2)),
+            "hybrid, no atypical time arm": ("hybrid", default.with_options(
+                weights={**w, "atypical@time": 0.0})),
+            "hybrid, atypical time arm weight 12": ("hybrid", default.with_options(
+                weights={**w, "atypical@time": 12.0})),
+            "hybrid, long memories borrow alike": ("hybrid", default.with_options(
+                neighbor_words=None)),
+            "hybrid, adaptive full-text weight": ("hybrid", default.with_options(adaptive=True)),
         })
     return configs
 

@@ -381,3 +381,62 @@ def test_coverage_weighs_full_text_hits_by_their_share_of_query_words(
         top = htm.store.get_many([ranked[0].id])[0]
         assert top.key == "c1"
         assert ranked[0].score > ranked[1].score * 1.5
+
+
+def test_atypical_time_arm_lifts_the_events_of_the_window(sqlite_url: str) -> None:
+    """"What happened last May?" shares nothing with the event; inside May the memories
+    least like the average memory (the event, not the small talk) rise."""
+    clock = FrozenClock(datetime(2024, 2, 1, 12, tzinfo=UTC))
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        for month in (3, 5, 7):
+            _chat(htm, datetime(2023, month, 2, tzinfo=UTC),
+                  [f"Ana: {FILLER[i % 10]}" for i in range(70)], prefix=f"chat{month}-",
+                  every=timedelta(hours=2))
+        _chat(htm, datetime(2023, 5, 20, tzinfo=UTC),
+              ["Ana: Finally climbed Kilimanjaro with my cousin, summit at sunrise"], prefix="event")
+        query = "What happened last May?"
+        off = RetrievalConfig().with_options(weights={**RetrievalConfig().weights,
+                                                      "atypical@time": 0.0})
+        on = RetrievalConfig()
+        assert on.weights["atypical@time"] > 0
+        with_arm = search(htm.store, query=query, query_vector=lambda: htm.embedder.embed_query(query),
+                          strategy="hybrid", limit=10, filters=SearchFilters(), config=on,
+                          now=clock())
+        without = search(htm.store, query=query, query_vector=lambda: htm.embedder.embed_query(query),
+                         strategy="hybrid", limit=10, filters=SearchFilters(), config=off,
+                         now=clock())
+        event = htm.store.get("event0")
+        assert event is not None
+        assert "atypical@time" in next(r.ranks for r in with_arm if r.id == event.id)
+        assert [r.id for r in with_arm].index(event.id) < 3
+        assert event.id not in [r.id for r in without]  # small talk fills the top 10
+        # No time phrase, no such arm.
+        plain = search(htm.store, query="Kilimanjaro", query_vector=lambda: htm.embedder.embed_query(
+            "Kilimanjaro"), strategy="hybrid", limit=5, filters=SearchFilters(), config=on)
+        assert all("atypical@time" not in r.ranks for r in plain)
+
+
+def test_long_memories_borrow_less_from_their_neighbours(sqlite_url: str, clock: FrozenClock
+                                                         ) -> None:
+    long_reply = "Bo: " + " ".join(["there are many ways to think about this"] * 15)
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        _neighbour_store(htm)
+        _chat(htm, datetime(2024, 3, 5, 18, tzinfo=UTC),
+              ["Ana: the kitten from the rescue shelter came home!", long_reply], prefix="kit")
+        query = "kitten from the rescue shelter"
+
+        def scored(config: RetrievalConfig) -> dict[str, float]:
+            ranked = search(htm.store, query=query,
+                            query_vector=lambda: htm.embedder.embed_query(query),
+                            strategy="hybrid", limit=20, filters=SearchFilters(), config=config)
+            keys = {m.id: m.key for m in htm.store.get_many([r.id for r in ranked])}
+            return {keys[r.id]: r.score for r in ranked}
+
+        every = scored(RetrievalConfig(neighbor_words=None))
+        short_only = scored(RetrievalConfig(neighbor_words=20))
+        # 120 words borrow a sixth of the loan: no longer enough to enter the top 20.
+        assert "kit1" in every
+        assert short_only.get("kit1", 0.0) < every["kit1"]
+        assert short_only["kit0"] == pytest.approx(every["kit0"])
+    with pytest.raises(ValidationError, match="neighbor_words"):
+        RetrievalConfig(neighbor_words=0)
