@@ -410,6 +410,51 @@ def _margins(summaries: dict[str, dict[str, dict[str, float]]], arm: str) -> str
     return f"\n{arm} R@10 minus the better single arm: " + ", ".join(parts) + "\n"
 
 
+#: Questions about things neither generator ever mentions (for ``--scores``).
+NEVER_STORED = ["What is my favourite opera?", "Did {P} ever go skydiving?",
+                "Which violin concerto did {P} perform at the conservatory?",
+                "How many goats live on {P}'s farm?", "What is {P}'s blood type?",
+                "Which submarine did {P} serve on?", "What colour is {P}'s canoe?",
+                "Who won the chess tournament {P} organised?", "What is the wifi password?",
+                "Which telescope did {P} buy for astronomy?"]
+THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
+
+
+def score_report(data: dict[str, Any], embedder: CachedEmbedder, conversations: int = 2) -> str:
+    """How ``min_score`` separates: per threshold, the share of questions whose evidence
+    survives in the top 10 (R@10 with the floor) and the share of never-stored questions
+    that come back empty, default hybrid, the first ``conversations`` conversations."""
+    kept: dict[float, list[float]] = {t: [] for t in (0.0, *THRESHOLDS)}
+    empty: dict[float, list[float]] = {t: [] for t in THRESHOLDS}
+    with tempfile.TemporaryDirectory(prefix="htm-scores-") as tmp:
+        for conv in data["conversations"][:conversations]:
+            clock = FrozenClock(datetime.fromisoformat(conv["sessions"][-1]["date"]))
+            person = conv["speakers"][0].title()
+            with HTM(robot="bench", database_url=str(Path(tmp) / f"{conv['id']}.db"),
+                     embedder=embedder, clock=clock, working_memory_tokens=1_000_000) as htm:
+                htm.add_many(_turns(conv))
+                for q in (q for q in data["questions"] if q["conversation"] == conv["id"]):
+                    clock.set(datetime.fromisoformat(q["now"]))
+                    hits = htm.recall(q["question"], limit=10)
+                    for t in kept:
+                        ranked = [h.memory.metadata["turn"] for h in hits if h.score >= t]
+                        kept[t].append(recall_at(ranked, q["evidence"], 10))
+                for text in NEVER_STORED:
+                    if person == "User":  # the assistant set: the user asks about themself
+                        text = text.replace("{P}'s", "my").replace("{P}", "I")
+                    hits = htm.recall(text.format(P=person), limit=10)
+                    for t in THRESHOLDS:
+                        empty[t].append(float(not [h for h in hits if h.score >= t]))
+            embedder.save()
+    lines = ["\n**min_score** (default hybrid; R@10 of the questions with the floor; share of "
+             f"{len(NEVER_STORED)} never-stored questions per conversation returning nothing)\n",
+             "| min_score | R@10 | never-stored: empty |", "|---:|---:|---:|",
+             f"| none | {statistics.fmean(kept[0.0]):.3f} | 0.000 |"]
+    lines += [f"| {t} | {statistics.fmean(kept[t]):.3f} | {statistics.fmean(empty[t]):.3f} |"
+              for t in THRESHOLDS]
+    return "\n".join(lines) + "\n"
+
+
 def load_set(name: str, devset: Path = DEVSET, seed: int | None = None) -> dict[str, Any]:
     """``"dev"`` (the committed chat set) or ``"assistant"`` (built from its seed)."""
     if name == "dev":
@@ -437,6 +482,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
     parser.add_argument("--assistant-seed", type=int, help="seed of the assistant set (default 11)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="embedding cache folder")
     parser.add_argument("--json", type=Path, help="also write the summaries here")
+    parser.add_argument("--scores", action="store_true", help="also measure how min_score "
+                        "separates answerable from never-stored questions")
     parser.add_argument("--keep-common-terms", action="store_true", help="ablation: keep query "
                         "words found in most memories (speaker names) in the full-text arm")
     parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
@@ -476,6 +523,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
             print(markdown(questions, results))
             out[name] = {arm: summarise(r, questions) for arm, r in results.items()}
             print(_margins(out[name], "htm hybrid (default)"))
+            if args.scores:
+                print(score_report(data, embedder, 1 if args.quick else 2))
     if len(sets) > 1:
         out["mean"] = mean_of_sets({name: out[name] for name in sets})
         print(_mean_markdown(out["mean"], sets))

@@ -9,7 +9,9 @@ on one scale, the one :attr:`htm_core.models.Hit.score` carries:
   (``vector``: plain cosine; ``hybrid``: the cosine to the centred query, what the memory
   shares with the query beyond what every memory shares), clamped to [0, 1], and its
   **coverage**, the share of the query's words it contains (first five letters, case and
-  diacritics ignored; ``fulltext`` uses coverage alone);
+  diacritics ignored; ``fulltext`` uses coverage alone). A word found in at least 80% of
+  five or more hits (a speaker's name in a chat log) does not count, unless it is the
+  query's only word;
 - in hybrid recall, a memory next to a hit (the reply after a question, see neighbour
   context) is credited ``neighbor_weight ** distance`` of that hit's evidence;
 - the ranking stays the strategy's: a hit's score is the best evidence of it and every
@@ -34,7 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from .errors import ValidationError
-from .retrieval import RankedId, RetrievalConfig, _share, _stem
+from .retrieval import RankedId, RetrievalConfig, _stem, _stems_of
 from .store._text import parse_query
 
 __all__ = ["check_min_score", "finish", "relevance_floor"]
@@ -83,10 +85,21 @@ def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known
     parsed = parse_query(query)
     stems = [_stem(w) for w in parsed.flat_words()] if parsed else []
     runs = parsed.runs if parsed else []
+    held = {r.id: _stems_of(known[r.id].content) for r in ranked if r.id in known}
+    if len(held) >= 5 and len(stems) >= 2:
+        # A word found in nearly every hit (a speaker's name in a chat log) tells them
+        # apart no more than it tells them from the rest of the store: it does not count.
+        common = {s for s in stems if sum(s in h for h in held.values()) >= 0.8 * len(held)}
+        if len(common) < len(stems):
+            stems = [s for s in stems if s not in common]
     out = {}
     for r in ranked:
         memory = known.get(r.id)
-        cover = _share(stems, runs, memory.content) if memory is not None else 0.0
+        cover = 0.0
+        if memory is not None and (stems or runs):
+            words = held.get(r.id, set())
+            cover = (sum(s in words for s in stems) + sum(x in memory.content for x in runs)
+                     ) / (len(stems) + len(runs))
         cosine = 0.0 if strategy == "fulltext" or r.similarity is None else r.similarity
         out[r.id] = _clamp(max(cosine, cover))
     return out
