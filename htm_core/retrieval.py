@@ -44,6 +44,7 @@ The measurements behind the defaults are in ``docs/recall-quality.md``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -299,8 +300,11 @@ def coverage(query_words: Sequence[str], content: str) -> float:
     return _share(words, runs, content)
 
 
-def _stems_of(content: str) -> set[str]:
-    return {w[:5] for w in _WORD.findall(fold(content))}  # _stem, inlined: a hot loop
+@functools.lru_cache(maxsize=4096)
+def _stems_of(content: str) -> frozenset[str]:
+    """The stems of a memory's text; cached, as the same memories come up recall after
+    recall (coverage, then the hits' scores)."""
+    return frozenset(w[:5] for w in _WORD.findall(fold(content)))  # _stem, inlined: hot
 
 
 def _share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -69,14 +68,15 @@ def _clamp(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
-def relevance_floor(ranked: Sequence[RankedId]) -> list[RankedId]:
+def relevance_floor(ranked: Sequence[RankedId],
+                    relevance: Mapping[int, float] | None = None) -> list[RankedId]:
     """Make relevance non-increasing down the list: each hit scores at least as much as
-    every hit ranked after it."""
+    every hit ranked after it (``relevance``: each id's own, default ``r.relevance``)."""
     out: list[RankedId] = []
     best = 0.0
     for r in reversed(ranked):
-        best = max(best, r.relevance)
-        out.append(replace(r, relevance=best))
+        best = max(best, r.relevance if relevance is None else relevance[r.id])
+        out.append(RankedId(r.id, r.score, r.ranks, r.similarity, best))
     return out[::-1]
 
 
@@ -134,7 +134,7 @@ def finish(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known], 
     evidence = _evidence(query, ranked, known, strategy)
     if strategy == "hybrid" and config.neighbors:
         evidence = _lent(evidence, known, config)
-    scored = relevance_floor([replace(r, relevance=evidence[r.id]) for r in ranked])
+    scored = relevance_floor(ranked, evidence)
     if rerank is not None:
         scored = rerank(query, scored, known)
     if min_score is not None:
