@@ -97,7 +97,7 @@ def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known
         memory = known.get(r.id)
         cover = 0.0
         if memory is not None and (stems or runs):
-            words = held.get(r.id, set())
+            words = held.get(r.id, frozenset())
             cover = (sum(s in words for s in stems) + sum(x in memory.content for x in runs)
                      ) / (len(stems) + len(runs))
         cosine = 0.0 if strategy == "fulltext" or r.similarity is None else r.similarity
