@@ -19,12 +19,13 @@ on one scale, the one :attr:`htm_core.models.Hit.score` carries:
   above a strong match is not scored below it.
 
 So 0 means no evidence at all (no shared word, no similarity), 1 an exact match, and
-``min_score`` cuts the tail of the list after the last hit with enough evidence: a query
-about something never stored returns nothing at ``min_score=0.3`` or so (for MiniLM,
-unrelated texts have cosine similarities below 0.2; a related memory shares words or
-scores 0.3 and more). With a reranker (``recall(rerank=...)``) the reranker's scores
-order the hits and become their scores (squashed to 0..1 by the logistic function when
-they fall outside that range). docs/recall-quality.md ("Scores") has the measurements.
+``min_score`` cuts the tail of the list after the last hit with enough evidence. With
+MiniLM, 0.3 emptied half (chat) to all (long assistant sessions) of the questions about
+things never stored, at some cost in answerable evidence: the right floor depends on the
+corpus. With a reranker
+(``recall(rerank=...)``) the reranker's scores order the hits and become their scores
+(squashed to 0..1 by the logistic function when they fall outside that range).
+docs/recall-quality.md ("Scores and min_score") has the measurements.
 """
 
 from __future__ import annotations
