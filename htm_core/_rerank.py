@@ -28,9 +28,9 @@ from typing import Any
 
 from .errors import ValidationError
 from .retrieval import RankedId
-from .scoring import Reranker, _Known, relevance_floor
+from .scoring import Reranker, _Known, check_min_score, finish, relevance_floor
 
-__all__ = ["check_rerank", "rerank_depth"]
+__all__ = ["check_min_score", "check_rerank", "finish", "rerank_depth"]
 
 
 def rerank_depth(limit: int) -> int:

@@ -36,7 +36,7 @@ from ._async import AsyncTwins
 from ._embedding import EmbeddingService, check_batch_size
 from ._intake import Intake
 from ._listing import Listing
-from ._rerank import check_rerank, rerank_depth
+from ._rerank import check_min_score, check_rerank, finish, rerank_depth
 from .clock import Clock, local_now
 from .config import Settings
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
@@ -45,7 +45,6 @@ from .enrich.documents import diff_document, plan_document
 from .models import Context, Hit, Memory, Operation, Robot, Stats
 from .observability import Metrics, instrumented
 from .retrieval import RetrievalConfig, search
-from .scoring import check_min_score, finish
 from .store import LongTermStore, open_store
 from .tags import tag_filter
 from .tokens import TokenCounter, resolve_counter
@@ -445,8 +444,7 @@ class HTM(AsyncTwins, Listing):
                 close in time, e.g. the turns around it in a conversation) share its
                 relevance; 0 turns this off. Default: the ``RetrievalConfig``'s (1).
             min_score: drop hits scoring below this (0 to 1, :mod:`htm_core.scoring`).
-            rerank: a ``(query, texts) -> scores`` callable or a document compressor that
-                reorders the first candidates (:mod:`htm_core._rerank`). Default: none.
+            rerank: a ``(query, texts) -> scores`` callable or a document compressor.
 
         Returns:
             :class:`~htm_core.models.Hit` objects, best first, scores never increasing.
