@@ -49,8 +49,17 @@ DEVSET = DATA / "devset.json"
 CACHE = DATA / "cache"
 KS = (5, 10, 25)
 KINDS = ("single-hop", "multi-hop", "temporal", "paraphrased")
+#: Every kind of both sets, in report order.
+ALL_KINDS = ("single-hop", "single-fact", "multi-hop", "multi-session", "temporal",
+             "paraphrased", "latest-value", "preference")
+#: The kinds compared across the two sets (the goals of issue 24 are on their mean).
+GROUPS = {"single": ("single-hop", "single-fact"), "multi": ("multi-hop", "multi-session"),
+          "temporal": ("temporal",), "paraphrased": ("paraphrased",),
+          "latest-value": ("latest-value",), "preference": ("preference",), "all": ("all",)}
+SETS = ("dev", "assistant")
 
-__all__ = ["CachedEmbedder", "evaluate", "main", "recall_at", "summarise"]
+__all__ = ["CachedEmbedder", "evaluate", "load_set", "main", "mean_of_sets", "recall_at",
+           "summarise"]
 
 
 class CachedEmbedder:
@@ -143,7 +152,7 @@ class ArmResult:
 def summarise(result: ArmResult, questions: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Mean R@5/10/25 and hit@10 per kind (and ``all``) for one arm."""
     out: dict[str, dict[str, float]] = {}
-    for kind in (*KINDS, "all"):
+    for kind in (*ALL_KINDS, "all"):
         qs = [q for q in questions if kind in ("all", q["kind"]) and q["id"] in result.ranked]
         if not qs:
             continue
@@ -287,6 +296,13 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
             "hybrid, neighbour weight 0.8": ("hybrid", default.with_options(neighbor_weight=0.8)),
             "hybrid, vector weight 2": ("hybrid", default.with_options(weights={**w, "vector": 2.0})),
             "hybrid, candidates=2": ("hybrid", default.with_options(candidates=2)),
+            "hybrid, no atypical time arm": ("hybrid", default.with_options(
+                weights={**w, "atypical@time": 0.0})),
+            "hybrid, atypical time arm weight 12": ("hybrid", default.with_options(
+                weights={**w, "atypical@time": 12.0})),
+            "hybrid, long memories borrow alike": ("hybrid", default.with_options(
+                neighbor_words=None)),
+            "hybrid, adaptive full-text weight": ("hybrid", default.with_options(adaptive=True)),
         })
     return configs
 
@@ -308,7 +324,7 @@ def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = 
         for conv in convs:
             questions = [q for q in devset["questions"] if q["conversation"] == conv["id"]]
             if quick:
-                questions = [q for kind in KINDS for q in questions if q["kind"] == kind][::4]
+                questions = [q for kind in ALL_KINDS for q in questions if q["kind"] == kind][::4]
             asked.extend(questions)
             with (database(conv["id"]) if database else
                   nullcontext(str(Path(tmp) / f"{conv['id']}.db"))) as url:
@@ -332,7 +348,7 @@ def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = 
 def markdown(questions: Sequence[dict[str, Any]], results: dict[str, ArmResult]) -> str:
     """The tables: one per metric (arms × kinds), then latency."""
     summaries = {name: summarise(r, questions) for name, r in results.items()}
-    kinds = [k for k in (*KINDS, "all") if any(k in s for s in summaries.values())]
+    kinds = [k for k in (*ALL_KINDS, "all") if any(k in s for s in summaries.values())]
     counts = {k: next(int(s[k]["n"]) for s in summaries.values() if k in s) for k in kinds}
     lines = []
     for metric in (*(f"R@{k}" for k in KS), "hit@10"):
@@ -352,18 +368,122 @@ def markdown(questions: Sequence[dict[str, Any]], results: dict[str, ArmResult])
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]]:
-    """Run the benchmark, print markdown tables; return the per-arm summaries."""
+def mean_of_sets(per_set: dict[str, dict[str, dict[str, dict[str, float]]]]
+                 ) -> dict[str, dict[str, dict[str, float]]]:
+    """Per arm and kind group (:data:`GROUPS`), each metric averaged over the sets that
+    have that kind (each set weighs the same, whatever its number of questions)."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    arms = [a for a in next(iter(per_set.values())) if all(a in s for s in per_set.values())]
+    for arm in arms:
+        for group, kinds in GROUPS.items():
+            rows = [s[arm][k] for s in per_set.values() for k in kinds if k in s[arm]]
+            if rows:
+                out.setdefault(arm, {})[group] = {
+                    m: statistics.fmean(r[m] for r in rows)
+                    for m in (*(f"R@{k}" for k in KS), "hit@10")}
+    return out
+
+
+def _mean_markdown(mean: dict[str, dict[str, dict[str, float]]], sets: Sequence[str]) -> str:
+    groups = [g for g in GROUPS if any(g in m for m in mean.values())]
+    lines = [f"\n## Mean of the sets ({', '.join(sets)}): each metric averaged over the sets "
+             "having the kind (single = single-hop/single-fact, multi = multi-hop/multi-session)"]
+    for metric in (*(f"R@{k}" for k in KS), "hit@10"):
+        lines.append(f"\n**{metric}, mean**\n")
+        lines.append("| arm | " + " | ".join(groups) + " |")
+        lines.append("|---|" + "---:|" * len(groups))
+        for arm, row in mean.items():
+            lines.append(f"| {arm} | " + " | ".join(f"{row[g][metric]:.3f}" if g in row else "-"
+                                                    for g in groups) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _margins(summaries: dict[str, dict[str, dict[str, float]]], arm: str) -> str:
+    """Per kind, the hybrid arm's R@10 less the better single arm's (negative: behind)."""
+    if arm not in summaries or "htm vector" not in summaries:
+        return ""
+    own = summaries[arm]
+    parts = []
+    for kind, row in own.items():
+        best = max(summaries["htm vector"][kind]["R@10"], summaries["htm fulltext"][kind]["R@10"])
+        parts.append(f"{kind} {row['R@10'] - best:+.3f}")
+    return f"\n{arm} R@10 minus the better single arm: " + ", ".join(parts) + "\n"
+
+
+#: Questions about things neither generator ever mentions (for ``--scores``).
+NEVER_STORED = ["What is my favourite opera?", "Did {P} ever go skydiving?",
+                "Which violin concerto did {P} perform at the conservatory?",
+                "How many goats live on {P}'s farm?", "What is {P}'s blood type?",
+                "Which submarine did {P} serve on?", "What colour is {P}'s canoe?",
+                "Who won the chess tournament {P} organised?", "What is the wifi password?",
+                "Which telescope did {P} buy for astronomy?"]
+THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
+
+
+def score_report(data: dict[str, Any], embedder: CachedEmbedder, conversations: int = 2) -> str:
+    """How ``min_score`` separates: per threshold, the share of questions whose evidence
+    survives in the top 10 (R@10 with the floor) and the share of never-stored questions
+    that come back empty, default hybrid, the first ``conversations`` conversations."""
+    kept: dict[float, list[float]] = {t: [] for t in (0.0, *THRESHOLDS)}
+    empty: dict[float, list[float]] = {t: [] for t in THRESHOLDS}
+    with tempfile.TemporaryDirectory(prefix="htm-scores-") as tmp:
+        for conv in data["conversations"][:conversations]:
+            clock = FrozenClock(datetime.fromisoformat(conv["sessions"][-1]["date"]))
+            person = conv["speakers"][0].title()
+            with HTM(robot="bench", database_url=str(Path(tmp) / f"{conv['id']}.db"),
+                     embedder=embedder, clock=clock, working_memory_tokens=1_000_000) as htm:
+                htm.add_many(_turns(conv))
+                for q in (q for q in data["questions"] if q["conversation"] == conv["id"]):
+                    clock.set(datetime.fromisoformat(q["now"]))
+                    hits = htm.recall(q["question"], limit=10)
+                    for t in kept:
+                        ranked = [h.memory.metadata["turn"] for h in hits if h.score >= t]
+                        kept[t].append(recall_at(ranked, q["evidence"], 10))
+                for text in NEVER_STORED:
+                    if person == "User":  # the assistant set: the user asks about themself
+                        text = text.replace("{P}'s", "my").replace("{P}", "I")
+                    hits = htm.recall(text.format(P=person), limit=10)
+                    for t in THRESHOLDS:
+                        empty[t].append(float(not [h for h in hits if h.score >= t]))
+            embedder.save()
+    lines = ["\n**min_score** (default hybrid; R@10 of the questions with the floor; share of "
+             f"{len(NEVER_STORED)} never-stored questions per conversation returning nothing)\n",
+             "| min_score | R@10 | never-stored: empty |", "|---:|---:|---:|",
+             f"| none | {statistics.fmean(kept[0.0]):.3f} | 0.000 |"]
+    lines += [f"| {t} | {statistics.fmean(kept[t]):.3f} | {statistics.fmean(empty[t]):.3f} |"
+              for t in THRESHOLDS]
+    return "\n".join(lines) + "\n"
+
+
+def load_set(name: str, devset: Path = DEVSET, seed: int | None = None) -> dict[str, Any]:
+    """``"dev"`` (the committed chat set) or ``"assistant"`` (built from its seed)."""
+    if name == "dev":
+        data: dict[str, Any] = json.loads(devset.read_text(encoding="utf-8"))
+        return data
+    from .data.assistant import build_assistant_set
+
+    return build_assistant_set() if seed is None else build_assistant_set(seed)
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """Run the benchmark, print markdown tables; return the per-arm summaries of each set
+    (keyed by set name) and, with two sets, their mean (key ``"mean"``)."""
     parser = argparse.ArgumentParser(description="Recall quality on multi-session conversations")
-    parser.add_argument("--quick", action="store_true", help="one conversation, a quarter of its "
-                        "questions (the CI smoke run)")
+    parser.add_argument("--quick", action="store_true", help="one conversation of each set, a "
+                        "quarter of its questions (the CI smoke run)")
     parser.add_argument("--ablation", action="store_true", help="also run hybrid with each option "
                         "changed")
     parser.add_argument("--no-baselines", action="store_true", help="skip LangChain and LlamaIndex")
+    parser.add_argument("--set", choices=(*SETS, "both"), default="both", help="dev: the "
+                        "committed chat set; assistant: long user-assistant sessions built from "
+                        "a seed (benchmarks/data/assistant.py); both (default) and their mean")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--devset", type=Path, default=DEVSET)
+    parser.add_argument("--assistant-seed", type=int, help="seed of the assistant set (default 11)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="embedding cache folder")
     parser.add_argument("--json", type=Path, help="also write the summaries here")
+    parser.add_argument("--scores", action="store_true", help="also measure how min_score "
+                        "separates answerable from never-stored questions")
     parser.add_argument("--keep-common-terms", action="store_true", help="ablation: keep query "
                         "words found in most memories (speaker names) in the full-text arm")
     parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
@@ -375,9 +495,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
 
         _common.COMMON_TERM_SHARE = 2.0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    devset = json.loads(args.devset.read_text(encoding="utf-8"))
+    sets = SETS if args.set == "both" else (args.set,)
     embedder = make_embedder(args.embedder, args.cache)
-    t0 = time.perf_counter()
+    out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     with ExitStack() as stack:
         database: Callable[[str], AbstractContextManager[str]] | None = None
         if args.postgres is not None:
@@ -388,20 +508,30 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
 
             def database(_conversation: str) -> AbstractContextManager[str]:
                 return fresh_database(server, prefix="htm_recall")
-        questions, results = evaluate(devset, embedder=embedder, quick=args.quick,
-                                      ablation=args.ablation, baselines=not args.no_baselines,
-                                      database=database)
-    turns = sum(len(s["turns"]) for c in devset["conversations"][: 1 if args.quick else None]
-                for s in c["sessions"])
-    print(f"# Recall quality: {len(questions)} questions over {turns} turns, embedder "
-          f"{embedder.name} ({embedder.computed} texts embedded, rest cached), "
-          f"{time.perf_counter() - t0:.1f} s")
-    print(markdown(questions, results))
-    summaries = {name: summarise(r, questions) for name, r in results.items()}
+        for name in sets:
+            data = load_set(name, args.devset, args.assistant_seed)
+            t0 = time.perf_counter()
+            computed = embedder.computed
+            questions, results = evaluate(data, embedder=embedder, quick=args.quick,
+                                          ablation=args.ablation,
+                                          baselines=not args.no_baselines, database=database)
+            turns = sum(len(s["turns"]) for c in data["conversations"][: 1 if args.quick else None]
+                        for s in c["sessions"])
+            print(f"# Recall quality, set {name!r}: {len(questions)} questions over {turns} "
+                  f"memories, embedder {embedder.name} ({embedder.computed - computed} texts "
+                  f"embedded, rest cached), {time.perf_counter() - t0:.1f} s")
+            print(markdown(questions, results))
+            out[name] = {arm: summarise(r, questions) for arm, r in results.items()}
+            print(_margins(out[name], "htm hybrid (default)"))
+            if args.scores:
+                print(score_report(data, embedder, 1 if args.quick else 2))
+    if len(sets) > 1:
+        out["mean"] = mean_of_sets({name: out[name] for name in sets})
+        print(_mean_markdown(out["mean"], sets))
     if args.json:
-        args.json.write_text(json.dumps(summaries, indent=1) + "\n", encoding="utf-8")
+        args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     sys.stdout.flush()
-    return summaries
+    return out
 
 
 if __name__ == "__main__":

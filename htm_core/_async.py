@@ -86,11 +86,13 @@ class AsyncTwins:
     async def arecall(self, query: str, *, timeframe: Any = None, limit: int = 10,
                       strategy: str = "hybrid", tags: Iterable[str] | str | None = None,
                       robot: str | None = None, neighbors: int | None = None,
-                      include_history: bool = False) -> list[Hit]:
+                      include_history: bool = False, min_score: float | None = None,
+                      rerank: Any = None) -> list[Hit]:
         """Async :meth:`recall`."""
         return await asyncio.to_thread(_sync(self).recall, query, timeframe=timeframe,
                                        limit=limit, strategy=strategy, tags=tags, robot=robot,
-                                       neighbors=neighbors, include_history=include_history)
+                                       neighbors=neighbors, include_history=include_history,
+                                       min_score=min_score, rerank=rerank)
 
     async def aretrieve(self, key: str) -> Memory | None:
         """Async :meth:`retrieve`."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .errors import DuplicateKeyError, NotFoundError, ValidationError
 from .models import Hit, Memory
+from .scoring import evidence_of
 from .store import ArmQuery, LongTermStore, NewMemory, SearchFilters
 from .validation import check_key
 
@@ -127,12 +128,14 @@ def check_include_history(value: Any) -> bool:
 
 def with_history(store: LongTermStore, hits: list[Hit], *, query: str,
                  query_vector: Callable[[], Sequence[float]], strategy: str, limit: int,
-                 filters: SearchFilters, rrf_k: int) -> list[Hit]:
+                 filters: SearchFilters, min_score: float | None = None) -> list[Hit]:
     """``hits`` (current versions) merged with the best superseded versions, by score.
 
-    The history is searched with the same strategy and filters (on the memory); with
-    ``hybrid`` its vector and full-text rankings are fused by RRF as recall fuses its arms.
-    On a tie the current version comes first. At most ``limit`` hits in all.
+    The history is searched with the same strategy and filters (on the memory); each old
+    version found gets its relevance on the recall's 0..1 scale
+    (:func:`htm_core.scoring.evidence_of`: its cosine to the query when the vector arm
+    found it, else the share of the query's words it holds). Versions below ``min_score``
+    are dropped. On a tie the current version comes first. At most ``limit`` hits in all.
     """
     arms: dict[str, list[tuple[Memory, float]]] = {}
     if strategy != "fulltext":
@@ -141,15 +144,16 @@ def with_history(store: LongTermStore, hits: list[Hit], *, query: str,
     if strategy != "vector":
         arms["fulltext"] = store.search_history(ArmQuery(limit=limit, filters=filters,
                                                          text=query))
-    old: dict[tuple[int, int], Hit] = {}
-    for arm, found in arms.items():
-        for rank, (memory, score) in enumerate(found, start=1):
+    found: dict[tuple[int, int], tuple[Memory, dict[str, int], float | None]] = {}
+    for arm, listed in arms.items():
+        for rank, (memory, score) in enumerate(listed, start=1):
             place = (memory.id, memory.version)
-            prior = old.get(place)
-            gain = score if len(arms) == 1 else 1.0 / (rrf_k + rank)
-            old[place] = Hit(memory=memory, score=gain + (prior.score if prior else 0.0),
-                             ranks={**(prior.ranks if prior else {}), arm: rank})
-    merged = sorted([*hits, *old.values()], key=lambda h: (-h.score, h.memory.superseded))
+            _, ranks, cosine = found.get(place, (memory, {}, None))
+            found[place] = (memory, {**ranks, arm: rank}, score if arm == "vector" else cosine)
+    old = [Hit(memory=memory, score=evidence_of(query, memory.content, cosine), ranks=ranks)
+           for memory, ranks, cosine in found.values()]
+    old = [h for h in old if min_score is None or h.score >= min_score]
+    merged = sorted([*hits, *old], key=lambda h: (-h.score, h.memory.superseded))
     return merged[:limit]
 
 

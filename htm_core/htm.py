@@ -36,6 +36,7 @@ from ._async import AsyncTwins
 from ._embedding import EmbeddingService, check_batch_size
 from ._intake import Intake
 from ._listing import Listing
+from ._rerank import check_min_score, check_rerank, finish, rerank_depth
 from ._versions import Versioning, check_include_history, with_history, write_readding
 from .clock import Clock, local_now
 from .config import Settings
@@ -429,6 +430,8 @@ class HTM(AsyncTwins, Listing, Versioning):
         robot: str | None = None,
         neighbors: int | None = None,
         include_history: bool = False,
+        min_score: float | None = None,
+        rerank: Any = None,
     ) -> list[Hit]:
         """Find the memories most relevant to ``query``; they enter working memory.
 
@@ -449,9 +452,11 @@ class HTM(AsyncTwins, Listing, Versioning):
             include_history: also rank superseded versions of memories (see
                 :meth:`update`); such a hit has ``hit.memory.superseded`` True and does not
                 enter working memory.
+            min_score: drop hits scoring below this (0 to 1, :mod:`htm_core.scoring`).
+            rerank: a ``(query, texts) -> scores`` callable or a document compressor.
 
         Returns:
-            :class:`~htm_core.models.Hit` objects, best first.
+            :class:`~htm_core.models.Hit` objects, best first, scores never increasing.
         """
         filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
                                                        robot, clock=self._clock)
@@ -460,21 +465,23 @@ class HTM(AsyncTwins, Listing, Versioning):
         config = self._retrieval
         if neighbors is not None:
             config = config.with_options(neighbors=_intake.check_neighbors(neighbors))
+        floor, reranker = check_min_score(min_score), check_rerank(rerank)
         ranked = search(self._store, query=query, query_vector=lambda: self._embedding.query(query),
-                        strategy=strategy, limit=limit, filters=filters, config=config,
-                        now=self._clock())
-        memories = self._store.get_many([r.id for r in ranked])
+                        strategy=strategy, limit=rerank_depth(limit) if reranker else limit,
+                        filters=filters, config=config, now=self._clock())
+        by_id = {m.id: m for m in self._store.get_many([r.id for r in ranked])}
+        ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
+                        min_score=floor, rerank=reranker)
         now = self._clock()
-        by_id = {m.id: m for m in memories}
         with self._lock:
-            refused = self._resident.recalled(memories, now)
+            refused = self._resident.recalled([by_id[r.id] for r in ranked], now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).
-        hits = [Hit(memory=by_id[r.id], score=r.score, ranks=dict(r.ranks))
-                for r in ranked if r.id in by_id and by_id[r.id].key not in refused]
+        hits = [Hit(memory=by_id[r.id], score=r.relevance, ranks=dict(r.ranks))
+                for r in ranked if by_id[r.id].key not in refused]
         if history:
             hits = with_history(self._store, hits, query=query, strategy=strategy, limit=limit,
                                 query_vector=lambda: self._embedding.query(query),
-                                filters=filters, rrf_k=config.rrf_k)
+                                filters=filters, min_score=floor)
         return hits
 
     def retrieve(self, key: str) -> Memory | None:

@@ -59,7 +59,13 @@ class Memory:
 
 @dataclass(frozen=True, kw_only=True)
 class Hit:
-    """A recalled memory and its fused relevance score (higher is better).
+    """A recalled memory, its score and its rank in each retrieval arm.
+
+    ``score`` is the memory's relevance on one scale for every strategy: 0 (no evidence:
+    no shared word, no similarity) to 1 (an exact match), the larger of its cosine
+    similarity to the query and the share of the query's words it contains, never
+    increasing down the list (:mod:`htm_core.scoring`); with a reranker, the reranker's
+    score squashed to 0..1. ``recall(min_score=...)`` drops hits below a threshold.
 
     With ``recall(..., include_history=True)`` a hit may be a superseded version of a
     memory: ``hit.memory.superseded`` is then True (see :class:`Memory`).

@@ -23,13 +23,17 @@
     "two weeks ago", "last summer") are resolved against the clock; both arms run
     again inside that window and join the fusion as two more arms, so memories from
     that time rise without the others being filtered out (the phrase itself is left
-    out of the full-text query, where "May" would only add noise);
+    out of the full-text query, where "May" would only add noise); a third time arm,
+    ``atypical@time``, ranks the window's memories by how unlike the average memory they
+    are (a vector search for the opposite of the store's mean direction), so in "What did
+    Ana do last May?" the events of May come before its small talk;
   - **neighbour context**: a memory next to a better-scoring one (adjacent ids, same
     robot, created within ``neighbor_gap`` seconds) gains ``neighbor_weight ** distance``
     × that neighbour's score, so the reply "Biscuit!" is found through "we adopted a
     puppy" just before it; neighbours outside the candidates are fetched, so a hit can
     bring in the turn that answers it. Only better neighbours lend score, so the best of
-    a run of similar memories is not lifted by the others.
+    a run of similar memories is not lifted by the others, and a memory longer than
+    ``neighbor_words`` words borrows proportionally less (a long message stands alone).
 
 Timeframe, robot and tag filters are handed to each arm, which applies them in the
 database, so a filter never starves the result (neighbours are checked against the
@@ -40,6 +44,7 @@ The measurements behind the defaults are in ``docs/recall-quality.md``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -73,11 +78,19 @@ STRATEGIES = ("hybrid", "vector", "fulltext")
 
 @dataclass(frozen=True)
 class RankedId:
-    """One result of a search: memory id, score (higher is better), rank in each arm."""
+    """One result of a search: memory id, score (higher is better), rank in each arm.
+
+    ``score`` orders the results of one search (for hybrid, the fused RRF score);
+    ``similarity`` is the memory's cosine similarity to the (centred, for hybrid) query when
+    a vector arm found it; ``relevance`` is the score on htm's one 0..1 scale, set by
+    :func:`htm_core.scoring.finish` (what :attr:`htm_core.models.Hit.score` carries).
+    """
 
     id: int
     score: float
     ranks: Mapping[str, int] = field(default_factory=dict)
+    similarity: float | None = None
+    relevance: float = 0.0
 
 
 FusionFn = Callable[[Mapping[str, Sequence[int]], int], list[RankedId]]
@@ -114,14 +127,19 @@ class RetrievalConfig:
         fusion: ``fusion(arms, k) -> list[RankedId]``; replace to try another fusion
             (``weights`` apply to the built-in RRF only).
         weights: per-arm RRF weights: ``vector``, ``fulltext``, and the time-window arms
-            ``vector@time``, ``fulltext@time``.
+            ``vector@time``, ``fulltext@time`` and ``atypical@time`` (0 switches it off).
         time_boost: resolve time expressions in the query and add the time-window arms.
         neighbors: how many adjacent memories on each side lend a hit their score (0: off).
         neighbor_weight: the share of a better neighbour's score a memory gains (raised to
             the power of the distance).
         neighbor_gap: seconds; memories further apart in time are not neighbours.
+        neighbor_words: a memory longer than this many words borrows proportionally less
+            (``neighbor_words / words``): a short reply needs the turn before it to mean
+            anything, a long message stands on its own. ``None``: every memory borrows alike.
         coverage: a full-text hit counts in proportion to the share of the query's words
             it contains, so a hit on one incidental word weighs little.
+        adaptive: scale each full-text arm by the coverage of its best hit, so an arm
+            that only matched an incidental word of the query weighs little.
         centering: remove the store's mean direction from the query before the vector arm
             (and the time-window vector arm) runs; ``strategy="vector"`` is never centred,
             its scores stay plain cosine similarities.
@@ -138,11 +156,14 @@ class RetrievalConfig:
     candidates: int = 5
     fusion: FusionFn = reciprocal_rank_fusion
     weights: Mapping[str, float] = field(default_factory=lambda: {
-        "vector": 1.0, "fulltext": 1.0, "vector@time": 6.0, "fulltext@time": 6.0})
+        "vector": 1.0, "fulltext": 1.0, "vector@time": 6.0, "fulltext@time": 6.0,
+        "atypical@time": 6.0})
     time_boost: bool = True
     neighbors: int = 1
     neighbor_weight: float = 0.3
     neighbor_gap: float = 3600.0
+    neighbor_words: int | None = 60
+    adaptive: bool = False
     coverage: bool = True
     centering: bool = True
     no_terms_floor: float = 0.5
@@ -154,6 +175,8 @@ class RetrievalConfig:
             raise ValidationError(
                 "RetrievalConfig: neighbors must be >= 0, neighbor_weight in [0, 1] and "
                 "neighbor_gap >= 0 seconds")
+        if self.neighbor_words is not None and self.neighbor_words < 1:
+            raise ValidationError("RetrievalConfig: neighbor_words must be None or at least 1")
         if any(not math.isfinite(w) or w < 0 for w in self.weights.values()):
             raise ValidationError("RetrievalConfig: weights must be finite and >= 0")
         if not -1.0 <= self.no_terms_floor <= 1.0:
@@ -231,6 +254,9 @@ def _neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
     for mid, memory in memories.items():
         own = score.get(mid, floor)
         bonus = 0.0
+        short = 1.0
+        if config.neighbor_words is not None:
+            short = min(1.0, config.neighbor_words / max(1, len(memory.content.split())))
         for d in range(-n, n + 1):
             other = memories.get(mid + d)
             if d == 0 or other is None or other.id not in score:
@@ -240,7 +266,7 @@ def _neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
             if score[other.id] > own:
                 # Lend a share of what lifts the neighbour above the weakest candidate,
                 # never enough to pass the neighbour itself.
-                lent = config.neighbor_weight ** abs(d) * (score[other.id] - floor)
+                lent = config.neighbor_weight ** abs(d) * (score[other.id] - floor) * short
                 bonus = max(bonus, min(lent, (score[other.id] - own) * (1 - 1e-6)))
         if mid in score or bonus > 0.0:  # a memory no arm found enters only on a real bonus
             out[mid] = own + bonus
@@ -274,8 +300,11 @@ def coverage(query_words: Sequence[str], content: str) -> float:
     return _share(words, runs, content)
 
 
-def _stems_of(content: str) -> set[str]:
-    return {w[:5] for w in _WORD.findall(fold(content))}  # _stem, inlined: a hot loop
+@functools.lru_cache(maxsize=4096)
+def _stems_of(content: str) -> frozenset[str]:
+    """The stems of a memory's text; cached, as the same memories come up recall after
+    recall (coverage, then the hits' scores)."""
+    return frozenset(w[:5] for w in _WORD.findall(fold(content)))  # _stem, inlined: hot
 
 
 def _share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:
@@ -325,6 +354,9 @@ def _coverage_rrf(arms: Mapping[str, Sequence[int]], text: str, config: Retrieva
     ranks: dict[int, dict[str, int]] = {}
     for arm, got in arms.items():
         weight = config.weights.get(arm, 1.0)
+        if config.adaptive and arm.startswith("fulltext"):
+            # An arm whose best hit holds a fraction of the query's words is that weak.
+            weight *= max((shares[mid] for mid in got), default=0.0)
         for rank, mid in enumerate(got, start=1):
             share = shares[mid] if arm.startswith("fulltext") else 1.0
             scores[mid] = scores.get(mid, 0.0) + weight * share / (config.rrf_k + rank)
@@ -375,7 +407,7 @@ def search(
     check_recall_strategy(strategy)
     config = config or RetrievalConfig()
     if strategy == "vector":
-        return [RankedId(mid, score, {"vector": i})
+        return [RankedId(mid, score, {"vector": i}, similarity=score)
                 for i, (mid, score) in enumerate(
                     store.vector_search(query_vector(), limit=limit, filters=filters), start=1)]
     if strategy == "fulltext":
@@ -383,13 +415,14 @@ def search(
                 for i, (mid, score) in enumerate(
                     store.fulltext_search(query, limit=limit, filters=filters), start=1)]
     if not parse_query(query):
-        return [RankedId(mid, score, {"vector": i}) for i, (mid, score) in enumerate(
+        return [RankedId(mid, score, {"vector": i}, similarity=score) for i, (mid, score) in enumerate(
             store.vector_search(query_vector(), limit=limit, filters=filters), start=1)
             if score >= config.no_terms_floor]
     depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
     vector = query_vector()
+    centroid = store.vector_centroid() if config.centering else None
     if config.centering:
-        vector = centred_query(vector, store.vector_centroid())
+        vector = centred_query(vector, centroid)
     when = None
     text = query
     if config.time_boost:
@@ -402,8 +435,16 @@ def search(
     if window is not None:
         asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window)
         asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
-    arms = {name: [mid for mid, _ in hits]
-            for name, hits in zip(asked, store.search_arms(list(asked.values())), strict=True)}
+        if centroid is not None and config.weights.get("atypical@time", 0.0) > 0:
+            # The window's memories least like the average memory: events, not small talk.
+            asked["atypical@time"] = ArmQuery(vector=[-x for x in centroid], limit=depth,
+                                              filters=window)
+    found = dict(zip(asked, store.search_arms(list(asked.values())), strict=True))
+    arms = {name: [mid for mid, _ in hits] for name, hits in found.items()}
+    similarity: dict[int, float] = {}
+    for name in ("vector", "vector@time"):
+        for mid, score in found.get(name, ()):
+            similarity[mid] = max(score, similarity.get(mid, -1.0))
     briefs = _Briefs(store, filters)
     weigh_coverage = config.fusion is reciprocal_rank_fusion and config.coverage
     pool = max(limit * 2, 20)
@@ -421,4 +462,4 @@ def search(
         fused = config.fusion(arms, config.rrf_k)
     if config.neighbors:
         fused = _neighbour_scores(fused, config, pool, briefs)
-    return fused[:limit]
+    return [replace(r, similarity=similarity.get(r.id)) for r in fused[:limit]]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks import recall_quality as rq
-from benchmarks.data import generate
+from benchmarks.data import assistant, generate
 from htm_core import HTM, FrozenClock, HashingEmbedder, RetrievalConfig
 from htm_core.errors import ValidationError
 from htm_core.retrieval import query_timeframe, reciprocal_rank_fusion, search
@@ -74,6 +74,52 @@ def test_shares_keywords_compares_stems_and_ignores_names() -> None:
                                         ["Ana"])
 
 
+@pytest.fixture(scope="module")
+def assistant_set() -> dict[str, Any]:
+    return assistant.build_assistant_set(seed=5, users=2, sessions=30)
+
+
+def test_assistant_set_is_deterministic_and_another_kind_of_conversation(
+        assistant_set: dict[str, Any]) -> None:
+    assert assistant.build_assistant_set(seed=5, users=2, sessions=30) == assistant_set
+    assert assistant.build_assistant_set(seed=6, users=2, sessions=30) != assistant_set
+    turns = [t for c in assistant_set["conversations"] for s in c["sessions"] for t in s["turns"]]
+    assert {t["speaker"] for t in turns} == {"user", "assistant"}
+    words = sorted(len(t["text"].split()) for t in turns)
+    assert words[len(words) // 2] >= 80, "messages are long (hundreds of tokens)"
+    # User and assistant alternate within each session.
+    for c in assistant_set["conversations"]:
+        for s in c["sessions"]:
+            assert [t["speaker"] for t in s["turns"]] == ["user", "assistant"] * (
+                len(s["turns"]) // 2)
+
+
+def test_assistant_questions_are_labelled_consistently(assistant_set: dict[str, Any]) -> None:
+    texts = _texts(assistant_set)
+    assert {q["kind"] for q in assistant_set["questions"]} == set(assistant.KINDS)
+    for q in assistant_set["questions"]:
+        assert q["evidence"] and all(e in texts for e in q["evidence"]), q
+        assert all(e.startswith(q["conversation"] + "-") for e in q["evidence"])
+        now = datetime.fromisoformat(q["now"])
+        assert all(texts[e][2] <= now for e in q["evidence"]), "evidence after the question"
+        assert all(texts[e][0].startswith("user: ") for e in q["evidence"]), q
+        if q["kind"] == "multi-session":
+            assert len({texts[e][1] for e in q["evidence"]}) >= 2, q
+        if q["kind"] == "paraphrased":
+            assert not generate.shares_keywords(q["question"], [texts[e][0] for e in q["evidence"]],
+                                                ["user"]), q
+        if "timeframe" in q:
+            window = query_timeframe(q["question"], now)
+            assert window is not None and window.phrase == q["timeframe"]
+            assert all(window.start <= texts[e][2] < window.end for e in q["evidence"]), q
+    # A latest-value question's evidence is the newest statement of the value: the new
+    # value appears in it, and no later message of the user states another one.
+    homes = [q for q in assistant_set["questions"] if q["question"] == "Which city do I live in now?"]
+    for q in homes:
+        (evidence,) = q["evidence"]
+        assert "moved" in texts[evidence][0] or "rent" in texts[evidence][0]
+
+
 # -- metrics and the benchmark script ------------------------------------------------
 
 
@@ -96,29 +142,42 @@ def test_recall_and_hit_metrics() -> None:
 
 def test_benchmark_quick_run_end_to_end(tmp_path: Path, small_devset: dict[str, Any],
                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The CI smoke run: ``--quick`` on both sets, hashing embedder."""
     devset = tmp_path / "devset.json"
     devset.write_text(json.dumps(small_devset), encoding="utf-8")
     out = tmp_path / "summary.json"
-    summaries = rq.main(["--quick", "--embedder", "hashing", "--devset", str(devset),
-                         "--json", str(out)])
+    result = rq.main(["--quick", "--embedder", "hashing", "--devset", str(devset),
+                      "--json", str(out)])
     printed = capsys.readouterr().out
     arms = {"htm vector", "htm fulltext", "plain RRF", "htm hybrid (default)",
             "LangChain InMemoryVectorStore", "LlamaIndex VectorStoreIndex"}
-    assert set(summaries) == arms
-    assert json.loads(out.read_text(encoding="utf-8")) == summaries
-    asked = [q for kind in rq.KINDS for q in small_devset["questions"]
+    assert set(result) == {"dev", "assistant", "mean"}
+    assert json.loads(out.read_text(encoding="utf-8")) == result
+    asked = [q for kind in rq.ALL_KINDS for q in small_devset["questions"]
              if q["conversation"] == "c1" and q["kind"] == kind][::4]
-    for s in summaries.values():
-        assert s["all"]["n"] == len(asked)
-        for row in s.values():
-            assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
-            assert row["R@10"] <= row["hit@10"] <= 1.0
-    # The same embeddings: LangChain's exact search ranks like htm's vector arm.
-    assert summaries["LangChain InMemoryVectorStore"]["all"]["R@25"] == pytest.approx(
-        summaries["htm vector"]["all"]["R@25"])
+    for name in ("dev", "assistant"):
+        summaries = result[name]
+        assert set(summaries) == arms
+        for s in summaries.values():
+            for row in s.values():
+                assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
+                assert row["R@10"] <= row["hit@10"] <= 1.0
+        # The same embeddings: LangChain's exact search ranks like htm's vector arm.
+        assert summaries["LangChain InMemoryVectorStore"]["all"]["R@25"] == pytest.approx(
+            summaries["htm vector"]["all"]["R@25"])
+    assert all(s["all"]["n"] == len(asked) for s in result["dev"].values())
+    assert set(result["assistant"]["htm vector"]) == {*assistant.KINDS, "all"}
+    # The mean weighs each set equally; "multi" joins multi-hop and multi-session.
+    dev, other = result["dev"]["htm fulltext"], result["assistant"]["htm fulltext"]
+    mean = result["mean"]["htm fulltext"]
+    assert mean["all"]["R@10"] == pytest.approx((dev["all"]["R@10"] + other["all"]["R@10"]) / 2)
+    assert mean["multi"]["R@10"] == pytest.approx(
+        (dev["multi-hop"]["R@10"] + other["multi-session"]["R@10"]) / 2)
+    assert mean["latest-value"]["R@10"] == pytest.approx(other["latest-value"]["R@10"])
     for name in arms:
         assert f"| {name} |" in printed
     assert "**R@10**" in printed and "recall latency" in printed
+    assert "**R@10, mean**" in printed and "minus the better single arm" in printed
 
 
 def test_benchmark_quick_run_on_postgres(tmp_path: Path, small_devset: dict[str, Any],
@@ -127,9 +186,10 @@ def test_benchmark_quick_run_on_postgres(tmp_path: Path, small_devset: dict[str,
     conversation, and ranks like the SQLite run on the same (hashing) vectors."""
     devset = tmp_path / "devset.json"
     devset.write_text(json.dumps(small_devset), encoding="utf-8")
-    common = ["--quick", "--embedder", "hashing", "--devset", str(devset), "--no-baselines"]
-    on_postgres = rq.main([*common, "--postgres", postgres_server_url])
-    on_sqlite = rq.main(common)
+    common = ["--quick", "--embedder", "hashing", "--devset", str(devset), "--no-baselines",
+              "--set", "dev"]
+    on_postgres = rq.main([*common, "--postgres", postgres_server_url])["dev"]
+    on_sqlite = rq.main(common)["dev"]
     assert set(on_postgres) == {"htm vector", "htm fulltext", "plain RRF", "htm hybrid (default)"}
     assert on_postgres["htm vector"]["all"]["R@25"] == pytest.approx(
         on_sqlite["htm vector"]["all"]["R@25"], abs=0.1)
@@ -321,3 +381,62 @@ def test_coverage_weighs_full_text_hits_by_their_share_of_query_words(
         top = htm.store.get_many([ranked[0].id])[0]
         assert top.key == "c1"
         assert ranked[0].score > ranked[1].score * 1.5
+
+
+def test_atypical_time_arm_lifts_the_events_of_the_window(sqlite_url: str) -> None:
+    """"What happened last May?" shares nothing with the event; inside May the memories
+    least like the average memory (the event, not the small talk) rise."""
+    clock = FrozenClock(datetime(2024, 2, 1, 12, tzinfo=UTC))
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        for month in (3, 5, 7):
+            _chat(htm, datetime(2023, month, 2, tzinfo=UTC),
+                  [f"Ana: {FILLER[i % 10]}" for i in range(70)], prefix=f"chat{month}-",
+                  every=timedelta(hours=2))
+        _chat(htm, datetime(2023, 5, 20, tzinfo=UTC),
+              ["Ana: Finally climbed Kilimanjaro with my cousin, summit at sunrise"], prefix="event")
+        query = "What happened last May?"
+        off = RetrievalConfig().with_options(weights={**RetrievalConfig().weights,
+                                                      "atypical@time": 0.0})
+        on = RetrievalConfig()
+        assert on.weights["atypical@time"] > 0
+        with_arm = search(htm.store, query=query, query_vector=lambda: htm.embedder.embed_query(query),
+                          strategy="hybrid", limit=10, filters=SearchFilters(), config=on,
+                          now=clock())
+        without = search(htm.store, query=query, query_vector=lambda: htm.embedder.embed_query(query),
+                         strategy="hybrid", limit=10, filters=SearchFilters(), config=off,
+                         now=clock())
+        event = htm.store.get("event0")
+        assert event is not None
+        assert "atypical@time" in next(r.ranks for r in with_arm if r.id == event.id)
+        assert [r.id for r in with_arm].index(event.id) < 3
+        assert event.id not in [r.id for r in without]  # small talk fills the top 10
+        # No time phrase, no such arm.
+        plain = search(htm.store, query="Kilimanjaro", query_vector=lambda: htm.embedder.embed_query(
+            "Kilimanjaro"), strategy="hybrid", limit=5, filters=SearchFilters(), config=on)
+        assert all("atypical@time" not in r.ranks for r in plain)
+
+
+def test_long_memories_borrow_less_from_their_neighbours(sqlite_url: str, clock: FrozenClock
+                                                         ) -> None:
+    long_reply = "Bo: " + " ".join(["there are many ways to think about this"] * 15)
+    with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
+        _neighbour_store(htm)
+        _chat(htm, datetime(2024, 3, 5, 18, tzinfo=UTC),
+              ["Ana: the kitten from the rescue shelter came home!", long_reply], prefix="kit")
+        query = "kitten from the rescue shelter"
+
+        def scored(config: RetrievalConfig) -> dict[str, float]:
+            ranked = search(htm.store, query=query,
+                            query_vector=lambda: htm.embedder.embed_query(query),
+                            strategy="hybrid", limit=20, filters=SearchFilters(), config=config)
+            keys = {m.id: m.key for m in htm.store.get_many([r.id for r in ranked])}
+            return {keys[r.id]: r.score for r in ranked}
+
+        every = scored(RetrievalConfig(neighbor_words=None))
+        short_only = scored(RetrievalConfig(neighbor_words=20))
+        # 120 words borrow a sixth of the loan: no longer enough to enter the top 20.
+        assert "kit1" in every
+        assert short_only.get("kit1", 0.0) < every["kit1"]
+        assert short_only["kit0"] == pytest.approx(every["kit0"])
+    with pytest.raises(ValidationError, match="neighbor_words"):
+        RetrievalConfig(neighbor_words=0)
