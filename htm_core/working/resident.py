@@ -18,6 +18,18 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   refused by the store's conditional insert and dropped here as well, so no race brings a
   forgotten memory back.
 
+* **Reads written behind.** A recall or a read by key changes working memory in the
+  process at once, but its write (the access statistics, the membership, the eviction log
+  lines) waits in one pending change, written in a single transaction (see
+  :meth:`ResidentSet.flush`): with the next write (an add carries it in its own
+  transaction), before anything that shows working memory (``create_context``,
+  ``stats``), before catching up with another writer, on ``clear``, on ``close``, and at
+  the latest on the read that finds :data:`FLUSH_AFTER_READS` reads pending or the first
+  of them :data:`FLUSH_AFTER_SECONDS` old. A crash loses at most the pending part: access
+  counts and times, and the membership and eviction lines of those reads; never a memory
+  or a forget. A recall checks that its hits are still visible (one read) instead, and
+  the flush's conditional insert still refuses anything forgotten meanwhile.
+
 The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
 :meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
 :meth:`ResidentSet.retrieved`, :meth:`ResidentSet.ordered`); each eviction they cause is
@@ -28,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -57,6 +70,31 @@ Evicted = Callable[[list[tuple[str, str]]], None]
 #: A version no store reaches: the view is behind and catches up on the next sync.
 _BEHIND = -1
 
+#: Reads (recalls, reads by key) whose working-memory change may wait to be written.
+FLUSH_AFTER_READS = 64
+
+#: Seconds the oldest pending read may wait: checked on each read (no timer thread).
+FLUSH_AFTER_SECONDS = 1.0
+
+
+class _Pending:
+    """What reads changed in working memory and the store does not have yet."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.reads = 0
+        self.at: datetime | None = None
+        self.touch: list[int] = []
+        self.evict: list[str] = []
+        self.put: dict[str, None] = {}
+
+    def add(self, change: WorkingChange) -> None:
+        self.reads += 1
+        self.at = change.at
+        self.touch.extend(change.touch)
+        self.evict.extend(change.evict)
+        self.put.update((s.key, None) for s in change.put)
+
 
 class ResidentSet:
     """A robot's working memory kept coherent with the store (see the module docstring).
@@ -77,12 +115,16 @@ class ResidentSet:
         self._undo: _Undo | None = None
         self._evicted: list[tuple[str, str]] = []
         self._on_evicted: Evicted = on_evicted or (lambda pairs: None)
+        self._pending: _Pending | None = None
 
     # -- the facade's steps --------------------------------------------------------------
 
-    def refresh(self) -> None:
+    def refresh(self, *, flush: bool = True) -> None:
         """Bring working memory up to date with the store (one cheap read when nothing
-        moved), reporting what catching up evicted."""
+        moved), reporting what catching up evicted; first write what reads left pending
+        (unless ``flush`` is False: a read adds to it)."""
+        if flush:
+            self.flush()
         evicted = self.sync()
         if evicted:
             self._on_evicted(evicted)
@@ -106,39 +148,98 @@ class ResidentSet:
         self._on_evicted(self.commit(result))
 
     def add_and_enter(self, records: Sequence[NewMemory]) -> list[AddResult]:
-        """Store ``records`` and put them into working memory in one transaction."""
-        self.refresh()
+        """Store ``records`` and put them into working memory in one transaction (which
+        also writes what reads left pending)."""
+        self.refresh(flush=False)
+        pending, self._pending = self._pending, None
         try:
             results, applied = self._store.add_and_enter(
                 records, expected_version=self.version,
-                working=lambda rs: self.stage_enter([r.memory for r in rs]))
+                working=lambda rs: self._with_pending(
+                    self.stage_enter([r.memory for r in rs]), pending))
         except BaseException:
             self.rollback()
+            self._pending = pending
             raise
         self.settle(applied)
         return results
 
     def recalled(self, memories: Sequence[Memory], at: datetime) -> frozenset[str]:
         """Count an access to each recalled memory and enter them (least relevant first, so a
-        later, better hit never evicts an earlier one); return the keys the store refused
-        (forgotten since they were read)."""
-        self.refresh()
+        later, better hit never evicts an earlier one); return the keys of those forgotten
+        since they were read (left out). The write waits (see :meth:`flush`)."""
+        self.refresh(flush=False)
+        if not memories:
+            return frozenset()
+        hidden = self._store.hidden_ids([m.id for m in memories])
+        refused = frozenset(m.key for m in memories if m.id in hidden)
+        memories = [m for m in memories if m.id not in hidden]
         for m in memories:
             m.access_count += 1
             m.last_accessed = at.astimezone(timezone.utc)
-        if not memories:
-            return frozenset()
-        result = self.write(self.stage_enter(memories[::-1], accessed=at,
-                                             touch=[m.id for m in memories]))
-        return result.refused if result is not None else frozenset()
+        if memories:
+            self._defer(self.stage_enter(memories[::-1], accessed=at,
+                                         touch=[m.id for m in memories]))
+        return refused
 
     def retrieved(self, memory: Memory | None, at: datetime) -> None:
-        """Count an access to a memory read by key (its working-memory item too)."""
-        self.refresh()
+        """Count an access to a memory read by key (its working-memory item too); the
+        write waits (see :meth:`flush`)."""
+        self.refresh(flush=False)
         if memory is not None:
             memory.access_count += 1
             memory.last_accessed = at.astimezone(timezone.utc)
-            self.write(self.stage_touch([memory.key], at=at, touch=[memory.id]))
+            self._defer(self.stage_touch([memory.key], at=at, touch=[memory.id]))
+
+    def flush(self) -> None:
+        """Write what reads left pending, in one transaction. If that fails, the pending
+        change is dropped (at most access statistics and the reads' membership are lost)
+        and the view reloads from the store on its next sync; the error is raised."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        change = self._pending_change(pending)
+        try:
+            result = self._store.apply_working(change, expected_version=self.version)
+        except BaseException:
+            self.version = None
+            raise
+        self.settle(result)
+
+    @property
+    def pending_reads(self) -> int:
+        """How many reads wait to be written (see :meth:`flush`)."""
+        return self._pending.reads if self._pending is not None else 0
+
+    def _defer(self, change: WorkingChange) -> None:
+        """Keep a read's staged change (already applied in the process) to write later;
+        write everything pending once there is enough of it or it is old enough."""
+        self._on_evicted(self.commit(None))
+        now = time.monotonic()
+        if self._pending is None:
+            self._pending = _Pending(now)
+        self._pending.add(change)
+        if self._pending.reads >= FLUSH_AFTER_READS or \
+                now - self._pending.started >= FLUSH_AFTER_SECONDS:
+            self.flush()
+
+    def _pending_change(self, pending: _Pending) -> WorkingChange:
+        """The one change that writes ``pending``: every access counted, every eviction
+        logged, each key's membership as it is now."""
+        return WorkingChange(robot=self._robot, at=pending.at or self._clock(),
+                             touch=pending.touch, evict=pending.evict,
+                             put=[self.state(k) for k in pending.put if k in self.wm])
+
+    def _with_pending(self, change: WorkingChange, pending: _Pending | None) -> WorkingChange:
+        """``change`` (staged now) with what reads left pending written in front of it."""
+        if pending is None:
+            return change
+        staged = {s.key for s in change.put}
+        return WorkingChange(
+            robot=change.robot, at=change.at, touch=[*pending.touch, *change.touch],
+            evict=[*pending.evict, *change.evict],
+            put=[*(self.state(k) for k in pending.put if k in self.wm and k not in staged),
+                 *change.put])
 
     def ordered(self, strategy: str, limit: int,
                 keep: Callable[[Memory], bool] | None = None) -> list[Memory]:
@@ -169,11 +270,17 @@ class ResidentSet:
 
     def sync(self) -> list[tuple[str, str]]:
         """Catch up with the store if the persisted working set changed since this view
-        was made; return what catching up had to evict (key, content)."""
+        was made (writing what reads left pending first); return what catching up had to
+        evict (key, content)."""
         if self.version is None:
+            self._pending = None  # reloading from the store: the reads' part is dropped
             return self.reload()
         if self._store.working_version(self._robot) == self.version:
             return []
+        if self._pending is not None:
+            self.flush()  # out of step now: the view catches up below
+            if self.version is None:
+                return self.reload()
         return self._catch_up()
 
     def reload(self) -> list[tuple[str, str]]:
@@ -358,6 +465,7 @@ class ResidentSet:
 
     def clear(self) -> int:
         """Empty the working memory here and in the store; return how many left."""
+        self.flush()
         gone = self.wm.clear()
         self.memories.clear()
         self._store.clear_working(self._robot)
