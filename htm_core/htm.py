@@ -589,5 +589,8 @@ class HTM(AsyncTwins, Listing):
 
     def operations(self, *, limit: int = 100, op: str | None = None,
                    robot: str | None = None) -> list[Operation]:
-        """The operations log, newest first (add, touch, evict, forget, restore, purge...)."""
+        """The operations log, newest first (add, touch, evict, forget, restore, purge...),
+        with what this instance's recent reads evicted written first."""
+        with self._lock:
+            self._resident.flush()
         return self._store.operations(limit=check_limit(limit), robot=robot, op=op)
