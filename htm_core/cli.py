@@ -185,12 +185,6 @@ def _open_reader(args: argparse.Namespace) -> Any:
     return _open_htm(args, allow_embedder_mismatch=True)
 
 
-def _open_reader(args: argparse.Namespace) -> Any:
-    """An ``HTM`` for a command that never embeds (stats, context, forget, restore, purge):
-    it opens any store, whatever embedder made its vectors (``stats`` reports a mismatch)."""
-    return _open_htm(args, allow_embedder_mismatch=True)
-
-
 def _database_url(args: argparse.Namespace) -> str | None:
     return Settings.resolve(database_url=_opt(args, "db")).database_url
 
@@ -325,9 +319,6 @@ def _cmd_stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         ("long-term", f"{stats.long_term_total} memories ({stats.long_term_robot} by "
                       f"{stats.robot}), {stats.forgotten} forgotten, {stats.robots} robot(s)"),
         ("embedder", f"{stats.embedder} ({stats.embedder_choice}), dim {stats.embedding_dim}"),
-        *([("embedder mismatch", f"the store's vectors are from {info[0]}; recall is full-text "
-                                 "only until `htm reembed` (or pass --embedder matching it)")]
-          if stats.extra.get("embedder_mismatch") and info else []),
         *([("embedder mismatch", f"the store's vectors are from {info[0]}; recall is full-text "
                                  "only until `htm reembed` (or pass --embedder matching it)")]
           if stats.extra.get("embedder_mismatch") and info else []),

@@ -152,7 +152,6 @@ class HTM(AsyncTwins, Listing):
             safety_margin=settings.context_margin,
         )
         self._counter = resolve_counter(token_counter)
-        self._separator_tokens = self._counter.count(SEPARATOR)
         check_batch_size(embed_batch_size)
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
@@ -519,7 +518,7 @@ class HTM(AsyncTwins, Listing):
                                               if scope else None)
         memories, text, tokens = fit([*summaries, *recalled, *resident], budget,
                                      count=self._counter.count,
-                                     separator_tokens=self._separator_tokens)
+                                     separator_tokens=self._counter.count(SEPARATOR))
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)
 
