@@ -253,7 +253,9 @@ class HTM(AsyncTwins, Listing):
         return self._embedding.worker is not None
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until every stored memory has a vector.
+        """Write what recent recalls changed in working memory (access statistics,
+        membership, eviction lines: written behind, see docs/reliability.md), then wait
+        until every stored memory has a vector.
 
         In background mode this waits for the worker (at most ``timeout`` seconds) and
         raises :class:`~htm_core.errors.EmbeddingError` on timeout or when the embedder
@@ -267,6 +269,8 @@ class HTM(AsyncTwins, Listing):
         ...     htm.stats().pending_embeddings
         0
         """
+        with self._lock:
+            self._resident.flush()
         self._embedding.flush(timeout)
 
     def reembed(self, *, batch_size: int = 256, progress: bool = True,

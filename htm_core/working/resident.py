@@ -17,18 +17,17 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   when the write fails. A memory the store no longer shows (forgotten meanwhile) is
   refused by the store's conditional insert and dropped here as well, so no race brings a
   forgotten memory back.
-
-* **Reads written behind.** A recall or a read by key changes working memory in the
-  process at once, but its write (the access statistics, the membership, the eviction log
-  lines) waits in one pending change, written in a single transaction (see
-  :meth:`ResidentSet.flush`): with the next write (an add carries it in its own
-  transaction), before anything that shows working memory (``create_context``,
-  ``stats``), before catching up with another writer, on ``clear``, on ``close``, and at
-  the latest on the read that finds :data:`FLUSH_AFTER_READS` reads pending or the first
-  of them :data:`FLUSH_AFTER_SECONDS` old. A crash loses at most the pending part: access
-  counts and times, and the membership and eviction lines of those reads; never a memory
-  or a forget. A recall checks that its hits are still visible (one read) instead, and
-  the flush's conditional insert still refuses anything forgotten meanwhile.
+* **Recalls written behind.** A recall changes working memory in the process at once, but
+  its write (the access statistics, the membership, the eviction log lines) waits in one
+  pending change, written in a single transaction (:meth:`ResidentSet.flush`): with the
+  next write (an add carries it in its own transaction), with a read by key, before
+  anything that shows working memory (``create_context``, ``stats``, ``operations``,
+  ``HTM.flush``), before catching up with another writer, on ``clear`` and ``close``, and
+  at the latest on the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the
+  first of them :data:`FLUSH_AFTER_SECONDS` old. A crash loses at most the pending part:
+  access counts and times, and those recalls' membership and eviction lines; never a
+  memory or a forget. A recall checks that its hits are still visible (one read) instead,
+  and the flush's conditional insert still refuses anything forgotten meanwhile.
 
 The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
 :meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
@@ -183,13 +182,14 @@ class ResidentSet:
         return refused
 
     def retrieved(self, memory: Memory | None, at: datetime) -> None:
-        """Count an access to a memory read by key (its working-memory item too); the
-        write waits (see :meth:`flush`)."""
+        """Count an access to a memory read by key (its working-memory item too), written
+        at once with whatever reads left pending (a read by key is rare and explicit)."""
         self.refresh(flush=False)
         if memory is not None:
             memory.access_count += 1
             memory.last_accessed = at.astimezone(timezone.utc)
             self._defer(self.stage_touch([memory.key], at=at, touch=[memory.id]))
+            self.flush()
 
     def flush(self) -> None:
         """Write what reads left pending, in one transaction. If that fails, the pending
