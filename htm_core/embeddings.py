@@ -168,7 +168,7 @@ class LocalEmbedder:
     model hub is contacted. Nothing is loaded until the first text is embedded, so opening
     a store (``htm stats``, ``htm log``...) never pays for the model. A few texts at a time
     (a query, a single ``add``) on the CPU are embedded by the same network run with
-    numpy (:mod:`htm_core._minilm`: no torch import, well under a second to a first
+    numpy (:mod:`htm_core._minilm`: no torch import, about a second to a first
     vector; the vectors match sentence-transformers' to float32 rounding); larger batches
     load sentence-transformers, once per process (shared by every instance).
 
