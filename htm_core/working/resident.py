@@ -128,20 +128,6 @@ class ResidentSet:
         if evicted:
             self._on_evicted(evicted)
 
-    def write(self, change: WorkingChange) -> WorkingResult | None:
-        """Write a staged change; undo it in the process if that fails."""
-        try:
-            if change.put or change.evict:
-                result = self._store.apply_working(change, expected_version=self.version)
-            else:
-                self._store.touch(change.touch, at=change.at)
-                result = None
-        except BaseException:
-            self.rollback()
-            raise
-        self.settle(result)
-        return result
-
     def settle(self, result: WorkingResult | None) -> None:
         """Commit the written change and report its evictions."""
         self._on_evicted(self.commit(result))
@@ -200,7 +186,11 @@ class ResidentSet:
             return
         change = self._pending_change(pending)
         try:
-            result = self._store.apply_working(change, expected_version=self.version)
+            if change.put or change.evict:
+                result = self._store.apply_working(change, expected_version=self.version)
+            else:  # only access statistics: membership (and its version) unchanged
+                self._store.touch(change.touch, at=change.at)
+                result = None
         except BaseException:
             self.version = None
             raise
