@@ -197,11 +197,7 @@ class HTM(AsyncTwins, Listing):
             return
         self._closed = True
         with self._lock:
-            try:  # what recent reads changed in working memory (see working.resident)
-                self._resident.flush()
-            except Exception as exc:  # closing goes on; at most access statistics are lost
-                logger.warning("htm robot=%s: recent reads' working-memory changes were not "
-                               "written on close: %s", self.robot, exc)
+            self._resident.close()
         self._embedding.stop()
         self._enrichment.stop()
         if self._owns_store:

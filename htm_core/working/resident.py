@@ -196,6 +196,15 @@ class ResidentSet:
             raise
         self.settle(result)
 
+    def close(self) -> None:
+        """Write what recalls left pending; a failure is logged (closing goes on, at most
+        access statistics and those recalls' membership are lost)."""
+        try:
+            self.flush()
+        except Exception as exc:
+            logger.warning("robot %s: recent recalls' working-memory changes were not written "
+                           "on close: %s", self._robot, exc)
+
     @property
     def pending_reads(self) -> int:
         """How many reads wait to be written (see :meth:`flush`)."""
