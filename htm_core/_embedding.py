@@ -26,12 +26,12 @@ failed embeddings.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from .background import EmbeddingWorker
 from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
@@ -52,7 +52,10 @@ PROBE_TEXT = "htm embedder check"
 #: How many vectors the in-process cache keeps (least recently used go first).
 EMBED_CACHE_SIZE = 10_000
 
-Embed = Callable[[list[str]], list[list[float]]]
+#: A checked vector: a float32 numpy row (a ``Sequence[float]`` to every consumer).
+Vector = Any
+
+Embed = Callable[[list[str]], list[Vector]]
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -112,6 +115,15 @@ def fill_once(store: LongTermStore, embed: Embed, embedder: str, limit: int, *,
     return len(done), len(failed)
 
 
+def _with_vector(record: NewMemory, vector: Vector, embedder: str) -> NewMemory:
+    """``replace(record, embedding=vector, embedder=embedder)`` without ``replace``'s
+    per-field work (a copy of the frozen instance's fields: this runs for every memory of
+    every ``add_many``; ``NewMemory`` has no ``__post_init__`` to skip)."""
+    out: NewMemory = object.__new__(NewMemory)
+    out.__dict__.update(record.__dict__, embedding=vector, embedder=embedder)
+    return out
+
+
 def check_batch_size(value: Any, *, name: str = "embed_batch_size") -> int:
     """``value`` if it is a positive integer, else :class:`~htm_core.errors.InvalidBudgetError`."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -142,7 +154,7 @@ class EmbeddingService:
         self._store = store
         self._counter = counter
         self._metrics = metrics
-        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._cache: OrderedDict[str, Vector] = OrderedDict()
         self._lock = threading.Lock()
         self._fill_lock = threading.RLock()
         self.worker: EmbeddingWorker | None = None
@@ -218,8 +230,13 @@ class EmbeddingService:
 
     # -- embedding ---------------------------------------------------------------------
 
-    def call(self, texts: list[str]) -> list[list[float]]:
-        """One embedder call for ``texts``; every vector checked."""
+    def call(self, texts: list[str], tokens: Sequence[int | None] | None = None
+             ) -> list[Vector]:
+        """One embedder call for ``texts``; every vector checked (all at once, in numpy).
+
+        ``tokens`` are the texts' token counts where the caller already has them (the
+        metrics count the rest), so no text is counted twice.
+        """
         try:
             vectors = self.embedder.embed_documents(texts)
         except HTMError:
@@ -230,28 +247,53 @@ class EmbeddingService:
                 "configured, nothing was stored") from exc
         with self._lock:
             self.calls += 1
-        self._metrics.embedded(tokens=sum(self._counter.count(t) for t in texts))
-        return [self._checked(v) for v in vectors]
+        known = tokens if tokens is not None else [None] * len(texts)
+        self._metrics.embedded(tokens=sum(self._counter.count(t) if n is None else n
+                                          for t, n in zip(texts, known, strict=False)))
+        return self._checked_rows(vectors)
 
-    def _checked(self, vector: Sequence[float]) -> list[float]:
-        values = [float(x) for x in vector]
-        if not values or not all(math.isfinite(x) for x in values):
+    def _checked_rows(self, vectors: Sequence[Sequence[float]]) -> list[Vector]:
+        """``vectors`` as float32 rows, checked in one pass: non-empty, one length, finite."""
+        try:
+            matrix = np.asarray(vectors, dtype=np.float32)
+        except (TypeError, ValueError):  # ragged or not numbers: check one by one
+            return [self._checked(v) for v in vectors]
+        if matrix.ndim != 2:
+            if matrix.ndim == 1 and len(matrix) == 0:
+                return []
+            return [self._checked(v) for v in vectors]
+        if matrix.shape[1] == 0 or not np.isfinite(matrix).all():
+            raise EmbeddingError(
+                f"embedder {self.name} returned an empty vector or one with NaN/inf")
+        return list(matrix)
+
+    def _checked(self, vector: Sequence[float]) -> Vector:
+        try:
+            values = np.asarray(vector, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise EmbeddingError(
+                f"embedder {self.name} returned something that is not a vector: {exc}") from None
+        if values.ndim != 1 or not len(values) or not np.isfinite(values).all():
             raise EmbeddingError(
                 f"embedder {self.name} returned an empty vector or one with NaN/inf")
         return values
 
-    def documents(self, texts: Sequence[str], *, fresh: bool = False) -> list[list[float]]:
+    def documents(self, texts: Sequence[str], *, fresh: bool = False,
+                  tokens: Sequence[int | None] | None = None) -> list[Vector]:
         """Vectors for ``texts``: from the LRU cache, the store, then the embedder.
 
         Each distinct text is embedded at most once, in calls of ``batch_size``.
-        ``fresh`` skips both caches (re-embedding computes every vector anew).
+        ``fresh`` skips both caches (re-embedding computes every vector anew). ``tokens``:
+        the texts' token counts where known (see :meth:`call`).
         """
-        out: dict[str, list[float]] = {}
+        out: dict[str, Vector] = {}
         todo: dict[str, str] = {}
-        for text in texts:
-            h = content_hash(text)
+        counted: dict[str, int | None] = {}
+        hashes = [content_hash(t) for t in texts]
+        for i, (text, h) in enumerate(zip(texts, hashes, strict=True)):
             if h in out or h in todo:
                 continue
+            counted[h] = tokens[i] if tokens is not None else None
             with self._lock:
                 cached = None if fresh else self._cache.get(h)
             if cached is not None:
@@ -271,7 +313,7 @@ class EmbeddingService:
         size = self.batch_size
         for start in range(0, len(pending), size):
             part = pending[start:start + size]
-            vectors = self.call([text for _, text in part])
+            vectors = self.call([text for _, text in part], [counted[h] for h, _ in part])
             if len(vectors) != len(part):
                 raise EmbeddingError(
                     f"embedder {self.name} returned {len(vectors)} vectors for "
@@ -280,16 +322,16 @@ class EmbeddingService:
                 for (h, _), vec in zip(part, vectors, strict=True):
                     out[h] = vec
                     self._remember(h, vec)
-        return [out[content_hash(t)] for t in texts]
+        return [out[h] for h in hashes]
 
-    def _remember(self, h: str, vec: list[float]) -> None:
+    def _remember(self, h: str, vec: Vector) -> None:
         """Put a vector in the LRU cache (call with ``_lock`` held)."""
         self._cache[h] = vec
         self._cache.move_to_end(h)
         while len(self._cache) > EMBED_CACHE_SIZE:
             self._cache.popitem(last=False)
 
-    def query(self, text: str) -> list[float]:
+    def query(self, text: str) -> Vector:
         """The query vector for ``text`` (never cached)."""
         try:
             vector = self.embedder.embed_query(text)
@@ -306,10 +348,14 @@ class EmbeddingService:
         each record's embed text); as they are in background or mismatch mode."""
         if not self.inline:
             return list(records)
-        vectors = self.documents(list(texts) if texts is not None
-                                 else [embed_text(r.content, r.metadata) for r in records])
-        return [replace(r, embedding=v, embedder=self.name)
-                for r, v in zip(records, vectors, strict=True)]
+        if texts is None:
+            texts = [embed_text(r.content, r.metadata) for r in records]
+        # A record embedded as its own content was counted by the intake already.
+        tokens = [r.token_count if t == r.content else None
+                  for r, t in zip(records, texts, strict=True)]
+        vectors = self.documents(list(texts), tokens=tokens)
+        name = self.name
+        return [_with_vector(r, v, name) for r, v in zip(records, vectors, strict=True)]
 
     # -- filling, flushing, re-embedding -----------------------------------------------
 

@@ -53,7 +53,16 @@ class Intake:
                tags: Iterable[str] | str | None = (), metadata: Any = None,
                created_at: Any = None) -> NewMemory:
         """One memory of this robot from ``add``'s arguments, every one checked."""
+        record = self._record(content, importance=importance, key=key, tags=tags,
+                              metadata=metadata, created_at=created_at)
+        return record if record.importance_given else replace(record, importance_given=True)
+
+    def _record(self, content: Any, *, importance: Any = None, key: Any = None,
+                tags: Iterable[str] | str | None = (), metadata: Any = None,
+                created_at: Any = None) -> NewMemory:
+        """:meth:`record`, with ``importance_given`` False when ``importance`` is None."""
         content = check_content(content)
+        given = importance is not None
         importance = (self._enrichment.importance_for(content) if importance is None
                       else check_importance(importance))
         explicit = key is not None
@@ -68,7 +77,7 @@ class Intake:
             token_count=self._counter.count(content),
             created_at=when.astimezone(timezone.utc),
             tags=self._enrichment.tags_for(content, check_tags(tags)),
-            metadata=metadata, explicit_key=explicit,
+            metadata=metadata, explicit_key=explicit, importance_given=given,
         )
 
     def batch(self, items: Iterable[str | Mapping[str, Any]]) -> list[NewMemory]:
@@ -88,10 +97,8 @@ class Intake:
             unknown = set(item) - ITEM_FIELDS
             if unknown:
                 raise ValidationError(f"item {i} has unknown fields {sorted(unknown)}")
-            record = self.record(**{k: v for k, v in item.items()
-                                    if v is not None or k == "content"})
-            records.append(record if item.get("importance") is not None
-                           else replace(record, importance_given=False))
+            records.append(self._record(**{k: v for k, v in item.items()
+                                           if v is not None or k == "content"}))
         contents: dict[str, str] = {}
         for i, record in enumerate(records):
             if contents.setdefault(record.key, record.content) != record.content:

@@ -209,11 +209,19 @@ def _opt(args: argparse.Namespace, name: str) -> Any:
 
 
 def _open_htm(args: argparse.Namespace, **kwargs: Any) -> Any:
+    """An ``HTM`` for the command. The embedder is lazy: a command that never embeds never
+    loads a model."""
     from .htm import HTM
 
     return HTM(robot=_opt(args, "robot"), database_url=_opt(args, "db"),
                embedder=_opt(args, "embedder"),
                working_memory_tokens=_opt(args, "working_memory_tokens"), **kwargs)
+
+
+def _open_reader(args: argparse.Namespace) -> Any:
+    """An ``HTM`` for a command that never embeds (stats, context, forget, restore, purge):
+    it opens any store, whatever embedder made its vectors (``stats`` reports a mismatch)."""
+    return _open_htm(args, allow_embedder_mismatch=True)
 
 
 def _database_url(args: argparse.Namespace) -> str | None:
@@ -340,7 +348,7 @@ def _cmd_recall(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_context(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    with _open_htm(args) as htm:
+    with _open_reader(args) as htm:
         ctx = htm.create_context(strategy=args.strategy, max_tokens=args.max_tokens)
     if ctx.text:
         out.write(_printable(ctx.text) + "\n")
@@ -350,8 +358,9 @@ def _cmd_context(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    with _open_htm(args) as htm:
+    with _open_reader(args) as htm:
         stats = htm.stats()
+        info = htm.store.embedding_info()
     if args.json:
         out.write(json.dumps(stats_to_dict(stats, utilisation=False), default=str, indent=2)
                   + "\n")
@@ -366,6 +375,9 @@ def _cmd_stats(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         ("long-term", f"{stats.long_term_total} memories ({stats.long_term_robot} by "
                       f"{stats.robot}), {stats.forgotten} forgotten, {stats.robots} robot(s)"),
         ("embedder", f"{stats.embedder} ({stats.embedder_choice}), dim {stats.embedding_dim}"),
+        *([("embedder mismatch", f"the store's vectors are from {info[0]}; recall is full-text "
+                                 "only until `htm reembed` (or pass --embedder matching it)")]
+          if stats.extra.get("embedder_mismatch") and info else []),
         ("pending embeddings", str(stats.pending_embeddings)),
         ("failed embeddings", f"{stats.failed_embeddings}" + (
             " (retry with `htm reembed --retry-failed`)" if stats.failed_embeddings else "")),
@@ -382,14 +394,14 @@ def _cmd_forget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise ConfirmationRequiredError(
             f"forget hides {args.key!r} from recall (recoverable with `htm restore` until "
             f"`htm purge`); run `htm forget {args.key} --yes` to do it")
-    with _open_htm(args) as htm:
+    with _open_reader(args) as htm:
         memory = htm.forget(args.key, confirm=True)
     out.write(f"forgot {memory.key} (restore it with: htm restore {memory.key})\n")
     return 0
 
 
 def _cmd_restore(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    with _open_htm(args) as htm:
+    with _open_reader(args) as htm:
         memory = htm.restore(args.key)
     out.write(f"restored {memory.key}\n")
     return 0
@@ -399,7 +411,7 @@ def _cmd_purge(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.yes:
         raise ConfirmationRequiredError(
             "purge deletes forgotten memories permanently; run `htm purge --yes` to do it")
-    with _open_htm(args) as htm:
+    with _open_reader(args) as htm:
         count = htm.purge(confirm=True, key=args.key)
     out.write(f"purged {count} forgotten memor{'y' if count == 1 else 'ies'}\n")
     return 0

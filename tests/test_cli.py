@@ -333,3 +333,43 @@ def test_the_installed_htm_script(tmp_path: Path) -> None:
     done = subprocess.run([str(script), "purge"], capture_output=True, text=True, env=env,
                           timeout=120)
     assert done.returncode == 1 and "--yes" in done.stderr
+
+
+class _OtherEmbedder:
+    """Vectors from an embedder the command line cannot make (one a program chose)."""
+
+    name = "another-embedder"
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, float(len(t) % 5), 0.5] for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return [1.0, 0.0, 0.5]
+
+
+def test_commands_that_never_embed_open_a_store_of_another_embedder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bug: ``htm stats`` (and forget, context...) on a store whose vectors came from
+    another embedder exited with an embedder-mismatch error: the store could not even be
+    inspected from the command line. Now they work and stats reports the mismatch."""
+    for name in ("HTM_DATABASE_URL", "HTM_ROBOT", "HTM_EMBEDDER"):
+        monkeypatch.delenv(name, raising=False)
+    db = tmp_path / "other.db"
+    with HTM(database_url=str(db), embedder=_OtherEmbedder()) as htm:
+        htm.add("the deploy is on friday", key="deploy")
+        htm.add("the standup moved to ten", key="standup")
+    run = Run(db)
+    for embedder in ([], ["--embedder", "hashing"]):  # auto (picks another one) or asked for
+        assert run("--db", str(db), *embedder, "stats", db=False) == 0, run.err
+        assert "another-embedder" in run.out and "htm reembed" in run.out
+        assert "2 memories" in run.out
+    assert run("--db", str(db), "stats", "--json", db=False) == 0
+    assert json.loads(run.out)["extra"]["embedder_mismatch"] is True
+    assert run("--db", str(db), "context", db=False) == 0
+    assert run("--db", str(db), "log", db=False) == 0 and "add" in run.out
+    assert run("--db", str(db), "forget", "deploy", "--yes", db=False) == 0
+    assert run("--db", str(db), "restore", "deploy", db=False) == 0
+    assert run("--db", str(db), "export", str(tmp_path / "out.jsonl"), db=False) == 0
+    with HTM(database_url=str(db), embedder=_OtherEmbedder()) as htm:  # vectors untouched
+        assert htm.store.embedding_info() == ("another-embedder", 3)
+        assert htm.recall("deploy friday")[0].memory.key == "deploy"

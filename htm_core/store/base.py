@@ -440,6 +440,11 @@ class WorkingSet(Protocol):
         """``robot``'s working-set version (0 for an unknown robot): one cheap read."""
         ...
 
+    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
+        """The ids among ``ids`` whose memory is forgotten or purged now: one cheap read
+        (a recall checks its hits with it before they enter working memory)."""
+        ...
+
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         """Write a working-memory change in one transaction (see :class:`WorkingChange`)."""

@@ -18,6 +18,17 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   when the write fails. A memory the store no longer shows (forgotten meanwhile) is
   refused by the store's conditional insert and dropped here as well, so no race brings a
   forgotten memory back.
+* **Recalls written behind.** A recall changes working memory in the process at once, but
+  its write (the access statistics, the membership, the eviction log lines) waits in one
+  pending change, written in a single transaction (:meth:`ResidentSet.flush`): with the
+  next write (an add carries it in its own transaction), with a read by key, before
+  anything that shows working memory (``create_context``, ``stats``, ``operations``,
+  ``HTM.flush``), before catching up with another writer, on ``clear`` and ``close``, and
+  at the latest on the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the
+  first of them :data:`FLUSH_AFTER_SECONDS` old. A crash loses at most the pending part:
+  access counts and times, and those recalls' membership and eviction lines; never a
+  memory or a forget. A recall checks that its hits are still visible (one read) instead,
+  and the flush's conditional insert still refuses anything forgotten meanwhile.
 
 The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
 :meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
@@ -29,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -58,6 +70,31 @@ Evicted = Callable[[list[tuple[str, str]]], None]
 #: A version no store reaches: the view is behind and catches up on the next sync.
 _BEHIND = -1
 
+#: Reads (recalls, reads by key) whose working-memory change may wait to be written.
+FLUSH_AFTER_READS = 64
+
+#: Seconds the oldest pending read may wait: checked on each read (no timer thread).
+FLUSH_AFTER_SECONDS = 1.0
+
+
+class _Pending:
+    """What reads changed in working memory and the store does not have yet."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.reads = 0
+        self.at: datetime | None = None
+        self.touch: list[int] = []
+        self.evict: list[str] = []
+        self.put: dict[str, None] = {}
+
+    def add(self, change: WorkingChange) -> None:
+        self.reads += 1
+        self.at = change.at
+        self.touch.extend(change.touch)
+        self.evict.extend(change.evict)
+        self.put.update((s.key, None) for s in change.put)
+
 
 class ResidentSet:
     """A robot's working memory kept coherent with the store (see the module docstring).
@@ -78,68 +115,131 @@ class ResidentSet:
         self._undo: _Undo | None = None
         self._evicted: list[tuple[str, str]] = []
         self._on_evicted: Evicted = on_evicted or (lambda pairs: None)
+        self._pending: _Pending | None = None
 
     # -- the facade's steps --------------------------------------------------------------
 
-    def refresh(self) -> None:
+    def refresh(self, *, flush: bool = True) -> None:
         """Bring working memory up to date with the store (one cheap read when nothing
-        moved), reporting what catching up evicted."""
+        moved), reporting what catching up evicted; first write what reads left pending
+        (unless ``flush`` is False: a read adds to it)."""
+        if flush:
+            self.flush()
         evicted = self.sync()
         if evicted:
             self._on_evicted(evicted)
-
-    def write(self, change: WorkingChange) -> WorkingResult | None:
-        """Write a staged change; undo it in the process if that fails."""
-        try:
-            if change.put or change.evict:
-                result = self._store.apply_working(change, expected_version=self.version)
-            else:
-                self._store.touch(change.touch, at=change.at)
-                result = None
-        except BaseException:
-            self.rollback()
-            raise
-        self.settle(result)
-        return result
 
     def settle(self, result: WorkingResult | None) -> None:
         """Commit the written change and report its evictions."""
         self._on_evicted(self.commit(result))
 
     def add_and_enter(self, records: Sequence[NewMemory]) -> list[AddResult]:
-        """Store ``records`` and put them into working memory in one transaction."""
-        self.refresh()
+        """Store ``records`` and put them into working memory in one transaction (which
+        also writes what reads left pending)."""
+        self.refresh(flush=False)
+        pending, self._pending = self._pending, None
         try:
             results, applied = self._store.add_and_enter(
                 records, expected_version=self.version,
-                working=lambda rs: self.stage_enter([r.memory for r in rs]))
+                working=lambda rs: self._with_pending(
+                    self.stage_enter([r.memory for r in rs]), pending))
         except BaseException:
             self.rollback()
+            self._pending = pending
             raise
         self.settle(applied)
         return results
 
     def recalled(self, memories: Sequence[Memory], at: datetime) -> frozenset[str]:
         """Count an access to each recalled memory and enter them (least relevant first, so a
-        later, better hit never evicts an earlier one); return the keys the store refused
-        (forgotten since they were read)."""
-        self.refresh()
+        later, better hit never evicts an earlier one); return the keys of those forgotten
+        since they were read (left out). The write waits (see :meth:`flush`)."""
+        self.refresh(flush=False)
+        if not memories:
+            return frozenset()
+        hidden = self._store.hidden_ids([m.id for m in memories])
+        refused = frozenset(m.key for m in memories if m.id in hidden)
+        memories = [m for m in memories if m.id not in hidden]
         for m in memories:
             m.access_count += 1
             m.last_accessed = at.astimezone(timezone.utc)
-        if not memories:
-            return frozenset()
-        result = self.write(self.stage_enter(memories[::-1], accessed=at,
-                                             touch=[m.id for m in memories]))
-        return result.refused if result is not None else frozenset()
+        if memories:
+            self._defer(self.stage_enter(memories[::-1], accessed=at,
+                                         touch=[m.id for m in memories]))
+        return refused
 
     def retrieved(self, memory: Memory | None, at: datetime) -> None:
-        """Count an access to a memory read by key (its working-memory item too)."""
-        self.refresh()
+        """Count an access to a memory read by key (its working-memory item too), written
+        at once with whatever reads left pending (a read by key is rare and explicit)."""
+        self.refresh(flush=False)
         if memory is not None:
             memory.access_count += 1
             memory.last_accessed = at.astimezone(timezone.utc)
-            self.write(self.stage_touch([memory.key], at=at, touch=[memory.id]))
+            self._defer(self.stage_touch([memory.key], at=at, touch=[memory.id]))
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what reads left pending, in one transaction. If that fails, the pending
+        change is dropped (at most access statistics and the reads' membership are lost)
+        and the view reloads from the store on its next sync; the error is raised."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        change = self._pending_change(pending)
+        try:
+            if change.put or change.evict:
+                result = self._store.apply_working(change, expected_version=self.version)
+            else:  # only access statistics: membership (and its version) unchanged
+                self._store.touch(change.touch, at=change.at)
+                result = None
+        except BaseException:
+            self.version = None
+            raise
+        self.settle(result)
+
+    def close(self) -> None:
+        """Write what recalls left pending; a failure is logged (closing goes on, at most
+        access statistics and those recalls' membership are lost)."""
+        try:
+            self.flush()
+        except Exception as exc:
+            logger.warning("robot %s: recent recalls' working-memory changes were not written "
+                           "on close: %s", self._robot, exc)
+
+    @property
+    def pending_reads(self) -> int:
+        """How many reads wait to be written (see :meth:`flush`)."""
+        return self._pending.reads if self._pending is not None else 0
+
+    def _defer(self, change: WorkingChange) -> None:
+        """Keep a read's staged change (already applied in the process) to write later;
+        write everything pending once there is enough of it or it is old enough."""
+        self._on_evicted(self.commit(None))
+        now = time.monotonic()
+        if self._pending is None:
+            self._pending = _Pending(now)
+        self._pending.add(change)
+        if self._pending.reads >= FLUSH_AFTER_READS or \
+                now - self._pending.started >= FLUSH_AFTER_SECONDS:
+            self.flush()
+
+    def _pending_change(self, pending: _Pending) -> WorkingChange:
+        """The one change that writes ``pending``: every access counted, every eviction
+        logged, each key's membership as it is now."""
+        return WorkingChange(robot=self._robot, at=pending.at or self._clock(),
+                             touch=pending.touch, evict=pending.evict,
+                             put=[self.state(k) for k in pending.put if k in self.wm])
+
+    def _with_pending(self, change: WorkingChange, pending: _Pending | None) -> WorkingChange:
+        """``change`` (staged now) with what reads left pending written in front of it."""
+        if pending is None:
+            return change
+        staged = {s.key for s in change.put}
+        return WorkingChange(
+            robot=change.robot, at=change.at, touch=[*pending.touch, *change.touch],
+            evict=[*pending.evict, *change.evict],
+            put=[*(self.state(k) for k in pending.put if k in self.wm and k not in staged),
+                 *change.put])
 
     def ordered(self, strategy: str, limit: int,
                 keep: Callable[[Memory], bool] | None = None) -> list[Memory]:
@@ -170,11 +270,17 @@ class ResidentSet:
 
     def sync(self) -> list[tuple[str, str]]:
         """Catch up with the store if the persisted working set changed since this view
-        was made; return what catching up had to evict (key, content)."""
+        was made (writing what reads left pending first); return what catching up had to
+        evict (key, content)."""
         if self.version is None:
+            self._pending = None  # reloading from the store: the reads' part is dropped
             return self.reload()
         if self._store.working_version(self._robot) == self.version:
             return []
+        if self._pending is not None:
+            self.flush()  # out of step now: the view catches up below
+            if self.version is None:
+                return self.reload()
         return self._catch_up()
 
     def reload(self) -> list[tuple[str, str]]:
@@ -365,6 +471,7 @@ class ResidentSet:
 
     def clear(self) -> int:
         """Empty the working memory here and in the store; return how many left."""
+        self.flush()
         gone = self.wm.clear()
         self.memories.clear()
         self._store.clear_working(self._robot)

@@ -73,6 +73,7 @@ def minilm() -> tuple[LocalEmbedder, list[warnings.WarningMessage]]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             embedder = LocalEmbedder()
+            embedder.load()  # lazy otherwise: the first large batch loads it
     finally:
         embeddings_module._MODEL_CACHE.update(saved)
     return embedder, list(caught)
@@ -95,6 +96,44 @@ def test_minilm_loads_offline_quietly(minilm: tuple[LocalEmbedder, list[Any]]) -
     v = embedder.embed_query("hello")
     assert len(v) == 384 and sum(x * x for x in v) == pytest.approx(1.0, rel=1e-4)
     assert embedder.embed_documents([]) == []
+
+
+def test_numpy_minilm_matches_sentence_transformers(
+        minilm: tuple[LocalEmbedder, list[Any]]) -> None:
+    """The numpy network that embeds queries and small batches (no torch import) gives
+    sentence-transformers' vectors to float32 rounding: one store, one embedder name."""
+    import numpy as np
+
+    from htm_core import _minilm
+
+    embedder, _ = minilm
+    texts = ["hello", "User prefers Vim keybindings over Emacs, strongly.",
+             "ünïcödé — punctuation!!! and emoji 🎉", "word " * 400,
+             *[text for _, text, _ in LABELLED[:4]]]
+    assert _minilm.available(embedder._path)
+    small = np.asarray(embedder.embed_documents(texts[:embedder.SMALL_BATCH]))
+    large = np.asarray(embedder.load().encode(texts, normalize_embeddings=True,
+                                              convert_to_numpy=True))
+    assert small.shape == large.shape == (len(texts), 384)
+    assert np.abs(small - large).max() < 1e-5
+    assert (small * large).sum(axis=1).min() > 0.99999
+
+
+def test_a_fresh_local_embedder_loads_nothing_until_it_embeds() -> None:
+    """Bug: LocalEmbedder() imported sentence-transformers and loaded the model (seconds),
+    so every ``htm`` command paid for it, even those that never embed."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom htm_core.embeddings import LocalEmbedder\n"
+            "e = LocalEmbedder()\nassert e.dim == 384, e.dim\n"
+            "loaded = [m for m in ('torch', 'sentence_transformers') if m in sys.modules]\n"
+            "assert not loaded, loaded\n"
+            "v = e.embed_query('hello')\n"
+            "assert len(v) == 384 and 'torch' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_minilm_beats_hashing_on_paraphrases(minilm: tuple[LocalEmbedder, list[Any]],

@@ -69,6 +69,7 @@ def test_robot_scoped_recall_never_leaks(writes: list[tuple[str, list[str], str]
         # Working memory is per robot: only memories this robot added or recalled.
         assert set(htm.working_memory.keys()) <= set(written[robot]) | {
             h for r in ROBOTS for h in written[r]}
+        htm.flush()  # recalls are written behind (docs/reliability.md)
         persisted = {m.key for m in htm.store.working_set(htm.robot)}
         assert persisted == set(htm.working_memory.keys())
 

@@ -122,6 +122,7 @@ def proc_worker(n: int, url: str, start: Any, results: Any) -> None:
                     htm.recall("shared fact signal", limit=10)
                 if htm.working_memory.tokens > htm.working_memory.max_tokens:
                     report["problems"].append("working memory over budget")
+            htm.flush()  # recalls are written behind (docs/reliability.md)
             persisted = {m.key for m in htm.store.working_set(htm.robot)}
             if persisted != set(htm.working_memory.keys()):
                 report["problems"].append("persisted working memory differs")

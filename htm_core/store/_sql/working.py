@@ -52,6 +52,19 @@ class SQLWorkingSet(SQLRecordChanges):
         out.sort(key=lambda r: (r.state.seq, r.memory.id))
         return out
 
+    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
+        """The ids among ``ids`` whose memory is forgotten or purged now (one read)."""
+        wanted = {int(i) for i in ids}
+        if not wanted:
+            return frozenset()
+
+        def read(conn: Connection) -> set[int]:
+            return {int(r[0]) for r in conn.exec_driver_sql(
+                f"SELECT id FROM memories WHERE id IN ({', '.join(map(str, sorted(wanted)))}) "
+                "AND forgotten_at IS NULL")}
+
+        return frozenset(wanted - self._reading("checking what is still visible", read))
+
     def clear_working(self, robot: str) -> int:
         """Drop ``robot``'s working-memory membership (memories stay); return how many."""
         def write(conn: Connection, rid: int) -> int:

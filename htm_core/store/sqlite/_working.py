@@ -82,6 +82,20 @@ class SQLiteWorkingSet(_SQLiteRecords):
                 cur.close()
         return int(row[0]) if row else 0
 
+    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
+        wanted = {int(i) for i in ids}
+        if not wanted:
+            return frozenset()
+        with self._read() as conn:
+            cur = conn.connection.cursor()  # one raw statement: this runs on every recall
+            try:
+                visible = {int(r[0]) for r in cur.execute(
+                    f"SELECT id FROM memories WHERE id IN ({', '.join(map(str, sorted(wanted)))}) "
+                    "AND forgotten_at IS NULL")}
+            finally:
+                cur.close()
+        return frozenset(wanted - visible)
+
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         def write() -> WorkingResult:

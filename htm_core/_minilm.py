@@ -1,0 +1,162 @@
+"""all-MiniLM-L6-v2 in numpy: the bundled model's vectors without importing torch.
+
+sentence-transformers takes seconds to import (torch, transformers, scikit-learn, scipy),
+which a command that embeds one query (a first ``htm recall``) would pay in full. The
+bundled MiniLM is a small BERT (6 layers, 384 wide, 12 heads) followed by mean pooling and
+L2 normalisation, so the same forward pass is written here with numpy over the model's own
+``model.safetensors`` and ``tokenizer.json`` (the ``safetensors`` and ``tokenizers``
+packages, which the ``local`` extra installs with transformers). Its vectors match
+sentence-transformers' to float32 rounding (tests/integration/test_minilm.py compares them).
+
+:func:`available` says whether it can run for a model folder; :class:`NumpyMiniLM` is the
+model. It reads sentence-transformers' own settings (maximum sequence length, pooling) and
+refuses folders that are not a mean-pooled, normalised BERT.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["NumpyMiniLM", "available"]
+
+_FILES = ("config.json", "model.safetensors", "tokenizer.json", "modules.json",
+          "1_Pooling/config.json")
+
+
+def available(folder: str | Path) -> bool:
+    """Whether ``folder`` is a mean-pooled, normalised BERT this module can run."""
+    path = Path(folder)
+    if not all((path / f).is_file() for f in _FILES):
+        return False
+    if any(importlib.util.find_spec(m) is None for m in ("safetensors", "tokenizers")):
+        return False
+    try:
+        config = json.loads((path / "config.json").read_text())
+        modules = [m["type"].rsplit(".", 1)[-1]
+                   for m in json.loads((path / "modules.json").read_text())]
+        pooling = json.loads((path / "1_Pooling/config.json").read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return (config.get("model_type") == "bert" and config.get("hidden_act") == "gelu"
+            and config.get("position_embedding_type", "absolute") == "absolute"
+            and modules == ["Transformer", "Pooling", "Normalize"]
+            and pooling.get("pooling_mode_mean_tokens") is True
+            and not any(pooling.get(k) for k in ("pooling_mode_cls_token",
+                                                 "pooling_mode_max_tokens",
+                                                 "pooling_mode_mean_sqrt_len_tokens")))
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf to within 1.2e-7 (Numerical Recipes' erfc; numpy has no erf of its own)."""
+    z = np.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
+        0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (
+            1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    y = 1.0 - t * np.exp(poly)
+    out: np.ndarray = np.where(x >= 0, y, -y)
+    return out
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return (0.5 * x * (1.0 + _erf(x.astype(np.float64) / np.sqrt(2.0)))).astype(np.float32)
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    out: np.ndarray = (x - mean) / np.sqrt(var + eps) * weight + bias
+    return out
+
+
+class NumpyMiniLM:
+    """A sentence-transformers BERT folder (mean pooling, normalised) run with numpy."""
+
+    def __init__(self, folder: str | Path) -> None:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        path = Path(folder)
+        config = json.loads((path / "config.json").read_text())
+        st_config: dict[str, Any] = {}
+        if (path / "sentence_bert_config.json").is_file():
+            st_config = json.loads((path / "sentence_bert_config.json").read_text())
+        self.max_length = int(st_config.get("max_seq_length")
+                              or config.get("max_position_embeddings", 512))
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        self.dim = int(config["hidden_size"])
+        # Dense weights transposed once, contiguous: ``x @ w`` then runs as one BLAS call.
+        self.w = {k.removeprefix("bert."): (np.ascontiguousarray(v.T) if v.ndim == 2 and
+                                            k.startswith(("encoder.", "bert.encoder.")) else v)
+                  for k, v in load_file(str(path / "model.safetensors")).items()}
+        self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_length)
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Unit vectors (float32 rows) for ``texts``, as sentence-transformers makes them:
+        longest first in batches of ``batch_size``, each padded to its longest text."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        for start in range(0, len(order), batch_size):
+            part = order[start:start + batch_size]
+            width = len(encodings[part[0]].ids)
+            ids = np.zeros((len(part), width), dtype=np.int64)
+            mask = np.zeros((len(part), width), dtype=np.float32)
+            for row, i in enumerate(part):
+                got = encodings[i].ids
+                ids[row, :len(got)] = got
+                mask[row, :len(got)] = 1.0
+            hidden = self._forward(ids, mask)
+            pooled = (hidden * mask[:, :, None]).sum(axis=1) / np.maximum(
+                mask.sum(axis=1, keepdims=True), 1e-9)
+            norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            out[part] = pooled / norms
+        return out
+
+    def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        w = self.w
+        batch, width = ids.shape
+        x = (w["embeddings.word_embeddings.weight"][ids]
+             + w["embeddings.position_embeddings.weight"][:width][None, :, :]
+             + w["embeddings.token_type_embeddings.weight"][0][None, None, :])
+        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"],
+                        self.eps)
+        heads, size = self.heads, self.dim // self.heads
+        blocked = ((1.0 - mask) * np.finfo(np.float32).min)[:, None, None, :]
+        for n in range(self.layers):
+            p = f"encoder.layer.{n}."
+
+            def dense(v: np.ndarray, name: str, p: str = p) -> np.ndarray:
+                weight = w[p + name + ".weight"]
+                flat = v.reshape(-1, weight.shape[0]) @ weight + w[p + name + ".bias"]
+                out: np.ndarray = flat.reshape(*v.shape[:-1], weight.shape[1])
+                return out
+
+            def split(v: np.ndarray) -> np.ndarray:
+                return v.reshape(batch, width, heads, size).transpose(0, 2, 1, 3)
+
+            q = split(dense(x, "attention.self.query"))
+            k = split(dense(x, "attention.self.key"))
+            v = split(dense(x, "attention.self.value"))
+            scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(size)) + blocked
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            probs = scores / scores.sum(axis=-1, keepdims=True)
+            context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, width, self.dim)
+            x = _layer_norm(dense(context, "attention.output.dense") + x,
+                            w[p + "attention.output.LayerNorm.weight"],
+                            w[p + "attention.output.LayerNorm.bias"], self.eps)
+            inner = _gelu(dense(x, "intermediate.dense"))
+            x = _layer_norm(dense(inner, "output.dense") + x, w[p + "output.LayerNorm.weight"],
+                            w[p + "output.LayerNorm.bias"], self.eps)
+        return x.astype(np.float32)
