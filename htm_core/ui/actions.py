@@ -5,8 +5,12 @@ through the acting ``HTM`` and lands in the operations log under its robot:
 - restore (``HTM.restore``);
 - purge one forgotten memory or all of them, after typing the key (or ``purge``) to
   confirm (``HTM.purge(confirm=True)``);
-- set the importance and add tags (the store's logged ``set_importance`` / ``add_tags``,
-  the same writes the enrichment uses; working memory takes the new importance at once).
+- set the importance, and edit the tags (the whole list: add and remove), each through
+  ``HTM.update(key, content, importance=... / tags=...)`` with the content unchanged: a new
+  version, the old one kept as history, an ``update`` log line; working memory shows the
+  change at once. A forgotten memory must be restored first. The form carries the version
+  it showed; when the memory changed since (another process updated it), the change is
+  refused rather than overwriting it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..errors import ConfirmationRequiredError, NotFoundError, ValidationError
+from ..models import Memory
 from ..validation import check_importance, check_key, check_tags
 from .app import UI
 
@@ -25,8 +30,9 @@ __all__ = ["forget", "importance", "purge", "restore", "tags"]
 #: What the memory page says after each action (the ``done`` parameter).
 DONE = {"forgotten": "Forgotten: hidden from recall until you restore or purge it.",
         "restored": "Restored: recall finds it again.",
-        "importance": "Importance changed.",
-        "tags": "Tags added."}
+        "importance": "Importance changed: a new version, the old one kept below.",
+        "tags": "Tags saved: a new version, the old one kept below.",
+        "unchanged": "Nothing changed: no new version was made."}
 
 
 def _back(key: str, done: str) -> RedirectResponse:
@@ -84,8 +90,31 @@ def purge(ui: UI, request: Request, form: dict[str, str]) -> Response:
                       status=200)
 
 
+def _editable(ui: UI, key: str, form: dict[str, str]) -> Memory:
+    """The memory to change: current, not forgotten, and still the version the form showed."""
+    memory = ui.htm.get(key, include_forgotten=True)
+    if memory is None:
+        raise NotFoundError(f"no memory has the key {key!r} (it may have been purged)")
+    if memory.forgotten_at is not None:
+        raise ValidationError(f"memory {key!r} is forgotten: restore it first (the Restore "
+                              "button on its page), then change its importance or tags")
+    shown = form.get("version", "").strip()
+    if shown and shown != str(memory.version):
+        raise ValidationError(f"memory {key!r} changed since the page was opened (it showed "
+                              f"version {shown}, it is now at version {memory.version}): "
+                              "reload the page and make the change again")
+    return memory
+
+
+def _update(ui: UI, memory: Memory, done: str, *, importance: float | None = None,
+            tags: list[str] | None = None) -> RedirectResponse:
+    """``HTM.update`` with the content kept; back to the page saying what happened."""
+    updated = ui.htm.update(memory.key, memory.content, importance=importance, tags=tags)
+    return _back(memory.key, done if updated.version != memory.version else "unchanged")
+
+
 def importance(ui: UI, request: Request, form: dict[str, str]) -> Response:
-    """``POST /importance``: set a memory's importance (0 to 10)."""
+    """``POST /importance``: set a memory's importance (0 to 10), as a new version."""
     key = _key(request, form)
     raw = form.get("importance", "").strip()
     try:
@@ -93,17 +122,14 @@ def importance(ui: UI, request: Request, form: dict[str, str]) -> Response:
     except ValueError:
         raise ValidationError(f"importance must be a number from 0 to 10, got {raw!r}") from None
     value = check_importance(value)
-    htm = ui.htm
-    htm.store.set_importance(key, value, robot=htm.robot)
-    htm._refresh_importance(key, value)
-    return _back(key, "importance")
+    response = _update(ui, _editable(ui, key, form), "importance", importance=value)
+    ui.htm._refresh_importance(key, value)  # update() re-reads working memory on a new text only
+    return response
 
 
 def tags(ui: UI, request: Request, form: dict[str, str]) -> Response:
-    """``POST /tags``: add tags (comma- or space-separated, ``a:b:c``) to a memory."""
+    """``POST /tags``: replace a memory's tags with the list given (comma- or
+    space-separated, ``a:b:c``; empty removes them all), as a new version."""
     key = _key(request, form)
     wanted = check_tags([t for t in form.get("tags", "").replace(",", " ").split() if t])
-    if not wanted:
-        raise ValidationError("give one or more tags, such as user:preferences")
-    ui.htm.store.add_tags(key, list(wanted), robot=ui.htm.robot)
-    return _back(key, "tags")
+    return _update(ui, _editable(ui, key, form), "tags", tags=list(wanted))

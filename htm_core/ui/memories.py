@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -126,7 +127,7 @@ def _page(htm: Any, *, forgotten: str, limit: int, cursor: str | None,
 
 def show(ui: UI, request: Request, form: dict[str, str]) -> Response:
     """``/memory?key=...``: one memory, its tags, importance, accesses, log lines, the
-    working memories holding it and (where ``HTM.versions`` exists) its versions."""
+    working memories holding it and its versions (``HTM.versions``, newest first)."""
     htm = ui.htm
     key = request.query_params.get("key", "")
     if not key:
@@ -149,18 +150,12 @@ def show(ui: UI, request: Request, form: dict[str, str]) -> Response:
                      done_messages=DONE)
 
 
-def _versions(htm: Any, key: str) -> list[dict[str, Any]] | None:
-    """The memory's earlier versions when the facade keeps them (``HTM.versions``), as
-    dicts; None when it does not."""
-    versions = getattr(htm, "versions", None)
-    if not callable(versions):
-        return None
-    out = []
-    for v in versions(key):
-        if isinstance(v, Memory):
-            out.append(memory_to_dict(v))
-        elif isinstance(v, dict):
-            out.append(dict(v))
-        else:
-            out.append({"version": str(v)})
-    return out
+def _versions(htm: Any, key: str) -> list[tuple[Memory, datetime]]:
+    """Every version of the memory (``HTM.versions``) with when it was written (the
+    creation for the first, else when it superseded the one before), newest first."""
+    out: list[tuple[Memory, datetime]] = []
+    written = None
+    for version in htm.versions(key):
+        out.append((version, written or version.created_at))
+        written = version.superseded_at
+    return out[::-1]

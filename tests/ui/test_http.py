@@ -156,27 +156,95 @@ def test_purge_all_needs_the_word_purge(client: TestClient, ui_htm: HTM) -> None
     assert ui_htm.get("pref-vim") is not None  # only forgotten memories are purged
 
 
-def test_importance_and_tags_are_changed_and_logged(client: TestClient, ui_htm: HTM) -> None:
+def test_importance_and_tags_are_changed_through_update(client: TestClient,
+                                                       ui_htm: HTM) -> None:
+    """Each change is ``HTM.update`` with the content kept: an ``update`` log line under
+    the acting robot, a new version, the old one kept and listed on the page."""
     token = csrf_of(client.get("/memory?key=pref-tea").text)
     assert client.post("/importance", data={"key": "pref-tea", "importance": "9.5",
                                             "csrf": token}, follow_redirects=False).status_code == 303
     tagged = client.post("/tags", data={"key": "pref-tea", "tags": "drinks:tea, morning",
                                         "csrf": token})
     assert tagged.status_code == 200
+    assert "Tags saved" in tagged.text
     memory = ui_htm.get("pref-tea")
     assert memory is not None
-    assert memory.importance == 9.5
-    assert {"drinks:tea", "morning"} <= set(memory.tags)
+    assert (memory.importance, memory.version) == (9.5, 3)
+    assert memory.content == "User drinks green tea in the morning"
+    assert set(memory.tags) == {"drinks:tea", "morning"}  # user:preferences:food removed
     assert ui_htm.working_memory.peek("pref-tea").importance == 9.5  # type: ignore[union-attr]
-    assert [o.op for o in ui_htm.operations(limit=2)] == ["tag", "importance"]
+    log = ui_htm.operations(limit=2)
+    assert [(o.op, o.key, o.robot) for o in log] == [("update", "pref-tea", "inspector")] * 2
+    versions = ui_htm.versions("pref-tea")
+    assert [(v.version, v.importance, v.tags) for v in versions] == [
+        (1, 3.0, ("user:preferences:food",)), (2, 9.5, ("user:preferences:food",)),
+        (3, 9.5, memory.tags)]
+    assert versions[0].superseded_at is not None and versions[-1].superseded_at is None
+    page = client.get("/memory?key=pref-tea").text
+    table = page[page.index('id="versions"'):page.index("<h2>Log</h2>")]
+    assert table.count("<tr>") == 4  # the header and three versions
+    assert "user:preferences:food" in table and "(current)" in table
+    lines = len(ui_htm.operations(limit=10_000))
     for bad in ("eleven", "11", "nan"):
         response = client.post("/importance", data={"key": "pref-tea", "importance": bad,
                                                     "csrf": token})
         assert response.status_code == 400, bad
-        assert "0 to 10" in response.text or "0 and 10" in response.text or "importance" in response.text
+        assert "importance" in response.text
     assert client.post("/tags", data={"key": "pref-tea", "tags": "bad tag!",
                                       "csrf": token}).status_code == 400
-    assert ui_htm.get("pref-tea").importance == 9.5  # type: ignore[union-attr]
+    assert ui_htm.get("pref-tea").version == 3  # type: ignore[union-attr]
+    assert len(ui_htm.operations(limit=10_000)) == lines
+
+
+def test_tags_can_all_be_removed_and_a_no_op_makes_no_version(client: TestClient,
+                                                              ui_htm: HTM) -> None:
+    token = csrf_of(client.get("/memory?key=pref-vim").text)
+    lines = len(ui_htm.operations(limit=10_000))
+    same = client.post("/tags", data={"key": "pref-vim", "tags": "user:preferences:editor",
+                                      "csrf": token})
+    assert "Nothing changed" in same.text
+    assert len(ui_htm.operations(limit=10_000)) == lines
+    assert client.post("/tags", data={"key": "pref-vim", "tags": "", "csrf": token}
+                       ).status_code == 200
+    memory = ui_htm.get("pref-vim")
+    assert memory is not None and memory.tags == () and memory.version == 2
+    assert ui_htm.list(tags="user:preferences:editor").memories == ()
+
+
+def test_a_stale_form_does_not_overwrite_a_newer_version(client: TestClient,
+                                                         ui_htm: HTM) -> None:
+    page = client.get("/memory?key=pref-tea").text
+    token = csrf_of(page)
+    assert 'name="version" value="1"' in page
+    ui_htm.update("pref-tea", "User drinks green tea in the morning", tags=["elsewhere"])
+    stale = client.post("/tags", data={"key": "pref-tea", "tags": "mine", "version": "1",
+                                       "csrf": token})
+    assert stale.status_code == 400
+    assert "reload the page" in stale.text
+    assert ui_htm.get("pref-tea").tags == ("elsewhere",)  # type: ignore[union-attr]
+
+
+def test_a_forgotten_memory_must_be_restored_before_editing(client: TestClient,
+                                                            ui_htm: HTM) -> None:
+    ui_htm.forget("pref-tea", confirm=True)
+    page = client.get("/memory?key=pref-tea").text
+    assert 'id="restore-first"' in page and 'action="/tags"' not in page
+    token = csrf_of(page)
+    for action, field, value in (("/importance", "importance", "7"), ("/tags", "tags", "x")):
+        response = client.post(action, data={"key": "pref-tea", field: value, "csrf": token})
+        assert response.status_code == 400
+        assert "restore it first" in response.text
+    assert ui_htm.versions("pref-tea")[-1].version == 1
+    missing = client.post("/tags", data={"key": "no-such-key", "tags": "x", "csrf": token})
+    assert missing.status_code == 404
+
+
+def test_editing_without_the_csrf_token_is_refused(client: TestClient, ui_htm: HTM) -> None:
+    for action, field, value in (("/importance", "importance", "7"), ("/tags", "tags", "")):
+        assert client.post(action, data={"key": "pref-tea", field: value}).status_code == 403
+        assert client.post(action, data={"key": "pref-tea", field: value,
+                                         "csrf": "0" * 64}).status_code == 403
+    assert ui_htm.get("pref-tea").version == 1  # type: ignore[union-attr]
 
 
 def test_pages_are_never_changed_by_get(client: TestClient) -> None:
@@ -198,6 +266,11 @@ def test_a_memory_holding_markup_is_shown_as_text(client: TestClient, ui_htm: HT
     shown = client.get("/memory?key=evil").text
     assert "&lt;script&gt;window.__pwned = 1;" in shown
     assert INJECTION not in shown
+    ui_htm.update("evil", INJECTION + " v2")
+    shown = client.get("/memory?key=evil").text
+    table = shown[shown.index('id="versions"'):shown.index("<h2>Log</h2>")]
+    assert table.count("&lt;script&gt;window.__pwned = 1;") == 2
+    assert "<script" not in shown and INJECTION not in shown
 
 
 def test_responses_forbid_scripts_and_framing(client: TestClient) -> None:
