@@ -2,7 +2,7 @@
 drawn on the server), and each robot's evictions on one strip.
 
 Recalls are reads and write no log line (see docs/ui.md); the chart counts what the log
-holds: adds, touches, evictions, forgets, restores, purges, tag and importance changes.
+holds: adds, touches, evictions, forgets, restores, purges, tag and importance changes, updates.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ __all__ = ["COLOURS", "Bar", "bars", "overview"]
 
 COLOURS = {"add": "#3a9a5b", "touch": "#8fc1e3", "evict": "#e8923a", "forget": "#c94040",
            "restore": "#3f6fc4", "purge": "#6b1010", "tag": "#a070c0", "importance": "#c9b23a",
-           "clear_working": "#888888"}
+           "update": "#2a9d9d", "clear_working": "#888888"}
 OTHER = "#bbbbbb"
 #: Bucket sizes in seconds, smallest first: the chart takes the first giving at most 48 bars.
 BUCKETS = (60, 300, 900, 3600, 6 * 3600, 86_400, 7 * 86_400, 30 * 86_400, 365 * 86_400)
