@@ -27,8 +27,9 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from datetime import datetime, timezone
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
+from .cli_args import _opt, build_parser, parse_args, server_argv
 from .config import Settings
 from .errors import ConfirmationRequiredError, HTMError, ValidationError, missing_extra
 from .secrets import mask_text
@@ -37,176 +38,6 @@ from .store import LongTermStore, open_store
 from .transfer import Progress
 
 __all__ = ["build_parser", "main", "parse_args", "server_argv"]
-
-RECALL_STRATEGIES = ("hybrid", "vector", "fulltext")
-CONTEXT_STRATEGIES = ("balanced", "recent", "important")
-
-
-# -- argument parsing ------------------------------------------------------------------
-
-
-def _global_options(*, suppress: bool, robot: bool = True) -> argparse.ArgumentParser:
-    """The options every subcommand accepts. Subparsers use SUPPRESS so that a value given
-    before the subcommand is not overwritten by the subparser's default."""
-    parent = argparse.ArgumentParser(add_help=False)
-    default = argparse.SUPPRESS if suppress else None
-    group = parent.add_argument_group("global options")
-    group.add_argument("--db", "--database-url", dest="db", metavar="URL", default=default,
-                       help="SQLite path or URL, or postgresql:// URL (default $HTM_DATABASE_URL, "
-                            "else a SQLite file in the user data directory)")
-    if robot:
-        group.add_argument("--robot", metavar="NAME", default=default,
-                           help="the robot acting (default $HTM_ROBOT or 'default')")
-    group.add_argument("--embedder", metavar="SPEC", default=default,
-                       help="auto, hashing, local or ollama[:model] (default $HTM_EMBEDDER or auto)")
-    group.add_argument("--working-memory-tokens", type=int, metavar="N", default=default,
-                       help="working-memory budget (default $HTM_WORKING_MEMORY_TOKENS or 128000)")
-    group.add_argument("--progress", dest="progress", action="store_true", default=default,
-                       help="always show progress bars (default: only on a terminal)")
-    return parent
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``htm`` argument parser (every subcommand has ``--help``)."""
-    parser = argparse.ArgumentParser(
-        prog="htm", parents=[_global_options(suppress=False)],
-        description="htm: a two-tier memory for LLM applications (working memory over a "
-                    "long-term memory that never forgets).",
-        epilog="Exit status: 0 ok, 1 htm error, 2 usage error, 130 interrupted.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    common = _global_options(suppress=True)
-    no_robot = _global_options(suppress=True, robot=False)
-
-    def add(name: str, help_: str, *, parent: argparse.ArgumentParser = common
-            ) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[parent], help=help_, description=help_)
-
-    p = add("add", "remember a text (long-term, then working memory)")
-    p.add_argument("text", help="what to remember")
-    p.add_argument("--importance", type=float, default=1.0, help="0 to 10 (default 1)")
-    p.add_argument("--key", help="a unique key (default: derived from robot and text)")
-    p.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG",
-                   help="a hierarchical tag such as user:preferences (repeatable)")
-    p.add_argument("--metadata", metavar="JSON", help="a JSON object stored with the memory")
-
-    p = add("recall", "find the memories most relevant to a query", parent=no_robot)
-    p.add_argument("query", help="plain text")
-    p.add_argument("--timeframe", help="'last 7 days' (rolling, ending now), 'today', "
-                   "'last week' (the previous calendar week), 'May 2023', "
-                   "'2024-05-01..2024-06-01'")
-    p.add_argument("--limit", type=int, default=10, help="how many hits at most (default 10)")
-    p.add_argument("--strategy", choices=RECALL_STRATEGIES, default="hybrid")
-    p.add_argument("--tag", action="append", default=None, dest="tags", metavar="TAG",
-                   help="only memories with this tag or one below it (repeatable)")
-    p.add_argument("--robot", dest="filter_robot", metavar="NAME",
-                   help="only memories written by this robot (the acting robot is set with "
-                        "--robot before the subcommand, or $HTM_ROBOT)")
-    p.add_argument("--json", action="store_true", help="one JSON object per hit")
-
-    p = add("context", "print working memory assembled for a prompt")
-    p.add_argument("--strategy", choices=CONTEXT_STRATEGIES, default="balanced")
-    p.add_argument("--max-tokens", type=int, default=None,
-                   help="token budget (default: the working-memory budget)")
-
-    p = add("stats", "working-memory and long-term figures")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
-
-    p = add("forget", "hide a memory from recall (recoverable with restore until purge)")
-    p.add_argument("key")
-    p.add_argument("--yes", action="store_true", help="confirm (required)")
-
-    p = add("restore", "bring back a forgotten memory")
-    p.add_argument("key")
-
-    p = add("purge", "delete forgotten memories for good")
-    p.add_argument("--key", help="purge only this forgotten memory")
-    p.add_argument("--yes", action="store_true", help="confirm (required)")
-
-    p = add("export", "write every memory to a JSON Lines file")
-    p.add_argument("file")
-    p.add_argument("--with-embeddings", action="store_true", help="include the vectors")
-    p.add_argument("--no-forgotten", action="store_true", help="leave forgotten memories out")
-
-    p = add("import", "load a JSON Lines export (resumable: existing keys are skipped)")
-    p.add_argument("file")
-    p.add_argument("--batch-size", type=int, default=500)
-    p.add_argument("--reembed", action="store_true",
-                   help="ignore the file's vectors and embed every memory with the embedder "
-                        "(needed when the file was made with another embedder)")
-    p.add_argument("--partial", action="store_true",
-                   help="import what a truncated or damaged file holds (refused otherwise)")
-
-    add("migrate", "create or upgrade the database schema")
-
-    add("check", "look the database over for damage (file, full text, content, vectors)")
-
-    p = add("reembed", "rebuild every vector with the configured embedder (resumable)")
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--force", action="store_true",
-                   help="start over even if the store already carries this embedder's name")
-    p.add_argument("--retry-failed", action="store_true",
-                   help="only give the memories whose embedding failed another try")
-
-    p = add("copy", "copy every memory from one database to another (resumable, verified)")
-    p.add_argument("source", metavar="SRC_URL")
-    p.add_argument("target", metavar="DST_URL")
-    p.add_argument("--batch-size", type=int, default=500)
-    p.add_argument("--no-verify", action="store_true", help="skip the final check")
-    p.add_argument("--sample", type=int, default=100,
-                   help="memories compared field by field in the final check (default 100)")
-
-    p = add("log", "the operations log, newest first", parent=no_robot)
-    p.add_argument("--limit", type=int, default=20)
-    p.add_argument("--op", help="only this operation (add, touch, evict, forget, restore, purge)")
-    p.add_argument("--robot", dest="filter_robot", metavar="NAME", help="only this robot")
-
-    p = add("demo", "a guided tour on a throwaway database (no server, no network)")
-    p.add_argument("--fast", action="store_true", help="no pauses between steps")
-
-    add("mcp", "run the MCP server (needs the mcp extra); every option after `mcp` is the "
-               "server's (`htm mcp --help` lists them)")
-
-    p = add("ui", "serve the inspector and recall debugger in the browser (needs the ui extra)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (default 127.0.0.1; any other needs a token)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
-    p.add_argument("--token", help="access token for a non-loopback --host (default: a new "
-                                   "one, printed with the address)")
-    return parser
-
-
-class _Probe(argparse.ArgumentParser):
-    """A parser that raises ValueError where argparse would print usage and exit."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ValueError(message)
-
-
-def _split_mcp(argv: list[str]) -> tuple[list[str], list[str]] | None:
-    """``(global options, server options)`` when the subcommand is ``mcp``, else None.
-
-    The subcommand is the first ``mcp`` token before which only global options stand.
-    Everything after it belongs to the server, verbatim and in order: argparse would
-    otherwise part ``--port 8765`` into an unknown option and a stray value.
-    """
-    probe = _Probe(add_help=False, parents=[_global_options(suppress=False)])
-    for i, token in enumerate(argv):
-        if token != "mcp":
-            continue
-        try:
-            probe.parse_args(argv[:i])
-        except ValueError:
-            continue
-        return argv[:i], argv[i + 1:]
-    return None
-
-
-# -- helpers ---------------------------------------------------------------------------
-
-
-def _opt(args: argparse.Namespace, name: str) -> Any:
-    return getattr(args, name, None)
-
 
 def _open_htm(args: argparse.Namespace, **kwargs: Any) -> Any:
     """An ``HTM`` for the command. The embedder is lazy: a command that never embeds never
@@ -570,32 +401,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "reembed": _cmd_reembed, "copy": _cmd_copy, "check": _cmd_check,
     "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp, "ui": _cmd_ui,
 }
-
-
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    """The command line ``argv`` parsed (``SystemExit`` on a usage error or ``--help``).
-
-    For ``mcp``, ``server_args`` holds every option after the subcommand, as given.
-    """
-    parser = build_parser()
-    argv = list(argv)
-    mcp = _split_mcp(argv)
-    if mcp is None:
-        return parser.parse_args(argv)
-    args = parser.parse_args([*mcp[0], "mcp"])
-    args.server_args = mcp[1]
-    return args
-
-
-def server_argv(args: argparse.Namespace) -> list[str]:
-    """The MCP server's command line for parsed ``htm ... mcp ...`` arguments: the global
-    options given before ``mcp``, then everything after it."""
-    forwarded: list[str] = []
-    for name in ("db", "robot", "embedder", "working_memory_tokens"):
-        value = _opt(args, name)
-        if value is not None:
-            forwarded += [f"--{name.replace('_', '-')}", str(value)]
-    return forwarded + [a for a in args.server_args if a != "--"]
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,

@@ -37,6 +37,7 @@ from .errors import MemoryTooLargeError
 from .models import Memory
 from .querytime import QueryTime, query_timeframe
 from .retrieval import centred_query, search
+from .scoring import finish
 from .store._text import parse_query
 from .store.base import ArmQuery, SearchFilters
 from .working import WorkingMemory
@@ -58,12 +59,17 @@ class ArmHit:
 
 @dataclass(frozen=True)
 class FusedHit:
-    """One hit of the fused list: its rank (from 1), fused score, and rank in each arm."""
+    """One hit of the fused list: its rank (from 1), fused score, and rank in each arm.
+
+    ``score`` is the fusion's own (RRF) score that ordered the list; ``relevance`` is the
+    0..1 score :meth:`~htm_core.HTM.recall` reports as ``Hit.score`` (:mod:`htm_core.scoring`).
+    """
 
     rank: int
     score: float
     memory: Memory
     ranks: dict[str, int] = field(default_factory=dict)
+    relevance: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -106,8 +112,9 @@ def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 
         arms = {name: got[:arm_depth] for name, got in arms.items()}
     ids = {r.id for r in ranked} | {mid for got in arms.values() for mid, _ in got}
     by_id = {m.id: m for m in store.get_many(sorted(ids))}
-    fused = [FusedHit(n, r.score, by_id[r.id], dict(r.ranks))
-             for n, r in enumerate((r for r in ranked if r.id in by_id), start=1)]
+    scored = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit)
+    fused = [FusedHit(n, r.score, by_id[r.id], dict(r.ranks), relevance=r.relevance)
+             for n, r in enumerate(scored, start=1)]
     evict, too_large, tokens = _would_evict(htm, [h.memory for h in fused], now)
     return RecallExplanation(
         query=query, strategy=strategy, limit=limit, filters=filters, query_time=when,

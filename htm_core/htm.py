@@ -34,7 +34,9 @@ from typing import Any
 from . import _intake
 from ._async import AsyncTwins
 from ._embedding import EmbeddingService, check_batch_size
+from ._forgetting import NeverForget
 from ._intake import Intake
+from ._introspection import Introspection
 from ._listing import Listing
 from ._rerank import check_min_score, check_rerank, finish, rerank_depth
 from ._versions import Versioning, check_include_history, with_history, write_readding
@@ -43,13 +45,13 @@ from .config import Settings
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
 from .enrich.base import ImportanceScorer, SummaryWriter, Tagger
 from .enrich.documents import diff_document, plan_document
-from .models import Context, Hit, Memory, Operation, Robot, Stats
+from .models import Context, Hit, Memory
 from .observability import Metrics, instrumented
 from .retrieval import RetrievalConfig, search
 from .store import LongTermStore, open_store
 from .tags import tag_filter
 from .tokens import TokenCounter, resolve_counter
-from .validation import check_content, check_key, check_limit, check_max_tokens, check_tags
+from .validation import check_content, check_key, check_max_tokens, check_tags
 from .working import WorkingMemory
 from .working.context import SEPARATOR, check_strategy, fit
 from .working.resident import ResidentSet
@@ -59,7 +61,7 @@ __all__ = ["HTM"]
 logger = logging.getLogger(__name__)
 
 
-class HTM(AsyncTwins, Listing, Versioning):
+class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
     """A two-tier memory for one robot over a (possibly shared) long-term store.
 
     Async: every public method that does I/O has a twin named ``a<name>`` (``aadd``,
@@ -543,75 +545,3 @@ class HTM(AsyncTwins, Listing, Versioning):
                                      separator_tokens=self._counter.count(SEPARATOR))
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)
-
-    # -- never forget ----------------------------------------------------------------
-
-    @instrumented("forget")
-    def forget(self, key: str, *, confirm: bool = False) -> Memory:
-        """Hide a memory from recall, recoverably (``restore``), until ``purge``.
-
-        Raises :class:`~htm_core.errors.ConfirmationRequiredError` unless ``confirm=True``
-        and :class:`~htm_core.errors.NotFoundError` for an unknown or purged key (the memory
-        is then out of this robot's working memory too). Every working memory holding the
-        memory, in any process, drops it from its next call on.
-        """
-        key = _intake.confirm_forget(key, confirm)
-        with self._lock:
-            try:
-                memory = self._store.forget(key, robot=self.robot, at=self._clock())
-            finally:  # also when the key is gone (purged by another robot): out of here too
-                self._resident.forget(key)
-        return memory
-
-    @instrumented("restore")
-    def restore(self, key: str) -> Memory:
-        """Bring back a forgotten memory. Raises ``NotFoundError`` for an unknown key."""
-        return self._store.restore(check_key(key), robot=self.robot)
-
-    def purge(self, *, confirm: bool = False, key: str | None = None) -> int:
-        """Delete forgotten memories for good (all of them, or only ``key``).
-
-        Only memories already forgotten are purged; returns how many were removed.
-        """
-        return self._store.purge(robot=self.robot, key=_intake.confirm_purge(confirm, key))
-
-    # -- introspection ---------------------------------------------------------------
-
-    def stats(self) -> Stats:
-        """Working-memory and long-term figures for this robot and the whole store."""
-        with self._lock:
-            self._resident.refresh()
-        counts = self._store.counts(self.robot)
-        info = self._store.embedding_info()
-        return Stats(
-            robot=self.robot, backend=self._store.backend, database=self._store.url,
-            working_memory_count=len(self._wm), working_memory_tokens=self._wm.tokens,
-            working_memory_max_tokens=self._wm.max_tokens, eviction_policy=self._wm.policy,
-            long_term_total=counts.total, long_term_robot=counts.robot,
-            forgotten=counts.forgotten, robots=counts.robots,
-            embedder=self._embedding.name, embedding_dim=info[1] if info else None,
-            embedder_choice=self._embedding.choice, token_counter=self._counter.name,
-            pending_embeddings=counts.missing_embeddings,
-            failed_embeddings=counts.failed_embeddings,
-            embedding_calls=self._embedding.calls, embedding_cache_hits=self._embedding.cache_hits,
-            evictions=self._wm.evictions, schema_version=self._store.schema_version(),
-            extra={"metrics": self.metrics.snapshot(), **self._embedding.worker_figures(),
-                   "enrichment": self._enrichment.stats(),
-                   **self._embedding.failure_figures(counts.failed_embeddings)},
-        )
-
-    def robots(self) -> list[Robot]:
-        """Every robot on the store."""
-        return self._store.robots()
-
-    def tags(self) -> dict[str, int]:
-        """Every tag with its count of visible memories."""
-        return self._store.tags()
-
-    def operations(self, *, limit: int = 100, op: str | None = None,
-                   robot: str | None = None) -> list[Operation]:
-        """The operations log, newest first (add, touch, evict, forget, restore, purge...),
-        with what this instance's recent reads evicted written first."""
-        with self._lock:
-            self._resident.flush()
-        return self._store.operations(limit=check_limit(limit), robot=robot, op=op)

@@ -30,7 +30,8 @@ def test_the_fused_list_is_what_recall_returns(ui_htm: HTM) -> None:
         hits = ui_htm.recall(query, **kwargs)  # type: ignore[arg-type]
         assert [(h.memory.key, h.ranks) for h in why.fused] == \
             [(h.memory.key, h.ranks) for h in hits], (query, kwargs)
-        assert [h.score for h in why.fused] == pytest.approx([h.score for h in hits])
+        assert [h.relevance for h in why.fused] == pytest.approx([h.score for h in hits])
+        assert all(a.score >= b.score for a, b in zip(why.fused, why.fused[1:], strict=False))
         assert hits, (query, kwargs)
 
 

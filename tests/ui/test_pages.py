@@ -57,6 +57,7 @@ def test_search_is_read_only_and_ranked(client: TestClient, ui_htm: HTM) -> None
 def test_a_memory_page(client: TestClient, ui_htm: HTM, htm_factory: Callable[..., HTM]) -> None:
     other = htm_factory(robot="other")
     other.recall("vim keybindings", limit=1)
+    other.flush()  # a recall's access statistics are written behind (docs/reliability.md)
     page = client.get("/memory?key=pref-vim").text
     holders = page.split('id="holders"', 1)[1].split("</dd>", 1)[0]
     assert "inspector" in holders and "other" in holders
