@@ -1,6 +1,7 @@
 """``htm ui`` in a real headless Chromium (Debian's ``chromium``, driven by playwright):
-browse, search, the recall debugger's per-arm ranks, forget with its confirmation step, and
-a memory holding a script. The app is served by uvicorn on a free loopback port.
+browse, search, the recall debugger's per-arm ranks, forget with its confirmation step,
+a memory holding a script, and editing tags and importance (new versions). The app is
+served by uvicorn on a free loopback port.
 
 Skipped, with the reason, only when chromium is missing on a developer's machine; in CI
 (``CI=true``) a missing chromium fails (scripts/test.sh installs it)."""
@@ -121,3 +122,24 @@ def test_a_memory_holding_a_script_is_shown_as_text(page: Any) -> None:
     page.goto("/memory?key=evil")
     assert page.locator("#content").inner_text().startswith("<script>window.__pwned = 1;")
     assert page.dialogs == []
+
+
+def test_edit_tags_and_importance_makes_versions(page: Any, served_htm: HTM) -> None:
+    page.goto("/memory?key=proj-htm")
+    assert page.locator("#tags-input").input_value() == "project:htm"
+    page.fill("#tags-input", "project:htm:core storage")  # one tag replaced, one added
+    page.click("#save-tags")
+    assert "Tags saved" in page.locator("#done").inner_text()
+    page.fill("input[name=importance]", "7.5")
+    page.click("#set-importance")
+    assert "Importance changed" in page.locator("#done").inner_text()
+    memory = served_htm.get("proj-htm")
+    assert memory is not None
+    assert (memory.tags, memory.importance, memory.version) == (
+        ("project:htm:core", "storage"), 7.5, 3)
+    rows = page.locator("#versions tr").all()[1:]
+    assert [r.locator("td").first.inner_text().split()[0] for r in rows] == ["3", "2", "1"]
+    assert rows[-1].locator("td").nth(3).inner_text() == "project:htm"
+    assert rows[0].locator("td").nth(5).inner_text() == "-"  # the current one: not superseded
+    assert rows[-1].locator("td").nth(5).inner_text() != "-"
+    assert "<td>update</td>" in page.locator("#log").inner_html()
