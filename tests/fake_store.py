@@ -259,8 +259,9 @@ class FakeStore:
                                              for m, s in self._rows(robot)]
 
     def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
-        return self.working_version(robot), {m.id: replace(s, content_hash=m.content_hash)
-                                             for m, s in self._rows(robot)}
+        return self.working_version(robot), {
+            m.id: replace(s, content_hash=m.content_hash, version=m.version)
+            for m, s in self._rows(robot)}
 
     def working_version(self, robot: str) -> int:
         return self._versions.get(robot, 0)
@@ -385,9 +386,8 @@ class FakeStore:
                       if changed else old.embedding,
                       embedder=record.embedder if changed else old.embedder)
         self._memories[old.id] = new
-        for name, states in self._working.items():
-            if old.id in states:
-                self._versions[name] = self._versions.get(name, 0) + 1
+        for name in {*self._working, *(r.name for r in self.robots())}:
+            self._versions[name] = self._versions.get(name, 0) + 1  # every robot, as the stores
         self._record("update", robot, record.key, version=new.version, superseded=old.version)
         return new
 

@@ -136,6 +136,10 @@ class WorkingState:
     #: The memory's content hash as read (empty when not read): a reader whose copy of the
     #: memory has another hash fetches it again (it was updated). Not part of equality.
     content_hash: str = field(default="", compare=False)
+    #: The memory's version as read (0 when not read): a reader holding another version
+    #: fetches it again (an update that kept the text changed its importance, tags or
+    #: metadata). Not part of equality.
+    version: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)

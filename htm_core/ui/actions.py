@@ -122,9 +122,7 @@ def importance(ui: UI, request: Request, form: dict[str, str]) -> Response:
     except ValueError:
         raise ValidationError(f"importance must be a number from 0 to 10, got {raw!r}") from None
     value = check_importance(value)
-    response = _update(ui, _editable(ui, key, form), "importance", importance=value)
-    ui.htm._refresh_importance(key, value)  # update() re-reads working memory on a new text only
-    return response
+    return _update(ui, _editable(ui, key, form), "importance", importance=value)
 
 
 def tags(ui: UI, request: Request, form: dict[str, str]) -> Response:

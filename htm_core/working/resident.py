@@ -312,8 +312,9 @@ class ResidentSet:
         wanted = {s.key: (mid, s) for mid, s in states.items()}
         for key, (_mid, state) in wanted.items():  # updated meanwhile: fetched again below
             held = self.memories.get(key)
-            if held is not None and state.content_hash \
-                    and held.content_hash != state.content_hash:
+            if held is not None and (
+                    (state.content_hash and held.content_hash != state.content_hash)
+                    or (state.version and held.version != state.version)):
                 self.wm.remove(key)
                 self.memories.pop(key)
         for key in [k for k in self.memories if k not in wanted]:

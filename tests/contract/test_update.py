@@ -149,6 +149,25 @@ def test_another_htm_shows_the_new_text_never_the_old(htm_factory):
     assert "D4" in writer.create_context().text and "C3 flooded" in other.create_context().text
 
 
+def test_an_update_that_keeps_the_text_reaches_every_working_memory(htm_factory):
+    """Importance, tags and metadata changed without a new text are seen by the updating
+    instance, a twin of its robot and another robot holding the memory (the catch-up
+    compares versions, not only content hashes)."""
+    writer, twin, other = (htm_factory(robot="ada"), htm_factory(robot="ada"),
+                           htm_factory(robot="bob"))
+    writer.add("Meeting room is B12", key="room", importance=3.0, tags=["office"])
+    other.recall("meeting room", strategy="fulltext")
+    twin.create_context()
+    assert twin.working_memory.get("room").importance == 3.0
+    writer.update("room", "Meeting room is B12", importance=9.5, tags=["office", "rooms"])
+    for htm in (writer, twin, other):
+        htm.create_context()
+        assert htm.working_memory.get("room").importance == 9.5, htm.robot
+    other.recall("meeting room", strategy="fulltext")  # its access written behind, pending
+    writer.update("room", "Meeting room moved to C3")
+    assert "C3" in other.create_context().text and "B12" not in other.create_context().text
+
+
 def test_update_in_background_mode_gets_its_vector(htm_factory):
     htm = htm_factory(robot="ada", background_embeddings=True)
     htm.add("Parking is on level two", key="parking")

@@ -110,9 +110,9 @@ class SQLVersions(SQLWorkingSet):
                 self._visibility_changed(conn)
             conn.execute(text("DELETE FROM memory_tags WHERE memory_id = :id"), {"id": mid})
             self._link_tags(conn, [(mid, list(record.tags))])
-            conn.execute(text(
-                "UPDATE robots SET working_version = working_version + 1 WHERE id IN "
-                "(SELECT robot_id FROM working_memory WHERE memory_id = :id)"), {"id": mid})
+            # Every robot, not only those holding it now: a robot whose recall of it is
+            # still pending (written behind) holds it without a membership row yet.
+            conn.execute(text("UPDATE robots SET working_version = working_version + 1"))
             self._log_lines(conn, [("update", rid, mid, key, {
                 "version": version + 1, "superseded": version, "content_changed": changed})])
             return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0], changed

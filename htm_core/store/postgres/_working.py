@@ -65,14 +65,14 @@ class PostgresWorkingSet(_PostgresRecords):
             rows = conn.execute(text(
                 "SELECT r.working_version, w.memory_id, m.key, "
                 "coalesce(w.last_accessed, m.last_accessed), w.access_count, w.seq, w.access_seq, "
-                "m.content_hash FROM robots r LEFT JOIN (working_memory w JOIN memories m "
+                "m.content_hash, m.version FROM robots r LEFT JOIN (working_memory w JOIN memories m "
                 "ON m.id = w.memory_id "
                 f"AND {_VISIBLE}) ON w.robot_id = r.id WHERE r.name = :n"), {"n": robot}).all()
             if not rows:
                 return 0, {}
             return int(rows[0][0]), {int(r[1]): WorkingState(
                 key=r[2], last_accessed=r[3].astimezone(timezone.utc), access_count=int(r[4]),
-                seq=int(r[5]), access_seq=int(r[6]), content_hash=r[7])
+                seq=int(r[5]), access_seq=int(r[6]), content_hash=r[7], version=int(r[8]))
                 for r in rows if r[1] is not None}
 
         return self._read("reading working memory", read)

@@ -63,14 +63,15 @@ class SQLiteWorkingSet(_SQLiteRecords):
                     return 0, {}
                 rows = cur.execute(
                     "SELECT w.memory_id, m.key, coalesce(w.last_accessed, m.last_accessed), "
-                    "w.access_count, w.seq, w.access_seq, m.content_hash FROM working_memory w "
+                    "w.access_count, w.seq, w.access_seq, m.content_hash, m.version FROM working_memory w "
                     "JOIN memories m ON m.id = w.memory_id WHERE w.robot_id = ? "
                     "AND m.forgotten_at IS NULL", (row[0],)).fetchall()
             finally:
                 cur.close()
         return int(row[1]), {int(r[0]): WorkingState(
             key=r[1], last_accessed=utc_from_timestamp(r[2]), access_count=int(r[3]),
-            seq=int(r[4]), access_seq=int(r[5]), content_hash=r[6]) for r in rows}
+            seq=int(r[4]), access_seq=int(r[5]), content_hash=r[6], version=int(r[7]))
+            for r in rows}
 
     def working_version(self, robot: str) -> int:
         with self._read() as conn:
