@@ -254,20 +254,20 @@ def _neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
     for mid, memory in memories.items():
         own = score.get(mid, floor)
         bonus = 0.0
-        short = 1.0
-        if config.neighbor_words is not None:
-            short = min(1.0, config.neighbor_words / max(1, len(memory.content.split())))
+        short = None  # worked out for the memories that have a better neighbour only
         for d in range(-n, n + 1):
             other = memories.get(mid + d)
-            if d == 0 or other is None or other.id not in score:
+            if d == 0 or other is None or other.id not in score or score[other.id] <= own:
                 continue
             if other.robot != memory.robot or abs(other.created_at - memory.created_at) > gap:
                 continue
-            if score[other.id] > own:
-                # Lend a share of what lifts the neighbour above the weakest candidate,
-                # never enough to pass the neighbour itself.
-                lent = config.neighbor_weight ** abs(d) * (score[other.id] - floor) * short
-                bonus = max(bonus, min(lent, (score[other.id] - own) * (1 - 1e-6)))
+            if short is None:
+                short = 1.0 if config.neighbor_words is None else \
+                    min(1.0, config.neighbor_words / max(1, len(memory.content.split())))
+            # Lend a share of what lifts the neighbour above the weakest candidate,
+            # never enough to pass the neighbour itself.
+            lent = config.neighbor_weight ** abs(d) * (score[other.id] - floor) * short
+            bonus = max(bonus, min(lent, (score[other.id] - own) * (1 - 1e-6)))
         if mid in score or bonus > 0.0:  # a memory no arm found enters only on a real bonus
             out[mid] = own + bonus
     for r in fused[pool:]:
@@ -462,4 +462,5 @@ def search(
         fused = config.fusion(arms, config.rrf_k)
     if config.neighbors:
         fused = _neighbour_scores(fused, config, pool, briefs)
-    return [replace(r, similarity=similarity.get(r.id)) for r in fused[:limit]]
+    return [RankedId(r.id, r.score, r.ranks, similarity.get(r.id), r.relevance)
+            for r in fused[:limit]]

@@ -28,35 +28,41 @@ class _SQLiteRecords(_SQLiteEngine):
 
     # -- reading ---------------------------------------------------------------------
 
-    def _to_memory(self, row: Any, tags: Sequence[str], embedding: bytes | None = None) -> Memory:
+    def _to_memory(self, row: Sequence[Any], tags: Sequence[str],
+                   embedding: bytes | None = None) -> Memory:
+        """``row``: the columns of ``_MEMORY_COLUMNS``, in order."""
+        (mid, key, content, content_hash, robot, importance, token_count, created_at,
+         last_accessed, access_count, metadata, embedder, forgotten_at, version) = row[:14]
         return Memory(
-            id=row.id, key=row.key, content=row.content, content_hash=row.content_hash,
-            robot=row.robot, importance=row.importance, token_count=row.token_count,
-            created_at=utc_from_timestamp(row.created_at),
-            last_accessed=utc_from_timestamp(row.last_accessed),
-            access_count=row.access_count, tags=tuple(tags), metadata=json.loads(row.metadata),
-            embedder=row.embedder,
+            id=mid, key=key, content=content, content_hash=content_hash,
+            robot=robot, importance=importance, token_count=token_count,
+            created_at=utc_from_timestamp(created_at),
+            last_accessed=utc_from_timestamp(last_accessed),
+            access_count=access_count, tags=tuple(tags),
+            metadata=json.loads(metadata) if metadata != "{}" else {},
+            embedder=embedder,
             embedding=np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
-            forgotten_at=utc_from_timestamp(row.forgotten_at) if row.forgotten_at else None,
-            version=int(row.version),
+            forgotten_at=utc_from_timestamp(forgotten_at) if forgotten_at else None,
+            version=int(version),
         )
 
     def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
                include_embedding: bool) -> list[Memory]:
-        cols = _MEMORY_COLUMNS + (", m.embedding" if include_embedding else "")
-        rows = conn.execute(text(
-            f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id WHERE {where}"
-        ), params).all()
-        if not rows:
-            return []
-        tags: dict[int, list[str]] = {}
-        for part in chunks([r.id for r in rows], 500):
-            for mid, name in conn.execute(text(
-                "SELECT mt.memory_id, t.name FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
-                f"WHERE mt.memory_id IN ({', '.join(str(int(i)) for i in part)}) ORDER BY t.name"
-            )):
-                tags.setdefault(mid, []).append(name)
-        return [self._to_memory(r, tags.get(r.id, ()), r.embedding if include_embedding else None)
+        """The memories matching ``where``, each with its tags (sorted by name), in one
+        statement on the raw cursor: this is on every recall's path, and SQLAlchemy's
+        per-statement overhead would be most of its time."""
+        cols = _MEMORY_COLUMNS + (", m.embedding" if include_embedding else ", NULL")
+        cur = conn.connection.cursor()
+        try:
+            rows = cur.execute(
+                f"SELECT {cols}, (SELECT json_group_array(t.name) FROM memory_tags mt "
+                "JOIN tags t ON t.id = mt.tag_id WHERE mt.memory_id = m.id) "
+                f"FROM memories m JOIN robots r ON r.id = m.robot_id WHERE {where}",
+                params).fetchall()
+        finally:
+            cur.close()
+        # Python's order of str is SQLite's BINARY order of their UTF-8 bytes.
+        return [self._to_memory(r, sorted(json.loads(r[15])) if r[15] != "[]" else (), r[14])
                 for r in rows]
 
     def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
