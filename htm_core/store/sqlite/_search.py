@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -225,11 +226,12 @@ class _SQLiteSearch(SQLiteWorkingSet):
         out: dict[int, Brief] = {}
         with self._cursor() as cur:
             for part in chunks(sorted(set(ids)), 500):
-                id_list = ", ".join(map(str, map(int, part)))
+                # The ids as one JSON parameter: one statement text, compiled once.
+                params["ids"] = json.dumps(list(map(int, part)))
                 missing: list[int] = []
                 for mid, version in cur.execute(
-                        f"SELECT m.id, m.version FROM memories m WHERE m.id IN ({id_list}) "
-                        f"AND {where}", params):
+                        "SELECT m.id, m.version FROM memories m "
+                        f"WHERE m.id IN (SELECT value FROM json_each(:ids)) AND {where}", params):
                     known = cache.get(mid)
                     if known is not None and known[0] == version:
                         out[mid] = known[1]
