@@ -237,42 +237,49 @@ class _Briefs:
 
 
 def _neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
-                      briefs: _Briefs) -> list[RankedId]:
+                      briefs: _Briefs, limit: int | None = None) -> list[RankedId]:
     """Add to each memory ``weight ** distance × (s - floor)`` from its best better
-    neighbour scoring ``s`` (``floor``: the weakest candidate's score), capped below ``s``."""
+    neighbour scoring ``s`` (``floor``: the weakest candidate's score), capped below ``s``;
+    the best ``limit`` (default: all)."""
+    return _neighbours([r.id for r in fused], {r.id: r.score for r in fused},
+                       {r.id: r.ranks for r in fused}, config, pool, briefs, limit)
+
+
+def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, Mapping[str, int]],
+                config: RetrievalConfig, pool: int, briefs: _Briefs,
+                limit: int | None) -> list[RankedId]:
+    """:func:`_neighbour_scores` of the fused ids ``order`` (best first) with their scores
+    and ranks."""
     n = config.neighbors
-    top = fused[:pool]
-    score = {r.id: r.score for r in fused}
-    wanted = {r.id + d for r in top for d in range(-n, n + 1)}
+    wanted = {mid + d for mid in order[:pool] for d in range(-n, n + 1)}
     known = briefs.fetch(wanted)
     memories = {i: known[i] for i in wanted if i in known}
     gap = timedelta(seconds=config.neighbor_gap)
-    ranks = {r.id: r.ranks for r in fused}
     # A memory neither arm returned scores at most what the last candidate scored.
     floor = min(score.values(), default=0.0)
     out: dict[int, float] = {}
     for mid, memory in memories.items():
         own = score.get(mid, floor)
         bonus = 0.0
-        short = 1.0
-        if config.neighbor_words is not None:
-            short = min(1.0, config.neighbor_words / max(1, len(memory.content.split())))
+        short = None  # worked out for the memories that have a better neighbour only
         for d in range(-n, n + 1):
             other = memories.get(mid + d)
-            if d == 0 or other is None or other.id not in score:
+            if d == 0 or other is None or other.id not in score or score[other.id] <= own:
                 continue
             if other.robot != memory.robot or abs(other.created_at - memory.created_at) > gap:
                 continue
-            if score[other.id] > own:
-                # Lend a share of what lifts the neighbour above the weakest candidate,
-                # never enough to pass the neighbour itself.
-                lent = config.neighbor_weight ** abs(d) * (score[other.id] - floor) * short
-                bonus = max(bonus, min(lent, (score[other.id] - own) * (1 - 1e-6)))
+            if short is None:
+                short = 1.0 if config.neighbor_words is None else \
+                    min(1.0, config.neighbor_words / max(1, len(memory.content.split())))
+            # Lend a share of what lifts the neighbour above the weakest candidate,
+            # never enough to pass the neighbour itself.
+            lent = config.neighbor_weight ** abs(d) * (score[other.id] - floor) * short
+            bonus = max(bonus, min(lent, (score[other.id] - own) * (1 - 1e-6)))
         if mid in score or bonus > 0.0:  # a memory no arm found enters only on a real bonus
             out[mid] = own + bonus
-    for r in fused[pool:]:
-        out.setdefault(r.id, r.score)
-    ordered = sorted(out, key=lambda m: (-out[m], m))
+    for mid in order[pool:]:
+        out.setdefault(mid, score[mid])
+    ordered = sorted(out, key=lambda m: (-out[m], m))[:limit]
     return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1})) for m in ordered]
 
 
@@ -343,6 +350,14 @@ def _may_reach_top(arms: Mapping[str, Sequence[int]], config: RetrievalConfig,
 def _coverage_rrf(arms: Mapping[str, Sequence[int]], text: str, config: RetrievalConfig,
                   briefs: _Briefs) -> list[RankedId]:
     """Weighted RRF where a full-text hit counts in proportion to the query words it has."""
+    ordered, scores, ranks = _coverage_scores(arms, text, config, briefs)
+    return [RankedId(m, scores[m], ranks[m]) for m in ordered]
+
+
+def _coverage_scores(arms: Mapping[str, Sequence[int]], text: str, config: RetrievalConfig,
+                     briefs: _Briefs
+                     ) -> tuple[list[int], dict[int, float], dict[int, dict[str, int]]]:
+    """:func:`_coverage_rrf` as the ids (best first), their scores and their ranks."""
     parsed = parse_query(text)
     stems = [_stem(w) for w in parsed.flat_words()]
     ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
@@ -362,7 +377,7 @@ def _coverage_rrf(arms: Mapping[str, Sequence[int]], text: str, config: Retrieva
             scores[mid] = scores.get(mid, 0.0) + weight * share / (config.rrf_k + rank)
             ranks.setdefault(mid, {})[arm] = rank
     ordered = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))
-    return [RankedId(m, scores[m], ranks[m]) for m in ordered]
+    return ordered, scores, ranks
 
 
 def centred_query(vector: Sequence[float], centroid: Sequence[float] | None) -> list[float]:
@@ -455,11 +470,17 @@ def search(
                       for mid in got] +
                      [mid + d for mid in _may_reach_top(arms, config, pool)
                       for d in range(-config.neighbors, config.neighbors + 1)])
-        fused = _coverage_rrf(arms, text, config, briefs)
-    elif config.fusion is reciprocal_rank_fusion:
-        fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
+        order, scores, ranks = _coverage_scores(arms, text, config, briefs)
+        if config.neighbors:  # only the best ``limit`` become RankedIds
+            fused = _neighbours(order, scores, ranks, config, pool, briefs, limit)
+        else:
+            fused = [RankedId(m, scores[m], ranks[m]) for m in order[:limit]]
     else:
-        fused = config.fusion(arms, config.rrf_k)
-    if config.neighbors:
-        fused = _neighbour_scores(fused, config, pool, briefs)
-    return [replace(r, similarity=similarity.get(r.id)) for r in fused[:limit]]
+        if config.fusion is reciprocal_rank_fusion:
+            fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
+        else:
+            fused = config.fusion(arms, config.rrf_k)
+        if config.neighbors:
+            fused = _neighbour_scores(fused, config, pool, briefs, limit)
+    return [RankedId(r.id, r.score, r.ranks, similarity.get(r.id), r.relevance)
+            for r in fused[:limit]]

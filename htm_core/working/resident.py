@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -88,12 +88,13 @@ class _Pending:
         self.evict: list[str] = []
         self.put: dict[str, None] = {}
 
-    def add(self, change: WorkingChange) -> None:
+    def add(self, at: datetime, touch: Sequence[int], evict: Sequence[str],
+            put: Iterable[str]) -> None:
         self.reads += 1
-        self.at = change.at
-        self.touch.extend(change.touch)
-        self.evict.extend(change.evict)
-        self.put.update((s.key, None) for s in change.put)
+        self.at = at
+        self.touch.extend(touch)
+        self.evict.extend(evict)
+        self.put.update(dict.fromkeys(put))
 
 
 class ResidentSet:
@@ -164,8 +165,9 @@ class ResidentSet:
             m.access_count += 1
             m.last_accessed = at.astimezone(timezone.utc)
         if memories:
-            self._defer(self.stage_enter(memories[::-1], accessed=at,
-                                         touch=[m.id for m in memories]))
+            entered, evicted = self._enter(memories[::-1], accessed=at)
+            # Written later: the pending change takes each key's state when it is written.
+            self._defer_parts(self._clock(), [m.id for m in memories], evicted, entered)
         return refused
 
     def retrieved(self, memory: Memory | None, at: datetime) -> None:
@@ -214,11 +216,16 @@ class ResidentSet:
     def _defer(self, change: WorkingChange) -> None:
         """Keep a read's staged change (already applied in the process) to write later;
         write everything pending once there is enough of it or it is old enough."""
+        self._defer_parts(change.at, change.touch, change.evict, [s.key for s in change.put])
+
+    def _defer_parts(self, at: datetime, touch: Sequence[int], evict: Sequence[str],
+                     put: Iterable[str]) -> None:
+        """:meth:`_defer` of a change given by its parts (``put``: the keys entered)."""
         self._on_evicted(self.commit(None))
         now = time.monotonic()
         if self._pending is None:
             self._pending = _Pending(now)
-        self._pending.add(change)
+        self._pending.add(at, touch, evict, put)
         if self._pending.reads >= FLUSH_AFTER_READS or \
                 now - self._pending.started >= FLUSH_AFTER_SECONDS:
             self.flush()
@@ -382,6 +389,14 @@ class ResidentSet:
                     touch: Sequence[int] = ()) -> WorkingChange:
         """Put ``memories`` into working memory (evicting by policy) in the process and
         return the change to write; :meth:`commit` or :meth:`rollback` follows."""
+        entered, evicted = self._enter(memories, accessed=accessed)
+        return WorkingChange(robot=self._robot, at=self._clock(), touch=touch, evict=evicted,
+                             put=[self.state(k) for k in entered])
+
+    def _enter(self, memories: Sequence[Memory], *, accessed: datetime | None
+               ) -> tuple[list[str], list[str]]:
+        """:meth:`stage_enter`'s work in the process: the keys entered (and still resident)
+        and those evicted."""
         self.rollback()  # a retried transaction stages again from the same start
         undo: _Undo = []
         self._undo, self._evicted = undo, []
@@ -408,8 +423,7 @@ class ResidentSet:
                 undo.append((item.key, item, self.memories.pop(item.key, None)))
                 evicted.append(item.key)
                 self._evicted.append((item.key, item.content))
-        return WorkingChange(robot=self._robot, at=self._clock(), touch=touch, evict=evicted,
-                             put=[self.state(k) for k in entered if k in self.wm])
+        return [k for k in entered if k in self.wm], evicted
 
     def stage_touch(self, keys: Sequence[str], *, at: datetime,
                     touch: Sequence[int] = ()) -> WorkingChange:

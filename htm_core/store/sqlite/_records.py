@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ from .._vectors import (
     list_failures,
 )
 from ._engine import _SQLiteEngine
+from ._errors import map_sqlite_errors
 from ._schema import _MEMORY_COLUMNS
 
 
@@ -28,35 +31,63 @@ class _SQLiteRecords(_SQLiteEngine):
 
     # -- reading ---------------------------------------------------------------------
 
-    def _to_memory(self, row: Any, tags: Sequence[str], embedding: bytes | None = None) -> Memory:
+    @contextmanager
+    def _cursor(self, what: str = "read") -> Iterator[sqlite3.Cursor]:
+        """A raw cursor in a read transaction (one snapshot), as :meth:`_read`'s but without
+        a SQLAlchemy ``Connection``: every recall runs a few of these small reads, and that
+        wrapper's overhead would be a good part of their time."""
+        with self._lock, map_sqlite_errors(self.url, what):
+            conn = self._engine.raw_connection()
+            try:
+                cur: sqlite3.Cursor = conn.cursor()  # type: ignore[assignment]
+                try:
+                    if not conn.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+                        cur.execute("BEGIN")
+                    yield cur
+                finally:
+                    cur.close()
+            finally:
+                conn.close()  # the pool rolls the read transaction back
+
+    def _to_memory(self, row: Sequence[Any], tags: Sequence[str],
+                   embedding: bytes | None = None) -> Memory:
+        """``row``: the columns of ``_MEMORY_COLUMNS``, in order."""
+        (mid, key, content, content_hash, robot, importance, token_count, created_at,
+         last_accessed, access_count, metadata, embedder, forgotten_at, version) = row[:14]
         return Memory(
-            id=row.id, key=row.key, content=row.content, content_hash=row.content_hash,
-            robot=row.robot, importance=row.importance, token_count=row.token_count,
-            created_at=utc_from_timestamp(row.created_at),
-            last_accessed=utc_from_timestamp(row.last_accessed),
-            access_count=row.access_count, tags=tuple(tags), metadata=json.loads(row.metadata),
-            embedder=row.embedder,
+            id=mid, key=key, content=content, content_hash=content_hash,
+            robot=robot, importance=importance, token_count=token_count,
+            created_at=utc_from_timestamp(created_at),
+            last_accessed=utc_from_timestamp(last_accessed),
+            access_count=access_count, tags=tuple(tags),
+            metadata=json.loads(metadata) if metadata != "{}" else {},
+            embedder=embedder,
             embedding=np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
-            forgotten_at=utc_from_timestamp(row.forgotten_at) if row.forgotten_at else None,
-            version=int(row.version),
+            forgotten_at=utc_from_timestamp(forgotten_at) if forgotten_at else None,
+            version=int(version),
         )
 
     def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
                include_embedding: bool) -> list[Memory]:
-        cols = _MEMORY_COLUMNS + (", m.embedding" if include_embedding else "")
-        rows = conn.execute(text(
-            f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id WHERE {where}"
-        ), params).all()
-        if not rows:
-            return []
-        tags: dict[int, list[str]] = {}
-        for part in chunks([r.id for r in rows], 500):
-            for mid, name in conn.execute(text(
-                "SELECT mt.memory_id, t.name FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
-                f"WHERE mt.memory_id IN ({', '.join(str(int(i)) for i in part)}) ORDER BY t.name"
-            )):
-                tags.setdefault(mid, []).append(name)
-        return [self._to_memory(r, tags.get(r.id, ()), r.embedding if include_embedding else None)
+        """The memories matching ``where``, each with its tags (sorted by name)."""
+        cur = conn.connection.cursor()
+        try:
+            return self._fetch_raw(cur, where, params, include_embedding)
+        finally:
+            cur.close()
+
+    def _fetch_raw(self, cur: Any, where: str, params: dict[str, Any],
+                   include_embedding: bool) -> list[Memory]:
+        # One statement on the raw cursor: this is on every recall's path, and SQLAlchemy's
+        # per-statement overhead would be most of its time.
+        cols = _MEMORY_COLUMNS + (", m.embedding" if include_embedding else ", NULL")
+        rows = cur.execute(
+            f"SELECT {cols}, (SELECT json_group_array(t.name) FROM memory_tags mt "
+            "JOIN tags t ON t.id = mt.tag_id WHERE mt.memory_id = m.id) "
+            f"FROM memories m JOIN robots r ON r.id = m.robot_id WHERE {where}",
+            params).fetchall()
+        # Python's order of str is SQLite's BINARY order of their UTF-8 bytes.
+        return [self._to_memory(r, sorted(json.loads(r[15])) if r[15] != "[]" else (), r[14])
                 for r in rows]
 
     def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
@@ -65,11 +96,13 @@ class _SQLiteRecords(_SQLiteEngine):
             return []
         found: dict[int, Memory] = {}
         visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
-        with self._read() as conn:
+        with self._cursor() as cur:
             for part in chunks(list(ids), 500):
-                id_list = ", ".join(str(int(i)) for i in part)
-                for m in self._fetch(conn, f"m.id IN ({id_list}){visible}", {},
-                                     include_embedding):
+                # The ids as one JSON parameter: the statement's text is always the same,
+                # so the driver's statement cache spares compiling it on every recall.
+                for m in self._fetch_raw(cur, f"m.id IN (SELECT value FROM json_each(:ids))"
+                                         f"{visible}", {"ids": json.dumps(list(map(int, part)))},
+                                         include_embedding):
                     found[m.id] = m
         return [found[i] for i in ids if i in found]
 

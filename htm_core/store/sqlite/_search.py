@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -9,7 +11,6 @@ from typing import Any
 import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from sqlalchemy.engine.interfaces import DBAPICursor
 
 from ...clock import to_timestamp, utc_from_timestamp
 from ...errors import (
@@ -26,9 +27,15 @@ from ..base import (
 from ..vector_index import VectorIndex, normalise
 from ._working import SQLiteWorkingSet
 
+#: How many briefs a store keeps (their text read once); the cache is emptied beyond.
+_BRIEFS_CACHED = 20_000
+
 
 class _SQLiteSearch(SQLiteWorkingSet):
     """Full-text and vector search, and the vector index kept in step with the table."""
+
+    #: Briefs read so far, by memory id: (version, brief); see :meth:`briefs`.
+    _brief_cache: dict[int, tuple[int, Brief]] | None = None
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
         """Each search in turn (an embedded database has no round trips to save)."""
@@ -46,16 +53,12 @@ class _SQLiteSearch(SQLiteWorkingSet):
             return []
         # The raw cursor: a search is a few cheap statements, and SQLAlchemy's
         # per-statement overhead would be most of its time.
-        with self._read() as conn:
-            cur = conn.connection.cursor()
-            try:
-                words = self._word_hits(cur, parsed.words, limit, filters)
-                runs = self._run_hits(cur, parsed.runs, limit, filters)
-            finally:
-                cur.close()
+        with self._cursor() as cur:
+            words = self._word_hits(cur, parsed.words, limit, filters)
+            runs = self._run_hits(cur, parsed.runs, limit, filters)
         return merge_hits(words, runs, limit)
 
-    def _word_hits(self, cur: DBAPICursor, terms: Sequence[str], limit: int,
+    def _word_hits(self, cur: sqlite3.Cursor, terms: Sequence[str], limit: int,
                    filters: SearchFilters) -> list[tuple[int, float]]:
         if not terms:
             return []
@@ -81,7 +84,7 @@ class _SQLiteSearch(SQLiteWorkingSet):
         params["match"] = match
         return [(int(r[0]), -float(r[1])) for r in cur.execute(sql, params).fetchall()]
 
-    def _run_hits(self, cur: DBAPICursor, runs: Sequence[str], limit: int,
+    def _run_hits(self, cur: sqlite3.Cursor, runs: Sequence[str], limit: int,
                   filters: SearchFilters) -> list[tuple[int, float]]:
         """The memories holding CJK ``runs`` as substrings: score = how many they hold +
         1 / (1 + length). The trigram index answers runs of three characters or more;
@@ -126,14 +129,10 @@ class _SQLiteSearch(SQLiteWorkingSet):
         """Catch up with other writers: reload after their vector changes, else pull new rows."""
         if self._index is None:
             return
-        with self._read() as conn:
-            cur = conn.connection.cursor()  # one raw statement: this runs before every search
-            try:
-                generation, newest = cur.execute(
-                    "SELECT (SELECT value FROM htm_meta WHERE key = 'vector_generation'), "
-                    "(SELECT coalesce(max(id), 0) FROM memories)").fetchone()
-            finally:
-                cur.close()
+        with self._cursor() as cur:  # one raw statement: this runs before every search
+            generation, newest = cur.execute(
+                "SELECT (SELECT value FROM htm_meta WHERE key = 'vector_generation'), "
+                "(SELECT coalesce(max(id), 0) FROM memories)").fetchone()
         if int(generation or 0) != self._seen_generation or self._index_stale:
             self._load_index()
         elif int(newest) > self._index.max_id:
@@ -218,19 +217,36 @@ class _SQLiteSearch(SQLiteWorkingSet):
             return {}
         params: dict[str, Any] = {}
         where = self._filter_sql(filters, params)
+        # A recall reads a couple of hundred briefs, mostly the same ones as the recall
+        # before: which of them pass is read every time, their text only when it is not
+        # cached. A memory's text changes only with its version, and ids are never reused.
+        cache = self._brief_cache
+        if cache is None:
+            cache = self._brief_cache = {}
         out: dict[int, Brief] = {}
-        with self._read() as conn:
-            cur = conn.connection.cursor()
-            try:
-                for part in chunks(sorted(set(ids)), 500):
-                    id_list = ", ".join(str(int(i)) for i in part)
-                    for mid, content, robot, created in cur.execute(
-                            "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
-                            "JOIN robots r ON r.id = m.robot_id "
-                            f"WHERE m.id IN ({id_list}) AND {where}", params):
-                        out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
-            finally:
-                cur.close()
+        with self._cursor() as cur:
+            for part in chunks(sorted(set(ids)), 500):
+                # The ids as one JSON parameter: one statement text, compiled once.
+                params["ids"] = json.dumps(list(map(int, part)))
+                missing: list[int] = []
+                for mid, version in cur.execute(
+                        "SELECT m.id, m.version FROM memories m "
+                        f"WHERE m.id IN (SELECT value FROM json_each(:ids)) AND {where}", params):
+                    known = cache.get(mid)
+                    if known is not None and known[0] == version:
+                        out[mid] = known[1]
+                    else:
+                        missing.append(mid)
+                if not missing:
+                    continue
+                if len(cache) > _BRIEFS_CACHED:
+                    cache.clear()
+                for mid, version, content, robot, created in cur.execute(
+                        "SELECT m.id, m.version, m.content, r.name, m.created_at FROM memories m "
+                        "JOIN robots r ON r.id = m.robot_id "
+                        f"WHERE m.id IN ({', '.join(map(str, missing))})"):
+                    brief = out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
+                    cache[mid] = (version, brief)
         return out
 
     def vector_centroid(self) -> list[float] | None:
