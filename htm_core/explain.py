@@ -27,7 +27,7 @@ no access is counted, nothing is logged. It returns
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +36,10 @@ from .clock import to_timestamp
 from .errors import MemoryTooLargeError
 from .models import Memory
 from .querytime import QueryTime, query_timeframe
-from .retrieval import centred_query, search
+from .retrieval import hybrid_arms, search
 from .scoring import finish
 from .store._text import parse_query
-from .store.base import ArmQuery, SearchFilters
+from .store.base import SearchFilters
 from .working import WorkingMemory
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 
     ranked = search(store, query=query, query_vector=vector, strategy=strategy, limit=limit,
                     filters=filters, config=config, now=now)
     when = query_timeframe(query, now) if strategy == "hybrid" and config.time_boost else None
-    arms = _arm_lists(htm, query, vector, strategy, limit, filters, when)
+    arms = _arm_lists(htm, query, vector, strategy, limit, filters, now)
     if arm_depth is not None:
         arms = {name: got[:arm_depth] for name, got in arms.items()}
     ids = {r.id for r in ranked} | {mid for got in arms.values() for mid, _ in got}
@@ -137,8 +137,9 @@ def _once(make: Callable[[], list[float]]) -> Callable[[], list[float]]:
 
 def _arm_lists(htm: HTM, query: str, vector: Callable[[], list[float]], strategy: str,
                limit: int, filters: SearchFilters,
-               when: QueryTime | None) -> dict[str, list[tuple[int, float]]]:
-    """Each arm's ranked (id, score) list, asked the way :func:`search` asks it."""
+               now: datetime) -> dict[str, list[tuple[int, float]]]:
+    """Each arm's ranked (id, score) list, asked as :func:`search` asks them
+    (:func:`~htm_core.retrieval.hybrid_arms`)."""
     store, config = htm.store, htm._retrieval
     if strategy == "vector":
         return {"vector": store.vector_search(vector(), limit=limit, filters=filters)}
@@ -147,22 +148,9 @@ def _arm_lists(htm: HTM, query: str, vector: Callable[[], list[float]], strategy
     if not parse_query(query):
         return {"vector": [(m, s) for m, s in store.vector_search(
             vector(), limit=limit, filters=filters) if s >= config.no_terms_floor]}
-    depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
-    q = centred_query(vector(), store.vector_centroid()) if config.centering else vector()
-    text = query.replace(when.phrase, " ") if when is not None else query
-    asked = {"vector": ArmQuery(vector=q, limit=depth, filters=filters),
-             "fulltext": ArmQuery(text=text, limit=depth, filters=filters)}
-    window = _window(filters, when) if when is not None else None
-    if window is not None:
-        asked["vector@time"] = ArmQuery(vector=q, limit=depth, filters=window)
-        asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
+    asked, _when = hybrid_arms(store, query, vector, limit=limit, filters=filters,
+                               config=config, now=now)
     return dict(zip(asked, store.search_arms(list(asked.values())), strict=True))
-
-
-def _window(filters: SearchFilters, when: QueryTime) -> SearchFilters | None:
-    start = when.start if filters.start is None else max(filters.start, when.start)
-    end = when.end if filters.end is None else min(filters.end, when.end)
-    return replace(filters, start=start, end=end) if start < end else None
 
 
 def _would_evict(htm: HTM, hits: Sequence[Memory], now: datetime

@@ -68,6 +68,7 @@ __all__ = [
     "centred_query",
     "check_recall_strategy",
     "coverage",
+    "hybrid_arms",
     "query_timeframe",
     "reciprocal_rank_fusion",
     "search",
@@ -400,6 +401,36 @@ def centred_query(vector: Sequence[float], centroid: Sequence[float] | None) -> 
 # -- search ----------------------------------------------------------------------------
 
 
+def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[float]], *,
+                limit: int, filters: SearchFilters, config: RetrievalConfig,
+                now: datetime | None = None) -> tuple[dict[str, ArmQuery], QueryTime | None]:
+    """The arms a hybrid recall asks the store for, by name, and the time the query names.
+
+    Both arms run ``config.candidates`` deep with the (centred) query vector and the query's
+    text less its time phrase; a time phrase adds the same two arms inside its window (and
+    the window's least typical memories when weighted). :func:`search` fuses their answers;
+    :func:`htm_core.explain.explain_recall` shows them.
+    """
+    depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
+    vector = list(query_vector())
+    centroid = store.vector_centroid() if config.centering else None
+    if config.centering:
+        vector = centred_query(vector, centroid)
+    when = query_timeframe(query, now or local_now()) if config.time_boost else None
+    text = query.replace(when.phrase, " ") if when is not None else query
+    window = _intersect(filters, when) if when is not None else None
+    asked = {"vector": ArmQuery(vector=vector, limit=depth, filters=filters),
+             "fulltext": ArmQuery(text=text, limit=depth, filters=filters)}
+    if window is not None:
+        asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window)
+        asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
+        if centroid is not None and config.weights.get("atypical@time", 0.0) > 0:
+            # The window's memories least like the average memory: events, not small talk.
+            asked["atypical@time"] = ArmQuery(vector=[-x for x in centroid], limit=depth,
+                                              filters=window)
+    return asked, when
+
+
 def search(
     store: Search,
     *,
@@ -433,27 +464,8 @@ def search(
         return [RankedId(mid, score, {"vector": i}, similarity=score) for i, (mid, score) in enumerate(
             store.vector_search(query_vector(), limit=limit, filters=filters), start=1)
             if score >= config.no_terms_floor]
-    depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
-    vector = query_vector()
-    centroid = store.vector_centroid() if config.centering else None
-    if config.centering:
-        vector = centred_query(vector, centroid)
-    when = None
-    text = query
-    if config.time_boost:
-        when = query_timeframe(query, now or local_now())
-        if when is not None:
-            text = query.replace(when.phrase, " ")
-    window = _intersect(filters, when) if when is not None else None
-    asked = {"vector": ArmQuery(vector=vector, limit=depth, filters=filters),
-             "fulltext": ArmQuery(text=text, limit=depth, filters=filters)}
-    if window is not None:
-        asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window)
-        asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
-        if centroid is not None and config.weights.get("atypical@time", 0.0) > 0:
-            # The window's memories least like the average memory: events, not small talk.
-            asked["atypical@time"] = ArmQuery(vector=[-x for x in centroid], limit=depth,
-                                              filters=window)
+    asked, _when = hybrid_arms(store, query, query_vector, limit=limit, filters=filters,
+                               config=config, now=now)
     found = dict(zip(asked, store.search_arms(list(asked.values())), strict=True))
     arms = {name: [mid for mid, _ in hits] for name, hits in found.items()}
     similarity: dict[int, float] = {}
@@ -470,6 +482,7 @@ def search(
                       for mid in got] +
                      [mid + d for mid in _may_reach_top(arms, config, pool)
                       for d in range(-config.neighbors, config.neighbors + 1)])
+        text = asked["fulltext"].text or query
         order, scores, ranks = _coverage_scores(arms, text, config, briefs)
         if config.neighbors:  # only the best ``limit`` become RankedIds
             fused = _neighbours(order, scores, ranks, config, pool, briefs, limit)

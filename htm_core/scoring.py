@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from .errors import ValidationError
-from .retrieval import RankedId, RetrievalConfig, _stem, _stems_of
+from .retrieval import RankedId, RetrievalConfig, _share, _stem, _stems_of
 from .store._text import parse_query
 
 __all__ = ["check_min_score", "evidence_of", "finish", "relevance_floor"]
@@ -81,11 +81,16 @@ def relevance_floor(ranked: Sequence[RankedId],
     return out[::-1]
 
 
+def _query_terms(query: str) -> tuple[list[str], list[str]]:
+    """The query's word stems and its quoted runs, as coverage counts them."""
+    parsed = parse_query(query)
+    return ([_stem(w) for w in parsed.flat_words()] if parsed else [],
+            list(parsed.runs) if parsed else [])
+
+
 def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known],
               strategy: str) -> dict[int, float]:
-    parsed = parse_query(query)
-    stems = [_stem(w) for w in parsed.flat_words()] if parsed else []
-    runs = parsed.runs if parsed else []
+    stems, runs = _query_terms(query)
     held = {r.id: _stems_of(known[r.id].content) for r in ranked if r.id in known}
     if len(held) >= 5 and len(stems) >= 2:
         # A word found in nearly every hit (a speaker's name in a chat log) tells them
@@ -96,11 +101,7 @@ def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known
     out = {}
     for r in ranked:
         memory = known.get(r.id)
-        cover = 0.0
-        if memory is not None and (stems or runs):
-            words = held.get(r.id, frozenset())
-            cover = (sum(s in words for s in stems) + sum(x in memory.content for x in runs)
-                     ) / (len(stems) + len(runs))
+        cover = 0.0 if memory is None else _share(stems, runs, memory.content)
         cosine = 0.0 if strategy == "fulltext" or r.similarity is None else r.similarity
         out[r.id] = _clamp(max(cosine, cover))
     return out
@@ -110,15 +111,8 @@ def evidence_of(query: str, content: str, cosine: float | None) -> float:
     """One memory's evidence on the 0..1 scale, alone (no list to discount common words in):
     the larger of ``cosine`` (None: not compared by vector) and the share of the query's
     words ``content`` contains. Used for hits ranked outside a recall's list (history)."""
-    parsed = parse_query(query)
-    stems = [_stem(w) for w in parsed.flat_words()] if parsed else []
-    runs = parsed.runs if parsed else []
-    cover = 0.0
-    if stems or runs:
-        words = _stems_of(content)
-        cover = (sum(s in words for s in stems) + sum(x in content for x in runs)
-                 ) / (len(stems) + len(runs))
-    return _clamp(max(cosine or 0.0, cover))
+    stems, runs = _query_terms(query)
+    return _clamp(max(cosine or 0.0, _share(stems, runs, content)))
 
 
 def _lent(evidence: dict[int, float], known: Mapping[int, _Known],
