@@ -117,16 +117,18 @@ class _SQLiteRecords(_SQLiteEngine):
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
                         ) -> dict[str, list[float]]:
         found: dict[str, list[float]] = {}
-        with self._read() as conn:
+        # The raw cursor and the hashes as one JSON parameter: this runs for every
+        # add_many batch, and a statement of 500 named parameters costs more to build in
+        # SQLAlchemy than to run.
+        with self._cursor("reading cached embeddings") as cur:
             for part in chunks(list(dict.fromkeys(content_hashes)), 500):
-                params: dict[str, Any] = {f"h{i}": h for i, h in enumerate(part)}
-                params["e"] = embedder
-                marks = ", ".join(f":h{i}" for i in range(len(part)))
-                for h, blob in conn.execute(text(
-                        f"SELECT content_hash, embedding FROM memories WHERE content_hash IN ({marks}) "
-                        f"AND embedder = :e AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}"),
-                        params):
-                    found.setdefault(h, np.frombuffer(blob, dtype=np.float32).tolist())
+                for h, blob in cur.execute(
+                        "SELECT content_hash, embedding FROM memories WHERE content_hash IN "
+                        "(SELECT value FROM json_each(?)) AND embedder = ? "
+                        f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}",
+                        (json.dumps(part), embedder)):
+                    if h not in found:
+                        found[h] = np.frombuffer(blob, dtype=np.float32).tolist()
         return found
 
     def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
