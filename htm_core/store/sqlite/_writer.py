@@ -6,9 +6,10 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -51,6 +52,15 @@ def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
     return matrix
 
 
+class _NewVectors(NamedTuple):
+    """A batch's new rows with a vector, as the in-process index takes them (ids ascending)."""
+
+    ids: npt.NDArray[np.int64]
+    vectors: npt.NDArray[np.float32]
+    created: npt.NDArray[np.float64]
+    robots: npt.NDArray[np.int64]
+
+
 def _rows_exist(raw: Any, made: dict[int, Memory]) -> bool:
     """Whether the rows this batch created are in the database (see ``_write``'s ``landed``)."""
     if not made:
@@ -87,31 +97,31 @@ class _SQLiteWriter(_SQLiteSearch):
         applied: WorkingResult | None = None
         with self._write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None,
                          landed=lambda raw: _rows_exist(raw, made)) as conn:
-            outcomes = self._add_many(conn, records, made, revived)
+            outcomes, vectors = self._add_many(conn, records, made, revived)
             # New rows are returned as written (no read-back); touched ones are re-read.
-            again = [mid for mid, _created, _vec in outcomes if mid not in made]
+            again = [mid for mid, _created in outcomes if mid not in made]
             by_id = {m.id: m for part in chunks(again, 500) for m in self._fetch(
                 conn, f"m.id IN ({', '.join(str(int(i)) for i in part)})", {}, False)}
             by_id.update(made)
-            results = [AddResult(by_id[mid], created) for mid, created, _ in outcomes]
+            results = [AddResult(by_id[mid], created) for mid, created in outcomes]
             change = working(results) if working is not None else None
             if change is not None:
                 applied = self._apply_working(conn, change, expected_version)
         # The in-process index follows only once the transaction has committed.
-        self._index_new(outcomes)
+        self._index_new(vectors)
         if self._index is not None:
             for mid in revived:
                 self._index.set_alive(mid, True)
-            for rec, (mid, created, _vec) in zip(records, outcomes, strict=True):
+            for rec, (mid, created) in zip(records, outcomes, strict=True):
                 if created and rec.forgotten_at is not None:
                     self._index.set_alive(mid, False)  # imported forgotten: hidden until restored
         return results, applied
 
     def _add_many(self, conn: Connection, records: Sequence[NewMemory], made: dict[int, Memory],
-                  revived: list[int]) -> list[tuple[int, bool, tuple[np.ndarray, float, int] | None]]:
+                  revived: list[int]) -> tuple[list[tuple[int, bool]], _NewVectors | None]:
         """Write the batch on ``conn``; fill ``made`` (new rows) and ``revived`` (restored ids).
 
-        Returns (id, created, (unit vector, created_at, robot id) or None) per record.
+        Returns (id, created) per record and the new rows' vectors for the index.
         """
         now = time.time()
         vectors = batch_embedder(records)  # one embedder and dimension per batch
@@ -129,7 +139,7 @@ class _SQLiteWriter(_SQLiteSearch):
             for part in chunks(keys, 500):
                 for row in cur.execute(
                         "SELECT key, id, content, forgotten_at, importance, metadata FROM memories "
-                        f"WHERE key IN ({', '.join('?' * len(part))})", list(part)):
+                        "WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(part),)):
                     existing[row[0]] = (row[1], row[2], row[3])
                     stored[row[1]] = Merged(float(row[4]), as_dict(row[5]), set())
             # Ids are never reused: past the newest row and past every purged one.
@@ -142,47 +152,60 @@ class _SQLiteWriter(_SQLiteSearch):
         units = _unit_rows(records)
         position = 0
         robot_ids: dict[str, int] = {}
-        results: list[tuple[int, bool, tuple[np.ndarray, float, int] | None]] = []
+        results: list[tuple[int, bool]] = []
         inserted: dict[str, tuple[int, str, None]] = {}  # keys new in this batch
         new_rows: list[tuple[Any, ...]] = []
         tag_links: list[tuple[int, str]] = []
         log_rows: list[tuple[Any, ...]] = []
         touched: list[tuple[float, int]] = []
         readds: list[tuple[int, int, NewMemory]] = []  # (log row, id, record) of each re-add
+        # The index's part of each new row with a vector: its id, row of ``units``, creation
+        # time and robot id (plain lists: one numpy array each after the loop).
+        vec_ids: list[int] = []
+        vec_rows: list[int] = []
+        vec_created: list[float] = []
+        vec_robots: list[int] = []
         for rec in records:
+            key, content, embedding = rec.key, rec.content, rec.embedding
             rid = robot_ids.get(rec.robot)
             if rid is None:
                 rid = robot_ids[rec.robot] = self._robot_id(conn, rec.robot)
-            prior = existing.get(rec.key) or inserted.get(rec.key)
+            prior = existing.get(key) or inserted.get(key)
             if prior is not None:
-                if rec.embedding is not None:
+                if embedding is not None:
                     position += 1
                 mid, old_content, forgotten = prior
-                if old_content != rec.content:
+                if old_content != content:
                     state = " (forgotten; purge it to reuse the key)" if forgotten else ""
                     raise DuplicateKeyError(
-                        f"key {rec.key!r} already holds different content{state}; choose "
+                        f"key {key!r} already holds different content{state}; choose "
                         "another key"
                     )
-                made.pop(mid, None)  # touched (a row of this batch, or an old one): read it back
+                first = made.pop(mid, None)  # touched (a row of this batch, or an old one): read it back
+                if first is not None:  # a row of this batch: merge into it as written
+                    stored[mid] = Merged(first.importance, dict(first.metadata), set(first.tags))
                 touched.append((now, mid))
                 readds.append((len(log_rows), mid, rec))
-                log_rows.append((now, "restore" if forgotten else "touch", rid, mid, rec.key,
+                log_rows.append((now, "restore" if forgotten else "touch", rid, mid, key,
                                  '{"reason": "added again"}'))
                 if forgotten:
                     self._bump_generation(conn)
                     revived.append(mid)
-                results.append((mid, False, None))
+                results.append((mid, False))
                 continue
             created = to_timestamp(rec.created_at)
             created_dt = utc_from_timestamp(created)
-            blob, vec = None, None
-            if rec.embedding is not None:
-                unit = units[position]
-                position += 1
-                blob, vec = unit.tobytes(), (unit, created, rid)
             mid = next_id
             next_id += 1
+            if embedding is not None:
+                blob, embedder_name = units[position].tobytes(), rec.embedder
+                vec_ids.append(mid)
+                vec_rows.append(position)
+                vec_created.append(created)
+                vec_robots.append(rid)
+                position += 1
+            else:
+                blob = embedder_name = None
             if rec.last_accessed is None:
                 accessed, accessed_dt = created, created_dt
             else:
@@ -191,31 +214,33 @@ class _SQLiteWriter(_SQLiteSearch):
             forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
             metadata = json.dumps(rec.metadata) if rec.metadata else "{}"
             digest = rec.content_hash
-            embedder_name = rec.embedder if blob is not None else None
+            tags = rec.tags
             new_rows.append((
-                mid, rec.key, rec.content, digest, rid, rec.importance, rec.token_count,
+                mid, key, content, digest, rid, rec.importance, rec.token_count,
                 created, accessed, rec.access_count, metadata, blob, embedder_name, forgotten_ts,
             ))
             made[mid] = Memory(
-                id=mid, key=rec.key, content=rec.content, content_hash=digest,
+                id=mid, key=key, content=content, content_hash=digest,
                 robot=rec.robot, importance=float(rec.importance), token_count=rec.token_count,
                 created_at=created_dt, last_accessed=accessed_dt, access_count=rec.access_count,
-                tags=tuple(sorted(set(rec.tags))) if rec.tags else (),
+                tags=tuple(sorted(set(tags))) if tags else (),
                 metadata=json.loads(metadata) if rec.metadata else {}, embedder=embedder_name,
                 forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None,
             )
-            inserted[rec.key] = (mid, rec.content, None)
-            if rec.tags:
-                tag_links.extend((mid, tag) for tag in rec.tags)
-            log_rows.append((now, "add", rid, mid, rec.key, "{}"))
-            results.append((mid, True, vec))
-            stored[mid] = Merged(float(rec.importance), dict(rec.metadata), set(rec.tags))
+            inserted[key] = (mid, content, None)
+            if tags:
+                tag_links.extend((mid, tag) for tag in tags)
+            log_rows.append((now, "add", rid, mid, key, "{}"))
+            results.append((mid, True))
         merged_rows = self._merge_readds(conn, readds, stored, tag_links, log_rows)
         self._write_batch(conn, new_rows, tag_links, touched, log_rows)
         if merged_rows:
             conn.execute(text("UPDATE memories SET importance = :i, metadata = :m WHERE id = :id"),
                          [{"i": i, "m": m, "id": mid} for i, m, mid in merged_rows])
-        return results
+        new_vectors = None if not vec_ids else _NewVectors(
+            np.array(vec_ids, dtype=np.int64), units[vec_rows],
+            np.array(vec_created, dtype=np.float64), np.array(vec_robots, dtype=np.int64))
+        return results, new_vectors
 
     @staticmethod
     def _merge_readds(conn: Connection, readds: Sequence[tuple[int, int, NewMemory]],
@@ -287,22 +312,15 @@ class _SQLiteWriter(_SQLiteSearch):
         finally:
             cur.close()
 
-    def _index_new(self, outcomes: Sequence[tuple[int, bool, tuple[np.ndarray, float, int] | None]]
-                   ) -> None:
-        rows = [(mid, vec) for mid, _c, vec in outcomes if vec is not None]
-        if not rows:
+    def _index_new(self, rows: _NewVectors | None) -> None:
+        if rows is None:
             return
         if self._index is None:
-            self._index = self._new_index(len(rows[0][1][0]))
+            self._index = self._new_index(rows.vectors.shape[1])
         # Rows other writers committed before ours sit between the index's newest id and ours:
         # take them first, or the index's high-water mark would skip them for good.
-        self._pull_new_rows(below=min(mid for mid, _ in rows))
-        self._index.add_arrays(
-            np.fromiter((mid for mid, _ in rows), dtype=np.int64, count=len(rows)),
-            np.stack([vec[0] for _, vec in rows]),
-            np.fromiter((vec[1] for _, vec in rows), dtype=np.float64, count=len(rows)),
-            np.fromiter((vec[2] for _, vec in rows), dtype=np.int64, count=len(rows)),
-        )
+        self._pull_new_rows(below=int(rows.ids[0]))
+        self._index.add_arrays(rows.ids, rows.vectors, rows.created, rows.robots)
 
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         if not ids:
