@@ -38,6 +38,16 @@ def test_sample_counts_are_consistent_with_encoding():
     assert counter.count("<|endoftext|>") > 1  # special tokens are counted as plain text
 
 
+def test_special_token_text_counts_as_ordinary_text():
+    """The count skips tiktoken's special-token scan (``encode_ordinary``): the same
+    figure as encoding with no special token allowed or disallowed."""
+    counter = TiktokenCounter()
+    encoder = counter._encoder
+    for text in ["<|endoftext|>", "a <|fim_prefix|> b <|endofprompt|>", "<|im_start|>user",
+                 "日本語 🎉 <|endoftext|>x"]:
+        assert counter.count(text) == len(encoder.encode(text, disallowed_special=()))
+
+
 def test_unknown_encoding_falls_back_to_a_logged_estimate(caplog):
     with caplog.at_level(logging.WARNING, logger="htm_core.tokens"):
         counter = TiktokenCounter("no_such_encoding")
