@@ -11,8 +11,8 @@ each batch checked whole before anything is written. :func:`recall_args` checks 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
-from datetime import timezone
+from dataclasses import MISSING, fields, replace
+from datetime import datetime, timezone
 from typing import Any
 
 from ._values import check_created_at, check_metadata
@@ -63,8 +63,10 @@ class Intake:
         """:meth:`record`, with ``importance_given`` False when ``importance`` is None."""
         content = check_content(content)
         given = importance is not None
-        importance = (self._enrichment.importance_for(content) if importance is None
-                      else check_importance(importance))
+        if importance is None:
+            importance = self._enrichment.importance_for(content)
+        elif type(importance) is not float or not 0.0 <= importance <= 10.0:
+            importance = check_importance(importance)  # a float in range is returned as is
         explicit = key is not None
         key = check_key(key) if explicit else generated_key(self._robot, content)
         metadata = check_metadata(metadata)
@@ -72,13 +74,10 @@ class Intake:
             when = self._clock()
         else:
             when = check_created_at(created_at, lambda v: to_aware(v, self._clock().tzinfo))
-        return NewMemory(
-            key=key, content=content, robot=self._robot, importance=importance,
-            token_count=self._counter.count(content),
-            created_at=when.astimezone(timezone.utc),
-            tags=self._enrichment.tags_for(content, check_tags(tags)),
-            metadata=metadata, explicit_key=explicit, importance_given=given,
-        )
+        tags = self._enrichment.tags_for(content, check_tags(tags))
+        return _new_memory(
+            key, content, self._robot, importance, self._counter.count(content),
+            when.astimezone(timezone.utc), tags, metadata, explicit, given)
 
     def batch(self, items: Iterable[str | Mapping[str, Any]]) -> list[NewMemory]:
         """The memories of an ``add_many`` batch, all checked before any is written.
@@ -88,17 +87,20 @@ class Intake:
         the importance out.
         """
         records = []
+        make = self._record
         for i, item in enumerate(items):
             if isinstance(item, str):
-                item = {"content": item}
+                records.append(make(item))
+                continue
             if not isinstance(item, Mapping) or "content" not in item:
                 raise InvalidContentError(
                     f"item {i} must be a string or a dict with 'content', got {item!r:.80}")
-            unknown = set(item) - ITEM_FIELDS
-            if unknown:
-                raise ValidationError(f"item {i} has unknown fields {sorted(unknown)}")
-            records.append(self._record(**{k: v for k, v in item.items()
-                                           if v is not None or k == "content"}))
+            if not ITEM_FIELDS.issuperset(item):
+                raise ValidationError(f"item {i} has unknown fields {sorted(set(item) - ITEM_FIELDS)}")
+            get = item.get  # a field given as None is as if left out
+            records.append(make(item["content"], importance=get("importance"), key=get("key"),
+                                tags=get("tags"), metadata=get("metadata"),
+                                created_at=get("created_at")))
         contents: dict[str, str] = {}
         for i, record in enumerate(records):
             if contents.setdefault(record.key, record.content) != record.content:
@@ -106,6 +108,23 @@ class Intake:
                     f"item {i} reuses key {record.key!r} for different content within this batch; "
                     "give each memory its own key (nothing was stored)")
         return records
+
+
+#: ``NewMemory``'s fields with a plain default (see :func:`_new_memory`).
+_NEW_DEFAULTS = {f.name: f.default for f in fields(NewMemory) if f.default is not MISSING}
+
+
+def _new_memory(key: str, content: str, robot: str, importance: float, token_count: int,
+                created_at: datetime, tags: tuple[str, ...], metadata: dict[str, Any],
+                explicit_key: bool, importance_given: bool) -> NewMemory:
+    """``NewMemory(...)`` of checked values without the frozen dataclass's per-field
+    ``object.__setattr__`` (a good part of an item's intake in a large ``add_many``)."""
+    out: NewMemory = object.__new__(NewMemory)
+    out.__dict__.update(_NEW_DEFAULTS, key=key, content=content, robot=robot,
+                        importance=importance, token_count=token_count, created_at=created_at,
+                        tags=tags, metadata=metadata, explicit_key=explicit_key,
+                        importance_given=importance_given)
+    return out
 
 
 def recall_args(query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any,
