@@ -290,18 +290,19 @@ class EmbeddingService:
         todo: dict[str, str] = {}
         counted: dict[str, int | None] = {}
         hashes = [content_hash(t) for t in texts]
-        for i, (text, h) in enumerate(zip(texts, hashes, strict=True)):
-            if h in out or h in todo:
-                continue
-            counted[h] = tokens[i] if tokens is not None else None
-            with self._lock:
-                cached = None if fresh else self._cache.get(h)
-            if cached is not None:
-                out[h] = cached
-                with self._lock:
+        known = tokens if tokens is not None else [None] * len(texts)
+        cache = {} if fresh else self._cache
+        with self._lock:  # once for the batch: this runs for every item of every add_many
+            for text, h, n in zip(texts, hashes, known, strict=True):
+                if h in out or h in todo:
+                    continue
+                counted[h] = n
+                cached = cache.get(h)
+                if cached is not None:
+                    out[h] = cached
                     self.cache_hits += 1
-            else:
-                todo[h] = text
+                else:
+                    todo[h] = text
         if todo and not fresh:  # one store lookup for the whole batch
             for h, vec in self._store.find_embeddings(list(todo), self.name).items():
                 out[h] = vec
