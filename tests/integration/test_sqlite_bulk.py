@@ -1,9 +1,10 @@
 """Bulk ``add_many`` on SQLite: the batched full-text path gives what adding one by one gives.
 
-The add path indexes a batch for full text with one statement while the FTS insert trigger
-stands aside (a flag row in ``htm_meta`` that never outlives the transaction). These tests
-run real SQLite files and check the result against one-by-one adds, the duplicate rules,
-all-or-nothing failure and the upgrade of files made with the older, per-row trigger.
+The add path indexes a batch for full text with one statement (and its CJK rows with one
+more) while the FTS and CJK insert triggers stand aside (a flag row in ``htm_meta`` that
+never outlives the transaction). These tests run real SQLite files and check the result
+against one-by-one adds, the duplicate rules, all-or-nothing failure and the upgrade of
+files made with the older, per-row triggers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 from htm_core.errors import DuplicateKeyError, StoreError
+from htm_core.store._text import _CJK_RANGES, CJK_GLOB
 from htm_core.store.base import SCHEMA_VERSION, NewMemory, SearchFilters, generated_key
 from htm_core.store.sqlite import _FTS_BATCH_KEY, SQLiteStore
 
@@ -65,11 +67,11 @@ def fts_state(path: Path) -> tuple[set[int], set[int]]:
     return ids, fts
 
 
-def trigger_sql(path: Path) -> str:
+def trigger_sql(path: Path, name: str = "memories_fts_ai") -> str:
     conn = sqlite3.connect(path)
     try:
         return str(conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' "
-                                "AND name = 'memories_fts_ai'").fetchone()[0])
+                                "AND name = ?", (name,)).fetchone()[0])
     finally:
         conn.close()
 
@@ -462,3 +464,91 @@ def test_a_dead_loader_index_is_built_by_the_next_open(tmp_path: Path) -> None:
         loading.__exit__(None, None, None)  # end the suspended block: the index is there already
         store.close()
     assert has_hash_index(path)
+
+
+#: The CJK insert trigger as schema version 2 made it: a GLOB on every row inserted.
+OLD_CJK_TRIGGER = f"""CREATE TRIGGER memories_cjk_ai AFTER INSERT ON memories
+        WHEN new.content GLOB '{CJK_GLOB}' BEGIN
+        INSERT INTO memories_cjk(rowid, content) VALUES (new.id, new.content); END"""
+
+
+def cjk_contents() -> list[str]:
+    """Texts with one character at, inside and just outside each end of every CJK range
+    (plus plain ASCII and other non-ASCII text), so the batch path's choice of rows can be
+    compared with the trigger's GLOB on every boundary."""
+    out = ["plain ascii note", "café crème brûlée", "emoji only 🎉", "Ελληνικά κείμενα"]
+    for lo, hi in _CJK_RANGES:
+        for point in (lo - 1, lo, (lo + hi) // 2, hi, hi + 1):
+            if 0xD800 <= point <= 0xDFFF:
+                continue
+            out.append(f"range {lo:x} edge {point:x}: x{chr(point)}y")
+    return out
+
+
+def cjk_state(path: Path) -> tuple[set[int], set[int]]:
+    """(ids SQLite's own GLOB says hold CJK, rowids in the CJK trigram index)."""
+    conn = sqlite3.connect(path)
+    try:
+        glob = {r[0] for r in conn.execute("SELECT id FROM memories WHERE content GLOB ?",
+                                           (CJK_GLOB,))}
+        indexed = {r[0] for r in conn.execute("SELECT rowid FROM memories_cjk")}
+    finally:
+        conn.close()
+    return glob, indexed
+
+
+def cjk_records(contents: list[str], *, start: int = 0) -> list[NewMemory]:
+    return [NewMemory(key=f"cjk{start + i}", content=c, robot="r1", importance=1.0,
+                      token_count=3, created_at=T0 + timedelta(minutes=i))
+            for i, c in enumerate(contents)]
+
+
+def test_batch_indexes_exactly_the_cjk_rows_the_trigger_would(tmp_path: Path) -> None:
+    """A batch's CJK rows are picked in Python (the trigger's GLOB stands aside): on every
+    range boundary the trigram index holds exactly the rows SQLite's GLOB matches, as
+    for rows added one at a time (the trigger), and CJK search finds them."""
+    path = tmp_path / "cjk.db"
+    contents = cjk_contents()
+    store = SQLiteStore(path)
+    try:
+        store.add_many(cjk_records(contents))  # one batch: the batched path
+        for record in cjk_records(contents[:6], start=len(contents)):
+            store.add_many([record])  # one row at a time: the trigger
+        hits = store.fulltext_search("中文字", limit=5, filters=SearchFilters())
+        assert hits == []
+        store.add_many(cjk_records(["会議の議事録を共有します", "plain again"], start=1_000))
+        hits = store.fulltext_search("議事録", limit=5, filters=SearchFilters())
+        assert len(hits) == 1
+    finally:
+        store.close()
+    glob, indexed = cjk_state(path)
+    assert len(glob) > len(_CJK_RANGES)  # the boundaries inside the ranges matched
+    assert indexed == glob
+
+
+def test_file_with_the_per_row_cjk_trigger_is_upgraded_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "old-cjk.db"
+    SQLiteStore(path).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("DROP TRIGGER memories_cjk_ai")
+        conn.execute(OLD_CJK_TRIGGER)
+    finally:
+        conn.close()
+    contents = cjk_contents()
+    kept = SQLiteStore(path, migrate=False)  # may not change the schema: keeps the old trigger
+    try:
+        kept.add_many(cjk_records(contents))
+    finally:
+        kept.close()
+    assert _FTS_BATCH_KEY not in trigger_sql(path, "memories_cjk_ai")
+    upgraded = SQLiteStore(path)
+    try:
+        assert next(o.detail for o in upgraded.operations(op="migrate")) == {
+            "cjk_insert_trigger": "batched"}
+        upgraded.add_many(cjk_records(contents, start=len(contents)))
+    finally:
+        upgraded.close()
+    assert _FTS_BATCH_KEY in trigger_sql(path, "memories_cjk_ai")
+    glob, indexed = cjk_state(path)
+    assert indexed == glob and len(glob) > 2 * len(_CJK_RANGES)

@@ -42,7 +42,13 @@ from ..base import (
 from ..vector_index import VectorIndex
 from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
 from ._files import create_private, writable
-from ._schema import _FTS_BATCH_KEY, _FTS_INSERT_TRIGGER, _HASH_INDEX, _MIGRATIONS
+from ._schema import (
+    _CJK_INSERT_TRIGGER,
+    _FTS_BATCH_KEY,
+    _FTS_INSERT_TRIGGER,
+    _HASH_INDEX,
+    _MIGRATIONS,
+)
 
 T = TypeVar("T")
 
@@ -50,6 +56,10 @@ if TYPE_CHECKING:
     from ...enrich.jobs import JobQueue
 
 logger = logging.getLogger("htm_core.store.sqlite")
+
+#: The insert triggers that stand aside for a batch: name -> (definition, migrate log field).
+_GATED_TRIGGERS = {"memories_fts_ai": (_FTS_INSERT_TRIGGER, "fts_insert_trigger"),
+                   "memories_cjk_ai": (_CJK_INSERT_TRIGGER, "cjk_insert_trigger")}
 
 #: ``htm_meta`` keys whose values are integers (anything else there is damage).
 _NUMERIC_META = frozenset({"embedding_dim", "vector_generation", "schema_version",
@@ -371,31 +381,38 @@ class _SQLiteEngine(SQLWorkingSet):
         return SCHEMA_VERSION
 
     def _gate_fts_trigger(self, *, upgrade: bool) -> bool:
-        """Whether the FTS insert trigger stands aside for batches (see ``_FTS_BATCH_KEY``).
+        """Whether the full-text insert triggers (FTS and CJK trigram) stand aside for
+        batches (see ``_FTS_BATCH_KEY``).
 
-        A file written before the trigger had that condition gets the new trigger here, in
+        A file written before a trigger had that condition gets the new trigger here, in
         one logged write transaction, unless ``upgrade`` is False or the file cannot be
-        written; the add path then leaves indexing to the old per-row trigger. Both
-        triggers index every row any writer inserts, so either kind of file stays readable
-        and writable by older htm versions.
+        written; the add path then leaves indexing to the old per-row triggers. Both kinds
+        of trigger index every row any writer inserts, so either kind of file stays
+        readable and writable by older htm versions.
         """
-        query = text("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'memories_fts_ai'")
+        query = text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name IN "
+                     "('memories_fts_ai', 'memories_cjk_ai')")
+
+        def stale(conn: Connection) -> list[str]:
+            found = {str(name): str(sql) for name, sql in conn.execute(query)}
+            return [name for name in _GATED_TRIGGERS if _FTS_BATCH_KEY not in found.get(name, "")]
+
         with self._read() as conn:
-            sql = conn.execute(query).scalar()
-        if sql is not None and _FTS_BATCH_KEY in sql:
-            return True
+            if not stale(conn):
+                return True
         if not upgrade:
             return False
         try:
             with self._write() as conn:
-                sql = conn.execute(query).scalar()
-                if sql is None or _FTS_BATCH_KEY not in sql:
-                    conn.exec_driver_sql("DROP TRIGGER IF EXISTS memories_fts_ai")
-                    conn.exec_driver_sql(_FTS_INSERT_TRIGGER)
+                names = stale(conn)
+                for name in names:
+                    conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+                    conn.exec_driver_sql(_GATED_TRIGGERS[name][0])
+                if names:
                     self._log(conn, "migrate", robot_id=None,
-                              detail={"fts_insert_trigger": "batched"})
+                              detail={_GATED_TRIGGERS[n][1]: "batched" for n in names})
         except StoreError as exc:
-            logger.warning("kept the per-row full-text trigger of %s: %s", self.url, exc)
+            logger.warning("kept the per-row full-text triggers of %s: %s", self.url, exc)
             return False
         logger.info("full-text indexing of %s now runs once per batch", self.url)
         return True

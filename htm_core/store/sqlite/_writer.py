@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -21,6 +22,7 @@ from ...errors import (
 from ...models import Memory
 from .._coherence import Merged, as_dict, merge_readd, touch_detail
 from .._common import chunks
+from .._text import CJK_REGEX
 from .._vectors import (
     batch_embedder,
     clear_failures,
@@ -50,6 +52,9 @@ def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
         bad = [r for r in records if r.embedding is not None][int(np.argmin(finite))]
         raise DimensionMismatchError(f"embedding for key {bad.key!r} contains NaN or infinity")
     return matrix
+
+#: What the CJK insert trigger's ``GLOB`` matches (the same ranges).
+_CJK = re.compile(CJK_REGEX)
 
 
 class _NewVectors(NamedTuple):
@@ -291,6 +296,12 @@ class _SQLiteWriter(_SQLiteSearch):
                     cur.execute("INSERT INTO memories_fts(rowid, content) SELECT id, content "
                                 "FROM memories WHERE id BETWEEN ? AND ?",
                                 (new_rows[0][0], new_rows[-1][0]))
+                    # The CJK trigger stood aside too: the batch's CJK rows, picked here.
+                    cjk = [(row[0], row[2]) for row in new_rows
+                           if not row[2].isascii() and _CJK.search(row[2])]
+                    if cjk:
+                        cur.executemany("INSERT INTO memories_cjk(rowid, content) VALUES (?, ?)",
+                                        cjk)
                     cur.execute("DELETE FROM htm_meta WHERE key = ?", (_FTS_BATCH_KEY,))
             if tag_links:
                 names = sorted({tag for _mid, tag in tag_links})
