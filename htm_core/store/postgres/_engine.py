@@ -371,15 +371,14 @@ class _PostgresEngine(SQLWorkingSet):
         """Append (op, robot id, memory id, key, detail) lines in one statement."""
         if not entries:
             return
+        # The lines as one JSON text: psycopg dumps text[] parameters element by element.
         conn.execute(text(
             "INSERT INTO operations(op, robot_id, memory_id, key, detail) "
-            "SELECT op, rid, mid, k, CAST(d AS jsonb) FROM unnest("
-            "CAST(:ops AS text[]), CAST(:rids AS bigint[]), CAST(:mids AS bigint[]), "
-            "CAST(:keys AS text[]), CAST(:details AS text[])) WITH ORDINALITY "
-            "AS e(op, rid, mid, k, d, ord) ORDER BY ord"),
-            {"ops": [e[0] for e in entries], "rids": [e[1] for e in entries],
-             "mids": [e[2] for e in entries], "keys": [e[3] for e in entries],
-             "details": [json.dumps(e[4] or {}) for e in entries]})
+            "SELECT e.v->>0, CAST(e.v->>1 AS bigint), CAST(e.v->>2 AS bigint), e.v->>3, e.v->4 "
+            "FROM jsonb_array_elements(CAST(:lines AS jsonb)) WITH ORDINALITY AS e(v, ord) "
+            "ORDER BY e.ord"),
+            {"lines": json.dumps([[op, rid, mid, key, detail or {}]
+                                  for op, rid, mid, key, detail in entries])})
 
     @property
     def engine(self) -> Engine:

@@ -8,6 +8,7 @@ while checked visible, which ``forget``'s ``FOR UPDATE`` serialises against.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TypeVar
@@ -102,21 +103,26 @@ class PostgresWorkingSet(_PostgresRecords):
                 "access_count = access_count + 1 WHERE id = ANY(:ids)"),
                 {"t": change.at, "ids": sorted({int(i) for i in change.touch})})
         if change.evict:
-            keys = list(dict.fromkeys(change.evict))
-            gone = {str(r[0]): int(r[1]) for r in conn.execute(text(
-                "DELETE FROM working_memory w USING memories m WHERE w.robot_id = :r "
-                "AND w.memory_id = m.id AND m.key = ANY(:keys) RETURNING m.key, m.id"),
-                {"r": rid, "keys": keys})}
-            ids = {str(r[0]): int(r[1]) for r in conn.execute(text(
-                "SELECT key, id FROM memories WHERE key = ANY(:keys)"), {"keys": keys})}
-            ids.update(gone)
-            self._log_many(conn, [("evict", rid, ids.get(k), k, None) for k in change.evict])
+            # One statement: the membership rows go and one log line per eviction (in order,
+            # with the memory's id where it still exists). The keys travel as one JSON
+            # text: psycopg dumps a text[] parameter element by element in Python.
+            conn.execute(text(
+                "WITH e AS (SELECT k.value AS key, k.ord FROM jsonb_array_elements_text("
+                "CAST(:keys AS jsonb)) WITH ORDINALITY AS k(value, ord)), "
+                "m AS (SELECT id, key FROM memories WHERE key = ANY(ARRAY(SELECT key FROM e))), "
+                "gone AS (DELETE FROM working_memory w USING m WHERE w.robot_id = :r "
+                "AND w.memory_id = m.id) "
+                "INSERT INTO operations(op, robot_id, memory_id, key, detail) "
+                "SELECT 'evict', :r, m.id, e.key, '{}' FROM e LEFT JOIN m ON m.key = e.key "
+                "ORDER BY e.ord"), {"r": rid, "keys": json.dumps(list(change.evict))})
         refused: frozenset[str] = frozenset()
         if change.put:
             keys = sorted({s.key for s in change.put})
             visible = {str(r[0]): int(r[1]) for r in conn.execute(text(
-                "SELECT key, id FROM memories WHERE key = ANY(:keys) AND forgotten_at IS NULL "
-                "ORDER BY id FOR SHARE"), {"keys": keys})}
+                "SELECT key, id FROM memories WHERE key = ANY(ARRAY(SELECT "
+                "jsonb_array_elements_text(CAST(:keys AS jsonb)))) AND forgotten_at IS NULL "
+                "ORDER BY id FOR SHARE"),
+                {"keys": json.dumps(keys)})}
             refused = frozenset(k for k in keys if k not in visible)
             put = [s for s in change.put if s.key in visible]
             if put:

@@ -333,9 +333,10 @@ class _PostgresWriter(_PostgresSearch):
         The rows are locked (in key order, so writers cannot deadlock on them) until the
         batch commits: a concurrent forget or purge cannot slip between check and touch.
         """
-        rows = conn.execute(text(
+        rows = conn.execute(text(  # the keys as one JSON text (see ``_apply_working``)
             "SELECT key, id, content, forgotten_at IS NOT NULL FROM memories "
-            "WHERE key = ANY(:keys) ORDER BY key FOR UPDATE"), {"keys": list(keys)})
+            "WHERE key = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))) "
+            "ORDER BY key FOR UPDATE"), {"keys": json.dumps(list(keys))})
         return {str(r[0]): (int(r[1]), str(r[2]), bool(r[3])) for r in rows}
 
 
