@@ -351,15 +351,17 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
 
     def _add_items(self, items: Iterable[str | Mapping[str, Any]], *, working_memory: bool = True,
                    embed_texts: Sequence[str] | None = None) -> list[Memory]:
-        records = self._intake.batch(items)
-        if not records:
-            return []
-        records = self._embedding.with_vectors(records, embed_texts)
-        with self._lock:  # a text an update replaced may be re-added under a new key
-            results, records = write_readding(
-                self._store, records, self._resident.add_and_enter if working_memory
-                else self._store.add_many)
-            memories = [r.memory for r in results]
+        items = items if isinstance(items, Sequence) else list(items)
+        with _intake.cycles_paused(len(items)):
+            records = self._intake.batch(items)
+            if not records:
+                return []
+            records = self._embedding.with_vectors(records, embed_texts)
+            with self._lock:  # a text an update replaced may be re-added under a new key
+                results, records = write_readding(
+                    self._store, records, self._resident.add_and_enter if working_memory
+                    else self._store.add_many)
+                memories = [r.memory for r in results]
         created = [(r.memory, n.importance_given) for r, n in zip(results, records, strict=True)
                    if r.created]
         self._enrichment.added([m for m, _ in created], [g for _, g in created])
