@@ -125,18 +125,18 @@ class PostgresWorkingSet(_PostgresRecords):
                 {"keys": json.dumps(keys)})}
             refused = frozenset(k for k in keys if k not in visible)
             put = [s for s in change.put if s.key in visible]
-            if put:
+            if put:  # the entries as one JSON text, times in ISO 8601 (exact)
                 conn.execute(text(
                     "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
-                    "access_count, seq, access_seq) SELECT :r, v.mid, :t, v.la, v.n, v.s, v.a "
-                    "FROM unnest(CAST(:mids AS bigint[]), CAST(:las AS timestamptz[]), "
-                    "CAST(:ns AS integer[]), CAST(:ss AS bigint[]), CAST(:as_ AS bigint[])) "
-                    "AS v(mid, la, n, s, a) ON CONFLICT (robot_id, memory_id) DO UPDATE SET "
+                    "access_count, seq, access_seq) SELECT :r, CAST(v->>0 AS bigint), :t, "
+                    "CAST(v->>1 AS timestamptz), CAST(v->>2 AS integer), CAST(v->>3 AS bigint), "
+                    "CAST(v->>4 AS bigint) FROM jsonb_array_elements(CAST(:rows AS jsonb)) AS v "
+                    "ON CONFLICT (robot_id, memory_id) DO UPDATE SET "
                     "last_accessed = excluded.last_accessed, access_count = excluded.access_count, "
                     "seq = excluded.seq, access_seq = excluded.access_seq"),
-                    {"r": rid, "t": change.at, "mids": [visible[s.key] for s in put],
-                     "las": [s.last_accessed for s in put], "ns": [s.access_count for s in put],
-                     "ss": [s.seq for s in put], "as_": [s.access_seq for s in put]})
+                    {"r": rid, "t": change.at, "rows": json.dumps([
+                        [visible[s.key], s.last_accessed.isoformat(), s.access_count, s.seq,
+                         s.access_seq] for s in put])})
         return self._bump_working(conn, rid, change.at, expected_version, refused)
 
     @staticmethod
