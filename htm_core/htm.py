@@ -345,7 +345,8 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         Each item is a string or a dict of :meth:`add`'s keyword arguments (with
         ``content``). Every item is validated before anything is written. With
         ``working_memory=False`` the memories are stored long-term only (bulk imports,
-        documents, summaries).
+        documents, summaries). A batch of 256 or more holds Python's cyclic garbage
+        collector off until it is written (:func:`htm_core._intake.cycles_paused`).
         """
         return self._add_items(items, working_memory=working_memory)
 
