@@ -53,6 +53,7 @@ def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
         raise DimensionMismatchError(f"embedding for key {bad.key!r} contains NaN or infinity")
     return matrix
 
+
 #: What the CJK insert trigger's ``GLOB`` matches (the same ranges).
 _CJK = re.compile(CJK_REGEX)
 
