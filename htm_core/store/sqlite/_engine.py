@@ -42,13 +42,7 @@ from ..base import (
 from ..vector_index import VectorIndex
 from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
 from ._files import create_private, writable
-from ._schema import (
-    _CJK_INSERT_TRIGGER,
-    _FTS_BATCH_KEY,
-    _FTS_INSERT_TRIGGER,
-    _HASH_INDEX,
-    _MIGRATIONS,
-)
+from ._schema import _FTS_BATCH_KEY, _GATED_TRIGGERS, _HASH_INDEX, _MIGRATIONS
 
 T = TypeVar("T")
 
@@ -56,10 +50,6 @@ if TYPE_CHECKING:
     from ...enrich.jobs import JobQueue
 
 logger = logging.getLogger("htm_core.store.sqlite")
-
-#: The insert triggers that stand aside for a batch: name -> (definition, migrate log field).
-_GATED_TRIGGERS = {"memories_fts_ai": (_FTS_INSERT_TRIGGER, "fts_insert_trigger"),
-                   "memories_cjk_ai": (_CJK_INSERT_TRIGGER, "cjk_insert_trigger")}
 
 #: ``htm_meta`` keys whose values are integers (anything else there is damage).
 _NUMERIC_META = frozenset({"embedding_dim", "vector_generation", "schema_version",

@@ -29,6 +29,10 @@ _CJK_INSERT_TRIGGER = f"""CREATE TRIGGER IF NOT EXISTS memories_cjk_ai AFTER INS
         AND new.content GLOB '{CJK_GLOB}' BEGIN
         INSERT INTO memories_cjk(rowid, content) VALUES (new.id, new.content); END"""
 
+#: The insert triggers that stand aside for a batch: name -> (definition, migrate log field).
+_GATED_TRIGGERS = {"memories_fts_ai": (_FTS_INSERT_TRIGGER, "fts_insert_trigger"),
+                   "memories_cjk_ai": (_CJK_INSERT_TRIGGER, "cjk_insert_trigger")}
+
 #: A batch of at least this many records gets a page cache of _LARGE_BATCH_CACHE_KIB for its
 #: transaction (the default 2 MB spills dirty pages of a 1,000-row batch to the WAL early).
 _LARGE_BATCH = 256
