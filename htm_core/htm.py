@@ -346,23 +346,25 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         ``content``). Every item is validated before anything is written. With
         ``working_memory=False`` the memories are stored long-term only (bulk imports,
         documents, summaries). A batch of 256 or more holds Python's cyclic garbage
-        collector off until it is written (:func:`htm_core._intake.cycles_paused`).
+        collector off while it is checked and while it is written, not while the embedder
+        runs (:func:`htm_core._intake.cycles_paused`).
         """
         return self._add_items(items, working_memory=working_memory)
 
     def _add_items(self, items: Iterable[str | Mapping[str, Any]], *, working_memory: bool = True,
                    embed_texts: Sequence[str] | None = None) -> list[Memory]:
         items = items if isinstance(items, Sequence) else list(items)
-        with _intake.cycles_paused(len(items)):
+        with _intake.cycles_paused(len(items)):  # not while the embedder (user code) runs
             records = self._intake.batch(items)
-            if not records:
-                return []
-            records = self._embedding.with_vectors(records, embed_texts)
-            with self._lock:  # a text an update replaced may be re-added under a new key
-                results, records = write_readding(
-                    self._store, records, self._resident.add_and_enter if working_memory
-                    else self._store.add_many)
-                memories = [r.memory for r in results]
+        if not records:
+            return []
+        records = self._embedding.with_vectors(records, embed_texts)
+        # A text an update replaced may be re-added under a new key (write_readding).
+        with _intake.cycles_paused(len(records)), self._lock:
+            results, records = write_readding(
+                self._store, records, self._resident.add_and_enter if working_memory
+                else self._store.add_many)
+            memories = [r.memory for r in results]
         created = [(r.memory, n.importance_given) for r, n in zip(results, records, strict=True)
                    if r.created]
         self._enrichment.added([m for m, _ in created], [g for _, g in created])
