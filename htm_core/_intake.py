@@ -136,7 +136,8 @@ GC_PAUSE_MIN = 256
 
 @contextmanager
 def cycles_paused(size: int) -> Iterator[None]:
-    """Hold the cyclic garbage collector off while a batch of ``size`` memories is written.
+    """Hold the cyclic garbage collector off while a batch of ``size`` memories is checked
+    or written (``HTM.add_many`` lets it run while the embedder runs: that is user code).
 
     A large ``add_many`` allocates thousands of objects (records, memories, working-memory
     items) that live for the whole batch, so they outlive the young collections and count
