@@ -414,8 +414,9 @@ class ResidentSet:
                 logger.warning("%s", exc)
                 memory.in_working_memory = False
                 continue
-            undo.append((memory.key, replace(old) if old is not None else None,
-                         self.memories.get(memory.key)))
+            # ``old`` left working memory whole (an item is replaced, never changed in
+            # place, by an add): it is the state to put back as it is.
+            undo.append((memory.key, old, self.memories.get(memory.key)))
             memory.in_working_memory = True
             self.memories[memory.key] = memory
             entered[memory.key] = None
