@@ -17,6 +17,7 @@ from ...errors import (
     DimensionMismatchError,
 )
 from .._common import chunks, informative_terms
+from .._sql.catalogue import VISIBLE
 from .._text import merge_hits, parse_query
 from ..ann import ApproximateIndex, make_index
 from ..base import (
@@ -29,6 +30,10 @@ from ._working import SQLiteWorkingSet
 
 #: How many briefs a store keeps (their text read once); the cache is emptied beyond.
 _BRIEFS_CACHED = 20_000
+
+#: How many full-text matches beyond the limit an unfiltered search reads before it checks
+#: which are visible (see ``_visible_word_hits``).
+_SPARE_HITS = 16
 
 
 class _SQLiteSearch(SQLiteWorkingSet):
@@ -82,7 +87,34 @@ class _SQLiteSearch(SQLiteWorkingSet):
             # word, so common ones (a speaker's name) break ties among them.
             match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
         params["match"] = match
+        if filters.is_empty:
+            found = self._visible_word_hits(cur, match, limit)
+            if found is not None:
+                return found
         return [(int(r[0]), -float(r[1])) for r in cur.execute(sql, params).fetchall()]
+
+    @staticmethod
+    def _visible_word_hits(cur: sqlite3.Cursor, match: str,
+                           limit: int) -> list[tuple[int, float]] | None:
+        """The unfiltered search's top ``limit`` without joining every match to its memory
+        (a lookup per matching row, most of the search's time when the words are common):
+        the full-text index's best matches first, a few more than ``limit``, then which of
+        them are visible. None when forgotten ones left fewer than ``limit`` of them while
+        more matches exist (the caller joins then). The same hits in the same order: the
+        visible memories among the best matches are the best visible ones."""
+        over = limit + _SPARE_HITS
+        rows = cur.execute(
+            "SELECT rowid, bm25(memories_fts) AS rank FROM memories_fts "
+            "WHERE memories_fts MATCH ? ORDER BY rank, rowid LIMIT ?", (match, over)).fetchall()
+        if not rows:
+            return []
+        visible = {int(r[0]) for r in cur.execute(
+            "SELECT m.id FROM memories m WHERE m.id IN (SELECT value FROM json_each(?)) "
+            f"AND {VISIBLE}", (json.dumps([int(r[0]) for r in rows]),))}
+        hits = [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) in visible]
+        if len(hits) < limit and len(rows) == over:
+            return None
+        return hits[:limit]
 
     def _run_hits(self, cur: sqlite3.Cursor, runs: Sequence[str], limit: int,
                   filters: SearchFilters) -> list[tuple[int, float]]:
