@@ -434,11 +434,10 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
     depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
     # An array, never a list of floats: the stores take arrays, and a list of numpy
     # scalars costs tens of microseconds to convert.
-    vector: Sequence[float] = np.asarray(query_vector(), dtype=np.float64)
+    given = np.asarray(query_vector(), dtype=np.float64)
     centroid = store.vector_centroid() if config.centering else None
-    if config.centering:
-        centred = _centred(np.asarray(vector), centroid)
-        vector = vector if centred is None else centred
+    centred = _centred(given, centroid) if config.centering else None
+    vector: Sequence[float] = given if centred is None else centred  # type: ignore[assignment]
     when = query_timeframe(query, now or local_now()) if config.time_boost else None
     text = query.replace(when.phrase, " ") if when is not None else query
     window = _intersect(filters, when) if when is not None else None

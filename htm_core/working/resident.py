@@ -120,13 +120,14 @@ class ResidentSet:
 
     # -- the facade's steps --------------------------------------------------------------
 
-    def refresh(self, *, flush: bool = True) -> None:
+    def refresh(self, *, flush: bool = True, version: int | None = None) -> None:
         """Bring working memory up to date with the store (one cheap read when nothing
         moved), reporting what catching up evicted; first write what reads left pending
-        (unless ``flush`` is False: a read adds to it)."""
+        (unless ``flush`` is False: a read adds to it). ``version``: the store's working-set
+        version, when the caller has just read it."""
         if flush:
             self.flush()
-        evicted = self.sync()
+        evicted = self.sync(version)
         if evicted:
             self._on_evicted(evicted)
 
@@ -155,10 +156,12 @@ class ResidentSet:
         """Count an access to each recalled memory and enter them (least relevant first, so a
         later, better hit never evicts an earlier one); return the keys of those forgotten
         since they were read (left out). The write waits (see :meth:`flush`)."""
-        self.refresh(flush=False)
         if not memories:
+            self.refresh(flush=False)
             return frozenset()
-        hidden = self._store.hidden_ids([m.id for m in memories])
+        # The version and the hits' visibility in one read (one round trip on a server).
+        version, hidden = self._store.recall_check(self._robot, [m.id for m in memories])
+        self.refresh(flush=False, version=version)
         refused = frozenset(m.key for m in memories if m.id in hidden)
         memories = [m for m in memories if m.id not in hidden]
         for m in memories:
@@ -275,14 +278,15 @@ class ResidentSet:
 
     # -- reading ------------------------------------------------------------------------
 
-    def sync(self) -> list[tuple[str, str]]:
+    def sync(self, version: int | None = None) -> list[tuple[str, str]]:
         """Catch up with the store if the persisted working set changed since this view
         was made (writing what reads left pending first); return what catching up had to
-        evict (key, content)."""
+        evict (key, content). ``version``: the store's, when the caller has just read it."""
         if self.version is None:
             self._pending = None  # reloading from the store: the reads' part is dropped
             return self.reload()
-        if self._store.working_version(self._robot) == self.version:
+        if (self._store.working_version(self._robot) if version is None else version) \
+                == self.version:
             return []
         if self._pending is not None:
             self.flush()  # out of step now: the view catches up below
