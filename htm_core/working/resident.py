@@ -152,15 +152,21 @@ class ResidentSet:
         self.settle(applied)
         return results
 
-    def recalled(self, memories: Sequence[Memory], at: datetime) -> frozenset[str]:
+    def recalled(self, memories: Sequence[Memory], at: datetime, *,
+                 version: int | None = None) -> frozenset[str]:
         """Count an access to each recalled memory and enter them (least relevant first, so a
         later, better hit never evicts an earlier one); return the keys of those forgotten
-        since they were read (left out). The write waits (see :meth:`flush`)."""
+        since they were read (left out). The write waits (see :meth:`flush`).
+
+        ``version``: the store's working-set version, read with ``memories`` just now
+        (:meth:`~htm_core.store.base.WorkingSet.recall_read`, which reads visible memories
+        only); without it, the version and the memories' visibility are read here."""
         if not memories:
-            self.refresh(flush=False)
+            self.refresh(flush=False, version=version)
             return frozenset()
-        # The version and the hits' visibility in one read (one round trip on a server).
-        version, hidden = self._store.recall_check(self._robot, [m.id for m in memories])
+        hidden: frozenset[int] = frozenset()
+        if version is None:  # one read (one round trip on a server) for both
+            version, hidden = self._store.recall_check(self._robot, [m.id for m in memories])
         self.refresh(flush=False, version=version)
         refused = frozenset(m.key for m in memories if m.id in hidden)
         memories = [m for m in memories if m.id not in hidden]
