@@ -27,8 +27,9 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   at the latest on the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the
   first of them :data:`FLUSH_AFTER_SECONDS` old. A crash loses at most the pending part:
   access counts and times, and those recalls' membership and eviction lines; never a
-  memory or a forget. A recall checks that its hits are still visible (one read) instead,
-  and the flush's conditional insert still refuses anything forgotten meanwhile.
+  memory or a forget. A recall enters only hits read visible just before (with the
+  working-set version, in one read), and the flush's conditional insert still refuses
+  anything forgotten meanwhile.
 
 The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
 :meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
