@@ -262,14 +262,15 @@ def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, M
     # gain): a memory's bonus is the best share a better neighbour lends it.
     bonus: dict[int, float] = {}
     short: dict[int, float] = {}  # worked out for the memories that have a better neighbour only
+    offsets = [(d, config.neighbor_weight ** abs(d)) for d in range(-n, n + 1) if d]
     for oid, other in memories.items():
         lender = score.get(oid)
         if lender is None:
             continue
-        for d in range(-n, n + 1):
+        for d, weight in offsets:
             mid = oid - d  # ``other`` is the memory ``d`` away from ``mid``
             memory = memories.get(mid)
-            if d == 0 or memory is None:
+            if memory is None:
                 continue
             own = score.get(mid, floor)
             if lender <= own or other.robot != memory.robot or \
@@ -281,7 +282,7 @@ def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, M
                     min(1.0, config.neighbor_words / max(1, len(memory.content.split())))
             # Lend a share of what lifts the neighbour above the weakest candidate,
             # never enough to pass the neighbour itself.
-            lent = config.neighbor_weight ** abs(d) * (lender - floor) * share
+            lent = weight * (lender - floor) * share
             bonus[mid] = max(bonus.get(mid, 0.0), min(lent, (lender - own) * (1 - 1e-6)))
     out: dict[int, float] = {}
     for mid in memories:
