@@ -476,14 +476,12 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         ranked = search(self._store, query=query, query_vector=lambda: self._embedding.query(query),
                         strategy=strategy, limit=rerank_depth(limit) if reranker else limit,
                         filters=filters, config=config, now=self._clock())
-        found, version = self._store.recall_read(self.robot, [r.id for r in ranked])
-        by_id = {m.id: m for m in found}
+        by_id = {m.id: m for m in self._store.get_many([r.id for r in ranked])}
         ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
                         min_score=floor, rerank=reranker)
         now = self._clock()
-        with self._lock:  # after a reranker (it may take long), visibility is read again
-            refused = self._resident.recalled([by_id[r.id] for r in ranked], now,
-                                              version=None if reranker else version)
+        with self._lock:
+            refused = self._resident.recalled([by_id[r.id] for r in ranked], now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).
         hits = [Hit(memory=by_id[r.id], score=r.relevance, ranks=dict(r.ranks))
                 for r in ranked if by_id[r.id].key not in refused]

@@ -270,9 +270,6 @@ class FakeStore:
         visible = {m.id for m in self.get_many(list(ids))}
         return frozenset(int(i) for i in ids if int(i) not in visible)
 
-    def recall_read(self, robot: str, ids: Sequence[int]) -> tuple[list[Memory], int]:
-        return self.get_many(list(ids)), self.working_version(robot)
-
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
         return self.working_version(robot), self.hidden_ids(ids)
 

@@ -449,12 +449,6 @@ class WorkingSet(Protocol):
         (a recall checks its hits with it before they enter working memory)."""
         ...
 
-    def recall_read(self, robot: str, ids: Sequence[int]) -> tuple[list[Memory], int]:
-        """What a recall reads of its hits, in one snapshot (one round trip on a server):
-        the visible memories among ``ids`` (as :meth:`get_many`, in the order of ``ids``)
-        and ``robot``'s working-set version."""
-        ...
-
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
         """:meth:`working_version` and :meth:`hidden_ids` in one read (one snapshot, one
         round trip): what a recall checks before its hits enter working memory."""

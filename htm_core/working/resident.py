@@ -27,8 +27,8 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   at the latest on the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the
   first of them :data:`FLUSH_AFTER_SECONDS` old. A crash loses at most the pending part:
   access counts and times, and those recalls' membership and eviction lines; never a
-  memory or a forget. A recall enters only hits read visible just before (with the
-  working-set version, in one read), and the flush's conditional insert still refuses
+  memory or a forget. A recall checks that its hits are still visible instead (in the
+  read of the working-set version), and the flush's conditional insert still refuses
   anything forgotten meanwhile.
 
 The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
@@ -153,21 +153,15 @@ class ResidentSet:
         self.settle(applied)
         return results
 
-    def recalled(self, memories: Sequence[Memory], at: datetime, *,
-                 version: int | None = None) -> frozenset[str]:
+    def recalled(self, memories: Sequence[Memory], at: datetime) -> frozenset[str]:
         """Count an access to each recalled memory and enter them (least relevant first, so a
         later, better hit never evicts an earlier one); return the keys of those forgotten
-        since they were read (left out). The write waits (see :meth:`flush`).
-
-        ``version``: the store's working-set version, read with ``memories`` just now
-        (:meth:`~htm_core.store.base.WorkingSet.recall_read`, which reads visible memories
-        only); without it, the version and the memories' visibility are read here."""
+        since they were read (left out). The write waits (see :meth:`flush`)."""
         if not memories:
-            self.refresh(flush=False, version=version)
+            self.refresh(flush=False)
             return frozenset()
-        hidden: frozenset[int] = frozenset()
-        if version is None:  # one read (one round trip on a server) for both
-            version, hidden = self._store.recall_check(self._robot, [m.id for m in memories])
+        # The version and the hits' visibility in one read (one round trip on a server).
+        version, hidden = self._store.recall_check(self._robot, [m.id for m in memories])
         self.refresh(flush=False, version=version)
         refused = frozenset(m.key for m in memories if m.id in hidden)
         memories = [m for m in memories if m.id not in hidden]

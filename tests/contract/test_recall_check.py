@@ -42,32 +42,10 @@ def test_recall_check_agrees_with_the_two_reads_it_replaces(store_url: str) -> N
         writer.close()
 
 
-def test_recall_read_is_get_many_and_the_version_in_one_read(store_url: str) -> None:
-    reader, writer = open_store(store_url), open_store(store_url)
-    try:
-        ids = [r.memory.id for r in reader.add_many([_new(i) for i in range(6)])]
-        writer.update_working("r", add=ids[:2], at=T0)
-        writer.forget("k2", robot="r", at=T0)
-        writer.forget("k5", robot="r", at=T0)
-        writer.purge(robot="r", key="k5")
-        asked = [ids[4], 10_000, ids[0], ids[2], ids[3], ids[5]]  # not in id order
-        found, version = reader.recall_read("r", asked)
-        assert [m.id for m in found] == [m.id for m in reader.get_many(asked)] == \
-            [ids[4], ids[0], ids[3]]
-        assert [m.content for m in found] == ["memory number 4", "memory number 0",
-                                              "memory number 3"]
-        assert version == writer.working_version("r") > 0
-        assert reader.recall_read("r", []) == ([], version)
-        assert reader.recall_read("nobody", [ids[2]]) == ([], 0)
-    finally:
-        reader.close()
-        writer.close()
-
-
 def test_a_hit_forgotten_while_the_reranker_runs_is_left_out(htm_factory: Any) -> None:
-    """``recall`` reads its hits with the working-set version; a reranker runs after that
-    read (and may take long), so the hits' visibility is read again before they enter
-    working memory: one another object forgets meanwhile is neither returned nor entered."""
+    """``recall`` reads its hits, reranks them (a reranker may take long), then reads the
+    working-set version and the hits' visibility in one read before they enter working
+    memory: a hit another object forgets meanwhile is neither returned nor entered."""
     reader, writer = htm_factory(robot="reader"), htm_factory(robot="writer")
     for i in range(5):
         writer.add(f"notes about the garden, part {i}", key=f"g{i}")

@@ -19,7 +19,6 @@ from ...models import Memory
 from .._sql.catalogue import VISIBLE as _VISIBLE
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._records import _PostgresRecords
-from ._schema import _MEMORY_COLUMNS
 
 __all__ = ["PostgresWorkingSet"]
 
@@ -83,22 +82,6 @@ class PostgresWorkingSet(_PostgresRecords):
         value = self._read("reading the working-set version", lambda conn: conn.execute(
             text("SELECT working_version FROM robots WHERE name = :n"), {"n": robot}).scalar())
         return int(value) if value is not None else 0
-
-    def recall_read(self, robot: str, ids: Sequence[int]) -> tuple[list[Memory], int]:
-        """The visible memories among ``ids`` and ``robot``'s working-set version, in one
-        statement (one round trip): each row carries the version."""
-        if not ids:
-            return [], self.working_version(robot)
-        rows = self._read("reading memories", lambda conn: conn.execute(text(
-            f"SELECT {_MEMORY_COLUMNS}, (SELECT working_version FROM robots WHERE name = :n) "
-            "AS working_version FROM memories m JOIN robots r ON r.id = m.robot_id "
-            f"WHERE m.id = ANY(:ids) AND {_VISIBLE}"),
-            {"n": robot, "ids": [int(i) for i in ids]}).all())
-        if not rows:  # none visible: the version alone
-            return [], self.working_version(robot)
-        by_id = {m.id: m for m in (self._to_memory(r, False) for r in rows)}
-        version = rows[0].working_version
-        return [by_id[i] for i in ids if i in by_id], int(version) if version is not None else 0
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:

@@ -95,21 +95,16 @@ class _SQLiteRecords(_SQLiteEngine):
                  include_forgotten: bool = False) -> list[Memory]:
         if not ids:
             return []
-        with self._cursor() as cur:
-            return self._get_many_on(cur, ids, include_embedding, include_forgotten)
-
-    def _get_many_on(self, cur: sqlite3.Cursor, ids: Sequence[int], include_embedding: bool,
-                     include_forgotten: bool) -> list[Memory]:
-        """:meth:`get_many` on an open cursor."""
         found: dict[int, Memory] = {}
         visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
-        for part in chunks(list(ids), 500):
-            # The ids as one JSON parameter: the statement's text is always the same,
-            # so the driver's statement cache spares compiling it on every recall.
-            for m in self._fetch_raw(cur, f"m.id IN (SELECT value FROM json_each(:ids))"
-                                     f"{visible}", {"ids": json.dumps(list(map(int, part)))},
-                                     include_embedding):
-                found[m.id] = m
+        with self._cursor() as cur:
+            for part in chunks(list(ids), 500):
+                # The ids as one JSON parameter: the statement's text is always the same,
+                # so the driver's statement cache spares compiling it on every recall.
+                for m in self._fetch_raw(cur, f"m.id IN (SELECT value FROM json_each(:ids))"
+                                         f"{visible}", {"ids": json.dumps(list(map(int, part)))},
+                                         include_embedding):
+                    found[m.id] = m
         return [found[i] for i in ids if i in found]
 
     def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:

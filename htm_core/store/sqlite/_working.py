@@ -90,13 +90,6 @@ class SQLiteWorkingSet(_SQLiteRecords):
                 "AND forgotten_at IS NULL")}
         return frozenset(wanted - visible)
 
-    def recall_read(self, robot: str, ids: Sequence[int]) -> tuple[list[Memory], int]:
-        with self._cursor() as cur:  # one snapshot, two raw statements: on every recall
-            found = self._get_many_on(cur, ids, False, False)
-            row = cur.execute("SELECT working_version FROM robots WHERE name = ?",
-                              (robot,)).fetchone()
-        return found, int(row[0]) if row else 0
-
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
         wanted = {int(i) for i in ids}
         with self._cursor() as cur:  # one raw statement: this runs on every recall
