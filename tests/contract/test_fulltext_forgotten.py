@@ -15,28 +15,34 @@ import pytest
 
 from htm_core.embeddings import HashingEmbedder
 from htm_core.store import NewMemory, SearchFilters, open_store
+from htm_core.store.sqlite import _search as sqlite_search
 
 T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
 EMB = HashingEmbedder(dim=32)
 
 
 def _memories(n: int) -> list[NewMemory]:
-    # "apple" in every memory; longer texts rank lower, so the ranking has no ties to hide in.
-    texts = [f"apple {' '.join(['pear'] * i)} n{i}" for i in range(n)]
+    # "apple" and "pear" in (almost) every memory; longer texts rank lower.
+    texts = [f"apple {' '.join(['pear'] * (i % 40))} n{i}" for i in range(n)]
     return [NewMemory(key=f"m{i}", content=t, robot="r", importance=1.0, token_count=5 + i,
                       created_at=T0 + timedelta(seconds=i), embedding=EMB.embed_query(t),
                       embedder=EMB.name) for i, t in enumerate(texts)]
 
 
+@pytest.mark.parametrize("unjoined", [True, False])
 @pytest.mark.parametrize("forget", ["three of the best", "most of the best", "every other"])
-def test_forgotten_matches_leave_the_visible_ones_in_their_order(store_url: str,
-                                                                 forget: str) -> None:
+def test_forgotten_matches_leave_the_visible_ones_in_their_order(
+        store_url: str, forget: str, unjoined: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``unjoined``: SQLite reads the matches unjoined from any number of them (else from
+    its default number, more than this store has: joined)."""
+    if unjoined:
+        monkeypatch.setattr(sqlite_search, "_UNJOINED_FROM", 0)
     reader, writer = open_store(store_url), open_store(store_url)
     try:
-        reader.add_many(_memories(80))
+        reader.add_many(_memories(240))
         everything = SearchFilters()
-        before = reader.fulltext_search("apple", limit=80, filters=everything)
-        assert len(before) == 80
+        before = reader.fulltext_search("apple pear", limit=240, filters=everything)
+        assert len(before) == 240
         ranked = [mid for mid, _score in before]
         if forget == "three of the best":
             gone = set(ranked[:5:2])
@@ -48,7 +54,7 @@ def test_forgotten_matches_leave_the_visible_ones_in_their_order(store_url: str,
         for mid in gone:
             writer.forget(keys[mid], robot="r", at=T0 + timedelta(days=1))
         for limit in (1, 10, 30, 50):
-            got = reader.fulltext_search("apple", limit=limit, filters=everything)
+            got = reader.fulltext_search("apple pear", limit=limit, filters=everything)
             assert got == [hit for hit in before if hit[0] not in gone][:limit]
     finally:
         reader.close()

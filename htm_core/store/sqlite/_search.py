@@ -35,6 +35,10 @@ _BRIEFS_CACHED = 20_000
 #: which are visible (see ``_visible_word_hits``).
 _SPARE_HITS = 16
 
+#: From how many matches (as counted by the rare-word rule) an unfiltered search reads them
+#: unjoined; with fewer, joining each match to its memory costs less than a second statement.
+_UNJOINED_FROM = 100
+
 
 class _SQLiteSearch(SQLiteWorkingSet):
     """Full-text and vector search, and the vector index kept in step with the table."""
@@ -79,15 +83,22 @@ class _SQLiteSearch(SQLiteWorkingSet):
         count_sql = ("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
                      "WHERE memories_fts MATCH :t LIMIT :cap)")
         total = int(cur.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
-        rare = informative_terms(terms, total, lambda t, cap: int(cur.execute(
-            count_sql, {"t": quoted(t), "cap": cap + 1}).fetchone()[0]))
+        counted: dict[str, int] = {}
+
+        def doc_count(term: str, cap: int) -> int:
+            counted[term] = int(cur.execute(
+                count_sql, {"t": quoted(term), "cap": cap + 1}).fetchone()[0])
+            return counted[term]
+
+        rare = informative_terms(terms, total, doc_count)
         match = " OR ".join(quoted(t) for t in rare)
         if len(rare) < len(terms):
             # Candidates must hold a rare word; bm25 still scores every query
             # word, so common ones (a speaker's name) break ties among them.
             match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
         params["match"] = match
-        if filters.is_empty:
+        # Many matches (as counted, when the words were counted): reading them unjoined pays.
+        if filters.is_empty and sum(counted.get(t, 0) for t in rare) >= _UNJOINED_FROM:
             found = self._visible_word_hits(cur, match, limit)
             if found is not None:
                 return found
