@@ -45,6 +45,10 @@ class _SQLiteSearch(SQLiteWorkingSet):
 
     #: Briefs read so far, by memory id: (version, brief); see :meth:`briefs`.
     _brief_cache: dict[int, tuple[int, Brief]] | None = None
+    #: Which ids an unfiltered :meth:`briefs` found visible (their brief) or not (None), as
+    #: of ``_passed_at``: the read connection and its ``data_version`` then.
+    _passed: dict[int, Brief | None] | None = None
+    _passed_at: tuple[sqlite3.Connection, int] | None = None
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
         """Each search in turn (an embedded database has no round trips to save)."""
@@ -268,7 +272,13 @@ class _SQLiteSearch(SQLiteWorkingSet):
             cache = self._brief_cache = {}
         out: dict[int, Brief] = {}
         with self._cursor() as cur:
-            for part in chunks(sorted(set(ids)), 500):
+            passed = self._passed_since(cur) if filters.is_empty else None
+            todo = sorted(set(ids))
+            if passed is not None:  # nothing committed since these were read
+                out.update((mid, brief) for mid in todo
+                           if (brief := passed.get(mid)) is not None)
+                todo = [mid for mid in todo if mid not in passed]
+            for part in chunks(todo, 500):
                 # The ids as one JSON parameter: one statement text, compiled once.
                 params["ids"] = json.dumps(list(map(int, part)))
                 missing: list[int] = []
@@ -290,7 +300,25 @@ class _SQLiteSearch(SQLiteWorkingSet):
                         f"WHERE m.id IN ({', '.join(map(str, missing))})"):
                     brief = out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
                     cache[mid] = (version, brief)
+            if passed is not None:
+                passed.update((mid, out.get(mid)) for mid in todo)
         return out
+
+    def _passed_since(self, cur: sqlite3.Cursor) -> dict[int, Brief | None] | None:
+        """What unfiltered :meth:`briefs` found since the last commit to the database, by
+        any connection of any process (SQLite's ``data_version`` of the read connection
+        moves with each; reading it starts this read's snapshot); emptied when it moved.
+        None for an in-memory database (its writes share the read connection, which
+        ``data_version`` does not count)."""
+        if self._memory_db:
+            return None
+        at = (cur.connection, int(cur.execute("PRAGMA data_version").fetchone()[0]))
+        passed = self._passed
+        if passed is None or self._passed_at is None or self._passed_at[0] is not at[0] \
+                or self._passed_at[1] != at[1] or len(passed) > _BRIEFS_CACHED:
+            passed = self._passed = {}
+            self._passed_at = at
+        return passed
 
     def vector_centroid(self) -> list[float] | None:
         if self._index is None:
