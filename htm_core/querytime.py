@@ -77,6 +77,27 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
                          r"last month|this month|last year|this year)\b", re.I)),
 ]
 
+#: Words one of which every match of a pattern holds, as a whole word (a cue, a month or a
+#: season); a year is the other way in. See :func:`_may_hold_time`.
+_CUES = frozenset({"last", "past", "this", "ago", "yesterday", "today", *_SEASONS, *_MONTHS})
+_LETTERS = re.compile(r"[a-z]+")
+_YEAR_DIGITS = re.compile(r"(?:19|20)\d{2}")
+
+
+def _may_hold_time(query: str) -> bool:
+    """False when no pattern can match ``query``, found in a quick scan (most queries hold
+    no time phrase, and trying each pattern costs several times more).
+
+    Every pattern holds a cue word, a month or a season between word boundaries, or a
+    year's digits; between word boundaries means between characters that are not letters,
+    so such a word is one of the query's runs of letters. Only ASCII is judged here (with
+    ``re.I``, a pattern also matches some other letters, such as the long s).
+    """
+    if not query.isascii():
+        return True
+    return not _CUES.isdisjoint(_LETTERS.findall(query.lower())) or \
+        _YEAR_DIGITS.search(query) is not None
+
 
 @dataclass(frozen=True)
 class QueryTime:
@@ -103,6 +124,8 @@ def query_timeframe(query: str, now: datetime) -> QueryTime | None:
     >>> query_timeframe("This may sound odd, but what is my cat's name?", now) is None
     True
     """
+    if not _may_hold_time(query):
+        return None
     now = to_aware(now)
     found: list[tuple[int, str, re.Match[str]]] = []
     for kind, pattern in _PATTERNS:

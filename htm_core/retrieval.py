@@ -258,30 +258,46 @@ def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, M
     gap = timedelta(seconds=config.neighbor_gap)
     # A memory neither arm returned scores at most what the last candidate scored.
     floor = min(score.values(), default=0.0)
-    out: dict[int, float] = {}
-    for mid, memory in memories.items():
-        own = score.get(mid, floor)
-        bonus = 0.0
-        short = None  # worked out for the memories that have a better neighbour only
-        for d in range(-n, n + 1):
-            other = memories.get(mid + d)
-            if d == 0 or other is None or other.id not in score or score[other.id] <= own:
+    # Each scored memory lends to the memories around it that score less (only those can
+    # gain): a memory's bonus is the best share a better neighbour lends it.
+    bonus: dict[int, float] = {}
+    short: dict[int, float] = {}  # worked out for the memories that have a better neighbour only
+    offsets = [(d, config.neighbor_weight ** abs(d)) for d in range(-n, n + 1) if d]
+    for oid, other in memories.items():
+        lender = score.get(oid)
+        if lender is None:
+            continue
+        for d, weight in offsets:
+            mid = oid - d  # ``other`` is the memory ``d`` away from ``mid``
+            memory = memories.get(mid)
+            if memory is None:
                 continue
-            if other.robot != memory.robot or abs(other.created_at - memory.created_at) > gap:
+            own = score.get(mid, floor)
+            if lender <= own or other.robot != memory.robot or \
+                    abs(other.created_at - memory.created_at) > gap:
                 continue
-            if short is None:
-                short = 1.0 if config.neighbor_words is None else \
+            share = short.get(mid)
+            if share is None:
+                share = short[mid] = 1.0 if config.neighbor_words is None else \
                     min(1.0, config.neighbor_words / max(1, len(memory.content.split())))
             # Lend a share of what lifts the neighbour above the weakest candidate,
             # never enough to pass the neighbour itself.
-            lent = config.neighbor_weight ** abs(d) * (score[other.id] - floor) * short
-            bonus = max(bonus, min(lent, (score[other.id] - own) * (1 - 1e-6)))
-        if mid in score or bonus > 0.0:  # a memory no arm found enters only on a real bonus
-            out[mid] = own + bonus
-    for mid in order[pool:]:
-        out.setdefault(mid, score[mid])
-    ordered = sorted(out, key=lambda m: (-out[m], m))[:limit]
-    return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1})) for m in ordered]
+            lent = weight * (lender - floor) * share
+            bonus[mid] = max(bonus.get(mid, 0.0), min(lent, (lender - own) * (1 - 1e-6)))
+    out: dict[int, float] = {}
+    for mid in memories:
+        gain = bonus.get(mid, 0.0)
+        if mid in score or gain > 0.0:  # a memory no arm found enters only on a real bonus
+            out[mid] = score.get(mid, floor) + gain
+    ordered = sorted(out, key=lambda m: (-out[m], m))
+    # The candidates beyond the pool keep their score: only those reaching the best
+    # ``limit`` so far can be among the best ``limit``.
+    bar = out[ordered[limit - 1]] if limit is not None and len(ordered) >= limit else -math.inf
+    more = [mid for mid in order[pool:] if score[mid] >= bar and mid not in out]
+    if more:
+        out.update((mid, score[mid]) for mid in more)
+        ordered = sorted(out, key=lambda m: (-out[m], m))
+    return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1})) for m in ordered[:limit]]
 
 
 # -- full-text coverage ----------------------------------------------------------------
@@ -383,19 +399,24 @@ def _coverage_scores(arms: Mapping[str, Sequence[int]], text: str, config: Retri
 
 def centred_query(vector: Sequence[float], centroid: Sequence[float] | None) -> list[float]:
     """``vector`` without its component along ``centroid`` (unit length), renormalised."""
+    out = _centred(np.asarray(vector, dtype=np.float64), centroid)
+    return out.tolist() if out is not None else list(vector)
+
+
+def _centred(q: np.ndarray, centroid: Sequence[float] | None) -> np.ndarray | None:
+    """:func:`centred_query` of a float64 vector, as an array (None: left as it is)."""
     if centroid is None:
-        return list(vector)
-    q = np.asarray(vector, dtype=np.float64)
+        return None
     norm = float(np.linalg.norm(q))
     if norm == 0.0:
-        return list(vector)
-    q /= norm
+        return None
+    q = q / norm
     mu = np.asarray(centroid, dtype=np.float64)
     if mu.shape != q.shape:
-        return list(vector)
+        return None
     q -= float(q @ mu) * mu
     rest = float(np.linalg.norm(q))
-    return (q / rest).tolist() if rest > 1e-6 else list(vector)
+    return q / rest if rest > 1e-6 else None
 
 
 # -- search ----------------------------------------------------------------------------
@@ -412,10 +433,12 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
     :func:`htm_core.explain.explain_recall` shows them.
     """
     depth = max(limit * config.candidates, 50 if config.candidates > 2 else 0)
-    vector = list(query_vector())
+    # An array, never a list of floats: the stores take arrays, and a list of numpy
+    # scalars costs tens of microseconds to convert.
+    given = np.asarray(query_vector(), dtype=np.float64)
     centroid = store.vector_centroid() if config.centering else None
-    if config.centering:
-        vector = centred_query(vector, centroid)
+    centred = _centred(given, centroid) if config.centering else None
+    vector: Sequence[float] = given if centred is None else centred  # type: ignore[assignment]
     when = query_timeframe(query, now or local_now()) if config.time_boost else None
     text = query.replace(when.phrase, " ") if when is not None else query
     window = _intersect(filters, when) if when is not None else None

@@ -270,6 +270,9 @@ class FakeStore:
         visible = {m.id for m in self.get_many(list(ids))}
         return frozenset(int(i) for i in ids if int(i) not in visible)
 
+    def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
+        return self.working_version(robot), self.hidden_ids(ids)
+
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         in_step = expected_version is None or expected_version == self.working_version(change.robot)

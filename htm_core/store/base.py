@@ -449,6 +449,11 @@ class WorkingSet(Protocol):
         (a recall checks its hits with it before they enter working memory)."""
         ...
 
+    def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
+        """:meth:`working_version` and :meth:`hidden_ids` in one read (one snapshot, one
+        round trip): what a recall checks before its hits enter working memory."""
+        ...
+
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         """Write a working-memory change in one transaction (see :class:`WorkingChange`)."""

@@ -27,8 +27,9 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   at the latest on the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the
   first of them :data:`FLUSH_AFTER_SECONDS` old. A crash loses at most the pending part:
   access counts and times, and those recalls' membership and eviction lines; never a
-  memory or a forget. A recall checks that its hits are still visible (one read) instead,
-  and the flush's conditional insert still refuses anything forgotten meanwhile.
+  memory or a forget. A recall checks that its hits are still visible instead (in the
+  read of the working-set version), and the flush's conditional insert still refuses
+  anything forgotten meanwhile.
 
 The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
 :meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
@@ -120,13 +121,14 @@ class ResidentSet:
 
     # -- the facade's steps --------------------------------------------------------------
 
-    def refresh(self, *, flush: bool = True) -> None:
+    def refresh(self, *, flush: bool = True, version: int | None = None) -> None:
         """Bring working memory up to date with the store (one cheap read when nothing
         moved), reporting what catching up evicted; first write what reads left pending
-        (unless ``flush`` is False: a read adds to it)."""
+        (unless ``flush`` is False: a read adds to it). ``version``: the store's working-set
+        version, when the caller has just read it."""
         if flush:
             self.flush()
-        evicted = self.sync()
+        evicted = self.sync(version)
         if evicted:
             self._on_evicted(evicted)
 
@@ -155,10 +157,12 @@ class ResidentSet:
         """Count an access to each recalled memory and enter them (least relevant first, so a
         later, better hit never evicts an earlier one); return the keys of those forgotten
         since they were read (left out). The write waits (see :meth:`flush`)."""
-        self.refresh(flush=False)
         if not memories:
+            self.refresh(flush=False)
             return frozenset()
-        hidden = self._store.hidden_ids([m.id for m in memories])
+        # The version and the hits' visibility in one read (one round trip on a server).
+        version, hidden = self._store.recall_check(self._robot, [m.id for m in memories])
+        self.refresh(flush=False, version=version)
         refused = frozenset(m.key for m in memories if m.id in hidden)
         memories = [m for m in memories if m.id not in hidden]
         for m in memories:
@@ -275,14 +279,15 @@ class ResidentSet:
 
     # -- reading ------------------------------------------------------------------------
 
-    def sync(self) -> list[tuple[str, str]]:
+    def sync(self, version: int | None = None) -> list[tuple[str, str]]:
         """Catch up with the store if the persisted working set changed since this view
         was made (writing what reads left pending first); return what catching up had to
-        evict (key, content)."""
+        evict (key, content). ``version``: the store's, when the caller has just read it."""
         if self.version is None:
             self._pending = None  # reloading from the store: the reads' part is dropped
             return self.reload()
-        if self._store.working_version(self._robot) == self.version:
+        if (self._store.working_version(self._robot) if version is None else version) \
+                == self.version:
             return []
         if self._pending is not None:
             self.flush()  # out of step now: the view catches up below
@@ -414,8 +419,9 @@ class ResidentSet:
                 logger.warning("%s", exc)
                 memory.in_working_memory = False
                 continue
-            undo.append((memory.key, replace(old) if old is not None else None,
-                         self.memories.get(memory.key)))
+            # ``old`` left working memory whole (an item is replaced, never changed in
+            # place, by an add): it is the state to put back as it is.
+            undo.append((memory.key, old, self.memories.get(memory.key)))
             memory.in_working_memory = True
             self.memories[memory.key] = memory
             entered[memory.key] = None

@@ -239,3 +239,30 @@ def test_the_docstring_examples_run(module: str) -> None:
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_quick_scan_never_changes_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``query_timeframe`` skips the patterns when a quick scan finds no word a time phrase
+    could hold; every sentence of this file, and thousands made of time words, fillers,
+    digits, punctuation and odd letters, gets the same window as with every pattern tried."""
+    import random
+
+    from htm_core import querytime
+
+    pieces = ["last", "past", "this", "the", "in", "during", "early", "mid", "late", "since",
+              "may", "May", "March", "mar", "sept", "Sept.", "june", "spring", "fall", "Fall",
+              "summer", "of", "end", "2023", "1999", "2000", "2024.1", "3", "two", "a", "few",
+              "days", "day", "weeks", "month", "months", "year", "ago", "yesterday", "today",
+              "weekend", "week", "words", "and", "we", "did", "my", "Ana", "dog", "laſt",
+              "ＭＡＹ", "２０２３", "_last", "last_week", "x2023", "lastweek", "?", ",", ".", "!",
+              "'s", "—"]
+    rng = random.Random(21)
+    made = [" ".join(rng.choice(pieces) for _ in range(rng.randint(1, 7))) for _ in range(3000)]
+    sentences = [*NOT_TIME, *(t[0] for t in TIME), *made]
+    quick = [query_timeframe(s, NOW) for s in sentences]
+    skipped = sum(not querytime._may_hold_time(s) for s in sentences)
+    monkeypatch.setattr(querytime, "_may_hold_time", lambda query: True)
+    full = [query_timeframe(s, NOW) for s in sentences]
+    assert quick == full
+    assert sum(w is not None for w in full) > 500  # the sentences do hold time phrases
+    assert skipped > 100  # and the scan leaves many out

@@ -18,7 +18,7 @@ from ...models import Memory
 from ..base import WorkingResult, WorkingRow, WorkingState
 from .records import SQLRecordChanges
 
-__all__ = ["SQLWorkingSet"]
+__all__ = ["SQLWorkingSet", "recall_check_answer"]
 
 
 class SQLWorkingSet(SQLRecordChanges):
@@ -65,6 +65,24 @@ class SQLWorkingSet(SQLRecordChanges):
 
         return frozenset(wanted - self._reading("checking what is still visible", read))
 
+    @staticmethod
+    def _recall_check_sql(ids: Iterable[int]) -> str:
+        """One statement: a row (0, the version of robot ``:n``), then (1, id) for each of
+        ``ids`` still visible."""
+        return ("SELECT 0, coalesce((SELECT working_version FROM robots WHERE name = :n), 0) "
+                "UNION ALL SELECT 1, id FROM memories WHERE id IN "
+                f"({', '.join(str(int(i)) for i in sorted(set(ids))) or 'NULL'}) "
+                "AND forgotten_at IS NULL")
+
+    def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
+        """The working-set version of ``robot`` and which of ``ids`` are hidden, one read."""
+        wanted = {int(i) for i in ids}
+
+        def read(conn: Connection) -> list[Any]:
+            return list(conn.execute(text(self._recall_check_sql(wanted)), {"n": robot}).all())
+
+        return recall_check_answer(self._reading("checking what is still visible", read), wanted)
+
     def clear_working(self, robot: str) -> int:
         """Drop ``robot``'s working-memory membership (memories stay); return how many."""
         def write(conn: Connection, rid: int) -> int:
@@ -75,3 +93,14 @@ class SQLWorkingSet(SQLRecordChanges):
             return n
 
         return self._writing_as(robot, "clearing working memory", write)
+
+
+def recall_check_answer(rows: Iterable[Sequence[Any]], wanted: set[int]) -> tuple[int, frozenset[int]]:
+    """:meth:`SQLWorkingSet.recall_check`'s answer from its statement's rows."""
+    version, visible = 0, set()
+    for kind, value in rows:
+        if kind == 0:
+            version = int(value)
+        else:
+            visible.add(int(value))
+    return version, frozenset(wanted - visible)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -107,10 +108,14 @@ class _SQLiteEngine(SQLWorkingSet):
     _read_only: str | None = None
     _immutable: bool = False
     _skip_warned: bool = False
+    #: The connection of the raw reads (``_cursor``), kept out of the pool; see :meth:`_reader`.
+    _reader_conn: sqlite3.Connection | None = None
+    _reader_pid: int = 0
 
     # -- engine and transactions -----------------------------------------------------
 
     def _make_engine(self) -> Engine:
+        self._close_reader()
         kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False,
                                                    "timeout": self._busy_timeout_ms / 1000}}
         if self._memory_db:
@@ -221,6 +226,7 @@ class _SQLiteEngine(SQLWorkingSet):
 
     def _committed_anyway(self, landed: Callable[[sqlite3.Connection], bool]) -> bool:
         """Whether a transaction whose COMMIT raised is in the database after all."""
+        self._close_reader()  # like the pooled connections, it may hold a stale view of the WAL index
         self._engine.dispose()  # pooled connections may hold a stale view of the WAL index
         try:
             probe = sqlite3.connect(f"{Path(self._file()).resolve().as_uri()}?mode=ro", uri=True,
@@ -300,6 +306,34 @@ class _SQLiteEngine(SQLWorkingSet):
         except (DiskFullError, ReadOnlyError) as exc:
             self._skip_write(what, exc)
             return skipped()
+
+    def _reader(self) -> sqlite3.Connection:
+        """The connection the raw reads run on (the caller holds the lock).
+
+        One connection of the store's own, opened by the engine (so with its pragmas) and
+        taken out of the pool: a pool checkout and return cost four times a small read, and
+        a recall makes several. A process made by ``fork`` opens its own.
+        """
+        conn = self._reader_conn
+        if conn is None or self._reader_pid != os.getpid():
+            fairy = self._engine.raw_connection()
+            conn = fairy.dbapi_connection  # type: ignore[assignment]
+            if self._memory_db:
+                fairy.close()  # the one shared connection stays open in its pool
+            else:
+                fairy.detach()  # ours now: closed by _close_reader, never returned
+            self._reader_conn, self._reader_pid = conn, os.getpid()
+        assert conn is not None
+        return conn
+
+    def _close_reader(self) -> None:
+        """Close the raw reads' connection (a shared in-memory one only lets go of it)."""
+        conn, self._reader_conn = self._reader_conn, None
+        if conn is not None and not self._memory_db and self._reader_pid == os.getpid():
+            try:
+                conn.close()
+            except sqlite3.Error as exc:
+                logger.debug("closing the read connection of %s: %s", self.url, exc)
 
     @contextmanager
     def _read(self, what: str = "read") -> Iterator[Connection]:

@@ -34,20 +34,21 @@ class _SQLiteRecords(_SQLiteEngine):
     @contextmanager
     def _cursor(self, what: str = "read") -> Iterator[sqlite3.Cursor]:
         """A raw cursor in a read transaction (one snapshot), as :meth:`_read`'s but without
-        a SQLAlchemy ``Connection``: every recall runs a few of these small reads, and that
-        wrapper's overhead would be a good part of their time."""
+        a SQLAlchemy ``Connection`` or a pool checkout (the store's own read connection):
+        every recall runs a few of these small reads, and those would be most of their
+        time. Nested, it reads in the outer one's snapshot."""
         with self._lock, map_sqlite_errors(self.url, what):
-            conn = self._engine.raw_connection()
+            conn = self._reader()
+            cur = conn.cursor()
+            began = not conn.in_transaction
             try:
-                cur: sqlite3.Cursor = conn.cursor()  # type: ignore[assignment]
-                try:
-                    if not conn.dbapi_connection.in_transaction:  # type: ignore[union-attr]
-                        cur.execute("BEGIN")
-                    yield cur
-                finally:
-                    cur.close()
+                if began:
+                    cur.execute("BEGIN")
+                yield cur
             finally:
-                conn.close()  # the pool rolls the read transaction back
+                cur.close()
+                if began and conn.in_transaction:
+                    conn.rollback()
 
     def _to_memory(self, row: Sequence[Any], tags: Sequence[str],
                    embedding: bytes | None = None) -> Memory:

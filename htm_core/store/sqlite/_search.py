@@ -17,6 +17,7 @@ from ...errors import (
     DimensionMismatchError,
 )
 from .._common import chunks, informative_terms
+from .._sql.catalogue import VISIBLE
 from .._text import merge_hits, parse_query
 from ..ann import ApproximateIndex, make_index
 from ..base import (
@@ -30,12 +31,24 @@ from ._working import SQLiteWorkingSet
 #: How many briefs a store keeps (their text read once); the cache is emptied beyond.
 _BRIEFS_CACHED = 20_000
 
+#: How many full-text matches beyond the limit an unfiltered search reads before it checks
+#: which are visible (see ``_visible_word_hits``).
+_SPARE_HITS = 16
+
+#: From how many matches (as counted by the rare-word rule) an unfiltered search reads them
+#: unjoined; with fewer, joining each match to its memory costs less than a second statement.
+_UNJOINED_FROM = 100
+
 
 class _SQLiteSearch(SQLiteWorkingSet):
     """Full-text and vector search, and the vector index kept in step with the table."""
 
     #: Briefs read so far, by memory id: (version, brief); see :meth:`briefs`.
     _brief_cache: dict[int, tuple[int, Brief]] | None = None
+    #: Which ids an unfiltered :meth:`briefs` found visible (their brief) or not (None), as
+    #: of ``_passed_at``: the read connection and its ``data_version`` then.
+    _passed: dict[int, Brief | None] | None = None
+    _passed_at: tuple[sqlite3.Connection, int] | None = None
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
         """Each search in turn (an embedded database has no round trips to save)."""
@@ -74,15 +87,49 @@ class _SQLiteSearch(SQLiteWorkingSet):
         count_sql = ("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
                      "WHERE memories_fts MATCH :t LIMIT :cap)")
         total = int(cur.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
-        rare = informative_terms(terms, total, lambda t, cap: int(cur.execute(
-            count_sql, {"t": quoted(t), "cap": cap + 1}).fetchone()[0]))
+        counted: dict[str, int] = {}
+
+        def doc_count(term: str, cap: int) -> int:
+            counted[term] = int(cur.execute(
+                count_sql, {"t": quoted(term), "cap": cap + 1}).fetchone()[0])
+            return counted[term]
+
+        rare = informative_terms(terms, total, doc_count)
         match = " OR ".join(quoted(t) for t in rare)
         if len(rare) < len(terms):
             # Candidates must hold a rare word; bm25 still scores every query
             # word, so common ones (a speaker's name) break ties among them.
             match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
         params["match"] = match
+        # Many matches (as counted, when the words were counted): reading them unjoined pays.
+        if filters.is_empty and sum(counted.get(t, 0) for t in rare) >= _UNJOINED_FROM:
+            found = self._visible_word_hits(cur, match, limit)
+            if found is not None:
+                return found
         return [(int(r[0]), -float(r[1])) for r in cur.execute(sql, params).fetchall()]
+
+    @staticmethod
+    def _visible_word_hits(cur: sqlite3.Cursor, match: str,
+                           limit: int) -> list[tuple[int, float]] | None:
+        """The unfiltered search's top ``limit`` without joining every match to its memory
+        (a lookup per matching row, most of the search's time when the words are common):
+        the full-text index's best matches first, a few more than ``limit``, then which of
+        them are visible. None when forgotten ones left fewer than ``limit`` of them while
+        more matches exist (the caller joins then). The same hits in the same order: the
+        visible memories among the best matches are the best visible ones."""
+        over = limit + _SPARE_HITS
+        rows = cur.execute(
+            "SELECT rowid, bm25(memories_fts) AS rank FROM memories_fts "
+            "WHERE memories_fts MATCH ? ORDER BY rank, rowid LIMIT ?", (match, over)).fetchall()
+        if not rows:
+            return []
+        visible = {int(r[0]) for r in cur.execute(
+            "SELECT m.id FROM memories m WHERE m.id IN (SELECT value FROM json_each(?)) "
+            f"AND {VISIBLE}", (json.dumps([int(r[0]) for r in rows]),))}
+        hits = [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) in visible]
+        if len(hits) < limit and len(rows) == over:
+            return None
+        return hits[:limit]
 
     def _run_hits(self, cur: sqlite3.Cursor, runs: Sequence[str], limit: int,
                   filters: SearchFilters) -> list[tuple[int, float]]:
@@ -225,7 +272,13 @@ class _SQLiteSearch(SQLiteWorkingSet):
             cache = self._brief_cache = {}
         out: dict[int, Brief] = {}
         with self._cursor() as cur:
-            for part in chunks(sorted(set(ids)), 500):
+            passed = self._passed_since(cur) if filters.is_empty else None
+            todo = sorted(set(ids))
+            if passed is not None:  # nothing committed since these were read
+                out.update((mid, brief) for mid in todo
+                           if (brief := passed.get(mid)) is not None)
+                todo = [mid for mid in todo if mid not in passed]
+            for part in chunks(todo, 500):
                 # The ids as one JSON parameter: one statement text, compiled once.
                 params["ids"] = json.dumps(list(map(int, part)))
                 missing: list[int] = []
@@ -247,7 +300,25 @@ class _SQLiteSearch(SQLiteWorkingSet):
                         f"WHERE m.id IN ({', '.join(map(str, missing))})"):
                     brief = out[mid] = Brief(mid, content, robot, utc_from_timestamp(created))
                     cache[mid] = (version, brief)
+            if passed is not None:
+                passed.update((mid, out.get(mid)) for mid in todo)
         return out
+
+    def _passed_since(self, cur: sqlite3.Cursor) -> dict[int, Brief | None] | None:
+        """What unfiltered :meth:`briefs` found since the last commit to the database, by
+        any connection of any process (SQLite's ``data_version`` of the read connection
+        moves with each; reading it starts this read's snapshot); emptied when it moved.
+        None for an in-memory database (its writes share the read connection, which
+        ``data_version`` does not count)."""
+        if self._memory_db:
+            return None
+        at = (cur.connection, int(cur.execute("PRAGMA data_version").fetchone()[0]))
+        passed = self._passed
+        if passed is None or self._passed_at is None or self._passed_at[0] is not at[0] \
+                or self._passed_at[1] != at[1] or len(passed) > _BRIEFS_CACHED:
+            passed = self._passed = {}
+            self._passed_at = at
+        return passed
 
     def vector_centroid(self) -> list[float] | None:
         if self._index is None:

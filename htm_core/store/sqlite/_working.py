@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from ...clock import to_timestamp, utc_from_timestamp
 from ...models import Memory
 from .._common import chunks
+from .._sql.working import recall_check_answer
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._records import _SQLiteRecords
 
@@ -74,28 +75,26 @@ class SQLiteWorkingSet(_SQLiteRecords):
             for r in rows}
 
     def working_version(self, robot: str) -> int:
-        with self._read() as conn:
-            cur = conn.connection.cursor()  # one raw statement: this runs before every read
-            try:
-                row = cur.execute("SELECT working_version FROM robots WHERE name = ?",
-                                  (robot,)).fetchone()
-            finally:
-                cur.close()
+        with self._cursor() as cur:  # one raw statement: this runs before every read
+            row = cur.execute("SELECT working_version FROM robots WHERE name = ?",
+                              (robot,)).fetchone()
         return int(row[0]) if row else 0
 
     def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
         wanted = {int(i) for i in ids}
         if not wanted:
             return frozenset()
-        with self._read() as conn:
-            cur = conn.connection.cursor()  # one raw statement: this runs on every recall
-            try:
-                visible = {int(r[0]) for r in cur.execute(
-                    f"SELECT id FROM memories WHERE id IN ({', '.join(map(str, sorted(wanted)))}) "
-                    "AND forgotten_at IS NULL")}
-            finally:
-                cur.close()
+        with self._cursor() as cur:  # one raw statement: this runs on every recall
+            visible = {int(r[0]) for r in cur.execute(
+                f"SELECT id FROM memories WHERE id IN ({', '.join(map(str, sorted(wanted)))}) "
+                "AND forgotten_at IS NULL")}
         return frozenset(wanted - visible)
+
+    def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
+        wanted = {int(i) for i in ids}
+        with self._cursor() as cur:  # one raw statement: this runs on every recall
+            rows = cur.execute(self._recall_check_sql(wanted), {"n": robot}).fetchall()
+        return recall_check_answer(rows, wanted)
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:

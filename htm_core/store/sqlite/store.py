@@ -100,6 +100,8 @@ class SQLiteStore(_SQLiteHistory):
                     self._build_hash_index(reason="end of bulk load")
 
     def close(self) -> None:
+        with self._lock:
+            self._close_reader()
         self._engine.dispose()
         if isinstance(self._index, ApproximateIndex):
             self._index.close()
