@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from ._duplicates import demote_duplicates
 from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
 from .querytime import QueryTime, query_timeframe
@@ -148,6 +149,14 @@ class RetrievalConfig:
             punctuation only) returns only the memories whose cosine similarity to it is at
             least this (the vector arm alone, not centred), so it never fills working
             memory with arbitrary memories.
+        typical_penalty: with centring, the centred query also loses this share of the
+            store's mean direction, so each memory's similarity drops by ``typical_penalty
+            × its similarity to the average memory``: small talk and boilerplate that look
+            like everything else give way to memories that say something (0: off).
+        duplicates: memories among the first fused candidates whose word stems are at
+            least this similar (Jaccard) are one group: its newest member takes the group's
+            best place, the others follow every other candidate (``None``: off; see
+            :mod:`htm_core._duplicates`).
 
     >>> RetrievalConfig.plain().neighbors
     0
@@ -168,6 +177,8 @@ class RetrievalConfig:
     coverage: bool = True
     centering: bool = True
     no_terms_floor: float = 0.5
+    duplicates: float | None = 0.9
+    typical_penalty: float = 0.2
 
     def __post_init__(self) -> None:
         if self.rrf_k < 1 or self.candidates < 1:
@@ -180,6 +191,10 @@ class RetrievalConfig:
             raise ValidationError("RetrievalConfig: neighbor_words must be None or at least 1")
         if any(not math.isfinite(w) or w < 0 for w in self.weights.values()):
             raise ValidationError("RetrievalConfig: weights must be finite and >= 0")
+        if not 0.0 <= self.typical_penalty <= 1.0 or (
+                self.duplicates is not None and not 0.0 < self.duplicates <= 1.0):
+            raise ValidationError("RetrievalConfig: typical_penalty must be in [0, 1] and "
+                                  "duplicates None or a similarity in (0, 1]")
         if not -1.0 <= self.no_terms_floor <= 1.0:
             raise ValidationError("RetrievalConfig: no_terms_floor must be a cosine "
                                   "similarity, in [-1, 1]")
@@ -189,7 +204,7 @@ class RetrievalConfig:
         """Plain RRF of the two arms (top 2 × limit each, equal weights), no time boost, no
         neighbours, no centring: htm's hybrid before issue 10."""
         return cls(candidates=2, time_boost=False, neighbors=0, coverage=False, centering=False,
-                   weights={"vector": 1.0, "fulltext": 1.0})
+                   weights={"vector": 1.0, "fulltext": 1.0}, duplicates=None, typical_penalty=0.0)
 
     def with_options(self, **changes: Any) -> RetrievalConfig:
         """A copy with some fields changed (validated like a new config)."""
@@ -381,8 +396,12 @@ def _coverage_scores(arms: Mapping[str, Sequence[int]], text: str, config: Retri
     return ordered, scores, ranks
 
 
-def centred_query(vector: Sequence[float], centroid: Sequence[float] | None) -> list[float]:
-    """``vector`` without its component along ``centroid`` (unit length), renormalised."""
+def centred_query(vector: Sequence[float], centroid: Sequence[float] | None,
+                  penalty: float = 0.0) -> list[float]:
+    """``vector`` without its component along ``centroid`` (unit length), renormalised;
+    with a ``penalty``, less ``penalty × centroid`` as well (renormalised), so a memory's
+    similarity drops by ``penalty × (its similarity to the centroid)``: see
+    :data:`RetrievalConfig.typical_penalty`."""
     if centroid is None:
         return list(vector)
     q = np.asarray(vector, dtype=np.float64)
@@ -395,7 +414,12 @@ def centred_query(vector: Sequence[float], centroid: Sequence[float] | None) -> 
         return list(vector)
     q -= float(q @ mu) * mu
     rest = float(np.linalg.norm(q))
-    return (q / rest).tolist() if rest > 1e-6 else list(vector)
+    if rest <= 1e-6:
+        return list(vector)
+    q /= rest
+    if penalty:  # q ⟂ μ: the norm of q - penalty·μ is sqrt(1 + penalty²)
+        q = (q - penalty * mu) / math.sqrt(1.0 + penalty * penalty)
+    return q.tolist()
 
 
 # -- search ----------------------------------------------------------------------------
@@ -415,7 +439,7 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
     vector = list(query_vector())
     centroid = store.vector_centroid() if config.centering else None
     if config.centering:
-        vector = centred_query(vector, centroid)
+        vector = centred_query(vector, centroid, config.typical_penalty)
     when = query_timeframe(query, now or local_now()) if config.time_boost else None
     text = query.replace(when.phrase, " ") if when is not None else query
     window = _intersect(filters, when) if when is not None else None
@@ -484,6 +508,9 @@ def search(
                       for d in range(-config.neighbors, config.neighbors + 1)])
         text = asked["fulltext"].text or query
         order, scores, ranks = _coverage_scores(arms, text, config, briefs)
+        if config.duplicates is not None:
+            order, scores = demote_duplicates(order, scores, briefs.fetch(order[:pool]),
+                                              _stems_of, pool=pool, threshold=config.duplicates)
         if config.neighbors:  # only the best ``limit`` become RankedIds
             fused = _neighbours(order, scores, ranks, config, pool, briefs, limit)
         else:
