@@ -419,7 +419,8 @@ def centred_query(vector: Sequence[float], centroid: Sequence[float] | None,
     q /= rest
     if penalty:  # q ⟂ μ: the norm of q - penalty·μ is sqrt(1 + penalty²)
         q = (q - penalty * mu) / math.sqrt(1.0 + penalty * penalty)
-    return q.tolist()
+    out: list[float] = q.tolist()
+    return out
 
 
 # -- search ----------------------------------------------------------------------------
