@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from ._current import asks_about_now, prefer_current
 from ._duplicates import demote_duplicates
 from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
@@ -157,6 +158,10 @@ class RetrievalConfig:
             least this similar (Jaccard) are one group: its newest member takes the group's
             best place, the others follow every other candidate (``None``: off; see
             :mod:`htm_core._duplicates`).
+        current_weight: a query about the present ("now", "currently", "these days",
+            "next"...) adds an RRF arm of weight ``current_weight`` ranking the first fused
+            candidates newest first, so the current statement of a changed value wins among
+            matches alike (0, the default: off; see :mod:`htm_core._current`).
 
     >>> RetrievalConfig.plain().neighbors
     0
@@ -179,6 +184,7 @@ class RetrievalConfig:
     no_terms_floor: float = 0.5
     duplicates: float | None = 0.9
     typical_penalty: float = 0.2
+    current_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.rrf_k < 1 or self.candidates < 1:
@@ -195,6 +201,8 @@ class RetrievalConfig:
                 self.duplicates is not None and not 0.0 < self.duplicates <= 1.0):
             raise ValidationError("RetrievalConfig: typical_penalty must be in [0, 1] and "
                                   "duplicates None or a similarity in (0, 1]")
+        if not math.isfinite(self.current_weight) or self.current_weight < 0:
+            raise ValidationError("RetrievalConfig: current_weight must be finite and >= 0")
         if not -1.0 <= self.no_terms_floor <= 1.0:
             raise ValidationError("RetrievalConfig: no_terms_floor must be a cosine "
                                   "similarity, in [-1, 1]")
@@ -499,6 +507,7 @@ def search(
             similarity[mid] = max(score, similarity.get(mid, -1.0))
     briefs = _Briefs(store, filters)
     weigh_coverage = config.fusion is reciprocal_rank_fusion and config.coverage
+    now_asked = config.current_weight > 0 and asks_about_now(query)
     pool = max(limit * 2, 20)
     if weigh_coverage:
         # One read for both steps: the full-text hits (coverage) and the neighbours of
@@ -513,7 +522,8 @@ def search(
             order, scores = demote_duplicates(order, scores, briefs.fetch(order[:pool]),
                                               _stems_of, pool=pool, threshold=config.duplicates)
         if config.neighbors:  # only the best ``limit`` become RankedIds
-            fused = _neighbours(order, scores, ranks, config, pool, briefs, limit)
+            fused = _neighbours(order, scores, ranks, config, pool, briefs,
+                                None if now_asked else limit)
         else:
             fused = [RankedId(m, scores[m], ranks[m]) for m in order[:limit]]
     else:
@@ -523,5 +533,8 @@ def search(
             fused = config.fusion(arms, config.rrf_k)
         if config.neighbors:
             fused = _neighbour_scores(fused, config, pool, briefs, limit)
+    if now_asked:
+        fused = prefer_current(fused, briefs.fetch(r.id for r in fused[:pool]), pool=pool,
+                               weight=config.current_weight, rrf_k=config.rrf_k)
     return [RankedId(r.id, r.score, r.ranks, similarity.get(r.id), r.relevance)
             for r in fused[:limit]]
