@@ -169,7 +169,7 @@ def test_demote_duplicates_keeps_unrelated_order_and_every_id() -> None:
                                  {"duplicates": 0.0}, {"duplicates": 1.2},
                                  {"current_weight": -1.0}, {"current_weight": float("inf")}])
 def test_bad_options_are_refused(bad: dict[str, float]) -> None:
-    with pytest.raises(ValidationError, match="typical_penalty|current_weight"):
+    with pytest.raises(ValidationError, match=r"typical_penalty|current_weight"):
         RetrievalConfig(**bad)  # type: ignore[arg-type]
 
 
