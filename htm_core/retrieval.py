@@ -155,9 +155,9 @@ class RetrievalConfig:
             × its similarity to the average memory``: small talk and boilerplate that look
             like everything else give way to memories that say something (0: off).
         duplicates: memories among the first fused candidates whose word stems are at
-            least this similar (Jaccard) are one group: its newest member takes the group's
-            best place, the others follow every other candidate (``None``: off; see
-            :mod:`htm_core._duplicates`).
+            least this similar (Jaccard; 1.0, the default: the same stems) are one group:
+            its newest member takes the group's best place, the others follow every other
+            candidate (``None``: off; see :mod:`htm_core._duplicates`).
         current_weight: a query about the present ("now", "currently", "these days",
             "next"...) adds an RRF arm of weight ``current_weight`` ranking the first fused
             candidates newest first, so the current statement of a changed value wins among
@@ -182,7 +182,7 @@ class RetrievalConfig:
     coverage: bool = True
     centering: bool = True
     no_terms_floor: float = 0.5
-    duplicates: float | None = 0.9
+    duplicates: float | None = 1.0
     typical_penalty: float = 0.2
     current_weight: float = 0.0
 

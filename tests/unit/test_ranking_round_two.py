@@ -199,3 +199,16 @@ def test_asks_about_now() -> None:
         assert asks_about_now(query), query
     for query in ["Where did I live in 2020?", "Who was my first employer?", "nowhere"]:
         assert not asks_about_now(query), query
+
+
+def test_demote_duplicates_below_one_groups_nearly_equal_stems() -> None:
+    """Threshold 0.9: nine stems and the same nine plus one (Jaccard 0.9) are one group;
+    at 1.0 (the default) only the same stems are."""
+    base = "alpha bravo charlie delta echo foxtrot golf hotel india"
+    texts = {1: base, 2: base + " juliet", 3: "kilo lima mike"}
+    known = {i: Brief(i, t, "r", START + timedelta(days=i)) for i, t in texts.items()}
+    scores = {1: 0.9, 2: 0.8, 3: 0.7}
+    order, _ = demote_duplicates([1, 2, 3], scores, known, _stems_of, pool=3, threshold=0.9)
+    assert order == [2, 3, 1]
+    order, _ = demote_duplicates([1, 2, 3], scores, known, _stems_of, pool=3, threshold=1.0)
+    assert order == [1, 2, 3]
