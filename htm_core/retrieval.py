@@ -18,7 +18,11 @@
     small talk. Short generic turns ("Kenji: Haha, classic.") no longer outrank the turn
     that answers a question about Kenji. The ranking is the same as scoring each memory
     by ``cos(q, d) - (q·μ)(d·μ)``: the more generic the query, the more a memory is marked
-    down for looking like the average memory;
+    down for looking like the average memory; the **typicality penalty** then takes
+    ``typical_penalty × μ`` off the centred query as well, so each memory's similarity drops
+    by that share of its similarity to the average memory, whatever the query;
+  - **near-duplicates** (the same word stems) among the first fused candidates keep one
+    place, held by the newest of them; the other copies follow every other candidate;
   - **time expressions** in the query ("last May", "in June 2023", "last month",
     "two weeks ago", "last summer") are resolved against the clock; both arms run
     again inside that window and join the fusion as two more arms, so memories from
@@ -33,7 +37,9 @@
     puppy" just before it; neighbours outside the candidates are fetched, so a hit can
     bring in the turn that answers it. Only better neighbours lend score, so the best of
     a run of similar memories is not lifted by the others, and a memory longer than
-    ``neighbor_words`` words borrows proportionally less (a long message stands alone).
+    ``neighbor_words`` words borrows proportionally less (a long message stands alone);
+  - optionally (``current_weight``), a query about the present ("now", "these days") ranks
+    the newest of its first candidates higher (:mod:`htm_core._current`).
 
 Timeframe, robot and tag filters are handed to each arm, which applies them in the
 database, so a filter never starves the result (neighbours are checked against the
