@@ -527,11 +527,11 @@ def search(
         if config.duplicates is not None:
             order, scores = demote_duplicates(order, scores, briefs.fetch(order[:pool]),
                                               _stems_of, pool=pool, threshold=config.duplicates)
-        if config.neighbors:  # only the best ``limit`` become RankedIds
-            fused = _neighbours(order, scores, ranks, config, pool, briefs,
-                                None if now_asked else limit)
+        keep = pool if now_asked else limit  # only the best ``keep`` become RankedIds
+        if config.neighbors:
+            fused = _neighbours(order, scores, ranks, config, pool, briefs, keep)
         else:
-            fused = [RankedId(m, scores[m], ranks[m]) for m in order[:limit]]
+            fused = [RankedId(m, scores[m], ranks[m]) for m in order[:keep]]
     else:
         if config.fusion is reciprocal_rank_fusion:
             fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
