@@ -303,6 +303,16 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
             "hybrid, long memories borrow alike": ("hybrid", default.with_options(
                 neighbor_words=None)),
             "hybrid, adaptive full-text weight": ("hybrid", default.with_options(adaptive=True)),
+            "hybrid, no typicality penalty": ("hybrid", default.with_options(typical_penalty=0.0)),
+            "hybrid, typicality penalty 0.35": ("hybrid", default.with_options(
+                typical_penalty=0.35)),
+            "hybrid, no duplicate demotion": ("hybrid", default.with_options(duplicates=None)),
+            "hybrid, duplicates at 0.9": ("hybrid", default.with_options(duplicates=0.9)),
+            "hybrid, duplicates at 0.8": ("hybrid", default.with_options(duplicates=0.8)),
+            "hybrid, current-value preference 0.5": ("hybrid", default.with_options(
+                current_weight=0.5)),
+            "hybrid before round two": ("hybrid", default.with_options(typical_penalty=0.0,
+                                                                       duplicates=None)),
         })
     return configs
 

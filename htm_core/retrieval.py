@@ -18,7 +18,11 @@
     small talk. Short generic turns ("Kenji: Haha, classic.") no longer outrank the turn
     that answers a question about Kenji. The ranking is the same as scoring each memory
     by ``cos(q, d) - (q·μ)(d·μ)``: the more generic the query, the more a memory is marked
-    down for looking like the average memory;
+    down for looking like the average memory; the **typicality penalty** then takes
+    ``typical_penalty × μ`` off the centred query as well, so each memory's similarity drops
+    by that share of its similarity to the average memory, whatever the query;
+  - **near-duplicates** (the same word stems) among the first fused candidates keep one
+    place, held by the newest of them; the other copies follow every other candidate;
   - **time expressions** in the query ("last May", "in June 2023", "last month",
     "two weeks ago", "last summer") are resolved against the clock; both arms run
     again inside that window and join the fusion as two more arms, so memories from
@@ -33,7 +37,9 @@
     puppy" just before it; neighbours outside the candidates are fetched, so a hit can
     bring in the turn that answers it. Only better neighbours lend score, so the best of
     a run of similar memories is not lifted by the others, and a memory longer than
-    ``neighbor_words`` words borrows proportionally less (a long message stands alone).
+    ``neighbor_words`` words borrows proportionally less (a long message stands alone);
+  - optionally (``current_weight``), a query about the present ("now", "these days") ranks
+    the newest of its first candidates higher (:mod:`htm_core._current`).
 
 Timeframe, robot and tag filters are handed to each arm, which applies them in the
 database, so a filter never starves the result (neighbours are checked against the
@@ -54,6 +60,8 @@ from typing import Any
 
 import numpy as np
 
+from ._current import asks_about_now, prefer_current
+from ._duplicates import demote_duplicates
 from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
 from .querytime import QueryTime, query_timeframe
@@ -148,6 +156,18 @@ class RetrievalConfig:
             punctuation only) returns only the memories whose cosine similarity to it is at
             least this (the vector arm alone, not centred), so it never fills working
             memory with arbitrary memories.
+        typical_penalty: with centring, the centred query also loses this share of the
+            store's mean direction, so each memory's similarity drops by ``typical_penalty
+            × its similarity to the average memory``: small talk and boilerplate that look
+            like everything else give way to memories that say something (0: off).
+        duplicates: memories among the first fused candidates whose word stems are at
+            least this similar (Jaccard; 1.0, the default: the same stems) are one group:
+            its newest member takes the group's best place, the others follow every other
+            candidate (``None``: off; see :mod:`htm_core._duplicates`).
+        current_weight: a query about the present ("now", "currently", "these days",
+            "next"...) adds an RRF arm of weight ``current_weight`` ranking the first fused
+            candidates newest first, so the current statement of a changed value wins among
+            matches alike (0, the default: off; see :mod:`htm_core._current`).
 
     >>> RetrievalConfig.plain().neighbors
     0
@@ -168,6 +188,9 @@ class RetrievalConfig:
     coverage: bool = True
     centering: bool = True
     no_terms_floor: float = 0.5
+    duplicates: float | None = 1.0
+    typical_penalty: float = 0.2
+    current_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.rrf_k < 1 or self.candidates < 1:
@@ -180,6 +203,12 @@ class RetrievalConfig:
             raise ValidationError("RetrievalConfig: neighbor_words must be None or at least 1")
         if any(not math.isfinite(w) or w < 0 for w in self.weights.values()):
             raise ValidationError("RetrievalConfig: weights must be finite and >= 0")
+        if not 0.0 <= self.typical_penalty <= 1.0 or (
+                self.duplicates is not None and not 0.0 < self.duplicates <= 1.0):
+            raise ValidationError("RetrievalConfig: typical_penalty must be in [0, 1] and "
+                                  "duplicates None or a similarity in (0, 1]")
+        if not math.isfinite(self.current_weight) or self.current_weight < 0:
+            raise ValidationError("RetrievalConfig: current_weight must be finite and >= 0")
         if not -1.0 <= self.no_terms_floor <= 1.0:
             raise ValidationError("RetrievalConfig: no_terms_floor must be a cosine "
                                   "similarity, in [-1, 1]")
@@ -189,7 +218,7 @@ class RetrievalConfig:
         """Plain RRF of the two arms (top 2 × limit each, equal weights), no time boost, no
         neighbours, no centring: htm's hybrid before issue 10."""
         return cls(candidates=2, time_boost=False, neighbors=0, coverage=False, centering=False,
-                   weights={"vector": 1.0, "fulltext": 1.0})
+                   weights={"vector": 1.0, "fulltext": 1.0}, duplicates=None, typical_penalty=0.0)
 
     def with_options(self, **changes: Any) -> RetrievalConfig:
         """A copy with some fields changed (validated like a new config)."""
@@ -397,13 +426,18 @@ def _coverage_scores(arms: Mapping[str, Sequence[int]], text: str, config: Retri
     return ordered, scores, ranks
 
 
-def centred_query(vector: Sequence[float], centroid: Sequence[float] | None) -> list[float]:
-    """``vector`` without its component along ``centroid`` (unit length), renormalised."""
-    out = _centred(np.asarray(vector, dtype=np.float64), centroid)
+def centred_query(vector: Sequence[float], centroid: Sequence[float] | None,
+                  penalty: float = 0.0) -> list[float]:
+    """``vector`` without its component along ``centroid`` (unit length), renormalised;
+    with a ``penalty``, less ``penalty × centroid`` as well (renormalised), so a memory's
+    similarity drops by ``penalty × (its similarity to the centroid)``: see
+    :data:`RetrievalConfig.typical_penalty`."""
+    out = _centred(np.asarray(vector, dtype=np.float64), centroid, penalty)
     return out.tolist() if out is not None else list(vector)
 
 
-def _centred(q: np.ndarray, centroid: Sequence[float] | None) -> np.ndarray | None:
+def _centred(q: np.ndarray, centroid: Sequence[float] | None,
+             penalty: float = 0.0) -> np.ndarray | None:
     """:func:`centred_query` of a float64 vector, as an array (None: left as it is)."""
     if centroid is None:
         return None
@@ -416,7 +450,12 @@ def _centred(q: np.ndarray, centroid: Sequence[float] | None) -> np.ndarray | No
         return None
     q -= float(q @ mu) * mu
     rest = float(np.linalg.norm(q))
-    return q / rest if rest > 1e-6 else None
+    if rest <= 1e-6:
+        return None
+    q /= rest
+    if penalty:  # q ⟂ μ: the norm of q - penalty·μ is sqrt(1 + penalty²)
+        q = (q - penalty * mu) / math.sqrt(1.0 + penalty * penalty)
+    return q
 
 
 # -- search ----------------------------------------------------------------------------
@@ -437,7 +476,7 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
     # scalars costs tens of microseconds to convert.
     given = np.asarray(query_vector(), dtype=np.float64)
     centroid = store.vector_centroid() if config.centering else None
-    centred = _centred(given, centroid) if config.centering else None
+    centred = _centred(given, centroid, config.typical_penalty) if config.centering else None
     vector: Sequence[float] = given if centred is None else centred  # type: ignore[assignment]
     when = query_timeframe(query, now or local_now()) if config.time_boost else None
     text = query.replace(when.phrase, " ") if when is not None else query
@@ -497,6 +536,7 @@ def search(
             similarity[mid] = max(score, similarity.get(mid, -1.0))
     briefs = _Briefs(store, filters)
     weigh_coverage = config.fusion is reciprocal_rank_fusion and config.coverage
+    now_asked = config.current_weight > 0 and asks_about_now(query)
     pool = max(limit * 2, 20)
     if weigh_coverage:
         # One read for both steps: the full-text hits (coverage) and the neighbours of
@@ -507,10 +547,14 @@ def search(
                       for d in range(-config.neighbors, config.neighbors + 1)])
         text = asked["fulltext"].text or query
         order, scores, ranks = _coverage_scores(arms, text, config, briefs)
-        if config.neighbors:  # only the best ``limit`` become RankedIds
-            fused = _neighbours(order, scores, ranks, config, pool, briefs, limit)
+        if config.duplicates is not None:
+            order, scores = demote_duplicates(order, scores, briefs.fetch(order[:pool]),
+                                              _stems_of, pool=pool, threshold=config.duplicates)
+        keep = pool if now_asked else limit  # only the best ``keep`` become RankedIds
+        if config.neighbors:
+            fused = _neighbours(order, scores, ranks, config, pool, briefs, keep)
         else:
-            fused = [RankedId(m, scores[m], ranks[m]) for m in order[:limit]]
+            fused = [RankedId(m, scores[m], ranks[m]) for m in order[:keep]]
     else:
         if config.fusion is reciprocal_rank_fusion:
             fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
@@ -518,5 +562,8 @@ def search(
             fused = config.fusion(arms, config.rrf_k)
         if config.neighbors:
             fused = _neighbour_scores(fused, config, pool, briefs, limit)
+    if now_asked:
+        fused = prefer_current(fused, briefs.fetch(r.id for r in fused[:pool]), pool=pool,
+                               weight=config.current_weight, rrf_k=config.rrf_k)
     return [RankedId(r.id, r.score, r.ranks, similarity.get(r.id), r.relevance)
             for r in fused[:limit]]

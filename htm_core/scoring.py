@@ -7,7 +7,8 @@ on one scale, the one :attr:`htm_core.models.Hit.score` carries:
 
 - the memory's **evidence** is the larger of its cosine similarity to the query
   (``vector``: plain cosine; ``hybrid``: the cosine to the centred query, what the memory
-  shares with the query beyond what every memory shares), clamped to [0, 1], and its
+  shares with the query beyond what every memory shares, less the typicality penalty of
+  :class:`~htm_core.retrieval.RetrievalConfig`), clamped to [0, 1], and its
   **coverage**, the share of the query's words it contains (first five letters, case and
   diacritics ignored; ``fulltext`` uses coverage alone). A word found in at least 80% of
   five or more hits (a speaker's name in a chat log) does not count, unless it is the
@@ -20,9 +21,9 @@ on one scale, the one :attr:`htm_core.models.Hit.score` carries:
 
 So 0 means no evidence at all (no shared word, no similarity), 1 an exact match, and
 ``min_score`` cuts the tail of the list after the last hit with enough evidence. With
-MiniLM, 0.3 emptied half (chat) to all (long assistant sessions) of the questions about
-things never stored, at some cost in answerable evidence: the right floor depends on the
-corpus. With a reranker
+MiniLM, 0.2 emptied four in ten (chat) to all (long assistant sessions) of the questions
+about things never stored, at some cost in answerable evidence: the right floor depends on
+the corpus. With a reranker
 (``recall(rerank=...)``) the reranker's scores order the hits and become their scores
 (squashed to 0..1 by the logistic function when they fall outside that range).
 docs/recall-quality.md ("Scores and min_score") has the measurements.

@@ -395,8 +395,11 @@ def test_atypical_time_arm_lifts_the_events_of_the_window(sqlite_url: str) -> No
         _chat(htm, datetime(2023, 5, 20, tzinfo=UTC),
               ["Ana: Finally climbed Kilimanjaro with my cousin, summit at sunrise"], prefix="event")
         query = "What happened last May?"
+        # Without the arm (and without the typicality penalty and the demotion of the
+        # repeated filler, which also lift the event), small talk fills the top 10.
         off = RetrievalConfig().with_options(weights={**RetrievalConfig().weights,
-                                                      "atypical@time": 0.0})
+                                                      "atypical@time": 0.0},
+                                             typical_penalty=0.0, duplicates=None)
         on = RetrievalConfig()
         assert on.weights["atypical@time"] > 0
         with_arm = search(htm.store, query=query, query_vector=lambda: htm.embedder.embed_query(query),
