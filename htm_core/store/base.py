@@ -13,7 +13,8 @@ consumer that needs only that part (all ``runtime_checkable``):
 - :class:`OperationsLog`: reading the log every write appends to;
 - :class:`Embeddings`: the store's embedder, vectors, content cache and failure marks;
 - :class:`BulkLoad`: iterating every memory and large loads with indexes built once;
-- :class:`Versions`: a memory's new version in place, its superseded versions kept.
+- :class:`Versions`: a memory's new version in place, its superseded versions kept;
+- :class:`Windows`: the window vectors of long memories (``htm_core._windows``).
 
 A store is durable and unbounded, and never forgets on its own. Everything that writes
 commits before it returns. Keys are unique across the whole store (all robots).
@@ -58,6 +59,7 @@ __all__ = [
     "SearchFilters",
     "StoreCounts",
     "Versions",
+    "Windows",
     "WorkingChange",
     "WorkingResult",
     "WorkingRow",
@@ -69,7 +71,7 @@ __all__ = [
 ]
 
 #: The schema version this code writes and understands.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: The orders :meth:`Records.list_memories` (and ``HTM.list``) take; ties go by id.
 LIST_ORDERS = ("created_at", "key", "importance")
@@ -212,6 +214,9 @@ class ArmQuery:
     filters: SearchFilters
     vector: Sequence[float] | None = None
     text: str | None = None
+    #: A vector search scores each memory by the better of its whole vector and its best
+    #: window (:class:`Windows`); False: by its whole vector alone.
+    windows: bool = True
 
     def __post_init__(self) -> None:
         if (self.vector is None) == (self.text is None):
@@ -364,8 +369,11 @@ class Search(Protocol):
     """The searches hybrid recall runs, every filter applied inside them."""
 
     def vector_search(self, vector: Sequence[float], *, limit: int,
-                      filters: SearchFilters) -> list[tuple[int, float]]:
-        """Top ``limit`` (id, cosine similarity) by vector, best first, filters applied."""
+                      filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
+        """Top ``limit`` (id, cosine similarity) by vector, best first, filters applied.
+
+        A memory's similarity is the better of its whole vector's and its best window's
+        (``windows=False``: the whole vector's alone); one hit per memory."""
         ...
 
     def fulltext_search(self, query: str, *, limit: int,
@@ -576,8 +584,38 @@ class Versions(Protocol):
 
 
 @runtime_checkable
+class Windows(Protocol):
+    """The window vectors of long memories (schema version 4; see ``htm_core._windows``).
+
+    A memory with at least ``window_words`` spaces in its content gets, besides its whole
+    vector, one vector per window of its text. Windows belong to their memory: they are
+    visible exactly when it is (forgotten, filters), deleted when its content or vector
+    changes (``update_memory``, ``reset_embeddings``) and when it is purged.
+    """
+
+    def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
+        """Replace the windows of memories ``(id, content hash, window vectors)``; a memory
+        whose content hash differs by now (updated meanwhile), or that has no vector, is
+        skipped. An empty list stores the memory's whole vector as its only window (a text
+        that makes one window, or whose windows the embedder rejected). Returns how many
+        memories got windows."""
+        ...
+
+    def missing_windows(self, *, window_words: int, limit: int
+                        ) -> list[tuple[int, str, str, dict[str, Any]]]:
+        """Up to ``limit`` (id, content hash, content, metadata) of visible memories that
+        have a vector, at least ``window_words`` spaces in their content and no windows,
+        oldest first."""
+        ...
+
+    def window_count(self) -> int:
+        """How many window vectors the store holds (every memory)."""
+        ...
+
+
+@runtime_checkable
 class LongTermStore(Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog, Embeddings,
-                    BulkLoad, Versions, Protocol):
+                    BulkLoad, Versions, Windows, Protocol):
     """What the facade needs from a long-term backend: every role above.
 
     A consumer that needs less takes the role it uses (retrieval takes :class:`Search`).

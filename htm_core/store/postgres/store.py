@@ -19,7 +19,7 @@ from .._sql.schema import needs_migration
 from ._codec import register_vectors
 from ._engine import _check_int, logger, postgres_url
 from ._errors import map_postgres_errors
-from ._history import _PostgresHistory
+from ._windows import _PostgresWindows
 from ._schema import (
     _BULK_LOCK,
     _BULK_MARKER,
@@ -31,7 +31,7 @@ from ._schema import (
 )
 
 
-class PostgresStore(_PostgresHistory):
+class PostgresStore(_PostgresWindows):
     """The PostgreSQL + pgvector backend. See the module docstring for how it works.
 
     Args:
