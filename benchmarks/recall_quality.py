@@ -303,6 +303,8 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
             "hybrid, long memories borrow alike": ("hybrid", default.with_options(
                 neighbor_words=None)),
             "hybrid, adaptive full-text weight": ("hybrid", default.with_options(adaptive=True)),
+            "htm vector, no windows": ("vector", default.with_options(window_words=None)),
+            "hybrid, no windows": ("hybrid", default.with_options(window_words=None)),
         })
     return configs
 

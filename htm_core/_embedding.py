@@ -33,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from ._windows import DEFAULT_WINDOW_WORDS, fill_windows_once, is_long, windows_for
 from .background import EmbeddingWorker
 from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
 from .enrich.documents import embed_text
 from .errors import EmbedderMismatchError, EmbeddingError, HTMError, InvalidBudgetError
-from .observability import Metrics
-from ._windows import DEFAULT_WINDOW_WORDS, fill_windows_once, is_long, windows_for
 from .models import Memory
+from .observability import Metrics
 from .store.base import LongTermStore, NewMemory, content_hash
 from .tokens import TokenCounter
 

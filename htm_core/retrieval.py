@@ -54,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
+from ._windows import DEFAULT_WINDOW_WORDS
 from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
-from ._windows import DEFAULT_WINDOW_WORDS
 from .querytime import QueryTime, query_timeframe
 from .store._text import fold, is_cjk, parse_query
 from .store.base import ArmQuery, Brief, Search, SearchFilters
