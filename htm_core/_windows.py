@@ -93,10 +93,11 @@ def windows_for(items: Sequence[tuple[int, str, str, dict[str, Any]]], embed: Em
     """``(id, content hash, window vectors)`` for each ``(id, content hash, content,
     metadata)`` whose content is long; the windows of all of them embedded in one call.
 
-    When the embedder rejects the batch, each memory is tried alone; one whose windows it
-    rejects on their own gets none, and its whole vector stands in (the store writes it as
-    the only window, so the catch-up does not try it again) unless ``probe`` fails too:
-    then the embedder is down and the error is raised, nothing is written.
+    A text that makes a single window gets an empty list (the store marks it as needing
+    none, so the catch-up does not try it again). When the embedder rejects the batch,
+    each memory is tried alone; one whose windows it rejects on their own gets an empty
+    list too (its whole vector alone scores it) unless ``probe`` fails as well: then the
+    embedder is down and the error is raised, nothing is written.
     """
     plans = [(mid, digest, split_windows(embed_text(content, metadata), window_words))
              for mid, digest, content, metadata in items if is_long(content, window_words)]
@@ -108,7 +109,7 @@ def windows_for(items: Sequence[tuple[int, str, str, dict[str, Any]]], embed: Em
             if probe is not None:
                 probe()  # raises when the embedder is down
             logger.warning("the windows of memory %s cannot be embedded; its whole vector "
-                           "stands in", plans[0][0])
+                           "alone scores it", plans[0][0])
             return [(plans[0][0], plans[0][1], [])]
         return [row for mid, digest, content, metadata in items
                 for row in windows_for([(mid, digest, content, metadata)], embed, window_words,

@@ -192,11 +192,12 @@ class FakeStore:
                            missing_embeddings=sum(m.embedding is None for m in visible))
 
     # -- Search ------------------------------------------------------------------------
-    def _window_vectors(self, m: Memory) -> list[list[float]]:
+    def _window_vectors(self, m: Memory) -> list[list[float]] | None:
+        """The memory's windows (empty: it needs none); None when it has none yet."""
         held = self._windows.get(m.id)
         if held is None or held[0] != m.content_hash or m.embedding is None:
-            return []
-        return held[1] or [list(m.embedding)]
+            return None
+        return held[1]
 
     def vector_search(self, vector: Sequence[float], *, limit: int,
                       filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
@@ -209,7 +210,7 @@ class FakeStore:
         scored = []
         for m in self._memories.values():
             if m.embedding is not None and self._visible(m, filters):
-                parts = [m.embedding, *(self._window_vectors(m) if windows else [])]
+                parts = [m.embedding, *((self._window_vectors(m) or []) if windows else [])]
                 scored.append((m.id, max(cosine(v) for v in parts)))
         return sorted(scored, key=lambda hit: (-hit[1], hit[0]))[:limit]
 
@@ -392,10 +393,10 @@ class FakeStore:
         return [(m.id, m.content_hash, m.content, m.metadata) for m in self._memories.values()
                 if self._visible(m) and m.embedding is not None
                 and m.content.count(" ") >= window_words
-                and not self._window_vectors(m)][:limit]
+                and self._window_vectors(m) is None][:limit]
 
     def window_count(self) -> int:
-        return sum(len(self._window_vectors(m)) for m in self._memories.values())
+        return sum(len(self._window_vectors(m) or []) for m in self._memories.values())
 
     # -- BulkLoad ----------------------------------------------------------------------
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,

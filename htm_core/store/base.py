@@ -596,9 +596,9 @@ class Windows(Protocol):
     def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
         """Replace the windows of memories ``(id, content hash, window vectors)``; a memory
         whose content hash differs by now (updated meanwhile), or that has no vector, is
-        skipped. An empty list stores the memory's whole vector as its only window (a text
-        that makes one window, or whose windows the embedder rejected). Returns how many
-        memories got windows."""
+        skipped. An empty list marks the memory as needing none (its text makes one window,
+        or the embedder rejected its windows): a row without a vector, which no search
+        sees and the catch-up skips. Returns how many memories were done."""
         ...
 
     def missing_windows(self, *, window_words: int, limit: int
@@ -609,7 +609,7 @@ class Windows(Protocol):
         ...
 
     def window_count(self) -> int:
-        """How many window vectors the store holds (every memory)."""
+        """How many window vectors the store holds (every memory; marks not counted)."""
         ...
 
 

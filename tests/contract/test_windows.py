@@ -152,3 +152,13 @@ def test_copy_and_import_keep_what_windows_find(store_url, tmp_path: Path):
             finally:
                 target.close()
     assert FACT in LONG
+
+
+def test_a_long_text_of_one_window_is_marked_and_not_windowed_again(htm_factory):
+    htm = htm_factory(embedder=BagOfWords())
+    one = " ".join(["word"] * 30)  # long, but a single sentence: one window, the whole text
+    htm.add(one, key="one")
+    assert htm.store.window_count() == 0
+    assert htm.store.missing_windows(window_words=20, limit=10) == []
+    htm.update("one", one + " and more")
+    assert htm.store.missing_windows(window_words=20, limit=10) == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .catalogue import VISIBLE
 
-__all__ = ["COUNT_SQL", "MISSING_SQL", "OWNERS_SQL", "SPACES"]
+__all__ = ["COUNT_SQL", "MISSING_SQL", "NONE_SQL", "OWNERS_SQL", "SPACES"]
 
 #: How many spaces a memory's content holds (``htm_core._windows.is_long`` in SQL).
 SPACES = "(length(m.content) - length(replace(m.content, ' ', '')))"
@@ -25,4 +25,8 @@ MISSING_SQL = (
 OWNERS_SQL = ("SELECT m.id, m.content_hash, m.embedding IS NOT NULL FROM memories m "
               "WHERE m.id IN ({ids})")
 
-COUNT_SQL = "SELECT count(*) FROM memory_windows"
+COUNT_SQL = "SELECT count(*) FROM memory_windows WHERE embedding IS NOT NULL"
+
+#: The row of a long memory that needs no windows (its text makes one window, or the
+#: embedder rejected them): no vector, so no search sees it; the catch-up skips it.
+NONE_SQL = "INSERT INTO memory_windows(memory_id, n, embedding) VALUES (:m, 0, NULL)"

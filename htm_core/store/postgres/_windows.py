@@ -16,7 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...errors import DimensionMismatchError
-from .._sql.windows import COUNT_SQL, MISSING_SQL, OWNERS_SQL
+from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
 from ..base import SearchFilters
 from ..vector_index import normalise
 from ._history import _PostgresHistory
@@ -39,7 +39,8 @@ class _PostgresWindows(_PostgresHistory):
             "SELECT u.id, max(u.score) AS score FROM ("
             f"({sql}) UNION ALL ("
             "SELECT w.memory_id AS id, 1 - (w.embedding <=> CAST(:q AS vector)) AS score "
-            f"FROM memory_windows w JOIN memories m ON m.id = w.memory_id WHERE {where} "
+            "FROM memory_windows w JOIN memories m ON m.id = w.memory_id "
+            f"WHERE w.embedding IS NOT NULL AND {where} "
             "ORDER BY w.embedding <=> CAST(:q AS vector) LIMIT :wlimit)) u "
             "GROUP BY u.id ORDER BY score DESC, u.id LIMIT :limit", params)
 
@@ -88,11 +89,9 @@ class _PostgresWindows(_PostgresHistory):
             if rows:
                 conn.execute(text("INSERT INTO memory_windows(memory_id, n, embedding) "
                                   "VALUES (:m, :n, :e)"), rows)
-            whole = [mid for mid, units in todo if not units]
-            if whole:
-                conn.execute(text("INSERT INTO memory_windows(memory_id, n, embedding) "
-                                  "SELECT id, 0, embedding FROM memories WHERE id = ANY(:ids)"),
-                             {"ids": whole})
+            none = [{"m": mid} for mid, units in todo if not units]
+            if none:
+                conn.execute(text(NONE_SQL), none)
             return len(todo)
 
         return self._run("storing windows", write)

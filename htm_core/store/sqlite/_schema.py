@@ -179,7 +179,7 @@ _V4_WINDOWS = [
         id INTEGER PRIMARY KEY,
         memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
         n INTEGER NOT NULL,
-        embedding BLOB NOT NULL,
+        embedding BLOB,
         UNIQUE (memory_id, n))""",
     "INSERT OR IGNORE INTO htm_meta(key, value) VALUES ('window_generation', '0')",
     """CREATE TRIGGER IF NOT EXISTS memory_windows_ad AFTER DELETE ON memory_windows BEGIN

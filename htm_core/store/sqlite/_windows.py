@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 from ...clock import to_timestamp
 from ...errors import DimensionMismatchError
-from .._sql.windows import COUNT_SQL, MISSING_SQL, OWNERS_SQL
+from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
 from ..base import ArmQuery, SearchFilters
 from ..vector_index import normalise
 from ..window_index import WindowIndex
@@ -62,9 +62,7 @@ class _SQLiteWindows(_SQLiteHistory):
                                       "VALUES (:m, :n, :e)"),
                                  [{"m": mid, "n": n, "e": u.tobytes()} for n, u in enumerate(units)])
                 else:
-                    conn.execute(text("INSERT INTO memory_windows(memory_id, n, embedding) "
-                                      "SELECT id, 0, embedding FROM memories WHERE id = :m"),
-                                 {"m": mid})
+                    conn.execute(text(NONE_SQL), {"m": mid})
                 done += 1
         return done
 
@@ -110,7 +108,8 @@ class _SQLiteWindows(_SQLiteHistory):
         if int(newest) > index.max_id:
             with self._cursor() as cur:
                 rows = cur.execute("SELECT id, memory_id, embedding FROM memory_windows "
-                                   "WHERE id > ? ORDER BY id", (index.max_id,)).fetchall()
+                                   "WHERE id > ? AND embedding IS NOT NULL ORDER BY id",
+                                   (index.max_id,)).fetchall()
             if rows:
                 ids, owners, blobs = zip(*rows, strict=True)
                 index.add(np.array(ids, dtype=np.int64), np.array(owners, dtype=np.int64),
