@@ -79,17 +79,28 @@ class _SQLiteWindows(_SQLiteHistory):
     # -- search ------------------------------------------------------------------------
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
-        return [self.vector_search(a.vector, limit=a.limit, filters=a.filters, windows=a.windows)
-                if a.vector is not None else
-                self.fulltext_search(a.text or "", limit=a.limit, filters=a.filters)
-                for a in arms]
+        """Each search in turn; the window index is caught up once, for the first vector
+        search (a recall's arms read one state of the windows)."""
+        out: list[list[tuple[int, float]]] = []
+        synced = False
+        for a in arms:
+            if a.vector is None:
+                out.append(self.fulltext_search(a.text or "", limit=a.limit, filters=a.filters))
+                continue
+            out.append(self._vector_hits(a.vector, a.limit, a.filters, a.windows, sync=not synced))
+            synced = synced or a.windows
+        return out
 
     def vector_search(self, vector: Sequence[float], *, limit: int,
                       filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
+        return self._vector_hits(vector, limit, filters, windows, sync=True)
+
+    def _vector_hits(self, vector: Sequence[float], limit: int, filters: SearchFilters,
+                     windows: bool, *, sync: bool) -> list[tuple[int, float]]:
         hits = super().vector_search(vector, limit=limit, filters=filters)
         if not windows or self._index is None:
             return hits
-        found = self._window_hits(normalise(vector), limit, filters)
+        found = self._window_hits(normalise(vector), limit, filters, sync=sync)
         return merge_best(hits, found, limit) if found else hits
 
     def _sync_windows(self, dim: int) -> WindowIndex | None:
@@ -117,12 +128,14 @@ class _SQLiteWindows(_SQLiteHistory):
         self._windows = index
         return index
 
-    def _window_hits(self, query: np.ndarray, limit: int,
-                     filters: SearchFilters) -> list[tuple[int, float]]:
+    def _window_hits(self, query: np.ndarray, limit: int, filters: SearchFilters, *,
+                     sync: bool = True) -> list[tuple[int, float]]:
         memories = self._index
         if memories is None or query.shape[0] != memories.dim:
             return []
-        index = self._sync_windows(memories.dim)
+        index = self._sync_windows(memories.dim) if sync else self._windows
+        if index is not None and index.dim != memories.dim:
+            return []
         if index is None:
             return []
         robot_id = None
