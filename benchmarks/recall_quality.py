@@ -313,6 +313,8 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
                 current_weight=0.5)),
             "hybrid before round two": ("hybrid", default.with_options(typical_penalty=0.0,
                                                                        duplicates=None)),
+            "htm vector, no windows": ("vector", default.with_options(window_words=None)),
+            "hybrid, no windows": ("hybrid", default.with_options(window_words=None)),
         })
     return configs
 

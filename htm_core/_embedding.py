@@ -33,10 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from ._windows import DEFAULT_WINDOW_WORDS, fill_windows_once, is_long, windows_for
 from .background import EmbeddingWorker
 from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
 from .enrich.documents import embed_text
 from .errors import EmbedderMismatchError, EmbeddingError, HTMError, InvalidBudgetError
+from .models import Memory
 from .observability import Metrics
 from .store.base import LongTermStore, NewMemory, content_hash
 from .tokens import TokenCounter
@@ -139,8 +141,12 @@ class EmbeddingService:
     """
 
     def __init__(self, store: LongTermStore, spec: Any, *, counter: TokenCounter,
-                 metrics: Metrics, batch_size: int) -> None:
+                 metrics: Metrics, batch_size: int,
+                 window_words: int | None = DEFAULT_WINDOW_WORDS) -> None:
         self.batch_size = check_batch_size(batch_size)
+        #: Long memories get window vectors (``htm_core._windows``); None: none are made.
+        self.window_words = window_words
+        self._windows_checked = False
         # An existing store's own embedder wins over "auto" (see resolve_embedder).
         info = store.embedding_info()
         self.embedder, self.choice = resolve_embedder(
@@ -361,16 +367,49 @@ class EmbeddingService:
     # -- filling, flushing, re-embedding -----------------------------------------------
 
     def fill_pending(self, limit: int) -> int:
-        """Embed up to ``limit`` stored memories that have no vector; return how many were
-        done (embedded, or marked as failing)."""
-        return sum(self._fill_once(limit))
+        """Embed up to ``limit`` stored memories that have no vector (then give long ones
+        their windows); return how many were done (embedded, marked as failing, windowed)."""
+        return sum(self._fill_once(limit)) or self._fill_windows(limit)
 
     def _fill_once(self, limit: int, *, fresh: bool = False) -> tuple[int, int]:
         with self._fill_lock:
             if self.mismatch:
                 return 0, 0
-            return fill_once(self._store, lambda texts: self.documents(texts, fresh=fresh),
+            done = fill_once(self._store, lambda texts: self.documents(texts, fresh=fresh),
                              self.name, limit, probe=lambda: self.call([PROBE_TEXT]))
+            if done[0]:
+                self._windows_checked = False  # new vectors: their memories need windows
+            return done
+
+    def _fill_windows(self, limit: int) -> int:
+        """Give up to ``limit`` long memories with a vector and no windows their windows
+        (the catch-up: background embedding, a store made before windows, an import);
+        skipped once a pass found none, until new vectors are made."""
+        with self._fill_lock:
+            if self.mismatch or self.window_words is None or self._windows_checked:
+                return 0
+            done = fill_windows_once(self._store, self.documents, self.window_words, limit,
+                                     probe=lambda: self.call([PROBE_TEXT]))
+            self._windows_checked = done == 0
+            return done
+
+    def add_windows(self, memories: Sequence[Memory]) -> None:
+        """Give the long ones of ``memories``, just written with their vectors, their
+        windows (inline mode; in background mode the catch-up does it)."""
+        words = self.window_words
+        if words is None or not self.inline:
+            return
+        long = [(m.id, m.content_hash, m.content, m.metadata) for m in memories
+                if is_long(m.content, words)]
+        if not long:
+            return
+        try:
+            self._store.set_windows(windows_for(long, self.documents, words,
+                                                probe=lambda: self.call([PROBE_TEXT])))
+        except EmbeddingError as exc:
+            logger.warning("windows of %d new memories not made now (the catch-up makes "
+                           "them): %s", len(long), exc)
+            self._windows_checked = False
 
     def retry_failed(self) -> int:
         """Clear the failure marks and embed those memories again; return how many."""
@@ -429,4 +468,7 @@ class EmbeddingService:
         finally:
             if bar is not None:
                 bar.close()
+        self._windows_checked = False
+        while self._fill_windows(batch_size):
+            pass
         return done

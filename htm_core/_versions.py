@@ -102,6 +102,8 @@ class Versioning:
             memory = htm.store.update_memory(record, robot=htm.robot, at=htm._clock())
             htm._resident.refresh()
             memory.in_working_memory = key in htm.working_memory
+        if record.content != current.content:
+            htm._embedding.add_windows([memory])  # the trigger dropped the old text's windows
         htm._embedding.wake()
         return memory
 

@@ -169,7 +169,7 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
             self._embedding = EmbeddingService(
                 self._store, embedder if embedder is not None and not isinstance(embedder, str)
                 else settings.embedder, counter=self._counter, metrics=self.metrics,
-                batch_size=embed_batch_size)
+                batch_size=embed_batch_size, window_words=self._retrieval.window_words)
             self._enrichment = FacadeEnrichment(
                 store=self._store, robot=self.robot, importance_scorer=importance_scorer,
                 tagger=tagger, summariser=summariser, add_summary=self._add_summary,
@@ -367,6 +367,7 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
             memories = [r.memory for r in results]
         created = [(r.memory, n.importance_given) for r, n in zip(results, records, strict=True)
                    if r.created]
+        self._embedding.add_windows([m for m, _ in created])
         self._enrichment.added([m for m, _ in created], [g for _, g in created])
         self._embedding.wake()
         return memories

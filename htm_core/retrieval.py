@@ -62,6 +62,7 @@ import numpy as np
 
 from ._current import asks_about_now, prefer_current
 from ._duplicates import demote_duplicates
+from ._windows import DEFAULT_WINDOW_WORDS
 from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
 from .querytime import QueryTime, query_timeframe
@@ -168,6 +169,11 @@ class RetrievalConfig:
             "next"...) adds an RRF arm of weight ``current_weight`` ranking the first fused
             candidates newest first, so the current statement of a changed value wins among
             matches alike (0, the default: off; see :mod:`htm_core._current`).
+        window_words: long memories embedded in windows (``htm_core._windows``): a memory
+            with at least this many spaces also gets one vector per window of whole
+            sentences up to this many words, and the vector arms score each memory by the
+            better of its whole vector and its best window. ``None``: no windows are made
+            (by the ``HTM`` holding this config) nor searched.
 
     >>> RetrievalConfig.plain().neighbors
     0
@@ -191,6 +197,7 @@ class RetrievalConfig:
     duplicates: float | None = 1.0
     typical_penalty: float = 0.2
     current_weight: float = 0.0
+    window_words: int | None = DEFAULT_WINDOW_WORDS
 
     def __post_init__(self) -> None:
         if self.rrf_k < 1 or self.candidates < 1:
@@ -199,6 +206,11 @@ class RetrievalConfig:
             raise ValidationError(
                 "RetrievalConfig: neighbors must be >= 0, neighbor_weight in [0, 1] and "
                 "neighbor_gap >= 0 seconds")
+        if self.window_words is not None and (
+                isinstance(self.window_words, bool) or not isinstance(self.window_words, int)
+                or self.window_words < 2):
+            raise ValidationError("RetrievalConfig: window_words must be None or an integer "
+                                  "of at least 2 (words per window)")
         if self.neighbor_words is not None and self.neighbor_words < 1:
             raise ValidationError("RetrievalConfig: neighbor_words must be None or at least 1")
         if any(not math.isfinite(w) or w < 0 for w in self.weights.values()):
@@ -481,15 +493,17 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
     when = query_timeframe(query, now or local_now()) if config.time_boost else None
     text = query.replace(when.phrase, " ") if when is not None else query
     window = _intersect(filters, when) if when is not None else None
-    asked = {"vector": ArmQuery(vector=vector, limit=depth, filters=filters),
+    windows = config.window_words is not None
+    asked = {"vector": ArmQuery(vector=vector, limit=depth, filters=filters, windows=windows),
              "fulltext": ArmQuery(text=text, limit=depth, filters=filters)}
     if window is not None:
-        asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window)
+        asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window,
+                                        windows=windows)
         asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
         if centroid is not None and config.weights.get("atypical@time", 0.0) > 0:
             # The window's memories least like the average memory: events, not small talk.
             asked["atypical@time"] = ArmQuery(vector=[-x for x in centroid], limit=depth,
-                                              filters=window)
+                                              filters=window, windows=False)
     return asked, when
 
 
@@ -517,14 +531,16 @@ def search(
     if strategy == "vector":
         return [RankedId(mid, score, {"vector": i}, similarity=score)
                 for i, (mid, score) in enumerate(
-                    store.vector_search(query_vector(), limit=limit, filters=filters), start=1)]
+                    store.vector_search(query_vector(), limit=limit, filters=filters,
+                                        windows=config.window_words is not None), start=1)]
     if strategy == "fulltext":
         return [RankedId(mid, score, {"fulltext": i})
                 for i, (mid, score) in enumerate(
                     store.fulltext_search(query, limit=limit, filters=filters), start=1)]
     if not parse_query(query):
         return [RankedId(mid, score, {"vector": i}, similarity=score) for i, (mid, score) in enumerate(
-            store.vector_search(query_vector(), limit=limit, filters=filters), start=1)
+            store.vector_search(query_vector(), limit=limit, filters=filters,
+                                windows=config.window_words is not None), start=1)
             if score >= config.no_terms_floor]
     asked, _when = hybrid_arms(store, query, query_vector, limit=limit, filters=filters,
                                config=config, now=now)

@@ -52,6 +52,9 @@ class FakeStore:
         self._history: dict[int, list[Memory]] = {}
         self._failures: dict[int, EmbeddingFailure] = {}
         self._embedder: tuple[str, int] | None = None
+        #: Window vectors by memory id, with the content hash they were made of (a window
+        #: of another content, or of a memory without a vector, is gone).
+        self._windows: dict[int, tuple[str, list[list[float]]]] = {}
 
     # -- Lifecycle ---------------------------------------------------------------------
     def schema_version(self) -> int:
@@ -189,16 +192,27 @@ class FakeStore:
                            missing_embeddings=sum(m.embedding is None for m in visible))
 
     # -- Search ------------------------------------------------------------------------
+    def _window_vectors(self, m: Memory) -> list[list[float]] | None:
+        """The memory's windows (empty: it needs none); None when it has none yet."""
+        held = self._windows.get(m.id)
+        if held is None or held[0] != m.content_hash or m.embedding is None:
+            return None
+        return held[1]
+
     def vector_search(self, vector: Sequence[float], *, limit: int,
-                      filters: SearchFilters) -> list[tuple[int, float]]:
+                      filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
         norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+
+        def cosine(other: Sequence[float]) -> float:
+            size = math.sqrt(sum(x * x for x in other)) or 1.0
+            return sum(a * b for a, b in zip(vector, other, strict=True)) / norm / size
+
         scored = []
         for m in self._memories.values():
             if m.embedding is not None and self._visible(m, filters):
-                other = math.sqrt(sum(x * x for x in m.embedding)) or 1.0
-                scored.append((m.id, sum(a * b for a, b in zip(vector, m.embedding,
-                                                                  strict=True)) / norm / other))
-        return sorted(scored, key=lambda hit: -hit[1])[:limit]
+                parts = [m.embedding, *((self._window_vectors(m) or []) if windows else [])]
+                scored.append((m.id, max(cosine(v) for v in parts)))
+        return sorted(scored, key=lambda hit: (-hit[1], hit[0]))[:limit]
 
     def fulltext_search(self, query: str, *, limit: int,
                         filters: SearchFilters) -> list[tuple[int, float]]:
@@ -208,7 +222,8 @@ class FakeStore:
         return sorted([hit for hit in scored if hit[1] > 0], key=lambda hit: -hit[1])[:limit]
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
-        return [self.vector_search(arm.vector, limit=arm.limit, filters=arm.filters)
+        return [self.vector_search(arm.vector, limit=arm.limit, filters=arm.filters,
+                                   windows=arm.windows)
                 if arm.vector is not None else
                 self.fulltext_search(arm.text or "", limit=arm.limit, filters=arm.filters)
                 for arm in arms]
@@ -336,6 +351,7 @@ class FakeStore:
 
     def reset_embeddings(self) -> None:
         self._embedder = None
+        self._windows.clear()
         for memory in self._memories.values():
             memory.embedding = memory.embedder = None
 
@@ -364,6 +380,26 @@ class FakeStore:
         cleared = len(self._failures)
         self._failures.clear()
         return cleared
+
+    # -- Windows -----------------------------------------------------------------------
+    def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
+        done = 0
+        for mid, digest, vectors in items:
+            m = self._memories.get(mid)
+            if m is not None and m.content_hash == digest and m.embedding is not None:
+                self._windows[mid] = (digest, [list(v) for v in vectors])
+                done += 1
+        return done
+
+    def missing_windows(self, *, window_words: int, limit: int
+                        ) -> list[tuple[int, str, str, dict[str, Any]]]:
+        return [(m.id, m.content_hash, m.content, m.metadata) for m in self._memories.values()
+                if self._visible(m) and m.embedding is not None
+                and m.content.count(" ") >= window_words
+                and self._window_vectors(m) is None][:limit]
+
+    def window_count(self) -> int:
+        return sum(len(self._window_vectors(m) or []) for m in self._memories.values())
 
     # -- BulkLoad ----------------------------------------------------------------------
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,

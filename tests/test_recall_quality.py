@@ -162,9 +162,11 @@ def test_benchmark_quick_run_end_to_end(tmp_path: Path, small_devset: dict[str, 
             for row in s.values():
                 assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
                 assert row["R@10"] <= row["hit@10"] <= 1.0
-        # The same embeddings: LangChain's exact search ranks like htm's vector arm.
-        assert summaries["LangChain InMemoryVectorStore"]["all"]["R@25"] == pytest.approx(
-            summaries["htm vector"]["all"]["R@25"])
+        if name == "dev":
+            # The same embeddings: LangChain's exact search ranks like htm's vector arm
+            # (short turns: no windows; the assistant set's long messages have them).
+            assert summaries["LangChain InMemoryVectorStore"]["all"]["R@25"] == pytest.approx(
+                summaries["htm vector"]["all"]["R@25"])
     assert all(s["all"]["n"] == len(asked) for s in result["dev"].values())
     assert set(result["assistant"]["htm vector"]) == {*assistant.KINDS, "all"}
     # The mean weighs each set equally; "multi" joins multi-hop and multi-session.

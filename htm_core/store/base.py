@@ -13,7 +13,8 @@ consumer that needs only that part (all ``runtime_checkable``):
 - :class:`OperationsLog`: reading the log every write appends to;
 - :class:`Embeddings`: the store's embedder, vectors, content cache and failure marks;
 - :class:`BulkLoad`: iterating every memory and large loads with indexes built once;
-- :class:`Versions`: a memory's new version in place, its superseded versions kept.
+- :class:`Versions`: a memory's new version in place, its superseded versions kept;
+- :class:`Windows`: the window vectors of long memories (``htm_core._windows``).
 
 A store is durable and unbounded, and never forgets on its own. Everything that writes
 commits before it returns. Keys are unique across the whole store (all robots).
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import ValidationError
 from ..models import Memory, Operation, Robot
+from .window_role import Windows
 
 if TYPE_CHECKING:
     from ..enrich.jobs import JobQueue
@@ -58,6 +60,7 @@ __all__ = [
     "SearchFilters",
     "StoreCounts",
     "Versions",
+    "Windows",
     "WorkingChange",
     "WorkingResult",
     "WorkingRow",
@@ -69,7 +72,7 @@ __all__ = [
 ]
 
 #: The schema version this code writes and understands.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: The orders :meth:`Records.list_memories` (and ``HTM.list``) take; ties go by id.
 LIST_ORDERS = ("created_at", "key", "importance")
@@ -212,6 +215,9 @@ class ArmQuery:
     filters: SearchFilters
     vector: Sequence[float] | None = None
     text: str | None = None
+    #: A vector search scores each memory by the better of its whole vector and its best
+    #: window (:class:`Windows`); False: by its whole vector alone.
+    windows: bool = True
 
     def __post_init__(self) -> None:
         if (self.vector is None) == (self.text is None):
@@ -364,8 +370,11 @@ class Search(Protocol):
     """The searches hybrid recall runs, every filter applied inside them."""
 
     def vector_search(self, vector: Sequence[float], *, limit: int,
-                      filters: SearchFilters) -> list[tuple[int, float]]:
-        """Top ``limit`` (id, cosine similarity) by vector, best first, filters applied."""
+                      filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
+        """Top ``limit`` (id, cosine similarity) by vector, best first, filters applied.
+
+        A memory's similarity is the better of its whole vector's and its best window's
+        (``windows=False``: the whole vector's alone); one hit per memory."""
         ...
 
     def fulltext_search(self, query: str, *, limit: int,
@@ -582,7 +591,7 @@ class Versions(Protocol):
 
 @runtime_checkable
 class LongTermStore(Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog, Embeddings,
-                    BulkLoad, Versions, Protocol):
+                    BulkLoad, Versions, Windows, Protocol):
     """What the facade needs from a long-term backend: every role above.
 
     A consumer that needs less takes the role it uses (retrieval takes :class:`Search`).

@@ -30,8 +30,8 @@ from ._working import PostgresWorkingSet
 class _PostgresSearch(PostgresWorkingSet):
     """Vector and full-text search, one statement per search."""
 
-    def _vector_sql(self, unit: np.ndarray, limit: int,
-                    filters: SearchFilters) -> tuple[str, dict[str, Any]]:
+    def _vector_sql(self, unit: np.ndarray, limit: int, filters: SearchFilters,
+                    windows: bool = True) -> tuple[str, dict[str, Any]]:
         # ORDER BY the distance alone: a second sort key would stop the HNSW index scan.
         params: dict[str, Any] = {"q": unit, "limit": limit}
         where = self._filter_sql(filters, params)
@@ -222,7 +222,8 @@ class _PostgresSearch(PostgresWorkingSet):
         return centroid
 
     def vector_search(self, vector: Sequence[float], *, limit: int, filters: SearchFilters,
-                      ef_search: int | None = None) -> list[tuple[int, float]]:
+                      windows: bool = True, ef_search: int | None = None
+                      ) -> list[tuple[int, float]]:
         """Top ``limit`` (id, cosine similarity), best first, filters applied in SQL.
 
         Uses the HNSW index with ``hnsw.ef_search`` = ``ef_search`` (default the store's,
@@ -231,7 +232,8 @@ class _PostgresSearch(PostgresWorkingSet):
         """
         ef = _check_int("ef_search", ef_search if ef_search is not None else self.ef_search,
                         1, 1000)
-        return self._search([ArmQuery(vector=vector, limit=limit, filters=filters)], ef)[0]
+        return self._search([ArmQuery(vector=vector, limit=limit, filters=filters,
+                                      windows=windows)], ef)[0]
 
     def fulltext_search(self, query: str, *, limit: int,
                         filters: SearchFilters) -> list[tuple[int, float]]:
@@ -256,7 +258,7 @@ class _PostgresSearch(PostgresWorkingSet):
                     unit = self._prepare_vector_query(conn, arm.vector, min(1000, max(ef, deepest)),
                                                       local=False)
                     if unit is not None and np.any(unit):
-                        parts[k] = self._vector_sql(unit, arm.limit, arm.filters)
+                        parts[k] = self._vector_sql(unit, arm.limit, arm.filters, arm.windows)
                 else:
                     parsed = parse_query(arm.text or "")
                     if parsed:

@@ -19,7 +19,6 @@ from .._sql.schema import needs_migration
 from ._codec import register_vectors
 from ._engine import _check_int, logger, postgres_url
 from ._errors import map_postgres_errors
-from ._history import _PostgresHistory
 from ._schema import (
     _BULK_LOCK,
     _BULK_MARKER,
@@ -29,9 +28,10 @@ from ._schema import (
     DEFAULT_COPY_MIN_ROWS,
     DEFAULT_EF_SEARCH,
 )
+from ._windows import _PostgresWindows
 
 
-class PostgresStore(_PostgresHistory):
+class PostgresStore(_PostgresWindows):
     """The PostgreSQL + pgvector backend. See the module docstring for how it works.
 
     Args:

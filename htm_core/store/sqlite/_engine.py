@@ -54,7 +54,7 @@ logger = logging.getLogger("htm_core.store.sqlite")
 
 #: ``htm_meta`` keys whose values are integers (anything else there is damage).
 _NUMERIC_META = frozenset({"embedding_dim", "vector_generation", "schema_version",
-                           "id_high_water"})
+                           "id_high_water", "window_generation"})
 
 
 def default_sqlite_path() -> Path:

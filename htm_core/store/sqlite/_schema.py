@@ -182,8 +182,31 @@ _V3_UPDATE = [
         VALUES ('delete', old.id, old.content); END""",
 ]
 
+#: Version 4, long memories embedded in windows (``htm_core._windows``): one row per
+#: window vector. Triggers keep them their memory's: a new content or vector, or a purge,
+#: deletes them; every deletion bumps ``window_generation`` (other processes' in-process
+#: window indexes reload). Existing memories get theirs from the catch-up.
+_V4_WINDOWS = [
+    """CREATE TABLE IF NOT EXISTS memory_windows (
+        id INTEGER PRIMARY KEY,
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        n INTEGER NOT NULL,
+        embedding BLOB,
+        UNIQUE (memory_id, n))""",
+    "INSERT OR IGNORE INTO htm_meta(key, value) VALUES ('window_generation', '0')",
+    """CREATE TRIGGER IF NOT EXISTS memory_windows_ad AFTER DELETE ON memory_windows BEGIN
+        UPDATE htm_meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)
+        WHERE key = 'window_generation'; END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_windows_au AFTER UPDATE OF content, embedding
+        ON memories WHEN old.content IS NOT new.content OR old.embedding IS NOT new.embedding
+        BEGIN DELETE FROM memory_windows WHERE memory_id = old.id; END""",
+    """CREATE TRIGGER IF NOT EXISTS memories_windows_ad AFTER DELETE ON memories BEGIN
+        DELETE FROM memory_windows WHERE memory_id = old.id; END""",
+]
+
 _MIGRATIONS: dict[int, list[str]] = {
-    1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE]}
+    1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
+    4: [*_V4_WINDOWS]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "

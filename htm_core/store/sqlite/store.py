@@ -15,10 +15,10 @@ from .._sql.schema import needs_migration
 from ..ann import ApproximateIndex
 from ..vector_index import VectorIndex
 from ._engine import logger, sqlite_url
-from ._history import _SQLiteHistory
+from ._windows import _SQLiteWindows
 
 
-class SQLiteStore(_SQLiteHistory):
+class SQLiteStore(_SQLiteWindows):
     """The embedded default backend. See the module docstring for how it works.
 
     Args:

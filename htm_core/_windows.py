@@ -1,0 +1,132 @@
+"""Long memories embedded in windows: a fact said in passing is found by its own sentences.
+
+An embedding model reads a long message as one vector dominated by the rest of the text
+(and MiniLM reads only its first 256 word pieces). A memory of at least ``window_words``
+spaces (:func:`is_long`) is therefore also embedded in *windows*: runs of whole sentences
+of up to ``window_words`` words, each overlapping the one before by a sentence (a code
+block counts as one sentence). The vector arm scores a memory by the better of its whole
+vector and its best window (one hit per memory, never a window).
+
+The store keeps the windows (``memory_windows``, schema version 4); see
+:class:`~htm_core.store.base.Windows`. A long memory gets them when its vector is made:
+inline right after ``add`` / ``update`` (:func:`windows_for`), else by the catch-up
+(:func:`fill_windows_once`) that runs with the filling of missing vectors (the background
+worker, ``flush``, ``reembed``), which also fills in the memories of a store made before
+version 4 and of an import.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .enrich.documents import embed_text
+from .errors import EmbeddingError
+from .store.base import Windows
+
+__all__ = ["DEFAULT_WINDOW_WORDS", "fill_windows_once", "is_long", "split_windows",
+           "windows_for"]
+
+logger = logging.getLogger(__name__)
+
+#: The default window size in words (measured on both development sets: see
+#: docs/recall-quality.md, "Windows").
+DEFAULT_WINDOW_WORDS = 20
+
+_CODE = re.compile(r"(```.*?```)", re.S)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+Embed = Callable[[list[str]], Sequence[Any]]
+
+
+def is_long(text: str, window_words: int) -> bool:
+    """Whether ``text`` gets windows: at least ``window_words`` spaces (the stores select
+    the memories still missing windows by the same count, in SQL).
+
+    >>> is_long("a b c", 2), is_long("a b", 2)
+    (True, False)
+    """
+    return text.count(" ") >= window_words
+
+
+def _sentences(text: str) -> list[str]:
+    out: list[str] = []
+    for part in _CODE.split(text):
+        if part.startswith("```"):
+            out.append(part.strip())
+        else:
+            out.extend(s.strip() for s in _SENTENCE_END.split(part) if s.strip())
+    return out
+
+
+def split_windows(text: str, window_words: int) -> list[str]:
+    """The windows of ``text``: whole sentences packed up to ``window_words`` words, each
+    window starting with the last sentence of the one before; empty when the text is not
+    long (:func:`is_long`) or makes a single window (its whole vector says it all).
+
+    >>> split_windows("One two three. Four five. Six seven eight nine.", 6)
+    ['One two three. Four five.', 'Four five. Six seven eight nine.']
+    """
+    if not is_long(text, window_words):
+        return []
+    sentences = _sentences(text)
+    sizes = [len(s.split()) for s in sentences]
+    windows: list[str] = []
+    start = 0
+    while start < len(sentences):
+        end, words = start, 0
+        while end < len(sentences) and (end == start or words + sizes[end] <= window_words):
+            words += sizes[end]
+            end += 1
+        windows.append(" ".join(sentences[start:end]))
+        if end >= len(sentences):
+            break
+        start = max(start + 1, end - 1)
+    return windows if len(windows) > 1 else []
+
+
+def windows_for(items: Sequence[tuple[int, str, str, dict[str, Any]]], embed: Embed,
+                window_words: int, *, probe: Callable[[], Any] | None = None
+                ) -> list[tuple[int, str, list[Any]]]:
+    """``(id, content hash, window vectors)`` for each ``(id, content hash, content,
+    metadata)`` whose content is long; the windows of all of them embedded in one call.
+
+    A text that makes a single window gets an empty list (the store marks it as needing
+    none, so the catch-up does not try it again). When the embedder rejects the batch,
+    each memory is tried alone; one whose windows it rejects on their own gets an empty
+    list too (its whole vector alone scores it) unless ``probe`` fails as well: then the
+    embedder is down and the error is raised, nothing is written.
+    """
+    plans = [(mid, digest, split_windows(embed_text(content, metadata), window_words))
+             for mid, digest, content, metadata in items if is_long(content, window_words)]
+    texts = [t for _, _, windows in plans for t in windows]
+    try:
+        vectors = list(embed(texts)) if texts else []
+    except EmbeddingError:
+        if len(plans) == 1:
+            if probe is not None:
+                probe()  # raises when the embedder is down
+            logger.warning("the windows of memory %s cannot be embedded; its whole vector "
+                           "alone scores it", plans[0][0])
+            return [(plans[0][0], plans[0][1], [])]
+        return [row for mid, digest, content, metadata in items
+                for row in windows_for([(mid, digest, content, metadata)], embed, window_words,
+                                       probe=probe)]
+    out, at = [], 0
+    for mid, digest, windows in plans:
+        out.append((mid, digest, vectors[at:at + len(windows)]))
+        at += len(windows)
+    return out
+
+
+def fill_windows_once(store: Windows, embed: Embed, window_words: int, limit: int, *,
+                      probe: Callable[[], Any] | None = None) -> int:
+    """Give up to ``limit`` long memories that have a vector but no windows their windows;
+    return how many got them."""
+    batch = store.missing_windows(window_words=window_words, limit=limit)
+    if not batch:
+        return 0
+    done = windows_for(batch, embed, window_words, probe=probe)
+    return store.set_windows(done)

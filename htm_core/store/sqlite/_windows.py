@@ -1,0 +1,157 @@
+"""SQLite windows (schema version 4): the ``memory_windows`` rows and their in-process index.
+
+The vector search takes each memory's best window from a
+:class:`~htm_core.store.window_index.WindowIndex` filtered through the memory index, and
+keeps the better of the two scores per memory. The window index follows the table like
+the memory index does: rows newer than it holds are pulled before a search, and any
+deletion (the ``window_generation`` a trigger bumps) reloads it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+
+from ...clock import to_timestamp
+from ...errors import DimensionMismatchError
+from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
+from ..base import ArmQuery, SearchFilters
+from ..vector_index import normalise
+from ..window_index import WindowIndex
+from ._history import _SQLiteHistory
+
+
+def merge_best(hits: list[tuple[int, float]], windows: list[tuple[int, float]],
+               limit: int) -> list[tuple[int, float]]:
+    """Per memory the better score of ``hits`` and ``windows``; top ``limit``, best first."""
+    best = dict(hits)
+    for mid, score in windows:
+        if score > best.get(mid, -2.0):
+            best[mid] = score
+    return sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
+
+
+class _SQLiteWindows(_SQLiteHistory):
+    """:class:`~htm_core.store.base.Windows` on SQLite, and the window arm of the search."""
+
+    _windows: WindowIndex | None = None
+
+    def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
+        if not items:
+            return 0
+        done = 0
+        with self._write() as conn:
+            dim = self._meta(conn, "embedding_dim")
+            owners = {int(r[0]): (str(r[1]), bool(r[2])) for r in conn.execute(text(
+                OWNERS_SQL.format(ids=", ".join(str(int(mid)) for mid, _, _ in items))))}
+            for mid, digest, vectors in items:
+                if owners.get(int(mid)) != (digest, True):
+                    continue  # updated, purged or without a vector meanwhile
+                units = [normalise(v) for v in vectors]
+                if any(dim is None or u.shape[0] != int(dim) for u in units):
+                    raise DimensionMismatchError(
+                        f"window vectors of memory {mid} do not have the store's dimension "
+                        f"({dim}); use the store's embedder")
+                conn.execute(text("DELETE FROM memory_windows WHERE memory_id = :m"), {"m": mid})
+                if units:
+                    conn.execute(text("INSERT INTO memory_windows(memory_id, n, embedding) "
+                                      "VALUES (:m, :n, :e)"),
+                                 [{"m": mid, "n": n, "e": u.tobytes()} for n, u in enumerate(units)])
+                else:
+                    conn.execute(text(NONE_SQL), {"m": mid})
+                done += 1
+        return done
+
+    def missing_windows(self, *, window_words: int, limit: int
+                        ) -> list[tuple[int, str, str, dict[str, Any]]]:
+        with self._read() as conn:
+            rows = conn.execute(text(MISSING_SQL), {"words": window_words, "limit": limit}).all()
+        return [(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3]) if r[3] else {}) for r in rows]
+
+    def window_count(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute(text(COUNT_SQL)).scalar() or 0)
+
+    # -- search ------------------------------------------------------------------------
+
+    def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
+        """Each search in turn; the window index is caught up once, for the first vector
+        search (a recall's arms read one state of the windows)."""
+        out: list[list[tuple[int, float]]] = []
+        synced = False
+        for a in arms:
+            if a.vector is None:
+                out.append(self.fulltext_search(a.text or "", limit=a.limit, filters=a.filters))
+                continue
+            out.append(self._vector_hits(a.vector, a.limit, a.filters, a.windows, sync=not synced))
+            synced = synced or a.windows
+        return out
+
+    def vector_search(self, vector: Sequence[float], *, limit: int,
+                      filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
+        return self._vector_hits(vector, limit, filters, windows, sync=True)
+
+    def _vector_hits(self, vector: Sequence[float], limit: int, filters: SearchFilters,
+                     windows: bool, *, sync: bool) -> list[tuple[int, float]]:
+        hits = super().vector_search(vector, limit=limit, filters=filters)
+        if not windows or self._index is None:
+            return hits
+        found = self._window_hits(normalise(vector), limit, filters, sync=sync)
+        return merge_best(hits, found, limit) if found else hits
+
+    def _sync_windows(self, dim: int) -> WindowIndex | None:
+        """The window index, caught up with the table (None while there are no windows)."""
+        with self._cursor() as cur:
+            generation, newest = cur.execute(
+                "SELECT (SELECT value FROM htm_meta WHERE key = 'window_generation'), "
+                "(SELECT coalesce(max(id), 0) FROM memory_windows)").fetchone()
+        index = self._windows
+        if index is None or index.generation != int(generation or 0) or index.dim != dim:
+            if not newest:
+                self._windows = None
+                return None
+            index = WindowIndex(dim)
+            index.generation = int(generation or 0)
+        if int(newest) > index.max_id:
+            with self._cursor() as cur:
+                rows = cur.execute("SELECT id, memory_id, embedding FROM memory_windows "
+                                   "WHERE id > ? AND embedding IS NOT NULL ORDER BY id",
+                                   (index.max_id,)).fetchall()
+            if rows:
+                ids, owners, blobs = zip(*rows, strict=True)
+                index.add(np.array(ids, dtype=np.int64), np.array(owners, dtype=np.int64),
+                          np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), dim))
+        self._windows = index
+        return index
+
+    def _window_hits(self, query: np.ndarray, limit: int, filters: SearchFilters, *,
+                     sync: bool = True) -> list[tuple[int, float]]:
+        memories = self._index
+        if memories is None or query.shape[0] != memories.dim:
+            return []
+        index = self._sync_windows(memories.dim) if sync else self._windows
+        if index is not None and index.dim != memories.dim:
+            return []
+        if index is None:
+            return []
+        robot_id = None
+        if filters.robot is not None:
+            robot_id = self._known_robot_id(filters.robot)
+            if robot_id is None:
+                return []
+        allowed = None
+        if filters.tags:
+            params: dict[str, Any] = {}
+            where = self._filter_sql(SearchFilters(tags=filters.tags), params)
+            with self._read() as conn:
+                ids = [r[0] for r in conn.execute(
+                    text(f"SELECT m.id FROM memories m WHERE {where}"), params)]
+            allowed = np.asarray(ids, dtype=np.int64)
+        return index.best(query, limit, memories,
+                          start=to_timestamp(filters.start) if filters.start else None,
+                          end=to_timestamp(filters.end) if filters.end else None,
+                          robot=robot_id, allowed_ids=allowed)
