@@ -239,11 +239,19 @@ class _SQLiteSearch(SQLiteWorkingSet):
             raise DimensionMismatchError(
                 f"query vector has dimension {query.shape[0]} but the store holds "
                 f"{index.dim}-dimensional vectors; use the store's embedder")
+        masks = self._index_masks(filters)
+        if masks is None:
+            return []
+        return index.search(query, limit, **masks)
+
+    def _index_masks(self, filters: SearchFilters) -> dict[str, Any] | None:
+        """``filters`` as the in-process index's mask arguments (time, robot id, allowed
+        ids); None when the robot is unknown, so nothing can match."""
         robot_id = None
         if filters.robot is not None:
             robot_id = self._known_robot_id(filters.robot)
             if robot_id is None:
-                return []
+                return None
         allowed = None
         if filters.tags:
             params: dict[str, Any] = {}
@@ -252,12 +260,9 @@ class _SQLiteSearch(SQLiteWorkingSet):
                 ids = [r[0] for r in conn.execute(text(f"SELECT m.id FROM memories m WHERE {where}"),
                                                   params)]
             allowed = np.asarray(ids, dtype=np.int64)
-        return index.search(
-            query, limit,
-            start=to_timestamp(filters.start) if filters.start else None,
-            end=to_timestamp(filters.end) if filters.end else None,
-            robot=robot_id, allowed_ids=allowed,
-        )
+        return {"start": to_timestamp(filters.start) if filters.start else None,
+                "end": to_timestamp(filters.end) if filters.end else None,
+                "robot": robot_id, "allowed_ids": allowed}
 
     def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
         if not ids:

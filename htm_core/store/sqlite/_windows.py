@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from sqlalchemy import text
 
-from ...clock import to_timestamp
 from ...errors import DimensionMismatchError
 from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
 from ..base import ArmQuery, SearchFilters
@@ -138,20 +137,7 @@ class _SQLiteWindows(_SQLiteHistory):
             return []
         if index is None:
             return []
-        robot_id = None
-        if filters.robot is not None:
-            robot_id = self._known_robot_id(filters.robot)
-            if robot_id is None:
-                return []
-        allowed = None
-        if filters.tags:
-            params: dict[str, Any] = {}
-            where = self._filter_sql(SearchFilters(tags=filters.tags), params)
-            with self._read() as conn:
-                ids = [r[0] for r in conn.execute(
-                    text(f"SELECT m.id FROM memories m WHERE {where}"), params)]
-            allowed = np.asarray(ids, dtype=np.int64)
-        return index.best(query, limit, memories,
-                          start=to_timestamp(filters.start) if filters.start else None,
-                          end=to_timestamp(filters.end) if filters.end else None,
-                          robot=robot_id, allowed_ids=allowed)
+        masks = self._index_masks(filters)
+        if masks is None:
+            return []
+        return index.best(query, limit, memories, **masks)
