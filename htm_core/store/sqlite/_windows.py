@@ -133,9 +133,7 @@ class _SQLiteWindows(_SQLiteHistory):
         if memories is None or query.shape[0] != memories.dim:
             return []
         index = self._sync_windows(memories.dim) if sync else self._windows
-        if index is not None and index.dim != memories.dim:
-            return []
-        if index is None:
+        if index is None or index.dim != memories.dim:
             return []
         masks = self._index_masks(filters)
         if masks is None:
