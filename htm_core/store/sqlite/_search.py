@@ -360,8 +360,7 @@ class _SQLiteSearch(SQLiteWorkingSet):
             self._load_index()
         # No sync with other writers here: the vector search that follows does it, and an
         # estimate one query behind them is fine for centring.
-        centroid = self._index.centroid() if self._index is not None else None
-        return None if centroid is None else centroid.tolist()
+        return self._index.centroid_list() if self._index is not None else None
 
     # -- what never-forget changes beside the table --------------------------------------
 
