@@ -40,6 +40,9 @@ _SPARE_HITS = 16
 #: unjoined; with fewer, joining each match to its memory costs less than a second statement.
 _UNJOINED_FROM = 100
 
+#: What :meth:`_SQLiteSearch.briefs` has not read since the mark (a brief, None: hidden).
+_UNREAD: Any = object()
+
 
 class _SQLiteSearch(SQLiteWorkingSet):
     """Full-text and vector search, and the vector index kept in step with the table."""
@@ -307,13 +310,23 @@ class _SQLiteSearch(SQLiteWorkingSet):
         if cache is None:
             cache = self._brief_cache = {}
         out: dict[int, Brief] = {}
-        with self._cursor() as cur:
+        # The mark first, outside a snapshot: the reads that follow (in one snapshot, their
+        # versions and texts must agree) are as new as it or newer (see _mark).
+        with self._cursor(snapshot=False) as cur:
             passed = self._passed_since(cur) if filters.is_empty else None
-            todo = sorted(set(ids))
-            if passed is not None:  # nothing committed since these were read
-                out.update((mid, brief) for mid in todo
-                           if (brief := passed.get(mid)) is not None)
-                todo = [mid for mid in todo if mid not in passed]
+        todo = sorted(set(ids))
+        if passed is not None:  # nothing committed since these were read
+            unread: list[int] = []
+            for mid in todo:
+                brief = passed.get(mid, _UNREAD)
+                if brief is _UNREAD:
+                    unread.append(mid)
+                elif brief is not None:
+                    out[mid] = brief
+            todo = unread
+        if not todo:
+            return out
+        with self._cursor() as cur:
             for part in chunks(todo, 500):
                 # The ids as one JSON parameter: one statement text, compiled once.
                 params["ids"] = json.dumps(list(map(int, part)))

@@ -108,7 +108,7 @@ class _SQLiteWindows(_SQLiteHistory):
         hits = super().vector_search(vector, limit=limit, filters=filters)
         if not windows or self._index is None:
             return hits
-        found = self._window_hits(normalise(vector), limit, filters, sync=sync)
+        found = self._window_hits(vector, limit, filters, sync=sync)
         return merge_best(hits, found, limit) if found else hits
 
     def _sync_windows(self, dim: int) -> WindowIndex | None:
@@ -148,13 +148,16 @@ class _SQLiteWindows(_SQLiteHistory):
         self._windows = index
         return index
 
-    def _window_hits(self, query: np.ndarray, limit: int, filters: SearchFilters, *,
+    def _window_hits(self, vector: Sequence[float], limit: int, filters: SearchFilters, *,
                      sync: bool = True) -> list[tuple[int, float]]:
         memories = self._index
-        if memories is None or query.shape[0] != memories.dim:
+        if memories is None:
             return []
         index = self._sync_windows(memories.dim) if sync else self._windows
         if index is None or index.dim != memories.dim:
+            return []
+        query = normalise(vector)  # only once there are windows to search
+        if query.shape[0] != memories.dim:
             return []
         masks = self._index_masks(filters)
         if masks is None:
