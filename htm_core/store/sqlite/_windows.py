@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -87,8 +88,10 @@ class _SQLiteWindows(_SQLiteHistory):
         out: list[list[tuple[int, float]]] = []
         synced = False
         # One read transaction: every arm reads one snapshot, whose mark (read once) tells
-        # the catch-ups and the full-text counts whether anything was committed since.
-        with self._cursor():
+        # the catch-ups and the full-text counts whether anything was committed since. Not
+        # in an in-memory database: its one connection is also the pool's (a reload of
+        # the index reads through the pool), and it has no mark.
+        with nullcontext() if self._memory_db else self._cursor():
             for a in arms:
                 if a.vector is None:
                     out.append(self.fulltext_search(a.text or "", limit=a.limit,
