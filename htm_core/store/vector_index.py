@@ -61,6 +61,10 @@ class VectorIndex:
         # Running sum of rows [0, _summed) for centroid(); a replaced row resets it.
         self._sum = np.zeros(dim, dtype=np.float64)
         self._summed = 0
+        #: centroid()'s answer while the running sum has not changed since (every recall
+        #: asks for it).
+        self._centroid: FloatArray | None = None
+        self._centroid_values: tuple[FloatArray | None, list[float]] | None = None
 
     def __len__(self) -> int:
         return int(self._alive[: self._n].sum())
@@ -131,13 +135,28 @@ class VectorIndex:
         with self._lock:
             if self._summed == 0:
                 self._sum[:] = 0.0
+                self._centroid = None
             if self._summed < self._n:
                 self._sum += self._matrix[self._summed:self._n].sum(axis=0, dtype=np.float64)
                 self._summed = self._n
-            norm = float(np.linalg.norm(self._sum))
-            if self._n == 0 or norm == 0.0:
+                self._centroid = None
+            if self._centroid is None:
+                norm = float(np.linalg.norm(self._sum))
+                if self._n == 0 or norm == 0.0:
+                    return None
+                self._centroid = (self._sum / norm).astype(np.float32)
+            return self._centroid.copy()
+
+    def centroid_list(self) -> list[float] | None:
+        """:meth:`centroid` as a list of floats (a fresh list; converted once per centroid)."""
+        with self._lock:
+            centroid = self.centroid()
+            if centroid is None:
                 return None
-            return (self._sum / norm).astype(np.float32)
+            memo = self._centroid_values
+            if memo is None or memo[0] is not self._centroid:
+                memo = self._centroid_values = (self._centroid, centroid.tolist())
+            return list(memo[1])
 
     def _added(self) -> None:
         """Hook: rows were added (subclasses may schedule work)."""
@@ -269,7 +288,8 @@ class VectorIndex:
             return []
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
         order = top[np.lexsort((ids[top], -scores[top]))]
-        return [(int(ids[i]), float(scores[i])) for i in order]
+        # tolist: the same Python ints and floats as int() and float() of each element.
+        return list(zip(ids[order].tolist(), scores[order].tolist(), strict=True))
 
     def search(
         self,

@@ -165,9 +165,10 @@ class ResidentSet:
         self.refresh(flush=False, version=version)
         refused = frozenset(m.key for m in memories if m.id in hidden)
         memories = [m for m in memories if m.id not in hidden]
+        accessed = at.astimezone(timezone.utc)
         for m in memories:
             m.access_count += 1
-            m.last_accessed = at.astimezone(timezone.utc)
+            m.last_accessed = accessed
         if memories:
             entered, evicted = self._enter(memories[::-1], accessed=at)
             # Written later: the pending change takes each key's state when it is written.

@@ -60,6 +60,30 @@ def test_centroid_is_the_exact_mean_and_follows_replacements() -> None:
     assert np.allclose(index.centroid(), normalise(np.mean(rows, axis=0)), atol=1e-6)
 
 
+def test_centroid_kept_between_calls_follows_every_change() -> None:
+    """centroid() and centroid_list() answer from what they worked out while nothing was
+    added or replaced; every add or replacement is seen by the next call."""
+    rng = np.random.default_rng(5)
+    index = VectorIndex(16, capacity=2)
+    assert index.centroid_list() is None
+    rows = [_unit(rng) for _ in range(3)]
+    index.add_arrays(np.arange(1, 4), np.stack(rows), np.zeros(3), np.ones(3, dtype=np.int64))
+    for step in range(4):
+        if step == 1:
+            rows.append(_unit(rng))
+            index.add([(4, rows[-1], 0.0, 1)])
+        elif step == 2:
+            rows[0] = _unit(rng)
+            index.add([(1, rows[0], 0.0, 1)])
+        want = normalise(np.mean(rows, axis=0))
+        first, again = index.centroid_list(), index.centroid_list()
+        assert first == again and first is not again
+        assert np.allclose(first, want, atol=1e-6)
+        got = index.centroid()
+        got[:] = 0.0  # a caller's copy: changing it changes nothing kept
+        assert index.centroid().tolist() == first
+
+
 def test_plain_config_does_not_centre() -> None:
     assert RetrievalConfig().centering is True
     assert RetrievalConfig.plain().centering is False

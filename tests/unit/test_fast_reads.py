@@ -51,3 +51,28 @@ def test_get_many_tags_sorted_and_forgotten_left_out(tmp_path: Path) -> None:
         assert [m.key for m in store.get_many([made[2].memory.id], include_forgotten=True)] == ["c"]
     finally:
         store.close()
+
+
+def test_search_arms_with_tags_and_a_reload_in_memory_and_on_a_file(tmp_path: Path) -> None:
+    """search_arms reads its arms in one snapshot of the read connection; the parts that
+    read through the pool meanwhile (a tag filter, an index reload) must work as well, also
+    in an in-memory database, whose one connection is the pool's too."""
+    from htm_core.store.base import ArmQuery
+
+    for where in (":memory:", str(tmp_path / "f.db")):
+        store = SQLiteStore(where)
+        try:
+            made = store.add_many([
+                NewMemory(key=f"k{i}", content=f"garden note {i}", robot="r", importance=1.0,
+                          token_count=3, created_at=START, tags=("home",) if i % 2 else (),
+                          embedding=[1.0, float(i), 0.0], embedder="e")
+                for i in range(4)])
+            tagged = SearchFilters(tags=("home",))
+            store._index_stale = True  # the next search reloads the vector index
+            vector, text = store.search_arms([
+                ArmQuery(vector=[1.0, 3.0, 0.0], limit=5, filters=tagged),
+                ArmQuery(text="garden", limit=5, filters=tagged)])
+            odd = {r.memory.id for r in made[1::2]}
+            assert {mid for mid, _ in vector} == odd and {mid for mid, _ in text} == odd
+        finally:
+            store.close()

@@ -25,30 +25,85 @@ from ._engine import _SQLiteEngine
 from ._errors import map_sqlite_errors
 from ._schema import _MEMORY_COLUMNS
 
+#: A read connection and its ``data_version``: see :meth:`_SQLiteRecords._mark`.
+Mark = tuple[sqlite3.Connection, int]
+
+#: How many visible ids a :class:`_Seen` keeps before it starts again.
+_SEEN_KEPT = 20_000
+
+
+class _Seen:
+    """Memories found visible and robots' working-set versions, as of ``mark``."""
+
+    __slots__ = ("mark", "versions", "visible")
+
+    def __init__(self, mark: Mark) -> None:
+        self.mark = mark
+        self.visible: set[int] = set()
+        self.versions: dict[str, int] = {}
+
 
 class _SQLiteRecords(_SQLiteEngine):
     """Reads of single memories and the catalogue."""
 
+    #: The mark of the read transaction in progress on the read connection, once read.
+    _snapshot_mark: Mark | None = None
+    #: See :meth:`_seen`.
+    _seen_at: _Seen | None = None
+
     # -- reading ---------------------------------------------------------------------
 
     @contextmanager
-    def _cursor(self, what: str = "read") -> Iterator[sqlite3.Cursor]:
+    def _cursor(self, what: str = "read", *, snapshot: bool = True) -> Iterator[sqlite3.Cursor]:
         """A raw cursor in a read transaction (one snapshot), as :meth:`_read`'s but without
         a SQLAlchemy ``Connection`` or a pool checkout (the store's own read connection):
         every recall runs a few of these small reads, and those would be most of their
-        time. Nested, it reads in the outer one's snapshot."""
+        time. Nested, it reads in the outer one's snapshot. ``snapshot=False`` (a single
+        statement, or statements checked against a :meth:`_mark` read first) begins no
+        transaction: each statement then reads the newest state."""
         with self._lock, map_sqlite_errors(self.url, what):
             conn = self._reader()
             cur = conn.cursor()
-            began = not conn.in_transaction
+            began = snapshot and not conn.in_transaction
             try:
                 if began:
                     cur.execute("BEGIN")
                 yield cur
             finally:
                 cur.close()
-                if began and conn.in_transaction:
-                    conn.rollback()
+                if began:
+                    self._snapshot_mark = None
+                    if conn.in_transaction:
+                        conn.rollback()
+
+    def _mark(self, cur: sqlite3.Cursor) -> Mark | None:
+        """The read connection and its ``data_version`` (read once per snapshot), which
+        moves with every commit of any other connection, in this process or another: what
+        the store read while the mark stays the same still holds. Outside a snapshot,
+        reading the mark first and then the data keeps that true (the data is as new as
+        the mark or newer, and a commit in between moves the mark). None for an in-memory
+        database (its writes share the read connection, which ``data_version`` does not
+        count)."""
+        if self._memory_db:
+            return None
+        conn = cur.connection
+        held = self._snapshot_mark
+        if held is not None and held[0] is conn and conn.in_transaction:
+            return held
+        mark = (conn, int(cur.execute("PRAGMA data_version").fetchone()[0]))
+        if conn.in_transaction:
+            self._snapshot_mark = mark
+        return mark
+
+    def _seen(self, mark: Mark | None) -> _Seen | None:
+        """What reads found visible, and the working-set versions they read, as of ``mark``
+        (emptied when the mark moved); None without a mark."""
+        if mark is None:
+            return None
+        seen = self._seen_at
+        if seen is None or seen.mark != mark or len(seen.visible) > _SEEN_KEPT:
+            seen = self._seen_at = _Seen(mark)
+        return seen
 
     def _to_memory(self, row: Sequence[Any], tags: Sequence[str],
                    embedding: bytes | None = None) -> Memory:
@@ -97,14 +152,18 @@ class _SQLiteRecords(_SQLiteEngine):
             return []
         found: dict[int, Memory] = {}
         visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
-        with self._cursor() as cur:
-            for part in chunks(list(ids), 500):
+        parts = chunks(list(ids), 500)
+        with self._cursor(snapshot=len(parts) > 1) as cur:
+            seen = None if include_forgotten else self._seen(self._mark(cur))
+            for part in parts:
                 # The ids as one JSON parameter: the statement's text is always the same,
                 # so the driver's statement cache spares compiling it on every recall.
                 for m in self._fetch_raw(cur, f"m.id IN (SELECT value FROM json_each(:ids))"
                                          f"{visible}", {"ids": json.dumps(list(map(int, part)))},
                                          include_embedding):
                     found[m.id] = m
+        if seen is not None:  # for recall_check, which follows on every recall
+            seen.visible.update(found)
         return [found[i] for i in ids if i in found]
 
     def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:

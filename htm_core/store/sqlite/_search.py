@@ -26,6 +26,7 @@ from ..base import (
     SearchFilters,
 )
 from ..vector_index import VectorIndex, normalise
+from ._records import Mark
 from ._working import SQLiteWorkingSet
 
 #: How many briefs a store keeps (their text read once); the cache is emptied beyond.
@@ -39,6 +40,9 @@ _SPARE_HITS = 16
 #: unjoined; with fewer, joining each match to its memory costs less than a second statement.
 _UNJOINED_FROM = 100
 
+#: What :meth:`_SQLiteSearch.briefs` has not read since the mark (a brief, None: hidden).
+_UNREAD: Any = object()
+
 
 class _SQLiteSearch(SQLiteWorkingSet):
     """Full-text and vector search, and the vector index kept in step with the table."""
@@ -48,7 +52,13 @@ class _SQLiteSearch(SQLiteWorkingSet):
     #: Which ids an unfiltered :meth:`briefs` found visible (their brief) or not (None), as
     #: of ``_passed_at``: the read connection and its ``data_version`` then.
     _passed: dict[int, Brief | None] | None = None
-    _passed_at: tuple[sqlite3.Connection, int] | None = None
+    _passed_at: Mark | None = None
+    #: The mark the vector index was last caught up at, and that index.
+    _index_synced: tuple[Mark, VectorIndex] | None = None
+    #: The full-text counts of the rare-word rule (by term and cap; None: the newest id) as
+    #: of ``_counts_at``.
+    _counts: dict[tuple[str, int] | None, int] | None = None
+    _counts_at: Mark | None = None
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
         """Each search in turn (an embedded database has no round trips to save)."""
@@ -86,13 +96,20 @@ class _SQLiteSearch(SQLiteWorkingSet):
                f"WHERE memories_fts MATCH :match AND {where} ORDER BY rank, m.id LIMIT :limit")
         count_sql = ("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
                      "WHERE memories_fts MATCH :t LIMIT :cap)")
-        total = int(cur.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
+        memo = self._counts_memo(cur)
+        total = memo.get(None)
+        if total is None:
+            total = memo[None] = int(cur.execute(
+                "SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
         counted: dict[str, int] = {}
 
         def doc_count(term: str, cap: int) -> int:
-            counted[term] = int(cur.execute(
-                count_sql, {"t": quoted(term), "cap": cap + 1}).fetchone()[0])
-            return counted[term]
+            n = memo.get((term, cap))
+            if n is None:
+                n = memo[term, cap] = int(cur.execute(
+                    count_sql, {"t": quoted(term), "cap": cap + 1}).fetchone()[0])
+            counted[term] = n
+            return n
 
         rare = informative_terms(terms, total, doc_count)
         match = " OR ".join(quoted(t) for t in rare)
@@ -107,6 +124,17 @@ class _SQLiteSearch(SQLiteWorkingSet):
             if found is not None:
                 return found
         return [(int(r[0]), -float(r[1])) for r in cur.execute(sql, params).fetchall()]
+
+    def _counts_memo(self, cur: sqlite3.Cursor) -> dict[tuple[str, int] | None, int]:
+        """The rare-word rule's counts read since the last commit to the database (the
+        same words come back query after query); a fresh dict when the mark moved."""
+        mark = self._mark(cur)
+        memo = self._counts
+        if mark is None or memo is None or self._counts_at != mark or len(memo) > 4096:
+            memo = {}
+            if mark is not None:
+                self._counts, self._counts_at = memo, mark
+        return memo
 
     @staticmethod
     def _visible_word_hits(cur: sqlite3.Cursor, match: str,
@@ -173,17 +201,23 @@ class _SQLiteSearch(SQLiteWorkingSet):
         return make_index(dim, path=path)
 
     def _sync_index(self) -> None:
-        """Catch up with other writers: reload after their vector changes, else pull new rows."""
-        if self._index is None:
+        """Catch up with other writers: reload after their vector changes, else pull new rows.
+        Nothing to read while nothing was committed since the last catch-up (the mark)."""
+        index = self._index
+        if index is None:
             return
-        with self._cursor() as cur:  # one raw statement: this runs before every search
+        with self._cursor(snapshot=False) as cur:  # this runs before every search
+            mark = self._mark(cur)
+            if mark is not None and self._index_synced == (mark, index) and not self._index_stale:
+                return
             generation, newest = cur.execute(
                 "SELECT (SELECT value FROM htm_meta WHERE key = 'vector_generation'), "
                 "(SELECT coalesce(max(id), 0) FROM memories)").fetchone()
         if int(generation or 0) != self._seen_generation or self._index_stale:
             self._load_index()
-        elif int(newest) > self._index.max_id:
+        elif int(newest) > index.max_id:
             self._pull_new_rows()
+        self._index_synced = None if mark is None or self._index is None else (mark, self._index)
 
     def _pull_new_rows(self, *, below: int | None = None) -> None:
         """Add rows written since the index last saw the table (only ids under ``below``).
@@ -276,13 +310,23 @@ class _SQLiteSearch(SQLiteWorkingSet):
         if cache is None:
             cache = self._brief_cache = {}
         out: dict[int, Brief] = {}
-        with self._cursor() as cur:
+        # The mark first, outside a snapshot: the reads that follow (in one snapshot, their
+        # versions and texts must agree) are as new as it or newer (see _mark).
+        with self._cursor(snapshot=False) as cur:
             passed = self._passed_since(cur) if filters.is_empty else None
-            todo = sorted(set(ids))
-            if passed is not None:  # nothing committed since these were read
-                out.update((mid, brief) for mid in todo
-                           if (brief := passed.get(mid)) is not None)
-                todo = [mid for mid in todo if mid not in passed]
+        todo = sorted(set(ids))
+        if passed is not None:  # nothing committed since these were read
+            unread: list[int] = []
+            for mid in todo:
+                brief = passed.get(mid, _UNREAD)
+                if brief is _UNREAD:
+                    unread.append(mid)
+                elif brief is not None:
+                    out[mid] = brief
+            todo = unread
+        if not todo:
+            return out
+        with self._cursor() as cur:
             for part in chunks(todo, 500):
                 # The ids as one JSON parameter: one statement text, compiled once.
                 params["ids"] = json.dumps(list(map(int, part)))
@@ -315,12 +359,11 @@ class _SQLiteSearch(SQLiteWorkingSet):
         moves with each; reading it starts this read's snapshot); emptied when it moved.
         None for an in-memory database (its writes share the read connection, which
         ``data_version`` does not count)."""
-        if self._memory_db:
+        at = self._mark(cur)
+        if at is None:
             return None
-        at = (cur.connection, int(cur.execute("PRAGMA data_version").fetchone()[0]))
         passed = self._passed
-        if passed is None or self._passed_at is None or self._passed_at[0] is not at[0] \
-                or self._passed_at[1] != at[1] or len(passed) > _BRIEFS_CACHED:
+        if passed is None or self._passed_at != at or len(passed) > _BRIEFS_CACHED:
             passed = self._passed = {}
             self._passed_at = at
         return passed
@@ -330,8 +373,7 @@ class _SQLiteSearch(SQLiteWorkingSet):
             self._load_index()
         # No sync with other writers here: the vector search that follows does it, and an
         # estimate one query behind them is fine for centring.
-        centroid = self._index.centroid() if self._index is not None else None
-        return None if centroid is None else centroid.tolist()
+        return self._index.centroid_list() if self._index is not None else None
 
     # -- what never-forget changes beside the table --------------------------------------
 

@@ -10,7 +10,9 @@ deletion (the ``window_generation`` a trigger bumps) reloads it.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ from ..base import ArmQuery, SearchFilters
 from ..vector_index import normalise
 from ..window_index import WindowIndex
 from ._history import _SQLiteHistory
+from ._records import Mark
 
 
 def merge_best(hits: list[tuple[int, float]], windows: list[tuple[int, float]],
@@ -38,6 +41,8 @@ class _SQLiteWindows(_SQLiteHistory):
     """:class:`~htm_core.store.base.Windows` on SQLite, and the window arm of the search."""
 
     _windows: WindowIndex | None = None
+    #: The mark the window index was last caught up at, and the dimension it was for.
+    _windows_synced: tuple[Mark, int] | None = None
 
     def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
         if not items:
@@ -82,12 +87,19 @@ class _SQLiteWindows(_SQLiteHistory):
         search (a recall's arms read one state of the windows)."""
         out: list[list[tuple[int, float]]] = []
         synced = False
-        for a in arms:
-            if a.vector is None:
-                out.append(self.fulltext_search(a.text or "", limit=a.limit, filters=a.filters))
-                continue
-            out.append(self._vector_hits(a.vector, a.limit, a.filters, a.windows, sync=not synced))
-            synced = synced or a.windows
+        # One read transaction: every arm reads one snapshot, whose mark (read once) tells
+        # the catch-ups and the full-text counts whether anything was committed since. Not
+        # in an in-memory database: its one connection is also the pool's (a reload of
+        # the index reads through the pool), and it has no mark.
+        with nullcontext() if self._memory_db else self._cursor():
+            for a in arms:
+                if a.vector is None:
+                    out.append(self.fulltext_search(a.text or "", limit=a.limit,
+                                                    filters=a.filters))
+                    continue
+                out.append(self._vector_hits(a.vector, a.limit, a.filters, a.windows,
+                                             sync=not synced))
+                synced = synced or a.windows
         return out
 
     def vector_search(self, vector: Sequence[float], *, limit: int,
@@ -99,27 +111,39 @@ class _SQLiteWindows(_SQLiteHistory):
         hits = super().vector_search(vector, limit=limit, filters=filters)
         if not windows or self._index is None:
             return hits
-        found = self._window_hits(normalise(vector), limit, filters, sync=sync)
+        found = self._window_hits(vector, limit, filters, sync=sync)
         return merge_best(hits, found, limit) if found else hits
 
     def _sync_windows(self, dim: int) -> WindowIndex | None:
-        """The window index, caught up with the table (None while there are no windows)."""
+        """The window index, caught up with the table (None while there are no windows);
+        nothing to read while nothing was committed since the last catch-up (the mark)."""
         with self._cursor() as cur:
+            mark = self._mark(cur)
+            if mark is not None and self._windows_synced == (mark, dim):
+                return self._windows
+            self._windows_synced = None
             generation, newest = cur.execute(
                 "SELECT (SELECT value FROM htm_meta WHERE key = 'window_generation'), "
                 "(SELECT coalesce(max(id), 0) FROM memory_windows)").fetchone()
+            windows = self._caught_up(cur, dim, int(generation or 0), int(newest))
+        self._windows_synced = None if mark is None else (mark, dim)
+        return windows
+
+    def _caught_up(self, cur: sqlite3.Cursor, dim: int, generation: int,
+                   newest: int) -> WindowIndex | None:
+        """:meth:`_sync_windows`'s work once the table's window generation and newest
+        window id are read (on ``cur``, in the same snapshot)."""
         index = self._windows
-        if index is None or index.generation != int(generation or 0) or index.dim != dim:
+        if index is None or index.generation != generation or index.dim != dim:
             if not newest:
                 self._windows = None
                 return None
             index = WindowIndex(dim)
-            index.generation = int(generation or 0)
-        if int(newest) > index.max_id:
-            with self._cursor() as cur:
-                rows = cur.execute("SELECT id, memory_id, embedding FROM memory_windows "
-                                   "WHERE id > ? AND embedding IS NOT NULL ORDER BY id",
-                                   (index.max_id,)).fetchall()
+            index.generation = generation
+        if newest > index.max_id:
+            rows = cur.execute("SELECT id, memory_id, embedding FROM memory_windows "
+                               "WHERE id > ? AND embedding IS NOT NULL ORDER BY id",
+                               (index.max_id,)).fetchall()
             if rows:
                 ids, owners, blobs = zip(*rows, strict=True)
                 index.add(np.array(ids, dtype=np.int64), np.array(owners, dtype=np.int64),
@@ -127,13 +151,16 @@ class _SQLiteWindows(_SQLiteHistory):
         self._windows = index
         return index
 
-    def _window_hits(self, query: np.ndarray, limit: int, filters: SearchFilters, *,
+    def _window_hits(self, vector: Sequence[float], limit: int, filters: SearchFilters, *,
                      sync: bool = True) -> list[tuple[int, float]]:
         memories = self._index
-        if memories is None or query.shape[0] != memories.dim:
+        if memories is None:
             return []
         index = self._sync_windows(memories.dim) if sync else self._windows
         if index is None or index.dim != memories.dim:
+            return []
+        query = normalise(vector)  # only once there are windows to search
+        if query.shape[0] != memories.dim:
             return []
         masks = self._index_masks(filters)
         if masks is None:

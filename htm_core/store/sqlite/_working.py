@@ -8,6 +8,7 @@ visible memory, under the write lock, so it cannot race a forget.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -23,6 +24,13 @@ from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._records import _SQLiteRecords
 
 __all__ = ["SQLiteWorkingSet"]
+
+#: :meth:`SQLWorkingSet._recall_check_sql` with the ids as one JSON parameter: one
+#: statement text, compiled once.
+_RECALL_CHECK = (
+    "SELECT 0, coalesce((SELECT working_version FROM robots WHERE name = :n), 0) "
+    "UNION ALL SELECT 1, id FROM memories WHERE id IN (SELECT value FROM json_each(:ids)) "
+    "AND forgotten_at IS NULL")
 
 
 class SQLiteWorkingSet(_SQLiteRecords):
@@ -75,10 +83,16 @@ class SQLiteWorkingSet(_SQLiteRecords):
             for r in rows}
 
     def working_version(self, robot: str) -> int:
-        with self._cursor() as cur:  # one raw statement: this runs before every read
+        with self._cursor(snapshot=False) as cur:  # this runs before every read
+            seen = self._seen(self._mark(cur))
+            if seen is not None and robot in seen.versions:  # nothing committed since
+                return seen.versions[robot]
             row = cur.execute("SELECT working_version FROM robots WHERE name = ?",
                               (robot,)).fetchone()
-        return int(row[0]) if row else 0
+        version = int(row[0]) if row else 0
+        if seen is not None:
+            seen.versions[robot] = version
+        return version
 
     def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
         wanted = {int(i) for i in ids}
@@ -92,9 +106,19 @@ class SQLiteWorkingSet(_SQLiteRecords):
 
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
         wanted = {int(i) for i in ids}
-        with self._cursor() as cur:  # one raw statement: this runs on every recall
-            rows = cur.execute(self._recall_check_sql(wanted), {"n": robot}).fetchall()
-        return recall_check_answer(rows, wanted)
+        with self._cursor(snapshot=False) as cur:  # this runs on every recall
+            # The hits were read by get_many just before: while nothing was committed since
+            # (the mark), they are still visible and the version is the one read last.
+            seen = self._seen(self._mark(cur))
+            if seen is not None and robot in seen.versions and wanted <= seen.visible:
+                return seen.versions[robot], frozenset()
+            rows = cur.execute(_RECALL_CHECK, {"n": robot, "ids": json.dumps(sorted(wanted))}
+                               ).fetchall()
+        version, hidden = recall_check_answer(rows, wanted)
+        if seen is not None:
+            seen.versions[robot] = version
+            seen.visible.update(wanted - hidden)
+        return version, hidden
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
