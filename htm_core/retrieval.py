@@ -433,12 +433,14 @@ def _coverage_scores(arms: Mapping[str, Sequence[int]], text: str, config: Retri
     ranks: dict[int, dict[str, int]] = {}
     for arm, got in arms.items():
         weight = config.weights.get(arm, 1.0)
-        if config.adaptive and arm.startswith("fulltext"):
-            # An arm whose best hit holds a fraction of the query's words is that weak (an
-            # arm that found nothing weighs nothing: it has no term to weigh).
-            weight *= max((shares[mid] for mid in got), default=0.0)
-        for rank, mid in enumerate(got, start=1):
-            share = shares[mid] if arm.startswith("fulltext") else 1.0
+        if arm.startswith("fulltext"):
+            held = [shares[mid] for mid in got]
+            if config.adaptive and held:
+                # An arm whose best hit holds a fraction of the query's words is that weak.
+                weight *= max(held)
+        else:
+            held = [1.0] * len(got)
+        for rank, (mid, share) in enumerate(zip(got, held, strict=True), start=1):
             scores[mid] = scores.get(mid, 0.0) + weight * share / (config.rrf_k + rank)
             ranks.setdefault(mid, {})[arm] = rank
     ordered = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))
