@@ -302,7 +302,7 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
                 weights={**w, "atypical@time": 12.0})),
             "hybrid, long memories borrow alike": ("hybrid", default.with_options(
                 neighbor_words=None)),
-            "hybrid, adaptive full-text weight": ("hybrid", default.with_options(adaptive=True)),
+            "hybrid, fixed full-text weight": ("hybrid", default.with_options(adaptive=False)),
             "hybrid, no typicality penalty": ("hybrid", default.with_options(typical_penalty=0.0)),
             "hybrid, typicality penalty 0.35": ("hybrid", default.with_options(
                 typical_penalty=0.35)),

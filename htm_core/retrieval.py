@@ -10,7 +10,10 @@
 - ``"hybrid"`` (default): the top ``candidates × limit`` of each arm fused by weighted
   RRF, score = Σ weight / (k + rank) with k = 60 and ranks starting at 1, where a
   full-text hit's term is scaled by its **coverage**, the share of the query's words it
-  contains (a hit on one incidental word of six counts a sixth); then:
+  contains (a hit on one incidental word of six counts a sixth), and each full-text arm
+  weighs the coverage of its **best** hit (``adaptive``): an arm that found nothing better
+  than one incidental word of three says little, whatever its ranks, and weighs a third,
+  while the vector arm's ranks keep their weight; then:
 
   - **centring**: before the vector arm runs, the query loses its component along the
     store's mean direction (:meth:`~htm_core.store.base.LongTermStore.vector_centroid`),
@@ -148,8 +151,10 @@ class RetrievalConfig:
             anything, a long message stands on its own. ``None``: every memory borrows alike.
         coverage: a full-text hit counts in proportion to the share of the query's words
             it contains, so a hit on one incidental word weighs little.
-        adaptive: scale each full-text arm by the coverage of its best hit, so an arm
-            that only matched an incidental word of the query weighs little.
+        adaptive: scale each full-text arm (``fulltext``, ``fulltext@time``) by the
+            coverage of its best hit, so an arm that only matched an incidental word of the
+            query weighs little (on by default since issue 24's fusion round: it helped both
+            development sets; ``False``: the configured weights as they are).
         centering: remove the store's mean direction from the query before the vector arm
             (and the time-window vector arm) runs; ``strategy="vector"`` is never centred,
             its scores stay plain cosine similarities.
@@ -190,7 +195,7 @@ class RetrievalConfig:
     neighbor_weight: float = 0.3
     neighbor_gap: float = 3600.0
     neighbor_words: int | None = 60
-    adaptive: bool = False
+    adaptive: bool = True
     coverage: bool = True
     centering: bool = True
     no_terms_floor: float = 0.5
@@ -230,7 +235,8 @@ class RetrievalConfig:
         """Plain RRF of the two arms (top 2 × limit each, equal weights), no time boost, no
         neighbours, no centring: htm's hybrid before issue 10."""
         return cls(candidates=2, time_boost=False, neighbors=0, coverage=False, centering=False,
-                   weights={"vector": 1.0, "fulltext": 1.0}, duplicates=None, typical_penalty=0.0)
+                   weights={"vector": 1.0, "fulltext": 1.0}, duplicates=None, typical_penalty=0.0,
+                   adaptive=False)
 
     def with_options(self, **changes: Any) -> RetrievalConfig:
         """A copy with some fields changed (validated like a new config)."""
@@ -427,11 +433,14 @@ def _coverage_scores(arms: Mapping[str, Sequence[int]], text: str, config: Retri
     ranks: dict[int, dict[str, int]] = {}
     for arm, got in arms.items():
         weight = config.weights.get(arm, 1.0)
-        if config.adaptive and arm.startswith("fulltext"):
-            # An arm whose best hit holds a fraction of the query's words is that weak.
-            weight *= max((shares[mid] for mid in got), default=0.0)
-        for rank, mid in enumerate(got, start=1):
-            share = shares[mid] if arm.startswith("fulltext") else 1.0
+        if arm.startswith("fulltext"):
+            held = [shares[mid] for mid in got]
+            if config.adaptive and held:
+                # An arm whose best hit holds a fraction of the query's words is that weak.
+                weight *= max(held)
+        else:
+            held = [1.0] * len(got)
+        for rank, (mid, share) in enumerate(zip(got, held, strict=True), start=1):
             scores[mid] = scores.get(mid, 0.0) + weight * share / (config.rrf_k + rank)
             ranks.setdefault(mid, {})[arm] = rank
     ordered = sorted(scores, key=lambda m: (-scores[m], min(ranks[m].values()), m))
