@@ -23,7 +23,7 @@ from .._vectors import (
 )
 from ._engine import _SQLiteEngine
 from ._errors import map_sqlite_errors
-from ._schema import _MEMORY_COLUMNS
+from ._schema import _HASH_PREFIX, _MEMORY_COLUMNS
 
 
 class _SQLiteRecords(_SQLiteEngine):
@@ -108,27 +108,35 @@ class _SQLiteRecords(_SQLiteEngine):
         return [found[i] for i in ids if i in found]
 
     def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
+        # The index holds the hash's prefix (``_HASH_PREFIX``); the whole hash is compared
+        # here, as ``content_hash = :h`` in the statement would be propagated into the
+        # prefix expression by SQLite, which then no longer matches the index.
         with self._read() as conn:
-            row = conn.execute(text(
-                "SELECT embedding FROM memories WHERE content_hash = :h AND embedder = :e "
-                f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE} LIMIT 1"),
-                {"h": content_hash, "e": embedder}).first()
-        return np.frombuffer(row[0], dtype=np.float32).tolist() if row else None
+            for h, blob in conn.execute(text(
+                    f"SELECT content_hash, embedding FROM memories WHERE {_HASH_PREFIX} = "
+                    "substr(:h, 1, 16) AND embedder = :e "
+                    f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}"),
+                    {"h": content_hash, "e": embedder}):
+                if h == content_hash:
+                    return np.frombuffer(blob, dtype=np.float32).tolist()
+        return None
 
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
                         ) -> dict[str, list[float]]:
         found: dict[str, list[float]] = {}
         # The raw cursor and the hashes as one JSON parameter: this runs for every
         # add_many batch, and a statement of 500 named parameters costs more to build in
-        # SQLAlchemy than to run.
+        # SQLAlchemy than to run. The index holds each hash's prefix (``_HASH_PREFIX``):
+        # the prefixes find the rows, the whole hash is compared on each.
         with self._cursor("reading cached embeddings") as cur:
             for part in chunks(list(dict.fromkeys(content_hashes)), 500):
+                wanted = set(part)
                 for h, blob in cur.execute(
-                        "SELECT content_hash, embedding FROM memories WHERE content_hash IN "
-                        "(SELECT value FROM json_each(?)) AND embedder = ? "
+                        f"SELECT content_hash, embedding FROM memories WHERE {_HASH_PREFIX} IN "
+                        "(SELECT substr(value, 1, 16) FROM json_each(?)) AND embedder = ? "
                         f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}",
                         (json.dumps(part), embedder)):
-                    if h not in found:
+                    if h in wanted and h not in found:
                         found[h] = np.frombuffer(blob, dtype=np.float32).tolist()
         return found
 
