@@ -311,17 +311,20 @@ class EmbeddingService:
         return values
 
     def documents(self, texts: Sequence[str], *, fresh: bool = False,
-                  tokens: Sequence[int | None] | None = None) -> list[Vector]:
+                  tokens: Sequence[int | None] | None = None,
+                  hashes: Sequence[str] | None = None) -> list[Vector]:
         """Vectors for ``texts``: from the LRU cache, the store, then the embedder.
 
         Each distinct text is embedded at most once, in calls of ``batch_size``.
         ``fresh`` skips both caches (re-embedding computes every vector anew). ``tokens``:
-        the texts' token counts where known (see :meth:`call`).
+        the texts' token counts where known (see :meth:`call`); ``hashes``: their content
+        hashes, when the caller has them.
         """
         out: dict[str, Vector] = {}
         todo: dict[str, str] = {}
         counted: dict[str, int | None] = {}
-        hashes = [content_hash(t) for t in texts]
+        if hashes is None:
+            hashes = [content_hash(t) for t in texts]
         known = tokens if tokens is not None else [None] * len(texts)
         cache = {} if fresh else self._cache
         with self._lock:  # once for the batch: this runs for every item of every add_many
@@ -383,10 +386,13 @@ class EmbeddingService:
             return list(records)
         if texts is None:
             texts = [embed_text(r.content, r.metadata) for r in records]
-        # A record embedded as its own content was counted by the intake already.
-        tokens = [r.token_count if t == r.content else None
-                  for r, t in zip(records, texts, strict=True)]
-        vectors = self.documents(list(texts), tokens=tokens)
+        # A record embedded as its own content was counted by the intake already, and
+        # its content hash is the record's (worked out once, for the writer too).
+        own = [t == r.content for r, t in zip(records, texts, strict=True)]
+        tokens = [r.token_count if o else None for r, o in zip(records, own, strict=True)]
+        hashes = [r.content_hash if o else content_hash(t)
+                  for r, t, o in zip(records, texts, own, strict=True)]
+        vectors = self.documents(list(texts), tokens=tokens, hashes=hashes)
         name = self.name
         return [_with_vector(r, v, name) for r, v in zip(records, vectors, strict=True)]
 
