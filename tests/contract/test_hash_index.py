@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 from sqlalchemy import create_engine, text
@@ -130,3 +131,16 @@ def test_a_cached_vector_needs_the_whole_hash_to_match(store_url: str) -> None:
             assert store.find_embedding(lone, EMBEDDER.name) is None
     finally:
         store.close()
+
+
+def test_sqlite_finds_cached_vectors_through_the_prefix_index(tmp_path: Path) -> None:
+    from htm_core.store.sqlite._records import _FIND_EMBEDDINGS
+
+    store = open_store(str(tmp_path / "plan.db"))
+    try:
+        with store._cursor() as cur:  # type: ignore[attr-defined]
+            plan = " ".join(str(row[-1]) for row in cur.execute(
+                "EXPLAIN QUERY PLAN " + _FIND_EMBEDDINGS, ('["ab"]', EMBEDDER.name)))
+    finally:
+        store.close()
+    assert "USING INDEX memories_hash" in plan and "SCAN memories" not in plan

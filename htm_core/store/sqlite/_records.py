@@ -25,6 +25,13 @@ from ._engine import _SQLiteEngine
 from ._errors import map_sqlite_errors
 from ._schema import _HASH_PREFIX, _MEMORY_COLUMNS
 
+#: Stored vectors by one embedder for a JSON list of content hashes, found through the
+#: index on the hashes' prefix (``_HASH_PREFIX``); the caller compares the whole hash.
+_FIND_EMBEDDINGS = (
+    f"SELECT content_hash, embedding FROM memories WHERE {_HASH_PREFIX} IN "
+    "(SELECT substr(value, 1, 16) FROM json_each(?)) AND embedder = ? "
+    f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}")
+
 
 class _SQLiteRecords(_SQLiteEngine):
     """Reads of single memories and the catalogue."""
@@ -108,18 +115,7 @@ class _SQLiteRecords(_SQLiteEngine):
         return [found[i] for i in ids if i in found]
 
     def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
-        # The index holds the hash's prefix (``_HASH_PREFIX``); the whole hash is compared
-        # here, as ``content_hash = :h`` in the statement would be propagated into the
-        # prefix expression by SQLite, which then no longer matches the index.
-        with self._read() as conn:
-            for h, blob in conn.execute(text(
-                    f"SELECT content_hash, embedding FROM memories WHERE {_HASH_PREFIX} = "
-                    "substr(:h, 1, 16) AND embedder = :e "
-                    f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}"),
-                    {"h": content_hash, "e": embedder}):
-                if h == content_hash:
-                    return np.frombuffer(blob, dtype=np.float32).tolist()
-        return None
+        return self.find_embeddings([content_hash], embedder).get(content_hash)
 
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
                         ) -> dict[str, list[float]]:
@@ -127,15 +123,13 @@ class _SQLiteRecords(_SQLiteEngine):
         # The raw cursor and the hashes as one JSON parameter: this runs for every
         # add_many batch, and a statement of 500 named parameters costs more to build in
         # SQLAlchemy than to run. The index holds each hash's prefix (``_HASH_PREFIX``):
-        # the prefixes find the rows, the whole hash is compared on each.
+        # the prefixes find the rows, the whole hash is compared here (``content_hash IN``
+        # in the statement would let SQLite rewrite the prefix expression so that it no
+        # longer matches the index).
         with self._cursor("reading cached embeddings") as cur:
             for part in chunks(list(dict.fromkeys(content_hashes)), 500):
                 wanted = set(part)
-                for h, blob in cur.execute(
-                        f"SELECT content_hash, embedding FROM memories WHERE {_HASH_PREFIX} IN "
-                        "(SELECT substr(value, 1, 16) FROM json_each(?)) AND embedder = ? "
-                        f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}",
-                        (json.dumps(part), embedder)):
+                for h, blob in cur.execute(_FIND_EMBEDDINGS, (json.dumps(part), embedder)):
                     if h in wanted and h not in found:
                         found[h] = np.frombuffer(blob, dtype=np.float32).tolist()
         return found
