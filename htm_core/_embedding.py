@@ -26,6 +26,7 @@ failed embeddings.
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -124,6 +125,29 @@ def _with_vector(record: NewMemory, vector: Vector, embedder: str) -> NewMemory:
     out: NewMemory = object.__new__(NewMemory)
     out.__dict__.update(record.__dict__, embedding=vector, embedder=embedder)
     return out
+
+
+def float32_rows(vectors: Sequence[Any]) -> np.ndarray | None:
+    """``vectors`` as one writable float32 matrix when they are lists of Python floats (or
+    ints) of one length, as a cached LangChain embedder returns them; else None.
+
+    Each row is packed by :mod:`struct` (a C cast per value: the rounding of numpy's
+    float64 to float32 cast): about a third of ``np.asarray``'s time on lists, which
+    takes each value through the generic sequence path. Anything else (arrays, tuples,
+    ragged rows, a value that is not a number or too large for float32) gives None, and
+    the caller's numpy path decides as before.
+    """
+    if not isinstance(vectors, list) or not vectors:
+        return None
+    width = len(vectors[0]) if type(vectors[0]) is list else 0
+    if not width or any(type(v) is not list or len(v) != width for v in vectors):
+        return None
+    pack = struct.Struct(f"{width}f").pack
+    try:
+        packed = bytearray().join([pack(*v) for v in vectors])
+    except (struct.error, OverflowError, TypeError):
+        return None
+    return np.frombuffer(packed, dtype=np.float32).reshape(len(vectors), width)
 
 
 def check_batch_size(value: Any, *, name: str = "embed_batch_size") -> int:
@@ -260,10 +284,12 @@ class EmbeddingService:
 
     def _checked_rows(self, vectors: Sequence[Sequence[float]]) -> list[Vector]:
         """``vectors`` as float32 rows, checked in one pass: non-empty, one length, finite."""
-        try:
-            matrix = np.asarray(vectors, dtype=np.float32)
-        except (TypeError, ValueError):  # ragged or not numbers: check one by one
-            return [self._checked(v) for v in vectors]
+        matrix = float32_rows(vectors)
+        if matrix is None:
+            try:
+                matrix = np.asarray(vectors, dtype=np.float32)
+            except (TypeError, ValueError):  # ragged or not numbers: check one by one
+                return [self._checked(v) for v in vectors]
         if matrix.ndim != 2:
             if matrix.ndim == 1 and len(matrix) == 0:
                 return []
@@ -285,17 +311,20 @@ class EmbeddingService:
         return values
 
     def documents(self, texts: Sequence[str], *, fresh: bool = False,
-                  tokens: Sequence[int | None] | None = None) -> list[Vector]:
+                  tokens: Sequence[int | None] | None = None,
+                  hashes: Sequence[str] | None = None) -> list[Vector]:
         """Vectors for ``texts``: from the LRU cache, the store, then the embedder.
 
         Each distinct text is embedded at most once, in calls of ``batch_size``.
         ``fresh`` skips both caches (re-embedding computes every vector anew). ``tokens``:
-        the texts' token counts where known (see :meth:`call`).
+        the texts' token counts where known (see :meth:`call`); ``hashes``: their content
+        hashes, when the caller has them.
         """
         out: dict[str, Vector] = {}
         todo: dict[str, str] = {}
         counted: dict[str, int | None] = {}
-        hashes = [content_hash(t) for t in texts]
+        if hashes is None:
+            hashes = [content_hash(t) for t in texts]
         known = tokens if tokens is not None else [None] * len(texts)
         cache = {} if fresh else self._cache
         with self._lock:  # once for the batch: this runs for every item of every add_many
@@ -357,10 +386,13 @@ class EmbeddingService:
             return list(records)
         if texts is None:
             texts = [embed_text(r.content, r.metadata) for r in records]
-        # A record embedded as its own content was counted by the intake already.
-        tokens = [r.token_count if t == r.content else None
-                  for r, t in zip(records, texts, strict=True)]
-        vectors = self.documents(list(texts), tokens=tokens)
+        # A record embedded as its own content was counted by the intake already, and
+        # its content hash is the record's (worked out once, for the writer too).
+        own = [t == r.content for r, t in zip(records, texts, strict=True)]
+        tokens = [r.token_count if o else None for r, o in zip(records, own, strict=True)]
+        hashes = [r.content_hash if o else content_hash(t)
+                  for r, t, o in zip(records, texts, own, strict=True)]
+        vectors = self.documents(list(texts), tokens=tokens, hashes=hashes)
         name = self.name
         return [_with_vector(r, v, name) for r, v in zip(records, vectors, strict=True)]
 

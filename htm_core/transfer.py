@@ -442,8 +442,7 @@ def _embed_missing(records: list[NewMemory], embedder: Any, name: str
                              "batch was written, re-run to resume") from exc
     out = list(records)
     for i, vector in zip(todo, vectors, strict=True):
-        out[i] = NewMemory(**{**records[i].__dict__, "embedding": [float(x) for x in vector],
-                              "embedder": name})
+        out[i] = replace(records[i], embedding=[float(x) for x in vector], embedder=name)
     return out, len(todo)
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import ValidationError
@@ -72,7 +73,7 @@ __all__ = [
 ]
 
 #: The schema version this code writes and understands.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: The orders :meth:`Records.list_memories` (and ``HTM.list``) take; ties go by id.
 LIST_ORDERS = ("created_at", "key", "importance")
@@ -117,8 +118,8 @@ class NewMemory:
     #: stored importance to it; a default importance never changes the stored one.
     importance_given: bool = True
 
-    @property
-    def content_hash(self) -> str:
+    @cached_property
+    def content_hash(self) -> str:  # worked out once (the embedding cache and the writer)
         return content_hash(self.content)
 
 

@@ -126,8 +126,8 @@ def test_a_version_3_store_is_upgraded_and_its_long_memories_get_windows(store_u
         _fill(htm)
     _downgrade_to_v3(store_url)
     with HTM(database_url=store_url, embedder=BagOfWords()) as htm:
-        assert htm.store.schema_version() == SCHEMA_VERSION == 4
-        assert htm.operations(op="migrate", limit=1)[0].detail["to"] == 4
+        assert htm.store.schema_version() == SCHEMA_VERSION
+        assert 4 in {op.detail["to"] for op in htm.operations(op="migrate")}
         assert htm.store.window_count() == 0
         assert "long" in _ranked(htm)  # valid meanwhile: scored by its whole vector
         htm.flush()  # the catch-up that embeds memories without vectors makes windows too

@@ -179,9 +179,10 @@ _V4_WINDOWS = [
         FOR EACH ROW EXECUTE FUNCTION htm_windows_stale()""",
 ]
 
+#: Version 5 changed SQLite's embedding-cache index only; PostgreSQL keeps its layout.
 _MIGRATIONS: dict[int, list[str]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS]}
+    4: [*_V4_WINDOWS], 5: []}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "

@@ -23,7 +23,14 @@ from .._vectors import (
 )
 from ._engine import _SQLiteEngine
 from ._errors import map_sqlite_errors
-from ._schema import _MEMORY_COLUMNS
+from ._schema import _HASH_PREFIX, _MEMORY_COLUMNS
+
+#: Stored vectors by one embedder for a JSON list of content hashes, found through the
+#: index on the hashes' prefix (``_HASH_PREFIX``); the caller compares the whole hash.
+_FIND_EMBEDDINGS = (
+    f"SELECT content_hash, embedding FROM memories WHERE {_HASH_PREFIX} IN "
+    "(SELECT substr(value, 1, 16) FROM json_each(?)) AND embedder = ? "
+    f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}")
 
 #: A read connection and its ``data_version``: see :meth:`_SQLiteRecords._mark`.
 Mark = tuple[sqlite3.Connection, int]
@@ -167,27 +174,22 @@ class _SQLiteRecords(_SQLiteEngine):
         return [found[i] for i in ids if i in found]
 
     def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
-        with self._read() as conn:
-            row = conn.execute(text(
-                "SELECT embedding FROM memories WHERE content_hash = :h AND embedder = :e "
-                f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE} LIMIT 1"),
-                {"h": content_hash, "e": embedder}).first()
-        return np.frombuffer(row[0], dtype=np.float32).tolist() if row else None
+        return self.find_embeddings([content_hash], embedder).get(content_hash)
 
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
                         ) -> dict[str, list[float]]:
         found: dict[str, list[float]] = {}
         # The raw cursor and the hashes as one JSON parameter: this runs for every
         # add_many batch, and a statement of 500 named parameters costs more to build in
-        # SQLAlchemy than to run.
+        # SQLAlchemy than to run. The index holds each hash's prefix (``_HASH_PREFIX``):
+        # the prefixes find the rows, the whole hash is compared here (``content_hash IN``
+        # in the statement would let SQLite rewrite the prefix expression so that it no
+        # longer matches the index).
         with self._cursor("reading cached embeddings") as cur:
             for part in chunks(list(dict.fromkeys(content_hashes)), 500):
-                for h, blob in cur.execute(
-                        "SELECT content_hash, embedding FROM memories WHERE content_hash IN "
-                        "(SELECT value FROM json_each(?)) AND embedder = ? "
-                        f"AND embedding IS NOT NULL AND NOT {CHUNK_SQLITE}",
-                        (json.dumps(part), embedder)):
-                    if h not in found:
+                wanted = set(part)
+                for h, blob in cur.execute(_FIND_EMBEDDINGS, (json.dumps(part), embedder)):
+                    if h in wanted and h not in found:
                         found[h] = np.frombuffer(blob, dtype=np.float32).tolist()
         return found
 

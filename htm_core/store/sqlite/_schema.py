@@ -38,9 +38,18 @@ _GATED_TRIGGERS = {"memories_fts_ai": (_FTS_INSERT_TRIGGER, "fts_insert_trigger"
 _LARGE_BATCH = 256
 _LARGE_BATCH_CACHE_KIB = 32_768
 
-#: The index behind the embedding cache (``find_embedding(s)``). Its keys are random, so each
-#: batch dirties pages all over it; ``bulk_load`` builds it once at the end instead.
-_HASH_INDEX = "CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash, embedder)"
+#: What the embedding-cache index (``memories_hash``) holds of a row: the first 16 hex digits
+#: (64 bits) of its content hash. Lookups (``find_embedding(s)``) go through this expression
+#: and then compare the whole hash and the embedder on the row, so the meaning is the full
+#: (content hash, embedder) match of schema 1-4 (and of PostgreSQL's index).
+_HASH_PREFIX = "substr(content_hash, 1, 16)"
+
+#: The index behind the embedding cache. Its keys are random, so each batch of adds dirties
+#: pages all over it, more of them as the store grows; an entry of 16 characters and the
+#: rowid (about 25 bytes, where ``(content_hash, embedder)`` took about 95) makes it a
+#: quarter of the size, and a batch's commit writes that many fewer pages. ``bulk_load``
+#: builds it once at the end instead.
+_HASH_INDEX = f"CREATE INDEX IF NOT EXISTS memories_hash ON memories({_HASH_PREFIX})"
 
 _SCHEMA_V1 = [
     """CREATE TABLE IF NOT EXISTS htm_meta (
@@ -66,7 +75,7 @@ _SCHEMA_V1 = [
         embedder TEXT,
         forgotten_at REAL)""",
     "CREATE INDEX IF NOT EXISTS memories_created_at ON memories(created_at)",
-    _HASH_INDEX,
+    "CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash, embedder)",
     "CREATE INDEX IF NOT EXISTS memories_robot ON memories(robot_id)",
     """CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
         content, content='memories', content_rowid='id',
@@ -204,9 +213,13 @@ _V4_WINDOWS = [
         DELETE FROM memory_windows WHERE memory_id = old.id; END""",
 ]
 
+#: Version 5, the embedding-cache index on a 64-bit prefix of the content hash (see
+#: ``_HASH_INDEX``); the stored hashes are unchanged.
+_V5_HASH_INDEX = ["DROP INDEX IF EXISTS memories_hash", _HASH_INDEX]
+
 _MIGRATIONS: dict[int, list[str]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS]}
+    4: [*_V4_WINDOWS], 5: [*_V5_HASH_INDEX]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import text
@@ -132,13 +132,23 @@ class SQLiteWorkingSet(_SQLiteRecords):
                                   else self.working_version(change.robot), in_step=True))
 
     def _apply_working(self, conn: Connection, change: WorkingChange,
-                       expected_version: int | None) -> WorkingResult:
+                       expected_version: int | None,
+                       written: Mapping[str, tuple[int, bool]] | None = None) -> WorkingResult:
         """Write ``change`` on ``conn``. The write lock is held, so a forget cannot run
         between the visibility check and the insert: a hidden memory is refused. (The raw
-        cursor: this runs on every recall and add.)"""
+        cursor: this runs on every recall and add.)
+
+        ``written``: key -> (id, created) of the memories the add in this same transaction
+        wrote (all visible: new rows, or re-added ones it restored). Their ids need no
+        lookup, and a row created in this transaction holds no membership yet, so its
+        eviction (it entered and left within the batch) deletes nothing; it is logged like
+        every eviction.
+        """
         rid = self._robot_id(conn, change.robot)
         ts = to_timestamp(change.at)
-        keys = list(dict.fromkeys([*change.evict, *(s.key for s in change.put)]))
+        known = written or {}
+        lookup = [k for k in dict.fromkeys([*change.evict, *(s.key for s in change.put)])
+                  if k not in known]
         ids: dict[str, tuple[int, bool]] = {}
         cur = conn.connection.cursor()
         try:
@@ -146,27 +156,34 @@ class SQLiteWorkingSet(_SQLiteRecords):
                 cur.executemany("UPDATE memories SET last_accessed = max(last_accessed, ?), "
                                 "access_count = access_count + 1 WHERE id = ?",
                                 [(ts, int(i)) for i in change.touch])
-            for part in chunks(keys, 500):
+            for part in chunks(lookup, 500):
                 for key, mid, forgotten in cur.execute(
                         "SELECT key, id, forgotten_at IS NOT NULL FROM memories WHERE key IN "
-                        f"({', '.join('?' * len(part))})", list(part)):
+                        "(SELECT value FROM json_each(?))", (json.dumps(part),)):
                     ids[key] = (int(mid), bool(forgotten))
             if change.evict:
-                cur.executemany("DELETE FROM working_memory WHERE robot_id = ? AND memory_id = ?",
-                                [(rid, ids[k][0]) for k in change.evict if k in ids])
+                held = [(rid, ids[k][0]) if k in ids else (rid, known[k][0])
+                        for k in change.evict if k in ids or (k in known and not known[k][1])]
+                if held:
+                    cur.executemany("DELETE FROM working_memory WHERE robot_id = ? "
+                                    "AND memory_id = ?", held)
+                now = time.time()
                 cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
                                 "VALUES (?, 'evict', ?, ?, ?, '{}')",
-                                [(time.time(), rid, ids[k][0] if k in ids else None, k)
+                                [(now, rid, ids[k][0] if k in ids else
+                                  known[k][0] if k in known else None, k)
                                  for k in change.evict])
-            refused = frozenset(s.key for s in change.put if s.key not in ids or ids[s.key][1])
+            refused = frozenset(s.key for s in change.put if s.key not in known
+                                and (s.key not in ids or ids[s.key][1]))
             cur.executemany(
                 "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
                 "access_count, seq, access_seq) VALUES (?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(robot_id, memory_id) DO UPDATE SET last_accessed = "
                 "excluded.last_accessed, access_count = excluded.access_count, "
                 "seq = excluded.seq, access_seq = excluded.access_seq",
-                [(rid, ids[s.key][0], ts, to_timestamp(s.last_accessed), s.access_count, s.seq,
-                  s.access_seq) for s in change.put if s.key not in refused])
+                [(rid, known[s.key][0] if s.key in known else ids[s.key][0], ts,
+                  to_timestamp(s.last_accessed), s.access_count, s.seq, s.access_seq)
+                 for s in change.put if s.key not in refused])
             version = int(cur.execute(
                 "UPDATE robots SET working_version = working_version + 1, last_active = ? "
                 "WHERE id = ? RETURNING working_version", (ts, rid)).fetchone()[0])

@@ -112,7 +112,8 @@ class _SQLiteWriter(_SQLiteSearch):
             results = [AddResult(by_id[mid], created) for mid, created in outcomes]
             change = working(results) if working is not None else None
             if change is not None:
-                applied = self._apply_working(conn, change, expected_version)
+                written = {r.memory.key: (r.memory.id, r.created) for r in results}
+                applied = self._apply_working(conn, change, expected_version, written)
         # The in-process index follows only once the transaction has committed.
         self._index_new(vectors)
         if self._index is not None:
