@@ -130,21 +130,38 @@ def test_filtered_vector_search_is_not_starved_by_the_approximate_index(store):
     assert [m.key for m in store.get_many([h[0] for h in hits])] == ["t1"]
 
 
+def raw_statements(store: PostgresStore) -> list[tuple[str, object]]:
+    """Record every statement the store's own read connection (the recall path's reads:
+    searches, briefs, memories, the recall check) sends from now on."""
+    store.briefs([1], SearchFilters())  # the read connection exists after a first read
+    pg = store._raw_conn
+    assert pg is not None
+    seen: list[tuple[str, object]] = []
+
+    class Recording(psycopg.Cursor):  # Connection.execute makes its cursor here too
+        def execute(self, query, params=None, **kwargs):  # type: ignore[override]
+            seen.append((str(query), params))
+            return super().execute(query, params, **kwargs)
+
+    pg.cursor_factory = Recording
+    return seen
+
+
 def test_ef_search_is_set_per_query(store):
     store.add_many(notes(20))
-    seen = statements(store)
+    seen = raw_statements(store)
     query = EMB.embed_query("topic 4")
     store.vector_search(query, limit=3, filters=SearchFilters(), ef_search=123)
     store.vector_search(query, limit=3, filters=SearchFilters())
-    values = [p["v"] for sql, p in seen if "hnsw.ef_search" in sql]  # type: ignore[index]
+    values = [p[0] for sql, p in seen if "hnsw.ef_search" in sql]  # type: ignore[index]
     assert values == ["123", str(DEFAULT_EF_SEARCH)]
-    # The pooled connection keeps the value in its session: asking again sends nothing,
+    # The read connection keeps the value in its session: asking again sends nothing,
     # and the dimension was read once.
+    assert sum("embedding_dim" in sql for sql, _ in seen) == 1
     seen.clear()
     store.vector_search(query, limit=3, filters=SearchFilters())
     assert [sql for sql, _ in seen if "hnsw.ef_search" in sql or "embedding_dim" in sql] == []
-    with store._engine.connect() as conn:
-        assert conn.exec_driver_sql("SHOW hnsw.ef_search").scalar() == str(DEFAULT_EF_SEARCH)
+    assert store._raw_conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(DEFAULT_EF_SEARCH)
     with pytest.raises(ValidationError, match="ef_search"):
         store.vector_search(query, limit=3, filters=SearchFilters(), ef_search=0)
 
@@ -175,7 +192,7 @@ def test_common_words_are_judged_by_the_statistics_once_analyzed(store, pg_url):
     while the table has no statistics, read from them (no count) once it is analyzed."""
     store.add_many([rec(f"Ana: filler line number {i}", key=f"f{i}") for i in range(240)]
                    + [rec("Bo: I bought a used vehicle", key="v0")])
-    seen = statements(store)
+    seen = raw_statements(store)
 
     def keys(query: str) -> list[str]:
         hits = store.fulltext_search(query, limit=5, filters=SearchFilters())
