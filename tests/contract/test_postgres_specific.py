@@ -30,6 +30,7 @@ from htm_core.errors import (
 )
 from htm_core.retrieval import search
 from htm_core.store import SCHEMA_VERSION, NewMemory, SearchFilters, open_store
+from htm_core.store.base import ArmQuery
 from htm_core.store.postgres import DEFAULT_EF_SEARCH, PostgresStore, postgres_url
 
 pytestmark = pytest.mark.postgres
@@ -212,6 +213,57 @@ def test_common_words_are_judged_by_the_statistics_once_analyzed(store, pg_url):
     assert keys("Ana vehicle") == ["v0"]
     assert "count(*)" not in searched() and "<@" in searched()
     assert len(keys("Ana")) == 5  # a common word alone still matches
+
+
+def test_recall_reads_see_another_store_forget_at_once(store, pg_url):
+    """The recall path's reads (searches, briefs, memories, the recall check) run on the
+    store's own connection in autocommit, each statement its own snapshot: a memory
+    another store object forgets is gone from every one of them at the next call, also
+    once psycopg has prepared those statements; and a restore brings it back."""
+    store.add_many(notes(40))
+    target = store.get("n3")
+    assert target is not None
+    query = EMB.embed_query(target.content)
+    everyone = [m.id for m in store.get_many(list(range(1, 41)))]
+
+    def seen() -> tuple[bool, ...]:
+        by_vector = [h[0] for h in store.vector_search(query, limit=40, filters=SearchFilters())]
+        by_text = [h[0] for h in store.fulltext_search("note topic 3", limit=40,
+                                                       filters=SearchFilters())]
+        arms = store.search_arms([ArmQuery(vector=query, limit=40, filters=SearchFilters()),
+                                  ArmQuery(text="note topic 3", limit=40, filters=SearchFilters())])
+        return (target.id in by_vector, target.id in by_text,
+                target.id in {h[0] for arm in arms for h in arm},
+                target.id in store.briefs(everyone, SearchFilters()),
+                target.id in {m.id for m in store.get_many(everyone)},
+                target.id not in store.recall_check("r1", everyone)[1])
+
+    for _ in range(7):  # prepared after five runs
+        assert seen() == (True,) * 6
+    other = PostgresStore(pg_url)
+    try:
+        other.forget("n3", robot="r1", at=T0 + timedelta(days=1))
+        assert seen() == (False,) * 6
+        other.restore("n3", robot="r1")
+        assert seen() == (True,) * 6
+    finally:
+        other.close()
+
+
+def test_recall_reads_while_the_own_connection_is_busy(store):
+    """A thread that finds the store's own read connection taken runs its read on a pooled
+    connection, with the same answer (ef_search set on that connection's session)."""
+    store.add_many(notes(40))
+    query = EMB.embed_query("note 3 about topic 3")
+    alone = store.vector_search(query, limit=5, filters=SearchFilters(), ef_search=77)
+    ids = [h[0] for h in alone]
+    with store._raw_lock:  # as if another thread were reading
+        assert store.vector_search(query, limit=5, filters=SearchFilters(), ef_search=77) == alone
+        assert sorted(store.briefs(ids, SearchFilters())) == sorted(ids)
+        assert [m.id for m in store.get_many(ids)] == ids
+        assert store.recall_check("r1", ids)[1] == frozenset()
+        with store._engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW hnsw.ef_search").scalar() == "77"
 
 
 # -- writing --------------------------------------------------------------------------
