@@ -288,8 +288,6 @@ class _PostgresSearch(PostgresWorkingSet):
                     parsed = parse_query(arm.text or "")
                     if parsed:
                         parts[k] = self._fulltext_sql(parsed, arm.limit, arm.filters, common)
-            if not parts:
-                return []
             texts = {k: part for k, part in parts.items() if arms[k].vector is None}
             if texts and len(texts) < len(parts) and pg is self._raw_conn:
                 vectors = {k: part for k, part in parts.items() if k not in texts}
