@@ -266,32 +266,6 @@ def test_recall_reads_while_the_own_connection_is_busy(store):
             assert conn.exec_driver_sql("SHOW hnsw.ef_search").scalar() == "77"
 
 
-def test_vector_and_fulltext_arms_run_side_by_side(store, pg_url):
-    """Hybrid arms run as two statements at once (the vector arms on the store's own
-    read connection, the full-text arms on a second one), with the answer of the one
-    statement the pooled path sends; when the second connection dies, the next search
-    still answers (the full-text arms then run after the vector arms) and a new second
-    connection is opened for the one after."""
-    store.add_many(notes(60))
-    query = EMB.embed_query("note 7 about topic 7")
-    arms = [ArmQuery(vector=query, limit=20, filters=SearchFilters()),
-            ArmQuery(text="note topic 7", limit=20, filters=SearchFilters()),
-            ArmQuery(vector=query, limit=5, filters=SearchFilters(robot="r1"))]
-    with store._raw_lock:  # as if another thread were reading: the pooled, one-statement path
-        serial = store.search_arms(arms)
-    assert all(serial)
-    assert store.search_arms(arms) == serial
-    side = store._raw_side
-    assert side is not None and side.info.backend_pid != store._raw_conn.info.backend_pid
-    with admin(pg_url) as conn:
-        conn.execute("SELECT pg_terminate_backend(%s)", (side.info.backend_pid,))
-    time.sleep(0.2)
-    assert store.search_arms(arms) == serial
-    assert store._raw_side is None
-    assert store.search_arms(arms) == serial
-    assert store._raw_side is not None and not store._raw_side.broken
-
-
 # -- writing --------------------------------------------------------------------------
 
 def test_a_batch_of_adds_is_a_fixed_number_of_statements_or_copies(store):

@@ -11,7 +11,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -134,8 +133,6 @@ class _PostgresEngine(SQLWorkingSet):
     #: The recall path's own connection (see :meth:`_quick`), its process and its notes.
     _raw_lock: threading.Lock
     _raw_conn: psycopg.Connection[Any] | None = None
-    _raw_side: psycopg.Connection[Any] | None = None
-    _raw_worker: ThreadPoolExecutor | None = None
     _raw_pid: int = 0
     _raw_info: dict[str, Any]
 
@@ -216,50 +213,28 @@ class _PostgresEngine(SQLWorkingSet):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _raw_connection(self, what: str) -> psycopg.Connection[Any]:
-        """The store's own read connection (the caller holds ``_raw_lock``)."""
+        """The store's own read connection (the caller holds ``_raw_lock``): one of the
+        engine's (its connect arguments and pgvector's codec), taken out of the pool."""
         pg = self._raw_conn
         if pg is None or self._raw_pid != os.getpid():
-            self._raw_conn = self._raw_side = self._raw_worker = None  # a parent's: let go
-            pg = self._detached(what)
+            with map_postgres_errors(self.url, what):
+                fairy = self._engine.raw_connection()
+            pg = fairy.dbapi_connection  # type: ignore[assignment]
+            fairy.detach()  # ours now: closed by _drop_raw, never returned
+            assert pg is not None
+            pg.autocommit = True
             self._raw_conn, self._raw_pid, self._raw_info = pg, os.getpid(), {}
         return pg
 
-    def _side_connection(self, what: str) -> tuple[ThreadPoolExecutor, psycopg.Connection[Any]]:
-        """A second read connection and the thread that reads on it, for a statement run
-        beside one on :meth:`_raw_connection` (the caller holds ``_raw_lock`` and has
-        called that first, in this process)."""
-        if self._raw_worker is None:
-            self._raw_worker = ThreadPoolExecutor(1, thread_name_prefix="htm-read")
-        if self._raw_side is None:
-            self._raw_side = self._detached(what)
-        return self._raw_worker, self._raw_side
-
-    def _detached(self, what: str) -> psycopg.Connection[Any]:
-        """One of the engine's connections (its connect arguments and pgvector's codec)
-        taken out of the pool, in autocommit."""
-        with map_postgres_errors(self.url, what):
-            fairy = self._engine.raw_connection()
-        pg = fairy.dbapi_connection
-        fairy.detach()  # ours now: closed by _drop_raw, never returned
-        assert pg is not None
-        pg.autocommit = True
-        return pg  # type: ignore[return-value]
-
-    def _drop_raw(self, *, side_only: bool = False) -> None:
-        """Close the store's own read connections (ones inherited through ``fork`` are only
-        let go of: closing them would end the parent's sessions)."""
-        if side_only:
-            doomed = [self._raw_side]
-        else:
-            doomed = [self._raw_conn, self._raw_side]
-            self._raw_conn = None
-        self._raw_side = None
-        for pg in doomed:
-            if pg is not None and self._raw_pid == os.getpid():
-                try:
-                    pg.close()
-                except psycopg.Error as exc:
-                    logger.debug("closing a read connection of %s: %s", self.url, exc)
+    def _drop_raw(self) -> None:
+        """Close the store's own read connection (one inherited through ``fork`` is only
+        let go of: closing it would end the parent's session)."""
+        pg, self._raw_conn = self._raw_conn, None
+        if pg is not None and self._raw_pid == os.getpid():
+            try:
+                pg.close()
+            except psycopg.Error as exc:
+                logger.debug("closing the read connection of %s: %s", self.url, exc)
 
     # -- hooks of the shared SQL layer -----------------------------------------------
 
@@ -367,9 +342,6 @@ class _PostgresEngine(SQLWorkingSet):
         """Release every pooled connection and the recall path's own."""
         with self._raw_lock:
             self._drop_raw()
-            if self._raw_worker is not None and self._raw_pid == os.getpid():
-                self._raw_worker.shutdown(wait=False)
-            self._raw_worker = None
         self._engine.dispose()
 
     # -- meta ------------------------------------------------------------------------

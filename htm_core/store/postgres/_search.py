@@ -28,21 +28,6 @@ from ._engine import _PARAM, _check_int, _rows
 from ._working import PostgresWorkingSet
 
 
-def _arm_rows(pg: psycopg.Connection[Any], parts: dict[int, tuple[str, dict[str, Any]]]
-              ) -> list[Any]:
-    """(arm, id, score) rows of the arms' statements, run as one."""
-    if len(parts) == 1:
-        (k, (sql, params)), = parts.items()
-        return [(k, *row) for row in _rows(pg, sql, params)]
-    union, merged = [], {}
-    for k, (sql, params) in parts.items():
-        # Each arm's parameters get a prefix of their own.
-        renamed = _PARAM.sub(rf":a{k}_\1", sql)
-        merged.update({f"a{k}_{name}": value for name, value in params.items()})
-        union.append(f"SELECT {k} AS arm, s.* FROM ({renamed}) s")
-    return _rows(pg, " UNION ALL ".join(f"({part})" for part in union), merged)
-
-
 class _PostgresSearch(PostgresWorkingSet):
     """Vector and full-text search, one statement per search."""
 
@@ -288,11 +273,19 @@ class _PostgresSearch(PostgresWorkingSet):
                     parsed = parse_query(arm.text or "")
                     if parsed:
                         parts[k] = self._fulltext_sql(parsed, arm.limit, arm.filters, common)
-            texts = {k: part for k, part in parts.items() if arms[k].vector is None}
-            if texts and len(texts) < len(parts) and pg is self._raw_conn:
-                vectors = {k: part for k, part in parts.items() if k not in texts}
-                return self._side_by_side(pg, vectors, texts)
-            return _arm_rows(pg, parts)
+            if not parts:
+                return []
+            if len(parts) == 1:
+                (k, (sql, params)), = parts.items()
+                return [(k, *row) for row in _rows(pg, sql, params)]
+            union, merged = [], {}
+            for k, (sql, params) in parts.items():
+                # Each arm's parameters get a prefix of their own.
+                renamed = _PARAM.sub(rf":a{k}_\1", sql)
+                merged.update({f"a{k}_{name}": value for name, value in params.items()})
+                union.append(f"SELECT {k} AS arm, s.* FROM ({renamed}) s")
+            sql = " UNION ALL ".join(f"({part})" for part in union)
+            return _rows(pg, sql, merged)
 
         rows = self._quick("search", run)
         found: list[list[tuple[int, float]]] = [[] for _ in arms]
@@ -308,26 +301,6 @@ class _PostgresSearch(PostgresWorkingSet):
             else:
                 found[k].sort(key=lambda hit: (-hit[1], hit[0]))  # its ORDER BY
         return found
-
-    def _side_by_side(self, pg: psycopg.Connection[Any], vectors: dict[int, tuple[str, dict[str, Any]]],
-                      texts: dict[int, tuple[str, dict[str, Any]]]) -> list[Any]:
-        """The vector arms on ``pg`` (the store's own connection, ``hnsw.ef_search`` set)
-        and the full-text arms at the same time on the second read connection: two server
-        processes instead of one statement's one. When that connection has died, the
-        full-text arms run on ``pg`` after the vector arms."""
-        worker, side = self._side_connection("search")
-        beside = worker.submit(_arm_rows, side, texts)
-        try:
-            rows = _arm_rows(pg, vectors)
-        finally:
-            try:
-                other: list[Any] | None = beside.result()
-            except psycopg.Error:
-                if not (side.broken or side.closed):
-                    raise
-                self._drop_raw(side_only=True)
-                other = None
-        return rows + (other if other is not None else _arm_rows(pg, texts))
 
     def _exact_vector_search(self, sql: str, params: dict[str, Any]) -> list[tuple[int, float]]:
         """The vector search again with index scans off (this transaction only): a filter
