@@ -336,34 +336,6 @@ def test_bulk_load_through_htm_and_defer_fulltext_off(pg_url: str) -> None:
         assert htm.stats().long_term_total == 600
 
 
-def test_a_row_refused_while_the_copy_streams_fails_the_batch(store: PostgresStore) -> None:
-    """A large COPY streams from a thread while the batch's results are staged (the
-    working-memory callback runs meanwhile); a row the server refuses mid-stream still
-    fails the whole batch: nothing written, the error raised to the caller."""
-    store.add_many(make_records(10))
-    before = snapshot(store)
-    staged: list[int] = []
-    bad = make_records(600, start=10)
-    bad[550] = NewMemory(**{**bad[550].__dict__, "content": "bad \x00 text"})
-    with pytest.raises(StoreError):
-        store.add_and_enter(bad, working=lambda rs: staged.append(len(rs)))  # type: ignore[func-returns-value]
-    assert staged == [600] and snapshot(store) == before
-    assert store.get("k10", include_forgotten=True) is None
-
-
-def test_working_memory_after_streamed_batches(pg_url: str) -> None:
-    """Batches large enough to stream enter working memory as the store then holds it."""
-    with HTM(robot="streamer", database_url=pg_url, embedder=HashingEmbedder(dim=DIM),
-             working_memory_tokens=400) as htm:
-        for batch in range(2):
-            added = htm.add_many([f"batch {batch} line {i} on {WORDS[i % 16]}"
-                                  for i in range(300)])
-            held = [m.key for m in htm.store.working_set("streamer")]
-            assert held and set(held) <= {m.key for m in added}
-            assert sorted(held) == sorted(htm.working_memory.keys())
-        assert htm.stats().long_term_total == 600
-
-
 def test_naive_times_take_the_statement_path_and_match_it(pg_url: str, other_url: str) -> None:
     naive = [NewMemory(**{**r.__dict__, "created_at": r.created_at.replace(tzinfo=None),
                           "last_accessed": None, "forgotten_at": None})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -45,30 +44,6 @@ from ._engine import _aware, _KeyRace, _utc
 from ._schema import _DIMENSION_LOCK, _HNSW_INDEX
 from ._search import _PostgresSearch
 
-#: A COPY of this many new rows or more streams from a thread of its own (see
-#: ``_PostgresWriter._insert_copy``); below it the thread would cost more than it hides.
-_STREAM_ROWS = 256
-
-
-def _copy_driver_rows(driver: psycopg.Connection[Any], statement: str, types: Sequence[str],
-                      rows: Iterator[tuple[Any, ...]] | Sequence[tuple[Any, ...]]) -> None:
-    """Stream ``rows`` with a binary COPY on the driver's connection; a key another
-    writer committed meanwhile is ``_KeyRace``, other driver errors SQLAlchemy's."""
-    try:
-        with driver.cursor() as cur:
-            jsonb = type("JsonTextDumper", (_JsonTextDumper,), {"oid": _JSONB_OID})
-            cur.adapters.register_dumper(None, jsonb)
-            with cur.copy(statement) as copy:
-                copy.set_types(list(types))
-                for row in rows:
-                    copy.write_row(row)
-    except psycopg.errors.UniqueViolation as exc:
-        if exc.diag.constraint_name == "memories_key_key":
-            raise _KeyRace() from exc
-        raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
-    except psycopg.Error as exc:
-        raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
-
 
 class _PostgresWriter(_PostgresSearch):
     """The add path and the other writes of memory rows."""
@@ -105,11 +80,8 @@ class _PostgresWriter(_PostgresSearch):
 
         def write(conn: Connection, allow_copy: bool
                   ) -> tuple[list[AddResult], WorkingResult | None]:
-            staged: list[WorkingChange | None] = []
-            results = self._add_many(
-                conn, records, units, robot_ids, dims, allow_copy=allow_copy,
-                stage=lambda rs: staged.append(working(rs) if working is not None else None))
-            change = staged[0]
+            results = self._add_many(conn, records, units, robot_ids, dims, allow_copy=allow_copy)
+            change = working(results) if working is not None else None
             if change is None:
                 return results, None
             return results, self._apply_working(conn, change, expected_version)
@@ -121,13 +93,7 @@ class _PostgresWriter(_PostgresSearch):
 
     def _add_many(self, conn: Connection, records: Sequence[NewMemory],
                   units: Sequence[np.ndarray | None], robot_ids: dict[str, int],
-                  dims: set[int], *, allow_copy: bool,
-                  stage: Callable[[list[AddResult]], object] = lambda _rs: None,
-                  ) -> list[AddResult]:
-        """The batch's rows and log lines; ``stage`` is called once with the results before
-        this returns. A large COPY of new rows streams from a thread of its own while the
-        results are built and staged here (the server ingests the rows meanwhile); the
-        connection is used again only once that COPY has ended."""
+                  dims: set[int], *, allow_copy: bool) -> list[AddResult]:
         if dims:
             embedder = next(r.embedder for r in records if r.embedding is not None)
             self._check_embedding(conn, embedder or "unknown", next(iter(dims)))
@@ -146,8 +112,6 @@ class _PostgresWriter(_PostgresSearch):
         inserted: dict[str, int] = {}
         copied = False
         hashes: dict[int, str] = {}
-        landed: Callable[[], None] = lambda: None  # noqa: E731  (waits for a streaming COPY)
-        stored: tuple[dict[str, int], dict[int, dict[str, Any]]] = ({}, {})
         if new:
             fresh = [records[i] for i in new]
             vectors = [units[i] for i in new]
@@ -155,56 +119,40 @@ class _PostgresWriter(_PostgresSearch):
                 _aware(r.created_at, r.last_accessed, r.forgotten_at) for r in fresh)
             if copied:
                 hashes = {i: records[i].content_hash for i in new}
-                stored = self._as_stored(conn, fresh)
-                inserted, landed = self._insert_copy(conn, fresh, [hashes[i] for i in new],
-                                                     vectors, robot_ids)
+                inserted = self._insert_copy(conn, fresh, [hashes[i] for i in new], vectors,
+                                             robot_ids)
             else:  # naive datetimes go as parameters: the server reads them in its time zone
                 inserted = self._insert_statement(conn, fresh, vectors, robot_ids)
             raced = [records[i].key for i in new if records[i].key not in inserted]
             if raced:  # another process committed these keys after our first look
                 existing.update(self._existing(conn, raced))
-        staged = False
-        try:
-            # Every record that did not create its memory touches it: check content, count.
-            touches: dict[int, int] = {}
-            log: list[tuple[str, int | None, int | None, str | None,
-                            dict[str, Any] | None]] = []
-            restored: set[int] = set()
-            ids: list[int] = []
-            for i, rec in enumerate(records):
-                rid = robot_ids[rec.robot]
-                if first[rec.key] == i and rec.key in inserted:
-                    ids.append(inserted[rec.key])
-                    log.append(("add", rid, inserted[rec.key], rec.key, None))
-                    continue
-                if rec.key in inserted:
-                    mid = inserted[rec.key]
-                    forgotten = records[first[rec.key]].forgotten_at is not None
-                else:
-                    mid, old_content, was_forgotten = existing[rec.key]
-                    if old_content != rec.content:
-                        state = " (forgotten; purge it to reuse the key)" if was_forgotten else ""
-                        raise DuplicateKeyError(
-                            f"key {rec.key!r} already holds different content{state}; choose "
-                            "another key")
-                    forgotten = was_forgotten
-                forgotten = forgotten and mid not in restored
-                restored.add(mid)
-                touches[mid] = touches.get(mid, 0) + 1
-                log.append(("restore" if forgotten else "touch", rid, mid, rec.key,
-                            {"reason": "added again"}))
-                ids.append(mid)
-            created = {inserted[records[i].key]: i for i in new if records[i].key in inserted}
-            by_id: dict[int, Memory] = {}
-            if copied:
-                by_id = self._inserted_memories(records, units, hashes, {
-                    mid: i for mid, i in created.items() if mid not in touches}, *stored)
-            if not touches and all(mid in by_id for mid in ids):
-                # Nothing to read back: staged while the COPY may still be streaming.
-                stage([AddResult(by_id[mid], created.get(mid) == i) for i, mid in enumerate(ids)])
-                staged = True
-        finally:
-            landed()
+        # Every record that did not create its memory touches it: check content, count.
+        touches: dict[int, int] = {}
+        log: list[tuple[str, int | None, int | None, str | None, dict[str, Any] | None]] = []
+        restored: set[int] = set()
+        ids: list[int] = []
+        for i, rec in enumerate(records):
+            rid = robot_ids[rec.robot]
+            if first[rec.key] == i and rec.key in inserted:
+                ids.append(inserted[rec.key])
+                log.append(("add", rid, inserted[rec.key], rec.key, None))
+                continue
+            if rec.key in inserted:
+                mid, forgotten = inserted[rec.key], records[first[rec.key]].forgotten_at is not None
+            else:
+                mid, old_content, was_forgotten = existing[rec.key]
+                if old_content != rec.content:
+                    state = " (forgotten; purge it to reuse the key)" if was_forgotten else ""
+                    raise DuplicateKeyError(
+                        f"key {rec.key!r} already holds different content{state}; choose "
+                        "another key")
+                forgotten = was_forgotten
+            forgotten = forgotten and mid not in restored
+            restored.add(mid)
+            touches[mid] = touches.get(mid, 0) + 1
+            log.append(("restore" if forgotten else "touch", rid, mid, rec.key,
+                        {"reason": "added again"}))
+            ids.append(mid)
         if touches:
             conn.execute(text(
                 "UPDATE memories m SET last_accessed = GREATEST(m.last_accessed, now()), "
@@ -217,19 +165,20 @@ class _PostgresWriter(_PostgresSearch):
         self._merge_readds(conn, [(n, ids[i], rec) for n, (i, rec) in enumerate(
             (i, rec) for i, rec in enumerate(records)
             if not (first[rec.key] == i and rec.key in inserted))], log)
+        created = {inserted[records[i].key]: i for i in new if records[i].key in inserted}
+        by_id: dict[int, Memory] = {}
         if copied:
             self._copy_rows(conn, _COPY_OPERATIONS, _COPY_OPERATIONS_TYPES, (
                 (e[0], e[1], e[2], e[3], json.dumps(e[4]) if e[4] else _EMPTY_JSON) for e in log))
+            by_id = self._inserted_memories(conn, records, units, hashes, {
+                mid: i for mid, i in created.items() if mid not in touches})
         else:
             self._log_many(conn, log)
         rest = sorted({mid for mid in ids if mid not in by_id})
         if rest:
             by_id.update((m.id, m) for m in self._fetch(conn, "m.id = ANY(:ids)", {"ids": rest},
                                                           False))
-        results = [AddResult(by_id[mid], created.get(mid) == i) for i, mid in enumerate(ids)]
-        if not staged:
-            stage(results)
-        return results
+        return [AddResult(by_id[mid], created.get(mid) == i) for i, mid in enumerate(ids)]
 
     @staticmethod
     def _merge_readds(conn: Connection, readds: Sequence[tuple[int, int, NewMemory]],
@@ -307,83 +256,61 @@ class _PostgresWriter(_PostgresSearch):
         """Stream ``rows`` with a binary COPY on the transaction's own connection."""
         driver = conn.connection.driver_connection
         assert driver is not None  # a checked-out connection always has one
-        _copy_driver_rows(driver, statement, types, rows)
+        try:
+            with driver.cursor() as cur:
+                jsonb = type("JsonTextDumper", (_JsonTextDumper,), {"oid": _JSONB_OID})
+                cur.adapters.register_dumper(None, jsonb)
+                with cur.copy(statement) as copy:
+                    copy.set_types(list(types))
+                    for row in rows:
+                        copy.write_row(row)
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name == "memories_key_key":
+                raise _KeyRace() from exc
+            raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
 
     def _insert_copy(self, conn: Connection, records: Sequence[NewMemory], hashes: Sequence[str],
-                     units: Sequence[np.ndarray | None], robot_ids: dict[str, int]
-                     ) -> tuple[dict[str, int], Callable[[], None]]:
-        """Stream ``records`` into ``memories`` with a binary COPY; key -> id, and a call
-        that waits for the COPY to end (raising what it raised).
+                     units: Sequence[np.ndarray | None],
+                     robot_ids: dict[str, int]) -> dict[str, int]:
+        """Stream ``records`` into ``memories`` with a binary COPY; key -> id.
 
         Ids are drawn from the table's identity sequence first, so no row needs to come
         back. The batch has locked the keys that exist; a key another writer commits in
         between makes the COPY fail (``_KeyRace``), and the batch is re-run by statement.
-        From ``_STREAM_ROWS`` rows the COPY runs on a thread of its own, so the caller can
-        build its results meanwhile; the caller must not use ``conn`` until it has waited.
         """
         ids = sorted(int(i) for i in conn.execute(text(
             "SELECT nextval(pg_get_serial_sequence('memories', 'id')) "
             "FROM generate_series(1, :n)"), {"n": len(records)}).scalars())
-        rows = (
+        self._copy_rows(conn, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, (
             (mid, r.key, r.content, h, robot_ids[r.robot], float(r.importance),
              int(r.token_count), r.created_at, r.last_accessed or r.created_at,
              int(r.access_count), json.dumps(r.metadata) if r.metadata else _EMPTY_JSON, unit,
              r.embedder if unit is not None else None, r.forgotten_at)
-            for mid, r, h, unit in zip(ids, records, hashes, units, strict=True))
-        keys = {r.key: mid for mid, r in zip(ids, records, strict=True)}
-        if len(records) < _STREAM_ROWS:
-            self._copy_rows(conn, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, rows)
-            return keys, lambda: None
-        driver = conn.connection.driver_connection
-        assert driver is not None
-        failed: list[BaseException] = []
-
-        def stream() -> None:
-            try:
-                _copy_driver_rows(driver, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, rows)
-            except BaseException as exc:  # handed to the caller by landed()
-                failed.append(exc)
-
-        worker = threading.Thread(target=stream, name="htm-copy", daemon=True)
-        worker.start()
-
-        def landed() -> None:
-            worker.join()
-            if failed:
-                raise failed[0]
-
-        return keys, landed
+            for mid, r, h, unit in zip(ids, records, hashes, units, strict=True)))
+        return {r.key: mid for mid, r in zip(ids, records, strict=True)}
 
     @staticmethod
-    def _as_stored(conn: Connection, records: Sequence[NewMemory]
-                   ) -> tuple[dict[str, int], dict[int, dict[str, Any]]]:
-        """What the database makes of ``records``' tags and metadata, read before they are
-        copied in: each tag's rank in its collation (the order ``_fetch`` returns tags in)
-        and, by position, each non-empty metadata as ``jsonb`` normalises it."""
-        names = sorted({t for r in records for t in r.tags})
+    def _inserted_memories(conn: Connection, records: Sequence[NewMemory],
+                           units: Sequence[np.ndarray | None], hashes: dict[int, str],
+                           chosen: dict[int, int]) -> dict[int, Memory]:
+        """The memories just copied in (id -> index of their record), built from the records.
+
+        What the database adds is read back: the order of tags (its collation, as
+        ``_fetch`` returns them) and metadata as ``jsonb`` normalises it.
+        """
+        names = sorted({t for i in chosen.values() for t in records[i].tags})
         rank: dict[str, int] = {}
         if names:
             rank = {str(r[0]): n for n, r in enumerate(conn.execute(text(
                 "SELECT n FROM unnest(CAST(:names AS text[])) AS n ORDER BY n"),
                 {"names": names}))}
-        with_meta = [n for n, r in enumerate(records) if r.metadata]
+        with_meta = [mid for mid, i in chosen.items() if records[i].metadata]
         metas: dict[int, dict[str, Any]] = {}
         if with_meta:
-            metas = {with_meta[int(r[0]) - 1]: dict(r[1]) for r in conn.execute(text(
-                "SELECT v.ord, CAST(v.meta AS jsonb) FROM unnest(CAST(:metas AS text[])) "
-                "WITH ORDINALITY AS v(meta, ord)"),
-                {"metas": [json.dumps(records[n].metadata) for n in with_meta]})}
-        return rank, metas
-
-    @staticmethod
-    def _inserted_memories(records: Sequence[NewMemory], units: Sequence[np.ndarray | None],
-                           hashes: dict[int, str], chosen: dict[int, int],
-                           rank: dict[str, int], metas: dict[int, dict[str, Any]]
-                           ) -> dict[int, Memory]:
-        """The memories just copied in (id -> index of their record), built from the records
-        and what :meth:`_as_stored` read (``metas`` by position among the new records,
-        which are the records of ``hashes`` in order)."""
-        position = {i: n for n, i in enumerate(hashes)}
+            metas = {int(r[0]): dict(r[1]) for r in conn.execute(text(
+                "SELECT id, metadata FROM memories WHERE id = ANY(:ids)"), {"ids": with_meta})}
         out: dict[int, Memory] = {}
         for mid, i in chosen.items():
             r = records[i]
@@ -394,7 +321,7 @@ class _PostgresWriter(_PostgresSearch):
                 last_accessed=(r.last_accessed or r.created_at).astimezone(timezone.utc),
                 access_count=int(r.access_count),
                 tags=tuple(sorted(set(r.tags), key=rank.__getitem__)) if r.tags else (),
-                metadata=metas.get(position[i], {}),
+                metadata=metas.get(mid, {}),
                 embedder=r.embedder if units[i] is not None else None,
                 forgotten_at=_utc(r.forgotten_at))
         return out
