@@ -30,6 +30,7 @@ from htm_core.errors import (
 )
 from htm_core.retrieval import search
 from htm_core.store import SCHEMA_VERSION, NewMemory, SearchFilters, open_store
+from htm_core.store.base import ArmQuery
 from htm_core.store.postgres import DEFAULT_EF_SEARCH, PostgresStore, postgres_url
 
 pytestmark = pytest.mark.postgres
@@ -130,21 +131,38 @@ def test_filtered_vector_search_is_not_starved_by_the_approximate_index(store):
     assert [m.key for m in store.get_many([h[0] for h in hits])] == ["t1"]
 
 
+def raw_statements(store: PostgresStore) -> list[tuple[str, object]]:
+    """Record every statement the store's own read connection (the recall path's reads:
+    searches, briefs, memories, the recall check) sends from now on."""
+    store.briefs([1], SearchFilters())  # the read connection exists after a first read
+    pg = store._raw_conn
+    assert pg is not None
+    seen: list[tuple[str, object]] = []
+
+    class Recording(psycopg.Cursor):  # Connection.execute makes its cursor here too
+        def execute(self, query, params=None, **kwargs):  # type: ignore[override]
+            seen.append((str(query), params))
+            return super().execute(query, params, **kwargs)
+
+    pg.cursor_factory = Recording
+    return seen
+
+
 def test_ef_search_is_set_per_query(store):
     store.add_many(notes(20))
-    seen = statements(store)
+    seen = raw_statements(store)
     query = EMB.embed_query("topic 4")
     store.vector_search(query, limit=3, filters=SearchFilters(), ef_search=123)
     store.vector_search(query, limit=3, filters=SearchFilters())
-    values = [p["v"] for sql, p in seen if "hnsw.ef_search" in sql]  # type: ignore[index]
+    values = [p[0] for sql, p in seen if "hnsw.ef_search" in sql]  # type: ignore[index]
     assert values == ["123", str(DEFAULT_EF_SEARCH)]
-    # The pooled connection keeps the value in its session: asking again sends nothing,
+    # The read connection keeps the value in its session: asking again sends nothing,
     # and the dimension was read once.
+    assert sum("embedding_dim" in sql for sql, _ in seen) == 1
     seen.clear()
     store.vector_search(query, limit=3, filters=SearchFilters())
     assert [sql for sql, _ in seen if "hnsw.ef_search" in sql or "embedding_dim" in sql] == []
-    with store._engine.connect() as conn:
-        assert conn.exec_driver_sql("SHOW hnsw.ef_search").scalar() == str(DEFAULT_EF_SEARCH)
+    assert store._raw_conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(DEFAULT_EF_SEARCH)
     with pytest.raises(ValidationError, match="ef_search"):
         store.vector_search(query, limit=3, filters=SearchFilters(), ef_search=0)
 
@@ -175,7 +193,7 @@ def test_common_words_are_judged_by_the_statistics_once_analyzed(store, pg_url):
     while the table has no statistics, read from them (no count) once it is analyzed."""
     store.add_many([rec(f"Ana: filler line number {i}", key=f"f{i}") for i in range(240)]
                    + [rec("Bo: I bought a used vehicle", key="v0")])
-    seen = statements(store)
+    seen = raw_statements(store)
 
     def keys(query: str) -> list[str]:
         hits = store.fulltext_search(query, limit=5, filters=SearchFilters())
@@ -195,6 +213,57 @@ def test_common_words_are_judged_by_the_statistics_once_analyzed(store, pg_url):
     assert keys("Ana vehicle") == ["v0"]
     assert "count(*)" not in searched() and "<@" in searched()
     assert len(keys("Ana")) == 5  # a common word alone still matches
+
+
+def test_recall_reads_see_another_store_forget_at_once(store, pg_url):
+    """The recall path's reads (searches, briefs, memories, the recall check) run on the
+    store's own connection in autocommit, each statement its own snapshot: a memory
+    another store object forgets is gone from every one of them at the next call, also
+    once psycopg has prepared those statements; and a restore brings it back."""
+    store.add_many(notes(40))
+    target = store.get("n3")
+    assert target is not None
+    query = EMB.embed_query(target.content)
+    everyone = [m.id for m in store.get_many(list(range(1, 41)))]
+
+    def seen() -> tuple[bool, ...]:
+        by_vector = [h[0] for h in store.vector_search(query, limit=40, filters=SearchFilters())]
+        by_text = [h[0] for h in store.fulltext_search("note topic 3", limit=40,
+                                                       filters=SearchFilters())]
+        arms = store.search_arms([ArmQuery(vector=query, limit=40, filters=SearchFilters()),
+                                  ArmQuery(text="note topic 3", limit=40, filters=SearchFilters())])
+        return (target.id in by_vector, target.id in by_text,
+                target.id in {h[0] for arm in arms for h in arm},
+                target.id in store.briefs(everyone, SearchFilters()),
+                target.id in {m.id for m in store.get_many(everyone)},
+                target.id not in store.recall_check("r1", everyone)[1])
+
+    for _ in range(7):  # prepared after five runs
+        assert seen() == (True,) * 6
+    other = PostgresStore(pg_url)
+    try:
+        other.forget("n3", robot="r1", at=T0 + timedelta(days=1))
+        assert seen() == (False,) * 6
+        other.restore("n3", robot="r1")
+        assert seen() == (True,) * 6
+    finally:
+        other.close()
+
+
+def test_recall_reads_while_the_own_connection_is_busy(store):
+    """A thread that finds the store's own read connection taken runs its read on a pooled
+    connection, with the same answer (ef_search set on that connection's session)."""
+    store.add_many(notes(40))
+    query = EMB.embed_query("note 3 about topic 3")
+    alone = store.vector_search(query, limit=5, filters=SearchFilters(), ef_search=77)
+    ids = [h[0] for h in alone]
+    with store._raw_lock:  # as if another thread were reading
+        assert store.vector_search(query, limit=5, filters=SearchFilters(), ef_search=77) == alone
+        assert sorted(store.briefs(ids, SearchFilters())) == sorted(ids)
+        assert [m.id for m in store.get_many(ids)] == ids
+        assert store.recall_check("r1", ids)[1] == frozenset()
+        with store._engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW hnsw.ef_search").scalar() == "77"
 
 
 # -- writing --------------------------------------------------------------------------

@@ -137,6 +137,37 @@ def test_first_call_after_a_restart_succeeds(own_server: OwnServer, own_url: str
         htm.close()
 
 
+def prepared(conn: Any) -> list[str]:
+    """The statements prepared in ``conn``'s session (the searches, the recall check)."""
+    return [str(r[0]) for r in conn.execute("SELECT statement FROM pg_prepared_statements")
+            if "ts_rank" in r[0] or "working_version" in r[0]]
+
+
+def test_prepared_recall_reads_survive_a_restart(own_server: OwnServer, own_url: str) -> None:
+    """The recall path's reads run on the store's own connection, where psycopg prepares a
+    statement run five times; after a restart that connection is dead: the first recall
+    replaces it (a new session, nothing prepared yet), gets the same answer, and the
+    statements are prepared again on the new connection."""
+    htm = HTM(robot="solo", database_url=own_url, embedder=HashingEmbedder())
+    try:
+        htm.add_many([f"restart note {i} about deploy windows" for i in range(30)])
+        first = [h.memory.key for h in htm.recall("deploy windows", limit=5)]
+        for _ in range(8):
+            assert [h.memory.key for h in htm.recall("deploy windows", limit=5)] == first
+        before = htm.store._raw_conn  # type: ignore[attr-defined]
+        assert before is not None and prepared(before)
+        own_server.stop()
+        own_server.start()
+        assert [h.memory.key for h in htm.recall("deploy windows", limit=5)] == first
+        after = htm.store._raw_conn  # type: ignore[attr-defined]
+        assert after is not before and not after.broken
+        for _ in range(8):
+            assert [h.memory.key for h in htm.recall("deploy windows", limit=5)] == first
+        assert prepared(after)
+    finally:
+        htm.close()
+
+
 def test_restart_under_load_loses_nothing(own_server: OwnServer, own_url: str) -> None:
     """Three writer threads (own HTM each) keep adding while the server is stopped and started.
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import psycopg
+from psycopg.rows import tuple_row
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
@@ -80,8 +84,16 @@ def _pyformat(sql: str) -> str:
     return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
-def _fetch(conn: Connection, sql: str, params: dict[str, Any]) -> list[Any]:
-    return list(conn.exec_driver_sql(_pyformat(sql), params).all())
+def _rows(pg: psycopg.Connection[Any], sql: str, params: dict[str, Any],
+          row_factory: Any = None) -> list[Any]:
+    """The rows of ``sql`` (``text()`` placeholders) on the driver's connection."""
+    with pg.cursor(row_factory=row_factory or tuple_row) as cur:
+        return cur.execute(_pyformat(sql), params).fetchall()
+
+
+#: A read on the driver's connection: the connection and its session notes (which
+#: ``hnsw.ef_search`` it holds), kept as long as the connection lives.
+Quick = Callable[[psycopg.Connection[Any], dict[str, Any]], T]
 
 
 class _KeyRace(Exception):
@@ -118,6 +130,11 @@ class _PostgresEngine(SQLWorkingSet):
     _dim: int | None
     _common: tuple[float, list[str] | None] | None
     _engine: Engine
+    #: The recall path's own connection (see :meth:`_quick`), its process and its notes.
+    _raw_lock: threading.Lock
+    _raw_conn: psycopg.Connection[Any] | None = None
+    _raw_pid: int = 0
+    _raw_info: dict[str, Any]
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
@@ -165,6 +182,59 @@ class _PostgresEngine(SQLWorkingSet):
             except PoolTimeoutError as exc:
                 raise postgres_error(exc, self.url, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _quick(self, what: str, fn: Quick[T]) -> T:
+        """Run ``fn``'s reads (autocommit: each statement its own snapshot) on the store's
+        own psycopg connection, kept out of the pool: the reads on every recall's path pay
+        no pool checkout, no SQLAlchemy statement, and psycopg prepares a statement run
+        five times (a fresh connection starts with none prepared). While another thread
+        holds that connection, ``fn`` runs on a pooled one. A dead connection is replaced
+        and ``fn`` run again, once; a process made by ``fork`` opens its own.
+        """
+        if not self._raw_lock.acquire(blocking=False):
+            return self._read(what, lambda conn: fn(
+                conn.connection.driver_connection,  # type: ignore[arg-type]
+                conn.connection.info))
+        try:
+            for attempt in range(2):
+                pg = self._raw_connection(what)
+                try:
+                    return fn(pg, self._raw_info)
+                except psycopg.Error as exc:
+                    if pg.broken or pg.closed:
+                        self._drop_raw()
+                        if attempt == 0:
+                            continue
+                    error = DBAPIError.instance(None, None, exc, psycopg.Error)
+                    assert isinstance(error, DBAPIError)  # a driver error always makes one
+                    raise postgres_error(error, self.url, what) from exc
+        finally:
+            self._raw_lock.release()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _raw_connection(self, what: str) -> psycopg.Connection[Any]:
+        """The store's own read connection (the caller holds ``_raw_lock``): one of the
+        engine's (its connect arguments and pgvector's codec), taken out of the pool."""
+        pg = self._raw_conn
+        if pg is None or self._raw_pid != os.getpid():
+            with map_postgres_errors(self.url, what):
+                fairy = self._engine.raw_connection()
+            pg = fairy.dbapi_connection  # type: ignore[assignment]
+            fairy.detach()  # ours now: closed by _drop_raw, never returned
+            assert pg is not None
+            pg.autocommit = True
+            self._raw_conn, self._raw_pid, self._raw_info = pg, os.getpid(), {}
+        return pg
+
+    def _drop_raw(self) -> None:
+        """Close the store's own read connection (one inherited through ``fork`` is only
+        let go of: closing it would end the parent's session)."""
+        pg, self._raw_conn = self._raw_conn, None
+        if pg is not None and self._raw_pid == os.getpid():
+            try:
+                pg.close()
+            except psycopg.Error as exc:
+                logger.debug("closing the read connection of %s: %s", self.url, exc)
 
     # -- hooks of the shared SQL layer -----------------------------------------------
 
@@ -269,7 +339,9 @@ class _PostgresEngine(SQLWorkingSet):
                 conn.commit()
 
     def close(self) -> None:
-        """Release every pooled connection."""
+        """Release every pooled connection and the recall path's own."""
+        with self._raw_lock:
+            self._drop_raw()
         self._engine.dispose()
 
     # -- meta ------------------------------------------------------------------------

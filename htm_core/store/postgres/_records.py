@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import timezone
 from typing import Any
 
+from psycopg.rows import namedtuple_row
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -17,7 +18,7 @@ from .._vectors import (
     EmbeddingFailure,
     list_failures,
 )
-from ._engine import _PostgresEngine, _utc
+from ._engine import _PostgresEngine, _rows, _utc
 from ._schema import _MEMORY_COLUMNS
 
 
@@ -40,10 +41,14 @@ class _PostgresRecords(_PostgresEngine):
             forgotten_at=_utc(row.forgotten_at), version=int(row.version),
         )
 
+    @staticmethod
+    def _columns(include_embedding: bool) -> str:
+        return _MEMORY_COLUMNS + (", CAST(m.embedding AS real[]) AS embedding"
+                                  if include_embedding else "")
+
     def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
                include_embedding: bool, *, join: str = "") -> list[Memory]:
-        cols = _MEMORY_COLUMNS + (", CAST(m.embedding AS real[]) AS embedding"
-                                  if include_embedding else "")
+        cols = self._columns(include_embedding)
         rows = conn.execute(text(
             f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id {join} "
             f"WHERE {where}"), params).all()
@@ -55,8 +60,11 @@ class _PostgresRecords(_PostgresEngine):
         if not ids:
             return []
         where = "m.id = ANY(:ids)" + ("" if include_forgotten else f" AND {_VISIBLE}")
-        found = self._read("reading memories", lambda conn: self._fetch(
-            conn, where, {"ids": [int(i) for i in ids]}, include_embedding))
+        cols = self._columns(include_embedding)
+        found = [self._to_memory(r, include_embedding) for r in self._quick(
+            "reading memories", lambda pg, _info: _rows(
+                pg, f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id "
+                f"WHERE {where}", {"ids": [int(i) for i in ids]}, namedtuple_row))]
         by_id = {m.id: m for m in found}
         return [by_id[i] for i in ids if i in by_id]
 

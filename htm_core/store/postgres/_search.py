@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -23,7 +24,7 @@ from ..base import (
     SearchFilters,
 )
 from ..vector_index import normalise
-from ._engine import _PARAM, _check_int, _fetch
+from ._engine import _PARAM, _check_int, _rows
 from ._working import PostgresWorkingSet
 
 
@@ -141,21 +142,18 @@ class _PostgresSearch(PostgresWorkingSet):
         self._common = (now, common)
         return common
 
-    def _prepare_vector_query(self, conn: Connection, vector: Sequence[float],
-                              ef_search: int, *, local: bool = True) -> np.ndarray | None:
-        """Check the query vector and set ``hnsw.ef_search``.
+    def _unit_query(self, vector: Sequence[float],
+                    stored_dim: Callable[[], int | None]) -> np.ndarray | None:
+        """The checked unit query vector, or None when the store holds no vectors yet.
 
-        ``local``: for this transaction only; else for the connection's session, and only
-        when the connection holds another value (every vector search goes through here,
-        so a pooled connection's value never matters, and a warm one costs no trip). The
-        store's dimension is cached once vectors exist (it changes only when the vectors
-        are reset; a query of another dimension re-reads it before it is refused).
-        Returns the unit query vector, or None when the store holds no vectors yet.
+        The store's dimension is cached once vectors exist (it changes only when the
+        vectors are reset; a query of another dimension re-reads it, by ``stored_dim``,
+        before it is refused).
         """
         query = normalise(vector)
         dim = self._dim
         if dim is None or dim != query.shape[0]:
-            dim = self._dim = self._stored_dim(conn)
+            dim = self._dim = stored_dim()
             if dim is None:
                 return None
         if query.shape[0] != dim:
@@ -164,20 +162,31 @@ class _PostgresSearch(PostgresWorkingSet):
                 f"{dim}-dimensional vectors; use the store's embedder")
         if not np.isfinite(query).all():
             raise DimensionMismatchError("query vector contains NaN or infinity")
-        if local:
+        return query
+
+    def _prepare_vector_query(self, conn: Connection, vector: Sequence[float],
+                              ef_search: int) -> np.ndarray | None:
+        """:meth:`_unit_query`, with ``hnsw.ef_search`` set for this transaction."""
+        driver = conn.connection.driver_connection
+        query = self._unit_query(vector, lambda: self._stored_dim(driver))  # type: ignore[arg-type]
+        if query is not None:
             conn.execute(text("SELECT set_config('hnsw.ef_search', :v, true)"),
                          {"v": str(ef_search)})
-        elif conn.connection.info.get("hnsw.ef_search") != ef_search:
-            conn.execute(text("SELECT set_config('hnsw.ef_search', :v, false)"),
-                         {"v": str(ef_search)})
-            conn.connection.info["hnsw.ef_search"] = ef_search
         return query
 
     @staticmethod
-    def _stored_dim(conn: Connection) -> int | None:
-        value = conn.execute(text(
-            "SELECT value FROM htm_meta WHERE key = 'embedding_dim'")).scalar()
-        return None if value is None else int(value)
+    def _session_ef(pg: psycopg.Connection[Any], info: dict[str, Any], ef_search: int) -> None:
+        """Set ``hnsw.ef_search`` for the connection's session, only when it holds another
+        value (every vector search goes through here, so a pooled connection's value
+        never matters, and a warm one costs no round trip)."""
+        if info.get("hnsw.ef_search") != ef_search:
+            pg.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef_search),))
+            info["hnsw.ef_search"] = ef_search
+
+    @staticmethod
+    def _stored_dim(pg: psycopg.Connection[Any]) -> int | None:
+        row = pg.execute("SELECT value FROM htm_meta WHERE key = 'embedding_dim'").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
 
     def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
         """Id, content, robot and creation time of the visible ``ids`` that pass ``filters``."""
@@ -185,8 +194,8 @@ class _PostgresSearch(PostgresWorkingSet):
             return {}
         params: dict[str, Any] = {"ids": sorted({int(i) for i in ids})}
         where = self._filter_sql(filters, params)
-        rows = self._read("reading memories", lambda conn: _fetch(
-            conn, "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
+        rows = self._quick("reading memories", lambda pg, _info: _rows(
+            pg, "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
             f"JOIN robots r ON r.id = m.robot_id WHERE m.id = ANY(:ids) AND {where}", params))
         return {int(r[0]): Brief(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows}
 
@@ -251,12 +260,13 @@ class _PostgresSearch(PostgresWorkingSet):
         common = self._common_lexemes() if any(a.text for a in arms) else None
         deepest = max((a.limit for a in arms if a.vector is not None), default=0)
 
-        def run(conn: Connection) -> list[Any]:
+        def run(pg: psycopg.Connection[Any], info: dict[str, Any]) -> list[Any]:
             parts.clear()
             for k, arm in enumerate(arms):
                 if arm.vector is not None:
-                    unit = self._prepare_vector_query(conn, arm.vector, min(1000, max(ef, deepest)),
-                                                      local=False)
+                    unit = self._unit_query(arm.vector, lambda: self._stored_dim(pg))
+                    if unit is not None:
+                        self._session_ef(pg, info, min(1000, max(ef, deepest)))
                     if unit is not None and np.any(unit):
                         parts[k] = self._vector_sql(unit, arm.limit, arm.filters, arm.windows)
                 else:
@@ -267,7 +277,7 @@ class _PostgresSearch(PostgresWorkingSet):
                 return []
             if len(parts) == 1:
                 (k, (sql, params)), = parts.items()
-                return [(k, *row) for row in _fetch(conn, sql, params)]
+                return [(k, *row) for row in _rows(pg, sql, params)]
             union, merged = [], {}
             for k, (sql, params) in parts.items():
                 # Each arm's parameters get a prefix of their own.
@@ -275,9 +285,9 @@ class _PostgresSearch(PostgresWorkingSet):
                 merged.update({f"a{k}_{name}": value for name, value in params.items()})
                 union.append(f"SELECT {k} AS arm, s.* FROM ({renamed}) s")
             sql = " UNION ALL ".join(f"({part})" for part in union)
-            return _fetch(conn, sql, merged)
+            return _rows(pg, sql, merged)
 
-        rows = self._read("search", run)
+        rows = self._quick("search", run)
         found: list[list[tuple[int, float]]] = [[] for _ in arms]
         for row in rows:
             found[int(row[0])].append((int(row[1]), float(row[2])))

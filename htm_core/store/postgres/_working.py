@@ -18,7 +18,9 @@ from sqlalchemy.engine import Connection
 
 from ...models import Memory
 from .._sql.catalogue import VISIBLE as _VISIBLE
+from .._sql.working import recall_check_answer
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
+from ._engine import _rows
 from ._records import _PostgresRecords
 
 __all__ = ["PostgresWorkingSet"]
@@ -77,6 +79,17 @@ class PostgresWorkingSet(_PostgresRecords):
                 for r in rows if r[1] is not None}
 
         return self._read("reading working memory", read)
+
+    def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
+        """The working-set version of ``robot`` and which of ``ids`` are hidden, one read
+        (on the recall path's own connection; the ids as one array, so the statement's
+        text stays the same and is prepared)."""
+        wanted = {int(i) for i in ids}
+        rows = self._quick("checking what is still visible", lambda pg, _info: _rows(
+            pg, "SELECT 0, coalesce((SELECT working_version FROM robots WHERE name = :n), 0) "
+            "UNION ALL SELECT 1, id FROM memories WHERE id = ANY(:ids) "
+            "AND forgotten_at IS NULL", {"n": robot, "ids": sorted(wanted)}))
+        return recall_check_answer(rows, wanted)
 
     def working_version(self, robot: str) -> int:
         """``robot``'s working-set version (0 for an unknown robot)."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine
@@ -90,6 +92,8 @@ class PostgresStore(_PostgresWindows):
         self._dim: int | None = None
         # (monotonic time, lexemes) of _common_lexemes' last read.
         self._common: tuple[float, list[str] | None] | None = None
+        self._raw_lock = threading.Lock()
+        self._raw_info: dict[str, Any] = {}
         self._engine: Engine = create_engine(
             self._url,
             pool_size=_check_int("pool_size", pool_size, 1, 1000),
