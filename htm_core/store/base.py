@@ -40,6 +40,8 @@ from ..models import Memory, Operation, Robot
 from .window_role import Windows
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..enrich.jobs import JobQueue
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "LongTermStore",
     "NewMemory",
     "OperationsLog",
+    "Recentre",
     "Records",
     "Search",
     "SearchFilters",
@@ -207,6 +210,10 @@ class SearchFilters:
         return self.start is None and self.end is None and self.robot is None and not self.tags
 
 
+#: Given an index's mean direction, the query centred on it (None: left as it is).
+Recentre = Callable[["np.ndarray"], "np.ndarray | None"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ArmQuery:
     """One search of :meth:`LongTermStore.search_arms`: by ``vector`` or by full ``text``."""
@@ -218,6 +225,9 @@ class ArmQuery:
     #: A vector search scores each memory by the better of its whole vector and its best
     #: window (:class:`Windows`); False: by its whole vector alone.
     windows: bool = True
+    #: With ``windows``: given the windows' own mean direction, the query to score them
+    #: with (each index centred on its own mean); None, or a None answer: ``vector``.
+    recentre: Recentre | None = None
 
     def __post_init__(self) -> None:
         if (self.vector is None) == (self.text is None):
