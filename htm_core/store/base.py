@@ -37,11 +37,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import ValidationError
 from ..models import Memory, Operation, Robot
-from .window_role import Windows
+from .window_role import Recentre, Windows
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ..enrich.jobs import JobQueue
 
 __all__ = [
@@ -57,7 +55,6 @@ __all__ = [
     "LongTermStore",
     "NewMemory",
     "OperationsLog",
-    "Recentre",
     "Records",
     "Search",
     "SearchFilters",
@@ -210,10 +207,6 @@ class SearchFilters:
         return self.start is None and self.end is None and self.robot is None and not self.tags
 
 
-#: Given an index's mean direction, the query centred on it (None: left as it is).
-Recentre = Callable[["np.ndarray"], "np.ndarray | None"]
-
-
 @dataclass(frozen=True, kw_only=True)
 class ArmQuery:
     """One search of :meth:`LongTermStore.search_arms`: by ``vector`` or by full ``text``."""
@@ -225,8 +218,7 @@ class ArmQuery:
     #: A vector search scores each memory by the better of its whole vector and its best
     #: window (:class:`Windows`); False: by its whole vector alone.
     windows: bool = True
-    #: With ``windows``: given the windows' own mean direction, the query to score them
-    #: with (each index centred on its own mean); None, or a None answer: ``vector``.
+    #: With ``windows``: the windows' query given their own mean (None, or None: ``vector``).
     recentre: Recentre | None = None
 
     def __post_init__(self) -> None:

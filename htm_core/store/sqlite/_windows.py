@@ -20,9 +20,10 @@ from sqlalchemy import text
 
 from ...errors import DimensionMismatchError
 from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
-from ..base import ArmQuery, Recentre, SearchFilters
+from ..base import ArmQuery, SearchFilters
 from ..vector_index import normalise
 from ..window_index import WindowIndex
+from ..window_role import Recentre
 from ._history import _SQLiteHistory
 from ._records import Mark
 
