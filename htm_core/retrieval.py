@@ -23,7 +23,8 @@
     by ``cos(q, d) - (q·μ)(d·μ)``: the more generic the query, the more a memory is marked
     down for looking like the average memory; the **typicality penalty** then takes
     ``typical_penalty × μ`` off the centred query as well, so each memory's similarity drops
-    by that share of its similarity to the average memory, whatever the query;
+    by that share of its similarity to the average memory, whatever the query. Windows
+    (of long memories) are searched with the query centred on their own mean direction;
   - **near-duplicates** (the same word stems) among the first fused candidates keep one
     place, held by the newest of them; the other copies follow every other candidate;
   - **time expressions** in the query ("last May", "in June 2023", "last month",
@@ -44,11 +45,10 @@
   - optionally (``current_weight``), a query about the present ("now", "these days") ranks
     the newest of its first candidates higher (:mod:`htm_core._current`).
 
-Timeframe, robot and tag filters are handed to each arm, which applies them in the
-database, so a filter never starves the result (neighbours are checked against the
-same filters). The fusion function is replaceable through :class:`RetrievalConfig`;
-``RetrievalConfig.plain()`` is plain RRF of the two arms.
-The measurements behind the defaults are in ``docs/recall-quality.md``.
+Timeframe, robot and tag filters are handed to each arm, which applies them in the database,
+so a filter never starves the result (neighbours are checked against the same filters). The
+fusion function is replaceable through :class:`RetrievalConfig`; ``RetrievalConfig.plain()``
+is plain RRF of the two arms. The measurements behind the defaults: ``docs/recall-quality.md``.
 """
 
 from __future__ import annotations
@@ -158,6 +158,8 @@ class RetrievalConfig:
         centering: remove the store's mean direction from the query before the vector arm
             (and the time-window vector arm) runs; ``strategy="vector"`` is never centred,
             its scores stay plain cosine similarities.
+        window_centring: with centring, windows get the query centred on their own mean
+            direction (boilerplate is typical of windows); ``False``: the memories' mean.
         no_terms_floor: a query with no searchable words (stop words, emoji or
             punctuation only) returns only the memories whose cosine similarity to it is at
             least this (the vector arm alone, not centred), so it never fills working
@@ -198,6 +200,7 @@ class RetrievalConfig:
     adaptive: bool = True
     coverage: bool = True
     centering: bool = True
+    window_centring: bool = True
     no_terms_floor: float = 0.5
     duplicates: float | None = 1.0
     typical_penalty: float = 0.2
@@ -457,7 +460,7 @@ def centred_query(vector: Sequence[float], centroid: Sequence[float] | None,
     return out.tolist() if out is not None else list(vector)
 
 
-def _centred(q: np.ndarray, centroid: Sequence[float] | None,
+def _centred(q: np.ndarray, centroid: Sequence[float] | np.ndarray | None,
              penalty: float = 0.0) -> np.ndarray | None:
     """:func:`centred_query` of a float64 vector, as an array (None: left as it is)."""
     if centroid is None:
@@ -503,11 +506,14 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
     text = query.replace(when.phrase, " ") if when is not None else query
     window = _intersect(filters, when) if when is not None else None
     windows = config.window_words is not None
-    asked = {"vector": ArmQuery(vector=vector, limit=depth, filters=filters, windows=windows),
+    recentre = (functools.partial(_centred, given, penalty=config.typical_penalty)
+                if centred is not None and config.window_centring else None)
+    asked = {"vector": ArmQuery(vector=vector, limit=depth, filters=filters, windows=windows,
+                                recentre=recentre),
              "fulltext": ArmQuery(text=text, limit=depth, filters=filters)}
     if window is not None:
         asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window,
-                                        windows=windows)
+                                        windows=windows, recentre=recentre)
         asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
         if centroid is not None and config.weights.get("atypical@time", 0.0) > 0:
             # The window's memories least like the average memory: events, not small talk.

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import ValidationError
 from ..models import Memory, Operation, Robot
-from .window_role import Windows
+from .window_role import Recentre, Windows
 
 if TYPE_CHECKING:
     from ..enrich.jobs import JobQueue
@@ -219,6 +219,8 @@ class ArmQuery:
     #: A vector search scores each memory by the better of its whole vector and its best
     #: window (:class:`Windows`); False: by its whole vector alone.
     windows: bool = True
+    #: With ``windows``: the windows' query given their own mean (None, or None: ``vector``).
+    recentre: Recentre | None = None
 
     def __post_init__(self) -> None:
         if (self.vector is None) == (self.text is None):

@@ -32,7 +32,8 @@ class _PostgresSearch(PostgresWorkingSet):
     """Vector and full-text search, one statement per search."""
 
     def _vector_sql(self, unit: np.ndarray, limit: int, filters: SearchFilters,
-                    windows: bool = True) -> tuple[str, dict[str, Any]]:
+                    windows: bool = True, window_unit: np.ndarray | None = None
+                    ) -> tuple[str, dict[str, Any]]:
         # ORDER BY the distance alone: a second sort key would stop the HNSW index scan.
         params: dict[str, Any] = {"q": unit, "limit": limit}
         where = self._filter_sql(filters, params)
@@ -268,7 +269,8 @@ class _PostgresSearch(PostgresWorkingSet):
                     if unit is not None:
                         self._session_ef(pg, info, min(1000, max(ef, deepest)))
                     if unit is not None and np.any(unit):
-                        parts[k] = self._vector_sql(unit, arm.limit, arm.filters, arm.windows)
+                        parts[k] = self._vector_sql(unit, arm.limit, arm.filters, arm.windows,
+                                                    self._window_query(conn, arm))
                 else:
                     parsed = parse_query(arm.text or "")
                     if parsed:
@@ -301,6 +303,10 @@ class _PostgresSearch(PostgresWorkingSet):
             else:
                 found[k].sort(key=lambda hit: (-hit[1], hit[0]))  # its ORDER BY
         return found
+
+    def _window_query(self, conn: Connection, arm: ArmQuery) -> np.ndarray | None:
+        """The arm's query for the windows when it differs from its ``vector`` (windows)."""
+        return None
 
     def _exact_vector_search(self, sql: str, params: dict[str, Any]) -> list[tuple[int, float]]:
         """The vector search again with index scans off (this transaction only): a filter

@@ -8,6 +8,7 @@ embedder, as ``memories.embedding`` does with the first vector.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from ...errors import DimensionMismatchError
 from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
-from ..base import SearchFilters
+from ..base import ArmQuery, SearchFilters
 from ..vector_index import normalise
 from ._history import _PostgresHistory
 from ._schema import _DIMENSION_LOCK, _WINDOWS_HNSW_INDEX
@@ -26,23 +27,55 @@ from ._schema import _DIMENSION_LOCK, _WINDOWS_HNSW_INDEX
 class _PostgresWindows(_PostgresHistory):
     """:class:`~htm_core.store.base.Windows` on PostgreSQL."""
 
+    #: (newest window id, monotonic time checked, unit mean of the newest 20,000 windows).
+    _window_mean: tuple[int, float, np.ndarray | None] | None = None
+
     def _vector_sql(self, unit: np.ndarray, limit: int, filters: SearchFilters,
-                    windows: bool = True) -> tuple[str, dict[str, Any]]:
+                    windows: bool = True, window_unit: np.ndarray | None = None
+                    ) -> tuple[str, dict[str, Any]]:
         """The memories' search and, with ``windows``, the windows' (each an HNSW scan
-        ordered by distance alone), the better score per memory kept."""
+        ordered by distance alone, the windows' by ``window_unit`` if given), the better
+        score per memory kept."""
         sql, params = super()._vector_sql(unit, limit, filters)
         if not windows:
             return sql, params
         where = self._filter_sql(filters, params)
         params["wlimit"] = 2 * limit
+        params["wq"] = unit if window_unit is None else window_unit
         return (
             "SELECT u.id, max(u.score) AS score FROM ("
             f"({sql}) UNION ALL ("
-            "SELECT w.memory_id AS id, 1 - (w.embedding <=> CAST(:q AS vector)) AS score "
+            "SELECT w.memory_id AS id, 1 - (w.embedding <=> CAST(:wq AS vector)) AS score "
             "FROM memory_windows w JOIN memories m ON m.id = w.memory_id "
             f"WHERE w.embedding IS NOT NULL AND {where} "
-            "ORDER BY w.embedding <=> CAST(:q AS vector) LIMIT :wlimit)) u "
+            "ORDER BY w.embedding <=> CAST(:wq AS vector) LIMIT :wlimit)) u "
             "GROUP BY u.id ORDER BY score DESC, u.id LIMIT :limit", params)
+
+    def _window_query(self, conn: Connection, arm: ArmQuery) -> np.ndarray | None:
+        """``arm.recentre`` of the windows' mean direction, as a unit vector (None without
+        windows or without ``recentre``): an estimate cached as :meth:`vector_centroid`
+        caches the memories' (the newest 20,000 windows; from 1,000 windows on, checked at
+        most once a minute and read again when their newest id moved by a twentieth)."""
+        if arm.recentre is None or not arm.windows:
+            return None
+        cached, now = self._window_mean, time.monotonic()
+        if cached is None or cached[0] < 1000 or now - cached[1] >= 60.0:
+            newest = int(conn.execute(text(
+                "SELECT coalesce(max(id), 0) FROM memory_windows")).scalar() or 0)
+            if cached is None or newest < cached[0] or newest > cached[0] + cached[0] // 20 or (
+                    cached[0] < 1000 and newest != cached[0]):
+                row = conn.execute(text(
+                    "SELECT CAST(avg(embedding) AS real[]) FROM (SELECT embedding FROM "
+                    "memory_windows WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 20000) s"
+                )).first()
+                mean = np.asarray(row[0], np.float64) if row and row[0] is not None else None
+                norm = float(np.linalg.norm(mean)) if mean is not None else 0.0
+                cached = (newest, now, mean / norm if mean is not None and norm > 0 else None)
+            else:
+                cached = (cached[0], now, cached[2])
+            self._window_mean = cached
+        own = arm.recentre(cached[2]) if cached[2] is not None else None
+        return None if own is None else normalise(own)
 
     def _window_dim(self, conn: Connection, dim: int) -> None:
         """Give the window column dimension ``dim`` and its HNSW index (once per embedder)."""
