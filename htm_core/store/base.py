@@ -27,18 +27,30 @@ The contract tests in ``tests/contract`` run every backend through the same chec
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import ValidationError
 from ..models import Memory, Operation, Robot
-from .window_role import Recentre, Windows
+from .values import (
+    AddResult,
+    ArmQuery,
+    Brief,
+    EmbeddingFailure,
+    NewMemory,
+    SearchFilters,
+    StoreCounts,
+    WorkingChange,
+    WorkingResult,
+    WorkingRow,
+    WorkingState,
+    content_hash,
+    generated_key,
+    like_prefix,
+    tag_patterns,
+)
+from .window_role import Windows
 
 if TYPE_CHECKING:
     from ..enrich.jobs import JobQueue
@@ -47,6 +59,7 @@ __all__ = [
     "LIST_ORDERS",
     "SCHEMA_VERSION",
     "AddResult",
+    "ArmQuery",
     "Brief",
     "BulkLoad",
     "EmbeddingFailure",
@@ -69,6 +82,7 @@ __all__ = [
     "WorkingState",
     "content_hash",
     "generated_key",
+    "like_prefix",
     "tag_patterns",
 ]
 
@@ -77,199 +91,6 @@ SCHEMA_VERSION = 5
 
 #: The orders :meth:`Records.list_memories` (and ``HTM.list``) take; ties go by id.
 LIST_ORDERS = ("created_at", "key", "importance")
-
-
-def content_hash(content: str) -> str:
-    """SHA-256 of the content, hex."""
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
-
-
-def generated_key(robot: str, content: str) -> str:
-    """The key of a memory added without one: stable per (robot, content).
-
-    Because keys are unique, the same content added twice by the same robot without a
-    key maps to the same memory: the second add touches it instead of duplicating it.
-    """
-    digest = hashlib.sha256(f"{robot}\x00{content}".encode()).hexdigest()
-    return f"m_{digest[:24]}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class NewMemory:
-    """A memory to be written. ``explicit_key`` says whether the caller chose the key."""
-
-    key: str
-    content: str
-    robot: str
-    importance: float
-    token_count: int
-    created_at: datetime
-    tags: tuple[str, ...] = ()
-    metadata: dict[str, Any] = field(default_factory=dict)
-    embedding: Sequence[float] | None = None
-    embedder: str | None = None
-    explicit_key: bool = False
-    #: Import and copy set these to carry a memory's history over; new memories leave
-    #: them at their defaults (last access = creation, no accesses, not forgotten).
-    last_accessed: datetime | None = None
-    access_count: int = 0
-    forgotten_at: datetime | None = None
-    #: Whether the caller chose ``importance``: a second add of existing content raises the
-    #: stored importance to it; a default importance never changes the stored one.
-    importance_given: bool = True
-
-    @cached_property
-    def content_hash(self) -> str:  # worked out once (the embedding cache and the writer)
-        return content_hash(self.content)
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkingState:
-    """One robot's hold on one memory in its working memory, as persisted.
-
-    ``last_accessed`` / ``access_count`` are the robot's own (not the memory's global
-    figures); ``seq`` and ``access_seq`` are the item's entry and latest-access order, so
-    a restarted working memory keeps its order under every policy.
-    """
-
-    key: str
-    last_accessed: datetime
-    access_count: int
-    seq: int
-    access_seq: int
-    #: The memory's content hash as read (empty when not read): a reader whose copy of the
-    #: memory has another hash fetches it again (it was updated). Not part of equality.
-    content_hash: str = field(default="", compare=False)
-    #: The memory's version as read (0 when not read): a reader holding another version
-    #: fetches it again (an update that kept the text changed its importance, tags or
-    #: metadata). Not part of equality.
-    version: int = field(default=0, compare=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkingChange:
-    """A change of one robot's working memory, written in one transaction.
-
-    ``put`` memories enter (or update) membership only while visible: one forgotten or
-    purged meanwhile is refused (see :class:`WorkingResult`). ``evict`` keys leave it,
-    each logged as an eviction. ``touch`` ids get an access recorded on the memory.
-    """
-
-    robot: str
-    at: datetime
-    put: Sequence[WorkingState] = ()
-    evict: Sequence[str] = ()
-    touch: Sequence[int] = ()
-
-
-@dataclass(frozen=True)
-class WorkingResult:
-    """What a :class:`WorkingChange` did: the robot's working-set version after it, whether
-    that version was the one expected (nobody else changed the set in between), and the
-    keys refused because the memory is not visible."""
-
-    version: int
-    in_step: bool
-    refused: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkingRow:
-    """A persisted working-memory entry with its memory (see :meth:`LongTermStore.working_rows`)."""
-
-    memory: Memory
-    state: WorkingState
-
-
-@dataclass(frozen=True)
-class AddResult:
-    """The stored memory; ``created`` is False when an existing one was touched instead."""
-
-    memory: Memory
-    created: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchFilters:
-    """Filters applied inside each search arm.
-
-    ``start`` is inclusive and ``end`` exclusive. ``tags`` match a memory carrying any of
-    them or any tag below one of them (``"user"`` matches ``"user:preferences"``).
-    ``robot`` None means all robots.
-    """
-
-    start: datetime | None = None
-    end: datetime | None = None
-    robot: str | None = None
-    tags: tuple[str, ...] = ()
-
-    @property
-    def is_empty(self) -> bool:
-        return self.start is None and self.end is None and self.robot is None and not self.tags
-
-
-@dataclass(frozen=True, kw_only=True)
-class ArmQuery:
-    """One search of :meth:`LongTermStore.search_arms`: by ``vector`` or by full ``text``."""
-
-    limit: int
-    filters: SearchFilters
-    vector: Sequence[float] | None = None
-    text: str | None = None
-    #: A vector search scores each memory by the better of its whole vector and its best
-    #: window (:class:`Windows`); False: by its whole vector alone.
-    windows: bool = True
-    #: With ``windows``: the windows' query given their own mean (None, or None: ``vector``).
-    recentre: Recentre | None = None
-
-    def __post_init__(self) -> None:
-        if (self.vector is None) == (self.text is None):
-            raise ValidationError("ArmQuery takes exactly one of vector= or text=")
-
-
-@dataclass(frozen=True, slots=True)
-class Brief:
-    """What hybrid recall reads of a candidate memory while ranking (no tags, no vector)."""
-
-    id: int
-    content: str
-    robot: str
-    created_at: datetime
-
-
-@dataclass(frozen=True, kw_only=True)
-class StoreCounts:
-    """Counts for ``stats()``."""
-
-    total: int
-    robot: int
-    forgotten: int
-    robots: int
-    #: Visible memories without a vector that are waiting for one (not marked as failing).
-    missing_embeddings: int
-    #: Visible memories without a vector whose text the embedder rejected (marked).
-    failed_embeddings: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class EmbeddingFailure:
-    """A memory whose text the embedder rejected: its key, the embedder, the reason, when."""
-
-    key: str
-    embedder: str
-    error: str
-    failed_at: datetime
-
-
-def like_prefix(prefix: str) -> str:
-    """A LIKE pattern matching strings that start with ``prefix`` (escape ``\\``)."""
-    return re.sub(r"([\\%_])", r"\\\1", prefix) + "%"
-
-
-def tag_patterns(tag: str) -> tuple[str, str]:
-    """The exact tag and a LIKE pattern for tags below it (``_``/``%`` escaped with ``\\``)."""
-    escaped = re.sub(r"([\\%_])", r"\\\1", tag)
-    return tag, f"{escaped}:%"
 
 
 @runtime_checkable

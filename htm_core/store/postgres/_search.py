@@ -270,7 +270,7 @@ class _PostgresSearch(PostgresWorkingSet):
                         self._session_ef(pg, info, min(1000, max(ef, deepest)))
                     if unit is not None and np.any(unit):
                         parts[k] = self._vector_sql(unit, arm.limit, arm.filters, arm.windows,
-                                                    self._window_query(conn, arm))
+                                                    self._window_query(pg, arm))
                 else:
                     parsed = parse_query(arm.text or "")
                     if parsed:
@@ -304,7 +304,7 @@ class _PostgresSearch(PostgresWorkingSet):
                 found[k].sort(key=lambda hit: (-hit[1], hit[0]))  # its ORDER BY
         return found
 
-    def _window_query(self, conn: Connection, arm: ArmQuery) -> np.ndarray | None:
+    def _window_query(self, pg: psycopg.Connection[Any], arm: ArmQuery) -> np.ndarray | None:
         """The arm's query for the windows when it differs from its ``vector`` (windows)."""
         return None
 

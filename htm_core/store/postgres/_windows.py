@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -51,7 +52,7 @@ class _PostgresWindows(_PostgresHistory):
             "ORDER BY w.embedding <=> CAST(:wq AS vector) LIMIT :wlimit)) u "
             "GROUP BY u.id ORDER BY score DESC, u.id LIMIT :limit", params)
 
-    def _window_query(self, conn: Connection, arm: ArmQuery) -> np.ndarray | None:
+    def _window_query(self, pg: psycopg.Connection[Any], arm: ArmQuery) -> np.ndarray | None:
         """``arm.recentre`` of the windows' mean direction, as a unit vector (None without
         windows or without ``recentre``): an estimate cached as :meth:`vector_centroid`
         caches the memories' (the newest 20,000 windows; from 1,000 windows on, checked at
@@ -60,14 +61,14 @@ class _PostgresWindows(_PostgresHistory):
             return None
         cached, now = self._window_mean, time.monotonic()
         if cached is None or cached[0] < 1000 or now - cached[1] >= 60.0:
-            newest = int(conn.execute(text(
-                "SELECT coalesce(max(id), 0) FROM memory_windows")).scalar() or 0)
+            found = pg.execute("SELECT coalesce(max(id), 0) FROM memory_windows").fetchone()
+            newest = int(found[0] or 0) if found else 0
             if cached is None or newest < cached[0] or newest > cached[0] + cached[0] // 20 or (
                     cached[0] < 1000 and newest != cached[0]):
-                row = conn.execute(text(
+                row = pg.execute(
                     "SELECT CAST(avg(embedding) AS real[]) FROM (SELECT embedding FROM "
                     "memory_windows WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 20000) s"
-                )).first()
+                ).fetchone()
                 mean = np.asarray(row[0], np.float64) if row and row[0] is not None else None
                 norm = float(np.linalg.norm(mean)) if mean is not None else 0.0
                 cached = (newest, now, mean / norm if mean is not None and norm > 0 else None)
