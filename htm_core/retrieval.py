@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -63,13 +62,14 @@ from typing import Any
 
 import numpy as np
 
+from ._coverage import _share, _stem, _stems_of, coverage
 from ._current import asks_about_now, prefer_current
 from ._duplicates import demote_duplicates
 from ._windows import DEFAULT_WINDOW_WORDS
 from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
 from .querytime import QueryTime, query_timeframe
-from .store._text import fold, is_cjk, parse_query
+from .store._text import parse_query
 from .store.base import ArmQuery, Brief, Search, SearchFilters
 
 __all__ = [
@@ -348,45 +348,6 @@ def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, M
         out.update((mid, score[mid]) for mid in more)
         ordered = sorted(out, key=lambda m: (-out[m], m))
     return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1})) for m in ordered[:limit]]
-
-
-# -- full-text coverage ----------------------------------------------------------------
-
-_WORD = re.compile(r"[^\W_]+")
-
-
-def _stem(word: str) -> str:
-    return word[:5]
-
-
-def coverage(query_words: Sequence[str], content: str) -> float:
-    """The share of ``query_words`` in ``content``: a word counts when a word of the
-    content shares its first five letters (case and Latin diacritics ignored); a CJK run
-    counts when the content holds it.
-
-    >>> coverage(["adopted", "beagle", "puppy"], "We adopt a beagle")
-    0.6666666666666666
-    >>> coverage(["绿茶", "tea"], "我喜欢喝绿茶")
-    0.5
-    """
-    runs = [w for w in query_words if is_cjk(w)]
-    words = [_stem(fold(w)) for w in query_words if not is_cjk(w)]
-    return _share(words, runs, content)
-
-
-@functools.lru_cache(maxsize=4096)
-def _stems_of(content: str) -> frozenset[str]:
-    """The stems of a memory's text; cached, as the same memories come up recall after
-    recall (coverage, then the hits' scores)."""
-    return frozenset(w[:5] for w in _WORD.findall(fold(content)))  # _stem, inlined: hot
-
-
-def _share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:
-    if not stems and not runs:
-        return 0.0
-    have = _stems_of(content) if stems else set()
-    held = sum(s in have for s in stems) + sum(r in content for r in runs)
-    return held / (len(stems) + len(runs))
 
 
 def _may_reach_top(arms: Mapping[str, Sequence[int]], config: RetrievalConfig,

@@ -36,8 +36,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from ._coverage import _share, _stem, _stems_of
 from .errors import ValidationError
-from .retrieval import RankedId, RetrievalConfig, _share, _stem, _stems_of
+from .retrieval import RankedId, RetrievalConfig
 from .store._text import parse_query
 
 __all__ = ["check_min_score", "evidence_of", "finish", "relevance_floor"]
