@@ -64,9 +64,10 @@ class WindowIndex:
     def centroid(self) -> npt.NDArray[np.float64] | None:
         """The unit-length mean of every window held (a running sum), or None if empty."""
         with self._lock:
-            norm = float(np.linalg.norm(self._sum))
-            if self._mean is None and self._owners.size and norm > 0.0:
-                self._mean = self._sum / norm
+            if self._mean is None and self._owners.size:
+                norm = float(np.linalg.norm(self._sum))
+                if norm > 0.0:
+                    self._mean = self._sum / norm
             return self._mean
 
     def best(self, query: FloatArray, limit: int, memories: VectorIndex, *,

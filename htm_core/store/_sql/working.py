@@ -18,7 +18,7 @@ from ...models import Memory
 from ..base import WorkingResult, WorkingRow, WorkingState
 from .records import SQLRecordChanges
 
-__all__ = ["SQLWorkingSet", "recall_check_answer"]
+__all__ = ["SQLWorkingSet", "recall_check_answer", "recall_check_sql"]
 
 
 class SQLWorkingSet(SQLRecordChanges):
@@ -65,24 +65,6 @@ class SQLWorkingSet(SQLRecordChanges):
 
         return frozenset(wanted - self._reading("checking what is still visible", read))
 
-    @staticmethod
-    def _recall_check_sql(ids: Iterable[int]) -> str:
-        """One statement: a row (0, the version of robot ``:n``), then (1, id) for each of
-        ``ids`` still visible."""
-        return ("SELECT 0, coalesce((SELECT working_version FROM robots WHERE name = :n), 0) "
-                "UNION ALL SELECT 1, id FROM memories WHERE id IN "
-                f"({', '.join(str(int(i)) for i in sorted(set(ids))) or 'NULL'}) "
-                "AND forgotten_at IS NULL")
-
-    def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
-        """The working-set version of ``robot`` and which of ``ids`` are hidden, one read."""
-        wanted = {int(i) for i in ids}
-
-        def read(conn: Connection) -> list[Any]:
-            return list(conn.execute(text(self._recall_check_sql(wanted)), {"n": robot}).all())
-
-        return recall_check_answer(self._reading("checking what is still visible", read), wanted)
-
     def clear_working(self, robot: str) -> int:
         """Drop ``robot``'s working-memory membership (memories stay); return how many."""
         def write(conn: Connection, rid: int) -> int:
@@ -95,8 +77,17 @@ class SQLWorkingSet(SQLRecordChanges):
         return self._writing_as(robot, "clearing working memory", write)
 
 
+def recall_check_sql(ids_in: str) -> str:
+    """The recall check, one statement: a row (0, the working-set version of robot ``:n``),
+    then (1, id) for each id of the one parameter ``:ids`` still visible; ``ids_in`` is the
+    backend's test of ``id`` against that parameter (a JSON list on SQLite, an array on
+    PostgreSQL), so the statement's text never changes and is compiled once."""
+    return ("SELECT 0, coalesce((SELECT working_version FROM robots WHERE name = :n), 0) "
+            f"UNION ALL SELECT 1, id FROM memories WHERE id {ids_in} AND forgotten_at IS NULL")
+
+
 def recall_check_answer(rows: Iterable[Sequence[Any]], wanted: set[int]) -> tuple[int, frozenset[int]]:
-    """:meth:`SQLWorkingSet.recall_check`'s answer from its statement's rows."""
+    """:func:`recall_check_sql`'s answer: the version and which of ``wanted`` are hidden."""
     version, visible = 0, set()
     for kind, value in rows:
         if kind == 0:

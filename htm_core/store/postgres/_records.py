@@ -42,16 +42,15 @@ class _PostgresRecords(_PostgresEngine):
         )
 
     @staticmethod
-    def _columns(include_embedding: bool) -> str:
-        return _MEMORY_COLUMNS + (", CAST(m.embedding AS real[]) AS embedding"
+    def _select(where: str, include_embedding: bool, join: str = "") -> str:
+        """The statement reading memories (and their robot's name) that match ``where``."""
+        cols = _MEMORY_COLUMNS + (", CAST(m.embedding AS real[]) AS embedding"
                                   if include_embedding else "")
+        return f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id {join} WHERE {where}"
 
     def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
                include_embedding: bool, *, join: str = "") -> list[Memory]:
-        cols = self._columns(include_embedding)
-        rows = conn.execute(text(
-            f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id {join} "
-            f"WHERE {where}"), params).all()
+        rows = conn.execute(text(self._select(where, include_embedding, join)), params).all()
         return [self._to_memory(r, include_embedding) for r in rows]
 
     def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
@@ -60,11 +59,10 @@ class _PostgresRecords(_PostgresEngine):
         if not ids:
             return []
         where = "m.id = ANY(:ids)" + ("" if include_forgotten else f" AND {_VISIBLE}")
-        cols = self._columns(include_embedding)
         found = [self._to_memory(r, include_embedding) for r in self._quick(
             "reading memories", lambda pg, _info: _rows(
-                pg, f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id "
-                f"WHERE {where}", {"ids": [int(i) for i in ids]}, namedtuple_row))]
+                pg, self._select(where, include_embedding), {"ids": [int(i) for i in ids]},
+                namedtuple_row))]
         by_id = {m.id: m for m in found}
         return [by_id[i] for i in ids if i in by_id]
 

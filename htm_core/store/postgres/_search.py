@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -26,6 +26,40 @@ from ..base import (
 from ..vector_index import normalise
 from ._engine import _PARAM, _check_int, _rows
 from ._working import PostgresWorkingSet
+
+T = TypeVar("T")
+
+
+#: A table's estimated mean direction: (newest id, monotonic time checked, the store's
+#: embedder, the unit mean as its user keeps it).
+MeanEstimate = tuple[int, float, "str | None", T | None]
+
+
+def _mean_is_due(cached: MeanEstimate[Any] | None) -> bool:
+    """Whether :func:`estimate_mean` has anything to check (no read otherwise)."""
+    return cached is None or cached[0] < 1000 or time.monotonic() - cached[1] >= 60.0
+
+
+def estimate_mean(first_row: Callable[[str], Sequence[Any] | None], table: str,
+                  cached: MeanEstimate[T] | None,
+                  keep: Callable[[np.ndarray], T]) -> MeanEstimate[T]:
+    """The unit mean direction of the newest 20,000 vectors of ``table`` (``memories`` or
+    ``memory_windows``), as ``keep`` makes it: an estimate, read again when the table has
+    grown by a twentieth (or lost rows) or the store's embedder changed; once it covers
+    1,000 rows it is checked at most once a minute (:func:`_mean_is_due`), smaller tables
+    on every call. ``first_row(sql)`` runs a statement and gives its first row."""
+    now = time.monotonic()
+    top = first_row(f"SELECT (SELECT coalesce(max(id), 0) FROM {table}), "
+                    "(SELECT value FROM htm_meta WHERE key = 'embedder')")
+    newest, embedder = (int(top[0] or 0), top[1]) if top else (0, None)
+    if (cached is not None and cached[3] is not None and embedder == cached[2]
+            and cached[0] <= newest <= cached[0] + cached[0] // 20):
+        return cached[0], now, embedder, cached[3]
+    row = first_row(f"SELECT CAST(avg(embedding) AS real[]) FROM (SELECT embedding FROM {table} "
+                    "WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 20000) s")
+    mean = np.asarray(row[0], dtype=np.float64) if row and row[0] is not None else None
+    norm = float(np.linalg.norm(mean)) if mean is not None else 0.0
+    return newest, now, embedder, keep(mean / norm) if mean is not None and norm > 0 else None
 
 
 class _PostgresSearch(PostgresWorkingSet):
@@ -201,35 +235,16 @@ class _PostgresSearch(PostgresWorkingSet):
         return {int(r[0]): Brief(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows}
 
     def vector_centroid(self) -> list[float] | None:
-        """The mean direction of the newest 20,000 vectors (an estimate), cached: once it
-        covers 1,000 memories it is checked at most once a minute and read again when the
-        store has grown by a twentieth or its embedder changed; smaller stores are checked
-        on every call."""
+        """The mean direction of the newest 20,000 vectors (an estimate, see
+        :func:`estimate_mean`)."""
         cached = self._centroid
-        now = time.monotonic()
-        if cached is not None and cached[0] >= 1000 and now - cached[1] < 60.0:
+        if not _mean_is_due(cached):
+            assert cached is not None
             return cached[3]
-
-        def read(conn: Connection) -> tuple[int, str | None, list[float] | None]:
-            newest, embedder = conn.execute(text(
-                "SELECT (SELECT coalesce(max(id), 0) FROM memories), "
-                "(SELECT value FROM htm_meta WHERE key = 'embedder')")).one()
-            newest = int(newest)
-            if (cached is not None and cached[3] is not None and embedder == cached[2]
-                    and newest <= cached[0] + cached[0] // 20):
-                return cached[0], embedder, cached[3]
-            row = conn.execute(text(
-                "SELECT CAST(avg(embedding) AS real[]) FROM (SELECT embedding FROM memories "
-                "WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 20000) s")).first()
-            if row is None or row[0] is None:
-                return newest, embedder, None
-            mean = np.asarray(row[0], dtype=np.float64)
-            norm = float(np.linalg.norm(mean))
-            return newest, embedder, (mean / norm).tolist() if norm > 0 else None
-
-        newest, embedder, centroid = self._read("estimating the vector centroid", read)
-        self._centroid = (newest, now, embedder, centroid)
-        return centroid
+        self._centroid = self._read("estimating the vector centroid", lambda conn: estimate_mean(
+            lambda sql: conn.execute(text(sql)).first(), "memories", cached,
+            lambda mean: mean.tolist()))
+        return self._centroid[3]
 
     def vector_search(self, vector: Sequence[float], *, limit: int, filters: SearchFilters,
                       windows: bool = True, ef_search: int | None = None

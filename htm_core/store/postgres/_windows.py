@@ -8,7 +8,6 @@ embedder, as ``memories.embedding`` does with the first vector.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,13 +22,14 @@ from ..base import ArmQuery, SearchFilters
 from ..vector_index import normalise
 from ._history import _PostgresHistory
 from ._schema import _DIMENSION_LOCK, _WINDOWS_HNSW_INDEX
+from ._search import MeanEstimate, _mean_is_due, estimate_mean
 
 
 class _PostgresWindows(_PostgresHistory):
     """:class:`~htm_core.store.base.Windows` on PostgreSQL."""
 
-    #: (newest window id, monotonic time checked, unit mean of the newest 20,000 windows).
-    _window_mean: tuple[int, float, np.ndarray | None] | None = None
+    #: The windows' estimated mean direction (:func:`estimate_mean`).
+    _window_mean: MeanEstimate[np.ndarray] | None = None
 
     def _vector_sql(self, unit: np.ndarray, limit: int, filters: SearchFilters,
                     windows: bool = True, window_unit: np.ndarray | None = None
@@ -54,28 +54,16 @@ class _PostgresWindows(_PostgresHistory):
 
     def _window_query(self, pg: psycopg.Connection[Any], arm: ArmQuery) -> np.ndarray | None:
         """``arm.recentre`` of the windows' mean direction, as a unit vector (None without
-        windows or without ``recentre``): an estimate cached as :meth:`vector_centroid`
-        caches the memories' (the newest 20,000 windows; from 1,000 windows on, checked at
-        most once a minute and read again when their newest id moved by a twentieth)."""
+        windows or without ``recentre``): the mean of the newest 20,000 windows, an estimate
+        kept as :meth:`vector_centroid` keeps the memories' (:func:`estimate_mean`)."""
         if arm.recentre is None or not arm.windows:
             return None
-        cached, now = self._window_mean, time.monotonic()
-        if cached is None or cached[0] < 1000 or now - cached[1] >= 60.0:
-            found = pg.execute("SELECT coalesce(max(id), 0) FROM memory_windows").fetchone()
-            newest = int(found[0] or 0) if found else 0
-            if cached is None or newest < cached[0] or newest > cached[0] + cached[0] // 20 or (
-                    cached[0] < 1000 and newest != cached[0]):
-                row = pg.execute(
-                    "SELECT CAST(avg(embedding) AS real[]) FROM (SELECT embedding FROM "
-                    "memory_windows WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 20000) s"
-                ).fetchone()
-                mean = np.asarray(row[0], np.float64) if row and row[0] is not None else None
-                norm = float(np.linalg.norm(mean)) if mean is not None else 0.0
-                cached = (newest, now, mean / norm if mean is not None and norm > 0 else None)
-            else:
-                cached = (cached[0], now, cached[2])
-            self._window_mean = cached
-        own = arm.recentre(cached[2]) if cached[2] is not None else None
+        cached = self._window_mean
+        if _mean_is_due(cached):
+            cached = self._window_mean = estimate_mean(
+                lambda sql: pg.execute(sql).fetchone(), "memory_windows", cached, lambda m: m)
+        assert cached is not None
+        own = arm.recentre(cached[3]) if cached[3] is not None else None
         return None if own is None else normalise(own)
 
     def _window_dim(self, conn: Connection, dim: int) -> None:

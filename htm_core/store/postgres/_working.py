@@ -18,12 +18,15 @@ from sqlalchemy.engine import Connection
 
 from ...models import Memory
 from .._sql.catalogue import VISIBLE as _VISIBLE
-from .._sql.working import recall_check_answer
+from .._sql.working import recall_check_answer, recall_check_sql
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._engine import _rows
 from ._records import _PostgresRecords
 
 __all__ = ["PostgresWorkingSet"]
+
+#: The recall check with the ids as one array.
+_RECALL_CHECK = recall_check_sql("= ANY(:ids)")
 
 T = TypeVar("T")
 
@@ -86,9 +89,7 @@ class PostgresWorkingSet(_PostgresRecords):
         text stays the same and is prepared)."""
         wanted = {int(i) for i in ids}
         rows = self._quick("checking what is still visible", lambda pg, _info: _rows(
-            pg, "SELECT 0, coalesce((SELECT working_version FROM robots WHERE name = :n), 0) "
-            "UNION ALL SELECT 1, id FROM memories WHERE id = ANY(:ids) "
-            "AND forgotten_at IS NULL", {"n": robot, "ids": sorted(wanted)}))
+            pg, _RECALL_CHECK, {"n": robot, "ids": sorted(wanted)}))
         return recall_check_answer(rows, wanted)
 
     def working_version(self, robot: str) -> int:

@@ -19,18 +19,14 @@ from sqlalchemy.engine import Connection
 from ...clock import to_timestamp, utc_from_timestamp
 from ...models import Memory
 from .._common import chunks
-from .._sql.working import recall_check_answer
+from .._sql.working import recall_check_answer, recall_check_sql
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._records import _SQLiteRecords
 
 __all__ = ["SQLiteWorkingSet"]
 
-#: :meth:`SQLWorkingSet._recall_check_sql` with the ids as one JSON parameter: one
-#: statement text, compiled once.
-_RECALL_CHECK = (
-    "SELECT 0, coalesce((SELECT working_version FROM robots WHERE name = :n), 0) "
-    "UNION ALL SELECT 1, id FROM memories WHERE id IN (SELECT value FROM json_each(:ids)) "
-    "AND forgotten_at IS NULL")
+#: The recall check with the ids as one JSON parameter.
+_RECALL_CHECK = recall_check_sql("IN (SELECT value FROM json_each(:ids))")
 
 
 class SQLiteWorkingSet(_SQLiteRecords):
