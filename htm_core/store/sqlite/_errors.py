@@ -22,7 +22,7 @@ from ...errors import (
     StoreError,
 )
 
-__all__ = ["is_locked", "map_sqlite_errors", "sqlite_error"]
+__all__ = ["is_locked", "map_sqlite_errors", "read_error", "sqlite_error"]
 
 #: What the driver raises: sqlite3's own errors (raw cursors) and SQLAlchemy's wrappers.
 DRIVER_ERRORS = (sqlite3.Error, DBAPIError)
@@ -77,12 +77,20 @@ def map_sqlite_errors(url: str, what: str) -> Iterator[None]:
     """
     try:
         yield
-    except DRIVER_ERRORS as exc:
-        raise sqlite_error(exc, url, what) from exc
-    except HTMError:
-        raise
-    except (ValueError, OverflowError, TypeError) as exc:
-        raise DatabaseCorruptError(
-            f"SQLite {what} on {url} met a stored value it cannot read ({type(exc).__name__}: "
-            f"{exc}); the database is damaged: run `htm check` to see what is wrong, then "
-            "restore it from an export (`htm import`)") from exc
+    except Exception as exc:
+        mapped = read_error(exc, url, what)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def read_error(exc: BaseException, url: str, what: str) -> StoreError | None:
+    """What :func:`map_sqlite_errors` raises for ``exc`` (None: ``exc`` as it is)."""
+    if isinstance(exc, DRIVER_ERRORS):
+        return sqlite_error(exc, url, what)
+    if isinstance(exc, HTMError) or not isinstance(exc, (ValueError, OverflowError, TypeError)):
+        return None
+    return DatabaseCorruptError(
+        f"SQLite {what} on {url} met a stored value it cannot read ({type(exc).__name__}: "
+        f"{exc}); the database is damaged: run `htm check` to see what is wrong, then "
+        "restore it from an export (`htm import`)")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from .._vectors import (
     list_failures,
 )
 from ._engine import _SQLiteEngine
-from ._errors import map_sqlite_errors
+from ._errors import read_error
 from ._schema import _HASH_PREFIX, _MEMORY_COLUMNS
 
 #: Stored vectors by one embedder for a JSON list of content hashes, found through the
@@ -50,6 +50,61 @@ class _Seen:
         self.versions: dict[str, int] = {}
 
 
+class _ReadCursor:
+    """:meth:`_SQLiteRecords._cursor`'s block: a plain object rather than a generator, as a
+    recall enters about a dozen of them. The store's lock is held inside."""
+
+    __slots__ = ("_began", "_conn", "_cur", "_snapshot", "_store", "_what")
+    _began: bool
+    _conn: sqlite3.Connection
+    _cur: sqlite3.Cursor | None
+
+    def __init__(self, store: _SQLiteRecords, what: str, snapshot: bool) -> None:
+        self._store, self._what, self._snapshot = store, what, snapshot
+
+    def __enter__(self) -> sqlite3.Cursor:
+        self._store._lock.acquire()
+        self._cur = None
+        self._began = False
+        try:
+            conn = self._conn = self._store._reader()
+            cur = self._cur = conn.cursor()
+            if self._snapshot and not conn.in_transaction:
+                self._began = True
+                cur.execute("BEGIN")
+        except BaseException as exc:
+            self._close(exc)
+            raise
+        return cur
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._close(exc)
+
+    def _close(self, exc: BaseException | None) -> None:
+        """Close the cursor, end the transaction the block began, let go of the lock; a
+        driver error (``exc``, the block's, else one met here) becomes htm's."""
+        store, failed = self._store, None
+        try:
+            if self._cur is not None:
+                self._cur.close()
+            if self._began:
+                store._snapshot_mark = None
+                if self._conn.in_transaction:
+                    self._conn.rollback()
+        except Exception as error:
+            failed = error
+        finally:
+            store._lock.release()
+        raised = exc if exc is not None else failed
+        if raised is not None:
+            mapped = read_error(raised, store.url, self._what)
+            if mapped is not None:
+                raise mapped from raised
+            if failed is not None and exc is None:
+                raise failed
+
+
 class _SQLiteRecords(_SQLiteEngine):
     """Reads of single memories and the catalogue."""
 
@@ -60,28 +115,15 @@ class _SQLiteRecords(_SQLiteEngine):
 
     # -- reading ---------------------------------------------------------------------
 
-    @contextmanager
-    def _cursor(self, what: str = "read", *, snapshot: bool = True) -> Iterator[sqlite3.Cursor]:
+    def _cursor(self, what: str = "read", *, snapshot: bool = True) -> _ReadCursor:
         """A raw cursor in a read transaction (one snapshot), as :meth:`_read`'s but without
         a SQLAlchemy ``Connection`` or a pool checkout (the store's own read connection):
         every recall runs a few of these small reads, and those would be most of their
         time. Nested, it reads in the outer one's snapshot. ``snapshot=False`` (a single
         statement, or statements checked against a :meth:`_mark` read first) begins no
-        transaction: each statement then reads the newest state."""
-        with self._lock, map_sqlite_errors(self.url, what):
-            conn = self._reader()
-            cur = conn.cursor()
-            began = snapshot and not conn.in_transaction
-            try:
-                if began:
-                    cur.execute("BEGIN")
-                yield cur
-            finally:
-                cur.close()
-                if began:
-                    self._snapshot_mark = None
-                    if conn.in_transaction:
-                        conn.rollback()
+        transaction: each statement then reads the newest state. Driver errors become
+        htm's, as in :func:`~htm_core.store.sqlite._errors.map_sqlite_errors`."""
+        return _ReadCursor(self, what, snapshot)
 
     def _mark(self, cur: sqlite3.Cursor) -> Mark | None:
         """The read connection and its ``data_version`` (read once per snapshot), which
