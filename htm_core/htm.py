@@ -479,13 +479,13 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         if neighbors is not None:
             config = config.with_options(neighbors=_intake.check_neighbors(neighbors))
         floor, reranker = check_min_score(min_score), check_rerank(rerank)
+        now = self._clock()  # the query's "now" and the hits' access time: one reading
         ranked = search(self._store, query=query, query_vector=lambda: self._embedding.query(query),
                         strategy=strategy, limit=rerank_depth(limit) if reranker else limit,
-                        filters=filters, config=config, now=self._clock())
+                        filters=filters, config=config, now=now)
         by_id = {m.id: m for m in self._store.get_many([r.id for r in ranked])}
         ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
                         min_score=floor, rerank=reranker)
-        now = self._clock()
         with self._lock:
             refused = self._resident.recalled([by_id[r.id] for r in ranked], now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).

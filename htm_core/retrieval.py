@@ -298,9 +298,10 @@ def _neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
 
 def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, Mapping[str, int]],
                 config: RetrievalConfig, pool: int, briefs: _Briefs,
-                limit: int | None) -> list[RankedId]:
+                limit: int | None, similarity: Mapping[int, float] | None = None
+                ) -> list[RankedId]:
     """:func:`_neighbour_scores` of the fused ids ``order`` (best first) with their scores
-    and ranks."""
+    and ranks (and ``similarity``, each id's, when given)."""
     n = config.neighbors
     wanted = {mid + d for mid in order[:pool] for d in range(-n, n + 1)}
     known = briefs.fetch(wanted)
@@ -347,6 +348,9 @@ def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, M
     if more:
         out.update((mid, score[mid]) for mid in more)
         ordered = sorted(out, key=lambda m: (-out[m], m))
+    if similarity is not None:
+        return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1}), similarity.get(m))
+                for m in ordered[:limit]]
     return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1})) for m in ordered[:limit]]
 
 
@@ -426,7 +430,9 @@ def _centred(q: np.ndarray, centroid: Sequence[float] | np.ndarray | None,
     """:func:`centred_query` of a float64 vector, as an array (None: left as it is)."""
     if centroid is None:
         return None
-    norm = float(np.linalg.norm(q))
+    # sqrt(q·q) is what np.linalg.norm works out for a flat float64 vector (the same
+    # float), without its dispatch.
+    norm = math.sqrt(q.dot(q))
     if norm == 0.0:
         return None
     q = q / norm
@@ -434,7 +440,7 @@ def _centred(q: np.ndarray, centroid: Sequence[float] | np.ndarray | None,
     if mu.shape != q.shape:
         return None
     q -= float(q @ mu) * mu
-    rest = float(np.linalg.norm(q))
+    rest = math.sqrt(q.dot(q))
     if rest <= 1e-6:
         return None
     q /= rest
@@ -542,11 +548,15 @@ def search(
         if config.duplicates is not None:
             order, scores = demote_duplicates(order, scores, briefs.fetch(order[:pool]),
                                               _stems_of, pool=pool, threshold=config.duplicates)
-        keep = pool if now_asked else limit  # only the best ``keep`` become RankedIds
-        if config.neighbors:
-            fused = _neighbours(order, scores, ranks, config, pool, briefs, keep)
+        if not now_asked:  # the best ``limit`` become the results, made once
+            if config.neighbors:
+                return _neighbours(order, scores, ranks, config, pool, briefs, limit,
+                                   similarity)
+            return [RankedId(m, scores[m], ranks[m], similarity.get(m)) for m in order[:limit]]
+        if config.neighbors:  # only the best ``pool`` become RankedIds
+            fused = _neighbours(order, scores, ranks, config, pool, briefs, pool)
         else:
-            fused = [RankedId(m, scores[m], ranks[m]) for m in order[:keep]]
+            fused = [RankedId(m, scores[m], ranks[m]) for m in order[:pool]]
     else:
         if config.fusion is reciprocal_rank_fusion:
             fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)

@@ -172,7 +172,7 @@ class ResidentSet:
         if memories:
             entered, evicted = self._enter(memories[::-1], accessed=at)
             # Written later: the pending change takes each key's state when it is written.
-            self._defer_parts(self._clock(), [m.id for m in memories], evicted, entered)
+            self._defer_parts(at, [m.id for m in memories], evicted, entered)
         return refused
 
     def retrieved(self, memory: Memory | None, at: datetime) -> None:

@@ -310,23 +310,23 @@ class _SQLiteSearch(SQLiteWorkingSet):
         if cache is None:
             cache = self._brief_cache = {}
         out: dict[int, Brief] = {}
-        # The mark first, outside a snapshot: the reads that follow (in one snapshot, their
-        # versions and texts must agree) are as new as it or newer (see _mark).
+        # One block, no snapshot: the mark first, so what is read after it is as new as it
+        # or newer (see _mark). A brief's text comes with its version (one row): a text
+        # read in a later statement than the version check is still that version's.
         with self._cursor(snapshot=False) as cur:
             passed = self._passed_since(cur) if filters.is_empty else None
-        todo = sorted(set(ids))
-        if passed is not None:  # nothing committed since these were read
-            unread: list[int] = []
-            for mid in todo:
-                brief = passed.get(mid, _UNREAD)
-                if brief is _UNREAD:
-                    unread.append(mid)
-                elif brief is not None:
-                    out[mid] = brief
-            todo = unread
-        if not todo:
-            return out
-        with self._cursor() as cur:
+            todo = sorted(set(ids))
+            if passed is not None:  # nothing committed since these were read
+                unread: list[int] = []
+                for mid in todo:
+                    brief = passed.get(mid, _UNREAD)
+                    if brief is _UNREAD:
+                        unread.append(mid)
+                    elif brief is not None:
+                        out[mid] = brief
+                todo = unread
+            if not todo:
+                return out
             for part in chunks(todo, 500):
                 # The ids as one JSON parameter: one statement text, compiled once.
                 params["ids"] = json.dumps(list(map(int, part)))
@@ -356,7 +356,7 @@ class _SQLiteSearch(SQLiteWorkingSet):
     def _passed_since(self, cur: sqlite3.Cursor) -> dict[int, Brief | None] | None:
         """What unfiltered :meth:`briefs` found since the last commit to the database, by
         any connection of any process (SQLite's ``data_version`` of the read connection
-        moves with each; reading it starts this read's snapshot); emptied when it moved.
+        moves with each); emptied when it moved.
         None for an in-memory database (its writes share the read connection, which
         ``data_version`` does not count)."""
         at = self._mark(cur)
