@@ -489,6 +489,20 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
     return asked, when
 
 
+def _similarities(*arms: Sequence[tuple[int, float]]) -> dict[int, float]:
+    """Each memory's best cosine over the vector ``arms`` (at least -1)."""
+    first = arms[0]
+    out = dict(first)
+    if len(out) < len(first) or (out and min(out.values()) < -1.0):
+        out = {}  # an arm listing a memory twice, or a cosine a rounding put below -1
+    else:
+        arms = arms[1:]  # the first arm as it is: what the loop below would make of it
+    for hits in arms:
+        for mid, score in hits:
+            out[mid] = max(score, out.get(mid, -1.0))
+    return out
+
+
 def search(
     store: Search,
     *,
@@ -528,10 +542,7 @@ def search(
                                config=config, now=now)
     found = dict(zip(asked, store.search_arms(list(asked.values())), strict=True))
     arms = {name: [mid for mid, _ in hits] for name, hits in found.items()}
-    similarity: dict[int, float] = {}
-    for name in ("vector", "vector@time"):
-        for mid, score in found.get(name, ()):
-            similarity[mid] = max(score, similarity.get(mid, -1.0))
+    similarity = _similarities(found.get("vector", ()), found.get("vector@time", ()))
     briefs = _Briefs(store, filters)
     weigh_coverage = config.fusion is reciprocal_rank_fusion and config.coverage
     now_asked = config.current_weight > 0 and asks_about_now(query)

@@ -112,6 +112,8 @@ class _SQLiteRecords(_SQLiteEngine):
     _snapshot_mark: Mark | None = None
     #: See :meth:`_seen`.
     _seen_at: _Seen | None = None
+    #: The mark :meth:`_mark` read last (None: none yet, or an in-memory database).
+    _last_mark: Mark | None = None
 
     # -- reading ---------------------------------------------------------------------
 
@@ -139,7 +141,7 @@ class _SQLiteRecords(_SQLiteEngine):
         held = self._snapshot_mark
         if held is not None and held[0] is conn and conn.in_transaction:
             return held
-        mark = (conn, int(cur.execute("PRAGMA data_version").fetchone()[0]))
+        mark = self._last_mark = (conn, int(cur.execute("PRAGMA data_version").fetchone()[0]))
         if conn.in_transaction:
             self._snapshot_mark = mark
         return mark
@@ -203,7 +205,11 @@ class _SQLiteRecords(_SQLiteEngine):
         visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
         parts = chunks(list(ids), 500)
         with self._cursor(snapshot=len(parts) > 1) as cur:
-            seen = None if include_forgotten else self._seen(self._mark(cur))
+            # What is read now is as new as the last mark read or newer: labelled with that
+            # mark (an older one than the newest only makes the next check read again), the
+            # visible ids spare the recall check a read, with no data_version read here.
+            seen = None if include_forgotten else self._seen(
+                self._mark(cur) if len(parts) > 1 else self._last_mark)
             for part in parts:
                 # The ids as one JSON parameter: the statement's text is always the same,
                 # so the driver's statement cache spares compiling it on every recall.
