@@ -55,9 +55,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -89,6 +90,10 @@ __all__ = [
 STRATEGIES = ("hybrid", "vector", "fulltext")
 
 
+#: :class:`RankedId`'s ``ranks`` when none are given (each gets a new empty dict).
+_NO_RANKS: Mapping[str, int] = MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class RankedId:
     """One result of a search: memory id, score (higher is better), rank in each arm.
@@ -104,6 +109,13 @@ class RankedId:
     ranks: Mapping[str, int] = field(default_factory=dict)
     similarity: float | None = None
     relevance: float = 0.0
+
+    def __init__(self, id: int, score: float, ranks: Mapping[str, int] = _NO_RANKS,
+                 similarity: float | None = None, relevance: float = 0.0) -> None:
+        # The generated __init__ of a frozen dataclass sets each field through
+        # object.__setattr__; a recall makes a few dozen of these, at twice the cost.
+        self.__dict__.update(id=id, score=score, ranks={} if ranks is _NO_RANKS else ranks,
+                             similarity=similarity, relevance=relevance)
 
 
 FusionFn = Callable[[Mapping[str, Sequence[int]], int], list[RankedId]]
@@ -278,7 +290,9 @@ class _Briefs:
         self._asked: set[int] = set()
         self.found: dict[int, Brief] = {}
 
-    def fetch(self, ids: Iterable[int]) -> dict[int, Brief]:
+    def fetch(self, ids: Collection[int]) -> dict[int, Brief]:
+        if self._asked.issuperset(ids):  # the usual case after the first ask
+            return self.found
         todo = sorted({i for i in ids if i > 0} - self._asked)
         if todo:
             self._asked.update(todo)
@@ -576,7 +590,7 @@ def search(
         if config.neighbors:
             fused = _neighbour_scores(fused, config, pool, briefs, limit)
     if now_asked:
-        fused = prefer_current(fused, briefs.fetch(r.id for r in fused[:pool]), pool=pool,
+        fused = prefer_current(fused, briefs.fetch([r.id for r in fused[:pool]]), pool=pool,
                                weight=config.current_weight, rrf_k=config.rrf_k)
     return [RankedId(r.id, r.score, r.ranks, similarity.get(r.id), r.relevance)
             for r in fused[:limit]]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -110,6 +111,8 @@ class _SQLiteRecords(_SQLiteEngine):
 
     #: The mark of the read transaction in progress on the read connection, once read.
     _snapshot_mark: Mark | None = None
+    #: A mark read at the start of a block of reads that all go by it (see :meth:`_holding`).
+    _held_mark: Mark | None = None
     #: See :meth:`_seen`.
     _seen_at: _Seen | None = None
     #: The mark :meth:`_mark` read last (None: none yet, or an in-memory database).
@@ -138,6 +141,9 @@ class _SQLiteRecords(_SQLiteEngine):
         if self._memory_db:
             return None
         conn = cur.connection
+        held = self._held_mark
+        if held is not None and held[0] is conn:
+            return held
         held = self._snapshot_mark
         if held is not None and held[0] is conn and conn.in_transaction:
             return held
@@ -145,6 +151,19 @@ class _SQLiteRecords(_SQLiteEngine):
         if conn.in_transaction:
             self._snapshot_mark = mark
         return mark
+
+    @contextmanager
+    def _holding(self) -> Iterator[sqlite3.Cursor]:
+        """A block of reads (no transaction) that all go by one mark, read first: what
+        each reads is as new as it or newer, as :meth:`_mark` needs. One ``data_version``
+        read and no ``BEGIN`` for the several reads of a recall's search."""
+        with self._cursor(snapshot=False) as cur:
+            mark = self._mark(cur)
+            self._held_mark = mark
+            try:
+                yield cur
+            finally:
+                self._held_mark = None
 
     def _seen(self, mark: Mark | None) -> _Seen | None:
         """What reads found visible, and the working-set versions they read, as of ``mark``

@@ -75,8 +75,10 @@ class _SQLiteSearch(SQLiteWorkingSet):
         if not parsed:
             return []
         # The raw cursor: a search is a few cheap statements, and SQLAlchemy's
-        # per-statement overhead would be most of its time.
-        with self._cursor() as cur:
+        # per-statement overhead would be most of its time. No snapshot: the counts are
+        # kept by a mark read before them, the hits are one statement (and a visibility
+        # check whose newer answer only leaves out what was forgotten meanwhile).
+        with self._cursor(snapshot=False) as cur:
             words = self._word_hits(cur, parsed.words, limit, filters)
             runs = self._run_hits(cur, parsed.runs, limit, filters)
         return merge_hits(words, runs, limit)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -88,11 +87,10 @@ class _SQLiteWindows(_SQLiteHistory):
         search (a recall's arms read one state of the windows)."""
         out: list[list[tuple[int, float]]] = []
         synced = False
-        # One read transaction: every arm reads one snapshot, whose mark (read once) tells
-        # the catch-ups and the full-text counts whether anything was committed since. Not
-        # in an in-memory database: its one connection is also the pool's (a reload of
-        # the index reads through the pool), and it has no mark.
-        with nullcontext() if self._memory_db else self._cursor():
+        # One mark, read first, tells the catch-ups and the full-text counts of every arm
+        # whether anything was committed since (no transaction: in an in-memory database
+        # the read connection is also the pool's, through which a reload of the index reads).
+        with self._holding():
             for a in arms:
                 if a.vector is None:
                     out.append(self.fulltext_search(a.text or "", limit=a.limit,
@@ -119,10 +117,11 @@ class _SQLiteWindows(_SQLiteHistory):
     def _sync_windows(self, dim: int) -> WindowIndex | None:
         """The window index, caught up with the table (None while there are no windows);
         nothing to read while nothing was committed since the last catch-up (the mark)."""
-        with self._cursor() as cur:
+        with self._cursor(snapshot=False) as cur:
             mark = self._mark(cur)
             if mark is not None and self._windows_synced == (mark, dim):
                 return self._windows
+        with self._cursor() as cur:  # one snapshot: the generation, the newest id, new rows
             self._windows_synced = None
             generation, newest = cur.execute(
                 "SELECT (SELECT value FROM htm_meta WHERE key = 'window_generation'), "
