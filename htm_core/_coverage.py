@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .store._text import fold, is_cjk
 
@@ -47,3 +47,15 @@ def _share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:
     have = _stems_of(content) if stems else set()
     held = sum(s in have for s in stems) + sum(r in content for r in runs)
     return held / (len(stems) + len(runs))
+
+
+def _sharer(stems: Sequence[str], runs: Sequence[str]) -> Callable[[str], float]:
+    """``content -> _share(stems, runs, content)``, for the many memories one query is
+    measured against: distinct stems and no runs (the usual query) are counted by one set
+    intersection per memory (the same count, so the same share)."""
+    if not stems and not runs:
+        return lambda content: 0.0
+    if runs or len(set(stems)) < len(stems):
+        return lambda content: _share(stems, runs, content)
+    wanted, n = frozenset(stems), len(stems)
+    return lambda content: len(wanted.intersection(_stems_of(content))) / n

@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from ._coverage import _share, _stem, _stems_of, coverage
+from ._coverage import _sharer, _stem, _stems_of, coverage
 from ._current import asks_about_now, prefer_current
 from ._duplicates import demote_duplicates
 from ._windows import DEFAULT_WINDOW_WORDS
@@ -408,9 +408,9 @@ def _coverage_scores(arms: Mapping[str, Sequence[int]], text: str, config: Retri
     stems = [_stem(w) for w in parsed.flat_words()]
     ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
     known = briefs.fetch(ids)
-    shares: dict[int, float] = {}  # each hit's coverage, worked out once
-    for mid in ids:
-        shares[mid] = _share(stems, parsed.runs, known[mid].content) if mid in known else 0.0
+    of = _sharer(stems, parsed.runs)
+    shares = {mid: of(known[mid].content) if mid in known else 0.0  # each hit's, once
+              for mid in ids}
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     for arm, got in arms.items():

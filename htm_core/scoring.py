@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from ._coverage import _share, _stem, _stems_of
+from ._coverage import _share, _sharer, _stem, _stems_of
 from .errors import ValidationError
 from .retrieval import RankedId, RetrievalConfig
 from .store._text import parse_query
@@ -101,9 +101,10 @@ def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known
         if len(common) < len(stems):
             stems = [s for s in stems if s not in common]
     out = {}
+    share = _sharer(stems, runs)
     for r in ranked:
         memory = known.get(r.id)
-        cover = 0.0 if memory is None else _share(stems, runs, memory.content)
+        cover = 0.0 if memory is None else share(memory.content)
         cosine = 0.0 if strategy == "fulltext" or r.similarity is None else r.similarity
         out[r.id] = _clamp(max(cosine, cover))
     return out
