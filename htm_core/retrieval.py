@@ -90,8 +90,7 @@ __all__ = [
 STRATEGIES = ("hybrid", "vector", "fulltext")
 
 
-#: :class:`RankedId`'s ``ranks`` when none are given (each gets a new empty dict).
-_NO_RANKS: Mapping[str, int] = MappingProxyType({})
+_NO_RANKS: Mapping[str, int] = MappingProxyType({})  # RankedId: none given, a new {} each
 
 
 @dataclass(frozen=True)
@@ -112,8 +111,7 @@ class RankedId:
 
     def __init__(self, id: int, score: float, ranks: Mapping[str, int] = _NO_RANKS,
                  similarity: float | None = None, relevance: float = 0.0) -> None:
-        # The generated __init__ of a frozen dataclass sets each field through
-        # object.__setattr__; a recall makes a few dozen of these, at twice the cost.
+        # Not the generated one (object.__setattr__ per field): twice as fast, a few dozen a recall.
         self.__dict__.update(id=id, score=score, ranks={} if ranks is _NO_RANKS else ranks,
                              similarity=similarity, relevance=relevance)
 
@@ -327,19 +325,25 @@ def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, M
     # gain): a memory's bonus is the best share a better neighbour lends it.
     bonus: dict[int, float] = {}
     short: dict[int, float] = {}  # worked out for the memories that have a better neighbour only
-    offsets = [(d, config.neighbor_weight ** abs(d)) for d in range(-n, n + 1) if d]
-    for oid, other in memories.items():
-        lender = score.get(oid)
-        if lender is None:
-            continue
-        for d, weight in offsets:
-            mid = oid - d  # ``other`` is the memory ``d`` away from ``mid``
-            memory = memories.get(mid)
-            if memory is None:
+    steps = [(d, config.neighbor_weight ** d) for d in range(1, n + 1)]
+    for low, first in memories.items():  # each pair of neighbours once, ``d`` apart
+        low_score = score.get(low)
+        for d, weight in steps:
+            second = memories.get(low + d)
+            if second is None:
                 continue
-            own = score.get(mid, floor)
-            if lender <= own or other.robot != memory.robot or \
-                    abs(other.created_at - memory.created_at) > gap:
+            high_score = score.get(low + d)
+            if (high_score is None and low_score is None) or first.robot != second.robot or \
+                    abs(second.created_at - first.created_at) > gap:
+                continue
+            # The better of the two lends (a memory no arm found lends nothing).
+            if low_score is not None and low_score > (own := floor if high_score is None
+                                                     else high_score):
+                mid, memory, lender = low + d, second, low_score
+            elif high_score is not None and high_score > (own := floor if low_score is None
+                                                         else low_score):
+                mid, memory, lender = low, first, high_score
+            else:
                 continue
             share = short.get(mid)
             if share is None:
@@ -362,10 +366,9 @@ def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, M
     if more:
         out.update((mid, score[mid]) for mid in more)
         ordered = sorted(out, key=lambda m: (-out[m], m))
-    if similarity is not None:
-        return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1}), similarity.get(m))
-                for m in ordered[:limit]]
-    return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1})) for m in ordered[:limit]]
+    cosine = similarity or {}
+    return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1}), cosine.get(m))
+            for m in ordered[:limit]]
 
 
 def _may_reach_top(arms: Mapping[str, Sequence[int]], config: RetrievalConfig,
@@ -505,12 +508,11 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
 
 def _similarities(*arms: Sequence[tuple[int, float]]) -> dict[int, float]:
     """Each memory's best cosine over the vector ``arms`` (at least -1)."""
-    first = arms[0]
-    out = dict(first)
-    if len(out) < len(first) or (out and min(out.values()) < -1.0):
-        out = {}  # an arm listing a memory twice, or a cosine a rounding put below -1
+    out = dict(arms[0])
+    if len(out) == len(arms[0]) and (not out or min(out.values()) >= -1.0):
+        arms = arms[1:]  # what the loop below makes of the first arm
     else:
-        arms = arms[1:]  # the first arm as it is: what the loop below would make of it
+        out = {}  # an arm listing a memory twice, or a cosine a rounding put below -1
     for hits in arms:
         for mid, score in hits:
             out[mid] = max(score, out.get(mid, -1.0))
@@ -573,15 +575,15 @@ def search(
         if config.duplicates is not None:
             order, scores = demote_duplicates(order, scores, briefs.fetch(order[:pool]),
                                               _stems_of, pool=pool, threshold=config.duplicates)
-        if not now_asked:  # the best ``limit`` become the results, made once
-            if config.neighbors:
-                return _neighbours(order, scores, ranks, config, pool, briefs, limit,
-                                   similarity)
-            return [RankedId(m, scores[m], ranks[m], similarity.get(m)) for m in order[:limit]]
-        if config.neighbors:  # only the best ``pool`` become RankedIds
-            fused = _neighbours(order, scores, ranks, config, pool, briefs, pool)
+        # Only the best ``keep`` become RankedIds: the results, made once with their
+        # similarity, unless the query asks about the present.
+        keep, cosine = (pool, {}) if now_asked else (limit, similarity)
+        if config.neighbors:
+            fused = _neighbours(order, scores, ranks, config, pool, briefs, keep, cosine)
         else:
-            fused = [RankedId(m, scores[m], ranks[m]) for m in order[:pool]]
+            fused = [RankedId(m, scores[m], ranks[m], cosine.get(m)) for m in order[:keep]]
+        if not now_asked:
+            return fused
     else:
         if config.fusion is reciprocal_rank_fusion:
             fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
