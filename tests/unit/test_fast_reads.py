@@ -1,13 +1,19 @@
 """The SQLite reads on recall's path keep what they read current: briefs (whose text a
 store caches by memory version) follow an update or a forget made by another store object
-on the same file, and ``get_many`` returns each memory's tags sorted by name."""
+on the same file, and ``get_many`` returns each memory's tags sorted by name. The raw read
+block (``_cursor``) maps errors as every other read does and lets go of its lock, and a
+recall's search reads ``data_version`` once, in no read transaction."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from htm_core.store.base import NewMemory, SearchFilters
+import pytest
+
+from htm_core.errors import DatabaseCorruptError, StoreError, ValidationError
+from htm_core.store.base import ArmQuery, NewMemory, SearchFilters
 from htm_core.store.sqlite import SQLiteStore
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -57,8 +63,6 @@ def test_search_arms_with_tags_and_a_reload_in_memory_and_on_a_file(tmp_path: Pa
     """search_arms reads its arms in one snapshot of the read connection; the parts that
     read through the pool meanwhile (a tag filter, an index reload) must work as well, also
     in an in-memory database, whose one connection is the pool's too."""
-    from htm_core.store.base import ArmQuery
-
     for where in (":memory:", str(tmp_path / "f.db")):
         store = SQLiteStore(where)
         try:
@@ -76,3 +80,52 @@ def test_search_arms_with_tags_and_a_reload_in_memory_and_on_a_file(tmp_path: Pa
             assert {mid for mid, _ in vector} == odd and {mid for mid, _ in text} == odd
         finally:
             store.close()
+
+
+def test_read_block_maps_errors_and_lets_go(tmp_path: Path) -> None:
+    """A driver error in a raw read becomes htm's (naming what was read), a value that
+    cannot be read back is damage, htm's own errors and others pass as they are; after
+    each, the read transaction is over and the lock is free for another thread."""
+    store = SQLiteStore(str(tmp_path / "m.db"))
+    try:
+        with pytest.raises(StoreError, match="reading the test rows") as caught, \
+                store._cursor("reading the test rows") as cur:
+            cur.execute("SELECT nothing FROM no_such_table")
+        assert isinstance(caught.value.__cause__, sqlite3.Error)
+        for raised, expected in ((ValueError("bad"), DatabaseCorruptError),
+                                 (ValidationError("own"), ValidationError),
+                                 (KeyError("other"), KeyError)):
+            with pytest.raises(expected), store._cursor() as cur:
+                cur.execute("SELECT 1")
+                raise raised
+            assert not store._reader().in_transaction
+            assert store._lock.acquire(blocking=False)  # not held by an unfinished block
+            store._lock.release()
+        with store._cursor() as outer, store._cursor(snapshot=False) as inner:
+            assert inner.connection is outer.connection and outer.connection.in_transaction
+        assert not store._reader().in_transaction
+    finally:
+        store.close()
+
+
+def test_search_arms_reads_the_mark_once_without_a_transaction(tmp_path: Path) -> None:
+    """Every arm of a recall's search goes by one ``data_version`` read first (what is read
+    after it is as new or newer): no BEGIN, one PRAGMA, whatever the number of arms."""
+    store = SQLiteStore(str(tmp_path / "m.db"))
+    try:
+        store.add_many([NewMemory(key=f"k{i}", content=f"garden note {i}", robot="r",
+                                  importance=1.0, token_count=3, created_at=START,
+                                  embedding=[1.0, float(i), 0.0], embedder="e")
+                        for i in range(4)])
+        arms = [ArmQuery(vector=[1.0, 2.0, 0.0], limit=5, filters=SearchFilters()),
+                ArmQuery(text="garden", limit=5, filters=SearchFilters()),
+                ArmQuery(vector=[1.0, 0.0, 0.0], limit=5, filters=SearchFilters())]
+        first = store.search_arms(arms)
+        seen: list[str] = []
+        store._reader().set_trace_callback(seen.append)
+        assert store.search_arms(arms) == first
+        ours = [s for s in seen if not s.startswith("--")]  # not FTS5's own statements
+        assert sum(s.startswith("PRAGMA data_version") for s in ours) == 1
+        assert not any(s.startswith(("BEGIN", "ROLLBACK")) for s in ours)
+    finally:
+        store.close()
