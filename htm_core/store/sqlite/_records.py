@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -111,8 +112,9 @@ class _SQLiteRecords(_SQLiteEngine):
 
     #: The mark of the read transaction in progress on the read connection, once read.
     _snapshot_mark: Mark | None = None
-    #: A mark read at the start of a block of reads that all go by it (see :meth:`_holding`).
-    _held_mark: Mark | None = None
+    #: The thread in a block of reads that all go by one mark read first, and that mark
+    #: (see :meth:`_holding`).
+    _held_mark: tuple[int, Mark] | None = None
     #: See :meth:`_seen`.
     _seen_at: _Seen | None = None
     #: The mark :meth:`_mark` read last (None: none yet, or an in-memory database).
@@ -141,9 +143,9 @@ class _SQLiteRecords(_SQLiteEngine):
         if self._memory_db:
             return None
         conn = cur.connection
-        held = self._held_mark
-        if held is not None and held[0] is conn:
-            return held
+        mark = self._held()
+        if mark is not None and mark[0] is conn:
+            return mark
         held = self._snapshot_mark
         if held is not None and held[0] is conn and conn.in_transaction:
             return held
@@ -159,11 +161,17 @@ class _SQLiteRecords(_SQLiteEngine):
         read and no ``BEGIN`` for the several reads of a recall's search."""
         with self._cursor(snapshot=False) as cur:
             mark = self._mark(cur)
-            self._held_mark = mark
+            self._held_mark = None if mark is None else (threading.get_ident(), mark)
             try:
                 yield cur
             finally:
                 self._held_mark = None
+
+    def _held(self) -> Mark | None:
+        """The mark of the :meth:`_holding` block this thread is in (it holds the lock),
+        or None: a step that checks it first needs no cursor while nothing moved."""
+        held = self._held_mark
+        return held[1] if held is not None and held[0] == threading.get_ident() else None
 
     def _seen(self, mark: Mark | None) -> _Seen | None:
         """What reads found visible, and the working-set versions they read, as of ``mark``

@@ -208,6 +208,9 @@ class _SQLiteSearch(SQLiteWorkingSet):
         index = self._index
         if index is None:
             return
+        held = self._held()  # a recall's search: its mark, no cursor to check it
+        if held is not None and self._index_synced == (held, index) and not self._index_stale:
+            return
         with self._cursor(snapshot=False) as cur:  # this runs before every search
             mark = self._mark(cur)
             if mark is not None and self._index_synced == (mark, index) and not self._index_stale:

@@ -117,6 +117,9 @@ class _SQLiteWindows(_SQLiteHistory):
     def _sync_windows(self, dim: int) -> WindowIndex | None:
         """The window index, caught up with the table (None while there are no windows);
         nothing to read while nothing was committed since the last catch-up (the mark)."""
+        held = self._held()  # a recall's search: its mark, no cursor to check it
+        if held is not None and self._windows_synced == (held, dim):
+            return self._windows
         with self._cursor(snapshot=False) as cur:
             mark = self._mark(cur)
             if mark is not None and self._windows_synced == (mark, dim):
