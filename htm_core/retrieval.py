@@ -325,25 +325,19 @@ def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, M
     # gain): a memory's bonus is the best share a better neighbour lends it.
     bonus: dict[int, float] = {}
     short: dict[int, float] = {}  # worked out for the memories that have a better neighbour only
-    steps = [(d, config.neighbor_weight ** d) for d in range(1, n + 1)]
-    for low, first in memories.items():  # each pair of neighbours once, ``d`` apart
-        low_score = score.get(low)
-        for d, weight in steps:
-            second = memories.get(low + d)
-            if second is None:
+    offsets = [(d, config.neighbor_weight ** abs(d)) for d in range(-n, n + 1) if d]
+    for oid, other in memories.items():
+        lender = score.get(oid)
+        if lender is None:
+            continue
+        for d, weight in offsets:
+            mid = oid - d  # ``other`` is the memory ``d`` away from ``mid``
+            memory = memories.get(mid)
+            if memory is None:
                 continue
-            high_score = score.get(low + d)
-            if (high_score is None and low_score is None) or first.robot != second.robot or \
-                    abs(second.created_at - first.created_at) > gap:
-                continue
-            # The better of the two lends (a memory no arm found lends nothing).
-            if low_score is not None and low_score > (own := floor if high_score is None
-                                                     else high_score):
-                mid, memory, lender = low + d, second, low_score
-            elif high_score is not None and high_score > (own := floor if low_score is None
-                                                         else low_score):
-                mid, memory, lender = low, first, high_score
-            else:
+            own = score.get(mid, floor)
+            if lender <= own or other.robot != memory.robot or \
+                    abs(other.created_at - memory.created_at) > gap:
                 continue
             share = short.get(mid)
             if share is None:
