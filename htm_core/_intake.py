@@ -59,7 +59,7 @@ class Intake:
                               metadata=metadata, created_at=created_at)
         return record if record.importance_given else replace(record, importance_given=True)
 
-    def _record(self, content: Any, *, importance: Any = None, key: Any = None,
+    def _record(self, content: Any, importance: Any = None, key: Any = None,
                 tags: Iterable[str] | str | None = (), metadata: Any = None,
                 created_at: Any = None) -> NewMemory:
         """:meth:`record`, with ``importance_given`` False when ``importance`` is None."""
@@ -95,15 +95,14 @@ class Intake:
             if isinstance(item, str):
                 records.append(make(item))
                 continue
-            if not isinstance(item, Mapping) or "content" not in item:
+            if not (type(item) is dict or isinstance(item, Mapping)) or "content" not in item:
                 raise InvalidContentError(
                     f"item {i} must be a string or a dict with 'content', got {item!r:.80}")
             if not ITEM_FIELDS.issuperset(item):
                 raise ValidationError(f"item {i} has unknown fields {sorted(set(item) - ITEM_FIELDS)}")
             get = item.get  # a field given as None is as if left out
-            records.append(make(item["content"], importance=get("importance"), key=get("key"),
-                                tags=get("tags"), metadata=get("metadata"),
-                                created_at=get("created_at")))
+            records.append(make(item["content"], get("importance"), get("key"), get("tags"),
+                                get("metadata"), get("created_at")))
         contents: dict[str, str] = {}
         for i, record in enumerate(records):
             if contents.setdefault(record.key, record.content) != record.content:

@@ -43,7 +43,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 from datetime import datetime, timezone
 
 from ..clock import Clock, to_timestamp, utc_from_timestamp
@@ -67,6 +67,10 @@ logger = logging.getLogger(__name__)
 
 _Undo = list[tuple[str, WorkingItem | None, Memory | None]]
 Evicted = Callable[[list[tuple[str, str]]], None]
+
+#: ``WorkingState``'s fields with a plain default (see :meth:`ResidentSet.state`).
+_STATE_DEFAULTS = {f.name: f.default for f in fields(WorkingState) if f.default is not MISSING}
+_new_state = object.__new__
 
 #: A version no store reaches: the view is behind and catches up on the next sync.
 _BEHIND = -1
@@ -385,9 +389,14 @@ class ResidentSet:
         """The persisted form of the resident item ``key``."""
         item = self.wm.peek(key)
         assert item is not None
-        return WorkingState(key=key, last_accessed=utc_from_timestamp(item.last_accessed),
-                            access_count=item.access_count, seq=item.seq,
-                            access_seq=item.access_seq)
+        # ``WorkingState(key=key, ...)`` without the frozen dataclass's per-field
+        # ``object.__setattr__``: this runs for every memory an add leaves resident.
+        state: WorkingState = _new_state(WorkingState)
+        state.__dict__.update(_STATE_DEFAULTS, key=key,
+                              last_accessed=utc_from_timestamp(item.last_accessed),
+                              access_count=item.access_count, seq=item.seq,
+                              access_seq=item.access_seq)
+        return state
 
     # -- staging changes ----------------------------------------------------------------
 
