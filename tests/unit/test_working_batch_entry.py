@@ -94,7 +94,7 @@ def test_a_batch_enters_as_one_by_one_adds_did(policy: str, seed: int,
     sets = [ResidentSet(WorkingMemory(150, policy, clock=clock), None,  # type: ignore[arg-type]
                         "r", clock=clock) for _ in range(2)]
     pool = [_memory(i, rng) for i in range(60)]
-    for step in range(25):
+    for _step in range(25):
         batch = [dataclasses.replace(rng.choice(pool)) for _ in range(rng.randrange(1, 30))]
         accessed = clock() if rng.random() < 0.3 else None
         twins = [[dataclasses.replace(m) for m in batch] for _ in sets]
