@@ -378,22 +378,32 @@ class EmbeddingService:
         self._metrics.embedded(tokens=self._counter.count(text))
         return self._checked(vector)
 
-    def with_vectors(self, records: Sequence[NewMemory],
-                     texts: Sequence[str] | None = None) -> list[NewMemory]:
+    def with_vectors(self, records: Sequence[NewMemory], texts: Sequence[str] | None = None,
+                     *, in_place: bool = False) -> list[NewMemory]:
         """``records`` with their vectors when they are made inline (of ``texts``, default
-        each record's embed text); as they are in background or mismatch mode."""
+        each record's embed text); as they are in background or mismatch mode.
+
+        ``in_place``: the records were made for this write alone (``HTM``'s intake), so
+        the vectors are set on them instead of on copies.
+        """
         if not self.inline:
             return list(records)
         if texts is None:
             texts = [embed_text(r.content, r.metadata) for r in records]
         # A record embedded as its own content was counted by the intake already, and
         # its content hash is the record's (worked out once, for the writer too).
-        own = [t == r.content for r, t in zip(records, texts, strict=True)]
-        tokens = [r.token_count if o else None for r, o in zip(records, own, strict=True)]
-        hashes = [r.content_hash if o else content_hash(t)
-                  for r, t, o in zip(records, texts, own, strict=True)]
+        tokens: list[int | None] = []
+        hashes: list[str] = []
+        for r, t in zip(records, texts, strict=True):
+            own = t == r.content
+            tokens.append(r.token_count if own else None)
+            hashes.append(r.content_hash if own else content_hash(t))
         vectors = self.documents(list(texts), tokens=tokens, hashes=hashes)
         name = self.name
+        if in_place:
+            for r, v in zip(records, vectors, strict=True):
+                r.__dict__.update(embedding=v, embedder=name)
+            return list(records)
         return [_with_vector(r, v, name) for r, v in zip(records, vectors, strict=True)]
 
     # -- filling, flushing, re-embedding -----------------------------------------------

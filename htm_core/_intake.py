@@ -29,7 +29,7 @@ from .errors import (
 )
 from .retrieval import check_recall_strategy
 from .store import NewMemory, SearchFilters
-from .store.base import generated_key
+from .store.base import content_hash, generated_key
 from .timeframe import parse_timeframe
 from .tokens import TokenCounter
 from .validation import check_content, check_importance, check_key, check_limit, check_tags
@@ -59,7 +59,7 @@ class Intake:
                               metadata=metadata, created_at=created_at)
         return record if record.importance_given else replace(record, importance_given=True)
 
-    def _record(self, content: Any, *, importance: Any = None, key: Any = None,
+    def _record(self, content: Any, importance: Any = None, key: Any = None,
                 tags: Iterable[str] | str | None = (), metadata: Any = None,
                 created_at: Any = None) -> NewMemory:
         """:meth:`record`, with ``importance_given`` False when ``importance`` is None."""
@@ -71,15 +71,16 @@ class Intake:
             importance = check_importance(importance)  # a float in range is returned as is
         explicit = key is not None
         key = check_key(key) if explicit else generated_key(self._robot, content)
-        metadata = check_metadata(metadata)
-        if created_at is None:
-            when = self._clock()
-        else:
-            when = check_created_at(created_at, lambda v: to_aware(v, self._clock().tzinfo))
-        tags = self._enrichment.tags_for(content, check_tags(tags))
+        metadata = {} if metadata is None else check_metadata(metadata)
+        when = self._clock() if created_at is None else check_created_at(created_at, self._aware)
+        tags = self._enrichment.tags_for(content, () if tags is None else check_tags(tags))
         return _new_memory(
             key, content, self._robot, importance, self._counter.count(content),
             when.astimezone(timezone.utc), tags, metadata, explicit, given)
+
+    def _aware(self, when: datetime) -> datetime:
+        """A naive ``created_at`` in the clock's time zone."""
+        return to_aware(when, self._clock().tzinfo)
 
     def batch(self, items: Iterable[str | Mapping[str, Any]]) -> list[NewMemory]:
         """The memories of an ``add_many`` batch, all checked before any is written.
@@ -94,15 +95,14 @@ class Intake:
             if isinstance(item, str):
                 records.append(make(item))
                 continue
-            if not isinstance(item, Mapping) or "content" not in item:
+            if not (type(item) is dict or isinstance(item, Mapping)) or "content" not in item:
                 raise InvalidContentError(
                     f"item {i} must be a string or a dict with 'content', got {item!r:.80}")
             if not ITEM_FIELDS.issuperset(item):
                 raise ValidationError(f"item {i} has unknown fields {sorted(set(item) - ITEM_FIELDS)}")
             get = item.get  # a field given as None is as if left out
-            records.append(make(item["content"], importance=get("importance"), key=get("key"),
-                                tags=get("tags"), metadata=get("metadata"),
-                                created_at=get("created_at")))
+            records.append(make(item["content"], get("importance"), get("key"), get("tags"),
+                                get("metadata"), get("created_at")))
         contents: dict[str, str] = {}
         for i, record in enumerate(records):
             if contents.setdefault(record.key, record.content) != record.content:
@@ -120,12 +120,14 @@ def _new_memory(key: str, content: str, robot: str, importance: float, token_cou
                 created_at: datetime, tags: tuple[str, ...], metadata: dict[str, Any],
                 explicit_key: bool, importance_given: bool) -> NewMemory:
     """``NewMemory(...)`` of checked values without the frozen dataclass's per-field
-    ``object.__setattr__`` (a good part of an item's intake in a large ``add_many``)."""
+    ``object.__setattr__`` (a good part of an item's intake in a large ``add_many``), its
+    content hash worked out now (every write needs it: the embedding cache and the store)
+    rather than through the ``cached_property``, which takes a lock on each first read."""
     out: NewMemory = object.__new__(NewMemory)
     out.__dict__.update(_NEW_DEFAULTS, key=key, content=content, robot=robot,
                         importance=importance, token_count=token_count, created_at=created_at,
                         tags=tags, metadata=metadata, explicit_key=explicit_key,
-                        importance_given=importance_given)
+                        importance_given=importance_given, content_hash=content_hash(content))
     return out
 
 

@@ -358,7 +358,7 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
             records = self._intake.batch(items)
         if not records:
             return []
-        records = self._embedding.with_vectors(records, embed_texts)
+        records = self._embedding.with_vectors(records, embed_texts, in_place=True)
         # A text an update replaced may be re-added under a new key (write_readding).
         with _intake.cycles_paused(len(records)), self._lock:
             results, records = write_readding(

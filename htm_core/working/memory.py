@@ -6,7 +6,7 @@ import math
 import threading
 import time
 from bisect import insort
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from heapq import heapify, heappop, heappush, heapreplace
 from typing import Any
 
@@ -192,92 +192,111 @@ class WorkingMemory:
         if type(importance) is not float or not 0.0 <= importance <= 10.0:
             importance = check_importance(importance)
         if tokens > self._max_tokens:
-            raise MemoryTooLargeError(
-                f"item {key!r} has {tokens} tokens, more than the whole working-memory "
-                f"budget of {self._max_tokens}; it can live in long-term memory only"
-            )
+            raise self._too_large(key, tokens)
         with self._lock:
-            now = self._timestamp()
-            items = self._items
-            old = items.get(key)
-            if old is not None:
-                self._unlink(old)
-                access_count = max(access_count, old.access_count + 1)
-                created_at = old.created_at if created_at is None else created_at
-            if (seq is not None or access_seq is not None) and (
-                    self._dead or len(self._heap) != len(self._entries)):
-                # Saved numbers may equal those of stale index entries (an item put back as
-                # it was): drop the stale entries first so that no comparison ties.
+            return self._put(key, content, tokens, importance, created_at, last_accessed,
+                             access_count, seq, access_seq)
+
+    def add_checked(self, rows: Iterable[tuple[str, str, int, float, float, int]], *,
+                    last_accessed: float | None = None
+                    ) -> list[list[WorkingItem] | MemoryTooLargeError]:
+        """:meth:`add` of each row ``(key, content, tokens, importance, created_at,
+        access_count)`` in turn, for values already checked (memories the store holds),
+        under one hold of the lock: per row, what it evicted, or the error :meth:`add`
+        would raise for a row larger than the whole budget (that row is left out)."""
+        out: list[list[WorkingItem] | MemoryTooLargeError] = []
+        limit = self._max_tokens
+        with self._lock:
+            put = self._put
+            for key, content, tokens, importance, created_at, access_count in rows:
+                out.append(self._too_large(key, tokens) if tokens > limit else put(
+                    key, content, tokens, importance, created_at, last_accessed, access_count,
+                    None, None))
+        return out
+
+    def _too_large(self, key: str, tokens: int) -> MemoryTooLargeError:
+        return MemoryTooLargeError(
+            f"item {key!r} has {tokens} tokens, more than the whole working-memory "
+            f"budget of {self._max_tokens}; it can live in long-term memory only")
+
+    def _put(self, key: str, content: str, tokens: int, importance: float,
+             created_at: float | None, last_accessed: float | None, access_count: int,
+             seq: int | None, access_seq: int | None) -> list[WorkingItem]:
+        """:meth:`add`'s work once the item is checked and known to fit the budget (call
+        with the lock held)."""
+        now = self._timestamp()
+        items = self._items
+        old = items.get(key)
+        if old is not None:
+            self._unlink(old)
+            access_count = max(access_count, old.access_count + 1)
+            created_at = old.created_at if created_at is None else created_at
+        if (seq is not None or access_seq is not None) and (
+                self._dead or len(self._heap) != len(self._entries)):
+            # Saved numbers may equal those of stale index entries (an item put back as
+            # it was): drop the stale entries first so that no comparison ties.
+            self._compact()
+            self._rebuild_heap()
+        if seq is None:
+            self._seq = seq = self._seq + 1
+        else:
+            self._seq = max(self._seq, seq)
+        if access_seq is None:
+            access_seq = seq
+        else:
+            self._seq = max(self._seq, access_seq)
+        item = _item(key, content, tokens, importance,
+                     now if created_at is None else float(created_at), now,
+                     now if last_accessed is None else float(last_accessed), access_count,
+                     seq, access_seq)
+        order = self._policy.sort_key(item)
+        entry: _HeapEntry = (*order, seq, item) if self._flat else (order, seq, item)
+        heap, entries = self._heap, self._entries
+        evicted: list[WorkingItem] = []
+        free = self._max_tokens - tokens
+        resident = self._tokens
+        if resident > free:
+            recency, sizes = self._recency, self._size_counts
+            while True:
+                top = heap[0]  # the first live entry is the victim
+                victim: WorkingItem = top[-1]
+                gone = victim.key
+                if entries.get(gone) is top:
+                    del items[gone]
+                    del entries[gone]
+                    recency.pop(gone)[2] = None
+                    size = victim.token_count
+                    resident -= size
+                    count = sizes[size]
+                    if count == 1:
+                        del sizes[size]
+                    else:
+                        sizes[size] = count - 1
+                    evicted.append(victim)
+                    if resident <= free:
+                        heapreplace(heap, entry)  # the victim's place goes to the new item
+                        break
+                heappop(heap)
+            self._evictions += len(evicted)
+            self._dead += 2 * len(evicted)
+            if self._dead > 2 * len(recency) + _DEAD_SLACK:
                 self._compact()
+        else:
+            heappush(heap, entry)
+            if len(heap) > 2 * len(entries) + 1024:
                 self._rebuild_heap()
-            if seq is None:
-                self._seq = seq = self._seq + 1
-            else:
-                self._seq = max(self._seq, seq)
-            if access_seq is None:
-                access_seq = seq
-            else:
-                self._seq = max(self._seq, access_seq)
-            item = WorkingItem(
-                key=key,
-                content=content,
-                token_count=tokens,
-                importance=importance,
-                created_at=now if created_at is None else float(created_at),
-                added_at=now,
-                last_accessed=now if last_accessed is None else float(last_accessed),
-                access_count=access_count,
-                seq=seq,
-                access_seq=access_seq,
-            )
-            order = self._policy.sort_key(item)
-            entry: _HeapEntry = (*order, seq, item) if self._flat else (order, seq, item)
-            heap, entries = self._heap, self._entries
-            evicted: list[WorkingItem] = []
-            free = self._max_tokens - tokens
-            resident = self._tokens
-            if resident > free:
-                recency, sizes = self._recency, self._size_counts
-                while True:
-                    top = heap[0]  # the first live entry is the victim
-                    victim: WorkingItem = top[-1]
-                    gone = victim.key
-                    if entries.get(gone) is top:
-                        del items[gone]
-                        del entries[gone]
-                        recency.pop(gone)[2] = None
-                        size = victim.token_count
-                        resident -= size
-                        count = sizes[size]
-                        if count == 1:
-                            del sizes[size]
-                        else:
-                            sizes[size] = count - 1
-                        evicted.append(victim)
-                        if resident <= free:
-                            heapreplace(heap, entry)  # the victim's place goes to the new item
-                            break
-                    heappop(heap)
-                self._evictions += len(evicted)
-                self._dead += 2 * len(evicted)
-                if self._dead > 2 * len(recency) + _DEAD_SLACK:
-                    self._compact()
-            else:
-                heappush(heap, entry)
-                if len(heap) > 2 * len(entries) + 1024:
-                    self._rebuild_heap()
-            entries[key] = entry
-            items[key] = item
-            self._tokens = resident + tokens
-            self._index(item)
-            sizes = self._size_counts
-            same = sizes.get(tokens)
-            if same is None:
-                sizes[tokens] = 1
-                self._new_size(tokens)
-            else:
-                sizes[tokens] = same + 1
-            return evicted
+        entries[key] = entry
+        items[key] = item
+        self._tokens = resident + tokens
+        self._index(item)
+        sizes = self._size_counts
+        same = sizes.get(tokens)
+        if same is None:
+            sizes[tokens] = 1
+            self._new_size(tokens)
+        else:
+            sizes[tokens] = same + 1
+        return evicted
 
     def get(self, key: str) -> WorkingItem | None:
         """The item under ``key`` (None if absent); counts as an access."""
@@ -475,6 +494,29 @@ def _timestamps(clock: Clock) -> Callable[[], float]:
 
     return now
 
+
+def _item(key: str, content: str, token_count: int, importance: float, created_at: float,
+          added_at: float, last_accessed: float, access_count: int, seq: int,
+          access_seq: int) -> WorkingItem:
+    """``WorkingItem(key=key, ...)`` with an empty ``metadata``, set field by field: the
+    dataclass's keyword-only ``__init__`` is about a sixth of an add (a test checks that
+    both make the same item)."""
+    item: WorkingItem = _new_item(WorkingItem)
+    item.key = key
+    item.content = content
+    item.token_count = token_count
+    item.importance = importance
+    item.created_at = created_at
+    item.added_at = added_at
+    item.last_accessed = last_accessed
+    item.access_count = access_count
+    item.seq = seq
+    item.access_seq = access_seq
+    item.metadata = {}
+    return item
+
+
+_new_item = WorkingItem.__new__
 
 _HeapEntry = tuple[Any, ...]
 """``(*policy.sort_key(item), item.seq, item)`` for the built-in policies, ``(sort_key, seq,

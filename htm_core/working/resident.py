@@ -43,7 +43,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 from datetime import datetime, timezone
 
 from ..clock import Clock, to_timestamp, utc_from_timestamp
@@ -67,6 +67,10 @@ logger = logging.getLogger(__name__)
 
 _Undo = list[tuple[str, WorkingItem | None, Memory | None]]
 Evicted = Callable[[list[tuple[str, str]]], None]
+
+#: ``WorkingState``'s fields with a plain default (see :meth:`ResidentSet.state`).
+_STATE_DEFAULTS = {f.name: f.default for f in fields(WorkingState) if f.default is not MISSING}
+_new_state = object.__new__
 
 #: A version no store reaches: the view is behind and catches up on the next sync.
 _BEHIND = -1
@@ -385,9 +389,14 @@ class ResidentSet:
         """The persisted form of the resident item ``key``."""
         item = self.wm.peek(key)
         assert item is not None
-        return WorkingState(key=key, last_accessed=utc_from_timestamp(item.last_accessed),
-                            access_count=item.access_count, seq=item.seq,
-                            access_seq=item.access_seq)
+        # ``WorkingState(key=key, ...)`` without the frozen dataclass's per-field
+        # ``object.__setattr__``: this runs for every memory an add leaves resident.
+        state: WorkingState = _new_state(WorkingState)
+        state.__dict__.update(_STATE_DEFAULTS, key=key,
+                              last_accessed=utc_from_timestamp(item.last_accessed),
+                              access_count=item.access_count, seq=item.seq,
+                              access_seq=item.access_seq)
+        return state
 
     # -- staging changes ----------------------------------------------------------------
 
@@ -404,33 +413,33 @@ class ResidentSet:
         """:meth:`stage_enter`'s work in the process: the keys entered (and still resident)
         and those evicted."""
         self.rollback()  # a retried transaction stages again from the same start
-        undo: _Undo = []
-        self._undo, self._evicted = undo, []
+        held, wm = self.memories, self.wm
+        # What :meth:`rollback` puts back: each key's state before the batch (the first
+        # record of a key wins), the batch's keys now and each victim as it leaves.
+        undo: _Undo = [(k, wm.peek(k), held.get(k))
+                       for k in dict.fromkeys(m.key for m in memories)]
+        pairs: list[tuple[str, str]] = []
+        self._undo, self._evicted = undo, pairs
         entered: dict[str, None] = {}
         evicted: list[str] = []
-        at = to_timestamp(accessed) if accessed is not None else None
-        for memory in memories:
-            old = self.wm.peek(memory.key)
-            try:
-                gone = self.wm.add(
-                    memory.key, memory.content, tokens=memory.token_count,
-                    importance=memory.importance, created_at=to_timestamp(memory.created_at),
-                    last_accessed=at, access_count=memory.access_count)
-            except MemoryTooLargeError as exc:
-                logger.warning("%s", exc)
+        outcomes = wm.add_checked(
+            [(m.key, m.content, m.token_count, m.importance,
+              c.timestamp() if (c := m.created_at).tzinfo is not None else to_timestamp(c),
+              m.access_count) for m in memories],
+            last_accessed=to_timestamp(accessed) if accessed is not None else None)
+        for memory, gone in zip(memories, outcomes, strict=True):
+            if isinstance(gone, MemoryTooLargeError):
+                logger.warning("%s", gone)
                 memory.in_working_memory = False
                 continue
-            # ``old`` left working memory whole (an item is replaced, never changed in
-            # place, by an add): it is the state to put back as it is.
-            undo.append((memory.key, old, self.memories.get(memory.key)))
             memory.in_working_memory = True
-            self.memories[memory.key] = memory
+            held[memory.key] = memory
             entered[memory.key] = None
             for item in gone:  # every eviction is logged, even of an item of this batch
-                undo.append((item.key, item, self.memories.pop(item.key, None)))
+                undo.append((item.key, item, held.pop(item.key, None)))
                 evicted.append(item.key)
-                self._evicted.append((item.key, item.content))
-        return [k for k in entered if k in self.wm], evicted
+                pairs.append((item.key, item.content))
+        return [k for k in entered if k in wm], evicted
 
     def stage_touch(self, keys: Sequence[str], *, at: datetime,
                     touch: Sequence[int] = ()) -> WorkingChange:
