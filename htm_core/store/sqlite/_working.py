@@ -153,9 +153,9 @@ class SQLiteWorkingSet(_SQLiteRecords):
                                 "access_count = access_count + 1 WHERE id = ?",
                                 [(ts, int(i)) for i in change.touch])
             for part in chunks(lookup, 500):
-                for key, mid, forgotten in cur.execute(
-                        "SELECT key, id, forgotten_at IS NOT NULL FROM memories WHERE key IN "
-                        "(SELECT value FROM json_each(?))", (json.dumps(part),)):
+                for key, mid, forgotten in cur.execute(  # a join: see _SQLiteWriter._add_many
+                        "SELECT m.key, m.id, m.forgotten_at IS NOT NULL FROM json_each(?) j "
+                        "JOIN memories m ON m.key = j.value", (json.dumps(part),)):
                     ids[key] = (int(mid), bool(forgotten))
             if change.evict:
                 held = [(rid, ids[k][0]) if k in ids else (rid, known[k][0])

@@ -162,9 +162,12 @@ class _SQLiteWriter(_SQLiteSearch):
         cur = conn.connection.cursor()
         try:
             for part in chunks(keys, 500):
+                # A join from the list, not ``key IN (SELECT ...)``, which would first build
+                # a temporary index of the list (0.4 µs a key, most of the lookup of a new one).
                 for row in cur.execute(
-                        "SELECT key, id, content, forgotten_at, importance, metadata FROM memories "
-                        "WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(part),)):
+                        "SELECT m.key, m.id, m.content, m.forgotten_at, m.importance, m.metadata "
+                        "FROM json_each(?) j JOIN memories m ON m.key = j.value",
+                        (json.dumps(part),)):
                     existing[row[0]] = (row[1], row[2], row[3])
                     stored[row[1]] = Merged(float(row[4]), as_dict(row[5]), set())
             # Ids are never reused: past the newest row and past every purged one.
