@@ -172,7 +172,7 @@ class SQLiteWorkingSet(_SQLiteRecords):
             refused = frozenset(s.key for s in change.put if s.key not in known
                                 and (s.key not in ids or ids[s.key][1]))
             rows = []
-            for s in change.put:  # a loop, not a comprehension of lookups: one per add
+            for s in change.put:  # one row per memory entering (about one per add)
                 if s.key in refused:
                     continue
                 la = s.last_accessed
