@@ -93,3 +93,22 @@ def test_a_batch_logs_its_lines_in_record_order(store_url: str) -> None:
             assert len({o.at for o in ops}) == 1
     finally:
         store.close()
+
+
+def test_the_embedding_cache_answers_with_the_oldest_copy(store_url: str) -> None:
+    """Several memories of one text with different vectors, the hash asked for twice: one
+    answer, the vector of the oldest of them (the lookup joins from the list of hashes)."""
+    store = open_store(store_url)
+    try:
+        t0 = datetime(2024, 5, 15, 12, tzinfo=UTC)
+        text = "the same text under three keys"
+        vectors = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
+        store.add_many([NewMemory(key=f"same{i}", content=text, robot="r1", importance=1.0,
+                                  token_count=6, created_at=t0, embedding=vec, embedder="e4")
+                        for i, vec in enumerate(vectors)])
+        digest = NewMemory(key="x", content=text, robot="r1", importance=1.0, token_count=6,
+                           created_at=t0).content_hash
+        found = store.find_embeddings([digest, "0" * 64, digest], "e4")
+        assert list(found) == [digest] and found[digest] == vectors[0]
+    finally:
+        store.close()
