@@ -153,9 +153,9 @@ class SQLiteWorkingSet(_SQLiteRecords):
                                 "access_count = access_count + 1 WHERE id = ?",
                                 [(ts, int(i)) for i in change.touch])
             for part in chunks(lookup, 500):
-                for key, mid, forgotten in cur.execute(
-                        "SELECT key, id, forgotten_at IS NOT NULL FROM memories WHERE key IN "
-                        "(SELECT value FROM json_each(?))", (json.dumps(part),)):
+                for key, mid, forgotten in cur.execute(  # a join: see _SQLiteWriter._add_many
+                        "SELECT m.key, m.id, m.forgotten_at IS NOT NULL FROM json_each(?) j "
+                        "JOIN memories m ON m.key = j.value", (json.dumps(part),)):
                     ids[key] = (int(mid), bool(forgotten))
             if change.evict:
                 held = [(rid, ids[k][0]) if k in ids else (rid, known[k][0])
@@ -171,15 +171,20 @@ class SQLiteWorkingSet(_SQLiteRecords):
                                  for k in change.evict])
             refused = frozenset(s.key for s in change.put if s.key not in known
                                 and (s.key not in ids or ids[s.key][1]))
+            rows = []
+            for s in change.put:  # one row per memory entering (about one per add)
+                if s.key in refused:
+                    continue
+                la = s.last_accessed
+                rows.append((rid, (known.get(s.key) or ids[s.key])[0], ts,
+                             la.timestamp() if la.tzinfo is not None else to_timestamp(la),
+                             s.access_count, s.seq, s.access_seq))
             cur.executemany(
                 "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
                 "access_count, seq, access_seq) VALUES (?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(robot_id, memory_id) DO UPDATE SET last_accessed = "
                 "excluded.last_accessed, access_count = excluded.access_count, "
-                "seq = excluded.seq, access_seq = excluded.access_seq",
-                [(rid, known[s.key][0] if s.key in known else ids[s.key][0], ts,
-                  to_timestamp(s.last_accessed), s.access_count, s.seq, s.access_seq)
-                 for s in change.put if s.key not in refused])
+                "seq = excluded.seq, access_seq = excluded.access_seq", rows)
             version = int(cur.execute(
                 "UPDATE robots SET working_version = working_version + 1, last_active = ? "
                 "WHERE id = ? RETURNING working_version", (ts, rid)).fetchone()[0])

@@ -6,7 +6,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,6 +52,24 @@ def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
         bad = [r for r in records if r.embedding is not None][int(np.argmin(finite))]
         raise DimensionMismatchError(f"embedding for key {bad.key!r} contains NaN or infinity")
     return matrix
+
+
+def _stamped(when: datetime) -> tuple[float, datetime]:
+    """POSIX seconds of ``when`` and ``when`` as reading them back gives it
+    (``utc_from_timestamp``).
+
+    An aware UTC ``datetime`` within 2**31 s of 1970 is that already: ``timestamp()`` is
+    its microseconds over 10**6, correctly rounded (off by under 0.12 µs), and reading it
+    back rounds to the nearest microsecond. Other zones, subclasses and far dates are
+    converted (the round trip takes 1.6 µs, this 0.8 µs).
+    """
+    if type(when) is datetime and when.tzinfo is timezone.utc and not when.fold:
+        ts = when.timestamp()
+        if -2**31 < ts < 2**31:
+            return ts, when
+    else:
+        ts = to_timestamp(when)
+    return ts, utc_from_timestamp(ts)
 
 
 #: What the CJK insert trigger's ``GLOB`` matches (the same ranges).
@@ -144,9 +162,12 @@ class _SQLiteWriter(_SQLiteSearch):
         cur = conn.connection.cursor()
         try:
             for part in chunks(keys, 500):
+                # A join from the list, not ``key IN (SELECT ...)``, which would first build
+                # a temporary index of the list (0.4 µs a key, most of the lookup of a new one).
                 for row in cur.execute(
-                        "SELECT key, id, content, forgotten_at, importance, metadata FROM memories "
-                        "WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(part),)):
+                        "SELECT m.key, m.id, m.content, m.forgotten_at, m.importance, m.metadata "
+                        "FROM json_each(?) j JOIN memories m ON m.key = j.value",
+                        (json.dumps(part),)):
                     existing[row[0]] = (row[1], row[2], row[3])
                     stored[row[1]] = Merged(float(row[4]), as_dict(row[5]), set())
             # Ids are never reused: past the newest row and past every purged one.
@@ -157,6 +178,8 @@ class _SQLiteWriter(_SQLiteSearch):
         finally:
             cur.close()
         units = _unit_rows(records)
+        # The rows' bytes at once: a slice of them per row (a row's ``tobytes`` is 3× that).
+        blobs, width = units.tobytes(), units.shape[1] * units.itemsize
         position = 0
         robot_ids: dict[str, int] = {}
         results: list[tuple[int, bool]] = []
@@ -200,12 +223,12 @@ class _SQLiteWriter(_SQLiteSearch):
                     revived.append(mid)
                 results.append((mid, False))
                 continue
-            created = to_timestamp(rec.created_at)
-            created_dt = utc_from_timestamp(created)
+            created, created_dt = _stamped(rec.created_at)
             mid = next_id
             next_id += 1
             if embedding is not None:
-                blob, embedder_name = units[position].tobytes(), rec.embedder
+                blob: bytes | None = blobs[position * width:(position + 1) * width]
+                embedder_name = rec.embedder
                 vec_ids.append(mid)
                 vec_rows.append(position)
                 vec_created.append(created)
@@ -216,8 +239,7 @@ class _SQLiteWriter(_SQLiteSearch):
             if rec.last_accessed is None:
                 accessed, accessed_dt = created, created_dt
             else:
-                accessed = to_timestamp(rec.last_accessed)
-                accessed_dt = utc_from_timestamp(accessed)
+                accessed, accessed_dt = _stamped(rec.last_accessed)
             forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
             metadata = json.dumps(rec.metadata) if rec.metadata else "{}"
             digest = rec.content_hash
@@ -319,7 +341,14 @@ class _SQLiteWriter(_SQLiteSearch):
             if touched:
                 cur.executemany("UPDATE memories SET last_accessed = ?, access_count = access_count + 1, "
                                 "forgotten_at = NULL WHERE id = ?", touched)
-            if log_rows:
+            if log_rows and not touched and len(new_rows) > 1:
+                # Only adds (no re-add interleaves its line): one statement copies them from
+                # the rows just written, in id order, as the rows would have been bound.
+                cur.execute("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
+                            "SELECT ?, 'add', robot_id, id, key, '{}' FROM memories "
+                            "WHERE id BETWEEN ? AND ? ORDER BY id",
+                            (log_rows[0][0], new_rows[0][0], new_rows[-1][0]))
+            elif log_rows:
                 cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
                                 "VALUES (?, ?, ?, ?, ?, ?)", log_rows)
         finally:
