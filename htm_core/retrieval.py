@@ -57,7 +57,7 @@ import functools
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -66,6 +66,7 @@ import numpy as np
 from ._coverage import _sharer, _stem, _stems_of, coverage
 from ._current import asks_about_now, prefer_current
 from ._duplicates import demote_duplicates
+from ._neighbours import lend_to_neighbours
 from ._windows import DEFAULT_WINDOW_WORDS
 from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
@@ -314,55 +315,11 @@ def _neighbours(order: list[int], score: dict[int, float], ranks: Mapping[int, M
                 ) -> list[RankedId]:
     """:func:`_neighbour_scores` of the fused ids ``order`` (best first) with their scores
     and ranks (and ``similarity``, each id's, when given)."""
-    n = config.neighbors
-    wanted = {mid + d for mid in order[:pool] for d in range(-n, n + 1)}
-    known = briefs.fetch(wanted)
-    memories = {i: known[i] for i in wanted if i in known}
-    gap = timedelta(seconds=config.neighbor_gap)
-    # A memory neither arm returned scores at most what the last candidate scored.
-    floor = min(score.values(), default=0.0)
-    # Each scored memory lends to the memories around it that score less (only those can
-    # gain): a memory's bonus is the best share a better neighbour lends it.
-    bonus: dict[int, float] = {}
-    short: dict[int, float] = {}  # worked out for the memories that have a better neighbour only
-    offsets = [(d, config.neighbor_weight ** abs(d)) for d in range(-n, n + 1) if d]
-    for oid, other in memories.items():
-        lender = score.get(oid)
-        if lender is None:
-            continue
-        for d, weight in offsets:
-            mid = oid - d  # ``other`` is the memory ``d`` away from ``mid``
-            memory = memories.get(mid)
-            if memory is None:
-                continue
-            own = score.get(mid, floor)
-            if lender <= own or other.robot != memory.robot or \
-                    abs(other.created_at - memory.created_at) > gap:
-                continue
-            share = short.get(mid)
-            if share is None:
-                share = short[mid] = 1.0 if config.neighbor_words is None else \
-                    min(1.0, config.neighbor_words / max(1, len(memory.content.split())))
-            # Lend a share of what lifts the neighbour above the weakest candidate,
-            # never enough to pass the neighbour itself.
-            lent = weight * (lender - floor) * share
-            bonus[mid] = max(bonus.get(mid, 0.0), min(lent, (lender - own) * (1 - 1e-6)))
-    out: dict[int, float] = {}
-    for mid in memories:
-        gain = bonus.get(mid, 0.0)
-        if mid in score or gain > 0.0:  # a memory no arm found enters only on a real bonus
-            out[mid] = score.get(mid, floor) + gain
-    ordered = sorted(out, key=lambda m: (-out[m], m))
-    # The candidates beyond the pool keep their score: only those reaching the best
-    # ``limit`` so far can be among the best ``limit``.
-    bar = out[ordered[limit - 1]] if limit is not None and len(ordered) >= limit else -math.inf
-    more = [mid for mid in order[pool:] if score[mid] >= bar and mid not in out]
-    if more:
-        out.update((mid, score[mid]) for mid in more)
-        ordered = sorted(out, key=lambda m: (-out[m], m))
+    ordered, out = lend_to_neighbours(order, score, briefs.fetch, pool=pool, limit=limit,
+                                      neighbors=config.neighbors, weight=config.neighbor_weight,
+                                      gap=config.neighbor_gap, words=config.neighbor_words)
     cosine = similarity or {}
-    return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1}), cosine.get(m))
-            for m in ordered[:limit]]
+    return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1}), cosine.get(m)) for m in ordered]
 
 
 def _may_reach_top(arms: Mapping[str, Sequence[int]], config: RetrievalConfig,
