@@ -39,6 +39,10 @@ _JSONB_OID = 3802  # built-in type oids are fixed
 _COPY_OPERATIONS = ("COPY operations(op, robot_id, memory_id, key, detail) "
                     "FROM STDIN (FORMAT BINARY)")
 _COPY_OPERATIONS_TYPES: tuple[str, ...] = ("text", "int8", "int8", "text", "jsonb")
+_COPY_WORKING = ("COPY working_memory(robot_id, memory_id, added_at, last_accessed, "
+                 "access_count, seq, access_seq) FROM STDIN (FORMAT BINARY)")
+_COPY_WORKING_TYPES: tuple[str, ...] = (
+    "int8", "int8", "timestamptz", "timestamptz", "int4", "int8", "int8")
 
 
 def register_vectors(engine: Engine) -> None:

@@ -10,7 +10,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,6 +36,7 @@ from .._vectors import (
 from ..base import (
     SCHEMA_VERSION,
 )
+from ._codec import _JSONB_OID, _JsonTextDumper
 from ._errors import map_postgres_errors, postgres_error, sqlstate
 from ._schema import _BULK_MARKER, _DIMENSION_LOCK, _HNSW_INDEX, _MIGRATE_LOCK, _MIGRATIONS
 
@@ -108,6 +109,29 @@ def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(timezone.utc)
 
 
+def _copy_rows(conn: Connection, statement: str, types: Sequence[str],
+               rows: Iterator[tuple[Any, ...]] | Sequence[tuple[Any, ...]],
+               during: Callable[[], None] | None = None) -> None:
+    """Stream ``rows`` with a binary COPY on the transaction's own connection; ``during``
+    runs once they are all sent, while the server may still be inserting them."""
+    driver = conn.connection.driver_connection
+    assert driver is not None  # a checked-out connection always has one
+    try:
+        with driver.cursor() as cur:
+            jsonb = type("JsonTextDumper", (_JsonTextDumper,), {"oid": _JSONB_OID})
+            cur.adapters.register_dumper(None, jsonb)
+            with cur.copy(statement) as copy:
+                copy.set_types(list(types))
+                for row in rows:
+                    copy.write_row(row)
+                if during is not None:
+                    during()
+    except psycopg.errors.UniqueViolation as exc:
+        if exc.diag.constraint_name == "memories_key_key":
+            raise _KeyRace() from exc
+        raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
 
 
 def _check_int(name: str, value: int, low: int, high: int) -> int:
