@@ -362,3 +362,76 @@ def test_bad_settings_are_refused(pg_url: str) -> None:
             store.rebuild_indexes(parallel_workers=-1)
     finally:
         store.close()
+
+
+def working(store: PostgresStore, robot: str) -> dict[str, Any]:
+    """A robot's persisted working memory and the log of its changes, for comparing stores."""
+    version, rows = store.working_rows(robot)
+    return {"version": version,
+            "rows": [(r.memory.key, r.memory.access_count, r.memory.forgotten_at, r.state)
+                     for r in rows],
+            "ops": [(o.op, o.key) for o in reversed(store.operations(limit=100_000))
+                    if o.op in ("add", "evict", "touch", "restore")]}
+
+
+def test_htm_batches_entering_working_memory_equal_the_statement_path(
+        pg_url: str, other_url: str) -> None:
+    """With working memory on, a COPY batch builds its results and working-memory change
+    while the server still inserts the rows and copies the new memories' entries in; what
+    it leaves is what the statement path leaves, also for a batch that mixes new memories
+    with a forgotten one added again (restored, and entering like the rest)."""
+    from htm_core import FrozenClock
+
+    clock = FrozenClock(T0)
+    emb = HashingEmbedder(dim=DIM)
+    items = [{"content": f"fact {i} on the {WORDS[i % 16]} and {WORDS[i % 5]}", "key": f"f{i}",
+              "importance": float(1 + i % 9), "tags": [WORDS[i % 3]] if i % 4 == 0 else [],
+              "metadata": {"n": i} if i % 6 == 0 else None} for i in range(300)]
+    states = []
+    for url, copy_min_rows in ((pg_url, 16), (other_url, 10**9)):
+        with HTM(robot="r1", store=PostgresStore(url, copy_min_rows=copy_min_rows),
+                 embedder=emb, clock=clock, working_memory_tokens=400) as htm:
+            first = htm.add_many(items[:120])
+            htm.forget("f3", confirm=True)
+            again = htm.add_many([*items[120:200], items[3]])
+            last = htm.add_many(items[200:])
+            states.append((working(htm.store, "r1"), [i.key for i in htm._wm.items()],
+                           [(m.key, m.tags, m.metadata) for m in first + again + last]))
+    assert states[0] == states[1]
+    assert states[0][0]["rows"] and ("restore", "f3") in states[0][0]["ops"]
+
+
+def test_a_working_change_that_fails_during_the_copy_leaves_nothing(store: PostgresStore) -> None:
+    """The working-memory change of a COPY batch is made while the rows stream; when making
+    it fails, the COPY is abandoned and the batch rolled back, and the store goes on."""
+    from htm_core.store import WorkingChange, WorkingState
+
+    store.add_many(make_records(5))
+
+    def fail(_results: list[AddResult]) -> WorkingChange:
+        raise RuntimeError("the working memory could not take the batch")
+
+    with pytest.raises(RuntimeError, match="could not take"):
+        store.add_and_enter(make_records(300, start=5), working=fail)
+    assert store.get("k5", include_forgotten=True) is None
+    assert len(store.operations(op="add", limit=10_000)) == 5
+
+    # A batch entering working memory: its new memories (one of them added as forgotten,
+    # which is refused) and one that existed, forgotten, and is restored by the batch.
+    store.forget("k0", robot="robot0", at=T0)
+    batch = [*make_records(300, start=5), make_records(1)[0]]
+
+    def enter(results: list[AddResult]) -> WorkingChange:
+        return WorkingChange(robot="r1", at=T0, put=[
+            WorkingState(key=r.memory.key, last_accessed=T0, access_count=0, seq=n, access_seq=n)
+            for n, r in enumerate(results)])
+
+    results, applied = store.add_and_enter(batch, working=enter)
+    assert applied is not None
+    assert applied.refused == {r.memory.key for r in results if r.memory.forgotten_at}
+    assert "k51" in applied.refused and "k0" not in applied.refused  # k51 came forgotten
+    _version, rows = store.working_rows("r1")
+    assert [r.memory.key for r in rows] == [r.memory.key for r in results
+                                            if r.memory.forgotten_at is None]
+    assert [r.state.seq for r in rows] == [n for n, r in enumerate(results)
+                                           if r.memory.forgotten_at is None]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
 import random
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -109,6 +111,25 @@ def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(timezone.utc)
 
 
+#: Send buffer asked for a local (Unix-socket) connection: room for a whole batch of rows.
+_SEND_BUFFER = 4 * 2**20
+
+
+def _room_to_send(driver: psycopg.Connection[Any]) -> None:
+    """Let a Unix socket to the server hold a whole COPY batch (the kernel caps the size
+    at ``net.core.wmem_max``). With the default (about 200 KB, a hundred rows) the client
+    stalls until the server has nearly caught up, so work it does after the rows are sent
+    cannot overlap the server's inserting them. TCP sockets size their buffers themselves."""
+    with contextlib.suppress(OSError):
+        sock = socket.socket(fileno=os.dup(driver.pgconn.socket))
+        try:
+            if sock.family == socket.AF_UNIX and sock.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_SNDBUF) < _SEND_BUFFER:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_BUFFER)
+        finally:
+            sock.close()
+
+
 def _copy_rows(conn: Connection, statement: str, types: Sequence[str],
                rows: Iterator[tuple[Any, ...]] | Sequence[tuple[Any, ...]],
                during: Callable[[], None] | None = None) -> None:
@@ -116,6 +137,8 @@ def _copy_rows(conn: Connection, statement: str, types: Sequence[str],
     runs once they are all sent, while the server may still be inserting them."""
     driver = conn.connection.driver_connection
     assert driver is not None  # a checked-out connection always has one
+    if during is not None:
+        _room_to_send(driver)
     try:
         with driver.cursor() as cur:
             jsonb = type("JsonTextDumper", (_JsonTextDumper,), {"oid": _JSONB_OID})
