@@ -404,7 +404,7 @@ def test_htm_batches_entering_working_memory_equal_the_statement_path(
 def test_a_working_change_that_fails_during_the_copy_leaves_nothing(store: PostgresStore) -> None:
     """The working-memory change of a COPY batch is made while the rows stream; when making
     it fails, the COPY is abandoned and the batch rolled back, and the store goes on."""
-    from htm_core.store import WorkingChange, WorkingState
+    from htm_core.store.base import WorkingChange, WorkingState
 
     store.add_many(make_records(5))
 

@@ -38,7 +38,7 @@ from .._vectors import (
 from ..base import (
     SCHEMA_VERSION,
 )
-from ._codec import _JSONB_OID, _JsonTextDumper
+from ._codec import _JSONB_OID, _BinaryPassDumper, _JsonTextDumper
 from ._errors import map_postgres_errors, postgres_error, sqlstate
 from ._schema import _BULK_MARKER, _DIMENSION_LOCK, _HNSW_INDEX, _MIGRATE_LOCK, _MIGRATIONS
 
@@ -134,7 +134,8 @@ def _copy_rows(conn: Connection, statement: str, types: Sequence[str],
                rows: Iterator[tuple[Any, ...]] | Sequence[tuple[Any, ...]],
                during: Callable[[], None] | None = None) -> None:
     """Stream ``rows`` with a binary COPY on the transaction's own connection; ``during``
-    runs once they are all sent, while the server may still be inserting them."""
+    runs once they are all sent, while the server may still be inserting them. A
+    ``vector`` column takes bytes made by ``_vectors_binary``."""
     driver = conn.connection.driver_connection
     assert driver is not None  # a checked-out connection always has one
     if during is not None:
@@ -143,6 +144,10 @@ def _copy_rows(conn: Connection, statement: str, types: Sequence[str],
         with driver.cursor() as cur:
             jsonb = type("JsonTextDumper", (_JsonTextDumper,), {"oid": _JSONB_OID})
             cur.adapters.register_dumper(None, jsonb)
+            vector = cur.adapters.types.get("vector")
+            if "vector" in types and vector is not None:  # values made by ``_vectors_binary``
+                cur.adapters.register_dumper(None, type(
+                    "VectorBinaryDumper", (_BinaryPassDumper,), {"oid": vector.oid}))
             with cur.copy(statement) as copy:
                 copy.set_types(list(types))
                 for row in rows:

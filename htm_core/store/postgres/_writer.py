@@ -35,6 +35,7 @@ from ._codec import (
     _EMPTY_JSON,
     _unit,
     _units,
+    _vectors_binary,
 )
 from ._engine import _aware, _copy_rows, _KeyRace, _utc
 from ._schema import _DIMENSION_LOCK, _HNSW_INDEX
@@ -295,9 +296,10 @@ class _PostgresWriter(_PostgresSearch):
         _copy_rows(conn, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, (
             (mid, r.key, r.content, h, robot_ids[r.robot], float(r.importance),
              int(r.token_count), r.created_at, r.last_accessed or r.created_at,
-             int(r.access_count), json.dumps(r.metadata) if r.metadata else _EMPTY_JSON, unit,
-             r.embedder if unit is not None else None, r.forgotten_at)
-            for mid, r, h, unit in zip(ids, records, hashes, units, strict=True)),
+             int(r.access_count), json.dumps(r.metadata) if r.metadata else _EMPTY_JSON,
+             vector, r.embedder if unit is not None else None, r.forgotten_at)
+            for mid, r, h, unit, vector in zip(ids, records, hashes, units,
+                                               _vectors_binary(units), strict=True)),
             None if during is None else lambda: during(ids))
         return {r.key: mid for mid, r in zip(ids, records, strict=True)}
 
