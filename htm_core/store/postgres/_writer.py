@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -41,6 +41,9 @@ from ._engine import _aware, _copy_rows, _KeyRace, _utc
 from ._schema import _DIMENSION_LOCK, _HNSW_INDEX
 from ._search import _PostgresSearch
 
+#: Rows of a COPY whose vectors are converted together (see ``_insert_copy``).
+_COPY_CHUNK = 64
+
 
 class _PostgresWriter(_PostgresSearch):
     """The add path and the other writes of memory rows."""
@@ -72,7 +75,6 @@ class _PostgresWriter(_PostgresSearch):
             return [], None
         vectors = batch_embedder(records)  # one embedder and dimension per batch
         dims = {vectors[1]} if vectors is not None else set()
-        units = _units(records)
         robot_ids = self._robot_id_map([r.robot for r in records])
 
         def write(conn: Connection, allow_copy: bool
@@ -82,7 +84,7 @@ class _PostgresWriter(_PostgresSearch):
             def enter(results: list[AddResult]) -> None:
                 staged.append(working(results) if working is not None else None)
 
-            results = self._add_many(conn, records, units, robot_ids, dims,
+            results = self._add_many(conn, records, robot_ids, dims,
                                      allow_copy=allow_copy, enter=enter)
             if not staged:
                 enter(results)
@@ -101,8 +103,7 @@ class _PostgresWriter(_PostgresSearch):
             return self._run("adding memories", lambda conn: write(conn, False))
 
     def _add_many(self, conn: Connection, records: Sequence[NewMemory],
-                  units: Sequence[np.ndarray | None], robot_ids: dict[str, int],
-                  dims: set[int], *, allow_copy: bool,
+                  robot_ids: dict[str, int], dims: set[int], *, allow_copy: bool,
                   enter: Callable[[list[AddResult]], None] | None = None) -> list[AddResult]:
         """The batch's writes on ``conn``; its results, also given to ``enter`` as soon as
         they are final: for a COPY of new memories only, while the server is still working
@@ -123,6 +124,8 @@ class _PostgresWriter(_PostgresSearch):
                 first[rec.key] = i
         existing = self._existing(conn, list(first))
         new = [i for k, i in first.items() if k not in existing]
+        fresh_at = set(new)  # a vector of a record that touches is not stored, but checked
+        _units([r for i, r in enumerate(records) if i not in fresh_at and r.embedding is not None])
         inserted: dict[str, int] = {}
         copied = False
         hashes: dict[int, str] = {}
@@ -131,7 +134,6 @@ class _PostgresWriter(_PostgresSearch):
         early: list[AddResult] = []
         if new:
             fresh = [records[i] for i in new]
-            vectors = [units[i] for i in new]
             copied = allow_copy and len(fresh) >= self.copy_min_rows and all(
                 _aware(r.created_at, r.last_accessed, r.forgotten_at) for r in fresh)
             if copied:
@@ -139,17 +141,17 @@ class _PostgresWriter(_PostgresSearch):
                 rank, metas = self._normalised(conn, records, new)
 
                 def during(mids: Sequence[int]) -> None:  # all new: the results are final
-                    by_new = self._inserted_memories(records, units, hashes, dict(zip(
+                    by_new = self._inserted_memories(records, hashes, dict(zip(
                         mids, range(len(records)), strict=True)), rank, metas)
                     early.extend(AddResult(by_new[mid], True) for mid in mids)
                     assert enter is not None
                     enter(early)
 
                 inserted = self._insert_copy(
-                    conn, fresh, [hashes[i] for i in new], vectors, robot_ids,
+                    conn, fresh, [hashes[i] for i in new], robot_ids,
                     during if enter is not None and len(new) == len(records) else None)
             else:  # naive datetimes go as parameters: the server reads them in its time zone
-                inserted = self._insert_statement(conn, fresh, vectors, robot_ids)
+                inserted = self._insert_statement(conn, fresh, _units(fresh), robot_ids)
             raced = [records[i].key for i in new if records[i].key not in inserted]
             if raced:  # another process committed these keys after our first look
                 existing.update(self._existing(conn, raced))
@@ -199,7 +201,7 @@ class _PostgresWriter(_PostgresSearch):
                 (e[0], e[1], e[2], e[3], json.dumps(e[4]) if e[4] else _EMPTY_JSON) for e in log))
             if early:
                 return early
-            by_id = self._inserted_memories(records, units, hashes, {
+            by_id = self._inserted_memories(records, hashes, {
                 mid: i for mid, i in created.items() if mid not in touches}, rank, metas)
         else:
             self._log_many(conn, log)
@@ -280,7 +282,7 @@ class _PostgresWriter(_PostgresSearch):
         return {str(r[1]): int(r[0]) for r in rows}
 
     def _insert_copy(self, conn: Connection, records: Sequence[NewMemory], hashes: Sequence[str],
-                     units: Sequence[np.ndarray | None], robot_ids: dict[str, int],
+                     robot_ids: dict[str, int],
                      during: Callable[[Sequence[int]], None] | None = None) -> dict[str, int]:
         """Stream ``records`` into ``memories`` with a binary COPY; key -> id.
 
@@ -293,14 +295,24 @@ class _PostgresWriter(_PostgresSearch):
         ids = sorted(int(i) for i in conn.execute(text(
             "SELECT ARRAY(SELECT nextval(pg_get_serial_sequence('memories', 'id')) "
             "FROM generate_series(1, :n))"), {"n": len(records)}).scalar_one())
-        _copy_rows(conn, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, (
-            (mid, r.key, r.content, h, robot_ids[r.robot], float(r.importance),
-             int(r.token_count), r.created_at, r.last_accessed or r.created_at,
-             int(r.access_count), json.dumps(r.metadata) if r.metadata else _EMPTY_JSON,
-             vector, r.embedder if unit is not None else None, r.forgotten_at)
-            for mid, r, h, unit, vector in zip(ids, records, hashes, units,
-                                               _vectors_binary(units), strict=True)),
-            None if during is None else lambda: during(ids))
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            # Vectors are made a chunk at a time as the rows go out (a vector that is not
+            # finite fails the COPY, and so the batch), so the conversion overlaps the
+            # server's inserting the rows already sent.
+            for at in range(0, len(records), _COPY_CHUNK):
+                part = records[at:at + _COPY_CHUNK]
+                for mid, r, h, vector in zip(ids[at:at + _COPY_CHUNK], part,
+                                             hashes[at:at + _COPY_CHUNK],
+                                             _vectors_binary(_units(part)), strict=True):
+                    yield (mid, r.key, r.content, h, robot_ids[r.robot], float(r.importance),
+                           int(r.token_count), r.created_at, r.last_accessed or r.created_at,
+                           int(r.access_count),
+                           json.dumps(r.metadata) if r.metadata else _EMPTY_JSON, vector,
+                           r.embedder if vector is not None else None, r.forgotten_at)
+
+        _copy_rows(conn, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, rows(),
+                   None if during is None else lambda: during(ids))
         return {r.key: mid for mid, r in zip(ids, records, strict=True)}
 
     @staticmethod
@@ -325,8 +337,8 @@ class _PostgresWriter(_PostgresSearch):
         return rank, metas
 
     @staticmethod
-    def _inserted_memories(records: Sequence[NewMemory], units: Sequence[np.ndarray | None],
-                           hashes: dict[int, str], chosen: dict[int, int],
+    def _inserted_memories(records: Sequence[NewMemory], hashes: dict[int, str],
+                           chosen: dict[int, int],
                            rank: dict[str, int], metas: dict[int, dict[str, Any]]
                            ) -> dict[int, Memory]:
         """The memories copied in (id -> index of their record), built from the records
@@ -342,7 +354,7 @@ class _PostgresWriter(_PostgresSearch):
                 access_count=int(r.access_count),
                 tags=tuple(sorted(set(r.tags), key=rank.__getitem__)) if r.tags else (),
                 metadata=metas.get(i, {}),
-                embedder=r.embedder if units[i] is not None else None,
+                embedder=r.embedder if r.embedding is not None else None,
                 forgotten_at=_utc(r.forgotten_at))
         return out
 
