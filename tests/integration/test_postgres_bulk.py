@@ -435,3 +435,24 @@ def test_a_working_change_that_fails_during_the_copy_leaves_nothing(store: Postg
                                             if r.memory.forgotten_at is None]
     assert [r.state.seq for r in rows] == [n for n, r in enumerate(results)
                                            if r.memory.forgotten_at is None]
+
+
+def test_a_vector_that_is_not_finite_fails_its_batch_also_late_in_the_copy(
+        store: PostgresStore) -> None:
+    """A COPY converts vectors a chunk at a time as the rows go out: a NaN in a late chunk
+    still fails the whole batch (nothing written), and so does one in a record that only
+    touches an existing memory."""
+    store.add_many(make_records(5))
+    batch = make_records(300, start=5)
+    batch[250] = replace(batch[250], embedding=[float("nan")] * DIM)
+    with pytest.raises(DimensionMismatchError, match="k255"):
+        store.add_many(batch)
+    assert store.get("k5", include_forgotten=True) is None
+    assert len(store.operations(op="add", limit=10_000)) == 5
+
+    touching = [replace(make_records(1)[0], embedding=[float("inf")] * DIM),
+                *make_records(100, start=5)]
+    with pytest.raises(DimensionMismatchError, match="k0"):
+        store.add_many(touching)
+    assert store.get("k5", include_forgotten=True) is None
+    assert [r.created for r in store.add_many(make_records(300, start=5))] == [True] * 300
