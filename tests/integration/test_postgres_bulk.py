@@ -8,6 +8,7 @@ GIN indexes in place, also after a failure or a loader that died.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -456,3 +457,33 @@ def test_a_vector_that_is_not_finite_fails_its_batch_also_late_in_the_copy(
         store.add_many(touching)
     assert store.get("k5", include_forgotten=True) is None
     assert [r.created for r in store.add_many(make_records(300, start=5))] == [True] * 300
+
+
+def test_a_copy_batch_gives_a_unix_socket_room_for_the_whole_batch(pg_url: str) -> None:
+    """So that the client's work after sending the rows overlaps the server's inserting
+    them, a COPY batch on a Unix-socket connection raises its send buffer (up to what the
+    kernel allows); the rows arrive whole."""
+    import socket
+    from pathlib import Path
+
+    limit = Path("/proc/sys/net/core/wmem_max")
+    if not limit.exists():
+        pytest.skip("needs Linux's net.core.wmem_max")
+    store = PostgresStore(pg_url, pool_size=1, max_overflow=0)
+    try:
+        def send_buffer() -> tuple[int, int]:
+            with store.engine.connect() as conn:
+                driver = conn.connection.driver_connection
+                with socket.socket(fileno=os.dup(driver.pgconn.socket)) as sock:
+                    return sock.family, sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+
+        family, before = send_buffer()
+        if family != socket.AF_UNIX:
+            pytest.skip("the test server is reached over TCP")
+        store.add_many(make_records(300))
+        _family, after = send_buffer()
+        assert after >= min(2 * 4 * 2**20, 2 * int(limit.read_text())) > before or (
+            after == before >= 2 * 4 * 2**20)
+        assert store.counts("robot0").total + store.counts("robot0").forgotten == 300
+    finally:
+        store.close()

@@ -120,14 +120,20 @@ def _room_to_send(driver: psycopg.Connection[Any]) -> None:
     at ``net.core.wmem_max``). With the default (about 200 KB, a hundred rows) the client
     stalls until the server has nearly caught up, so work it does after the rows are sent
     cannot overlap the server's inserting them. TCP sockets size their buffers themselves."""
+    unix = getattr(socket, "AF_UNIX", None)
+    if unix is None:
+        return
     with contextlib.suppress(OSError):
-        sock = socket.socket(fileno=os.dup(driver.pgconn.socket))
+        fd = os.dup(driver.pgconn.socket)
         try:
-            if sock.family == socket.AF_UNIX and sock.getsockopt(
+            sock = socket.socket(fileno=fd)  # owns the copy of the descriptor from here on
+        except OSError:
+            os.close(fd)
+            raise
+        with sock:
+            if sock.family == unix and sock.getsockopt(
                     socket.SOL_SOCKET, socket.SO_SNDBUF) < _SEND_BUFFER:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_BUFFER)
-        finally:
-            sock.close()
 
 
 def _copy_rows(conn: Connection, statement: str, types: Sequence[str],
