@@ -8,6 +8,7 @@ GIN indexes in place, also after a failure or a loader that died.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -360,5 +361,129 @@ def test_bad_settings_are_refused(pg_url: str) -> None:
             pytest.fail("the block must not run")
         with pytest.raises(ValidationError, match="parallel_workers"):
             store.rebuild_indexes(parallel_workers=-1)
+    finally:
+        store.close()
+
+
+def working(store: PostgresStore, robot: str) -> dict[str, Any]:
+    """A robot's persisted working memory and the log of its changes, for comparing stores."""
+    version, rows = store.working_rows(robot)
+    return {"version": version,
+            "rows": [(r.memory.key, r.memory.access_count, r.memory.forgotten_at, r.state)
+                     for r in rows],
+            "ops": [(o.op, o.key) for o in reversed(store.operations(limit=100_000))
+                    if o.op in ("add", "evict", "touch", "restore")]}
+
+
+def test_htm_batches_entering_working_memory_equal_the_statement_path(
+        pg_url: str, other_url: str) -> None:
+    """With working memory on, a COPY batch builds its results and working-memory change
+    while the server still inserts the rows and copies the new memories' entries in; what
+    it leaves is what the statement path leaves, also for a batch that mixes new memories
+    with a forgotten one added again (restored, and entering like the rest)."""
+    from htm_core import FrozenClock
+
+    clock = FrozenClock(T0)
+    emb = HashingEmbedder(dim=DIM)
+    items = [{"content": f"fact {i} on the {WORDS[i % 16]} and {WORDS[i % 5]}", "key": f"f{i}",
+              "importance": float(1 + i % 9), "tags": [WORDS[i % 3]] if i % 4 == 0 else [],
+              "metadata": {"n": i} if i % 6 == 0 else None} for i in range(300)]
+    states = []
+    for url, copy_min_rows in ((pg_url, 16), (other_url, 10**9)):
+        with HTM(robot="r1", store=PostgresStore(url, copy_min_rows=copy_min_rows),
+                 embedder=emb, clock=clock, working_memory_tokens=400) as htm:
+            first = htm.add_many(items[:120])
+            htm.forget("f3", confirm=True)
+            again = htm.add_many([*items[120:200], items[3]])
+            last = htm.add_many(items[200:])
+            states.append((working(htm.store, "r1"), [i.key for i in htm._wm.items()],
+                           [(m.key, m.tags, m.metadata) for m in first + again + last]))
+    assert states[0] == states[1]
+    assert states[0][0]["rows"] and ("restore", "f3") in states[0][0]["ops"]
+
+
+def test_a_working_change_that_fails_during_the_copy_leaves_nothing(store: PostgresStore) -> None:
+    """The working-memory change of a COPY batch is made while the rows stream; when making
+    it fails, the COPY is abandoned and the batch rolled back, and the store goes on."""
+    from htm_core.store.base import WorkingChange, WorkingState
+
+    store.add_many(make_records(5))
+
+    def fail(_results: list[AddResult]) -> WorkingChange:
+        raise RuntimeError("the working memory could not take the batch")
+
+    with pytest.raises(RuntimeError, match="could not take"):
+        store.add_and_enter(make_records(300, start=5), working=fail)
+    assert store.get("k5", include_forgotten=True) is None
+    assert len(store.operations(op="add", limit=10_000)) == 5
+
+    # A batch entering working memory: its new memories (one of them added as forgotten,
+    # which is refused) and one that existed, forgotten, and is restored by the batch.
+    store.forget("k0", robot="robot0", at=T0)
+    batch = [*make_records(300, start=5), make_records(1)[0]]
+
+    def enter(results: list[AddResult]) -> WorkingChange:
+        return WorkingChange(robot="r1", at=T0, put=[
+            WorkingState(key=r.memory.key, last_accessed=T0, access_count=0, seq=n, access_seq=n)
+            for n, r in enumerate(results)])
+
+    results, applied = store.add_and_enter(batch, working=enter)
+    assert applied is not None
+    assert applied.refused == {r.memory.key for r in results if r.memory.forgotten_at}
+    assert "k51" in applied.refused and "k0" not in applied.refused  # k51 came forgotten
+    _version, rows = store.working_rows("r1")
+    assert [r.memory.key for r in rows] == [r.memory.key for r in results
+                                            if r.memory.forgotten_at is None]
+    assert [r.state.seq for r in rows] == [n for n, r in enumerate(results)
+                                           if r.memory.forgotten_at is None]
+
+
+def test_a_vector_that_is_not_finite_fails_its_batch_also_late_in_the_copy(
+        store: PostgresStore) -> None:
+    """A COPY converts vectors a chunk at a time as the rows go out: a NaN in a late chunk
+    still fails the whole batch (nothing written), and so does one in a record that only
+    touches an existing memory."""
+    store.add_many(make_records(5))
+    batch = make_records(300, start=5)
+    batch[250] = replace(batch[250], embedding=[float("nan")] * DIM)
+    with pytest.raises(DimensionMismatchError, match="k255"):
+        store.add_many(batch)
+    assert store.get("k5", include_forgotten=True) is None
+    assert len(store.operations(op="add", limit=10_000)) == 5
+
+    touching = [replace(make_records(1)[0], embedding=[float("inf")] * DIM),
+                *make_records(100, start=5)]
+    with pytest.raises(DimensionMismatchError, match="k0"):
+        store.add_many(touching)
+    assert store.get("k5", include_forgotten=True) is None
+    assert [r.created for r in store.add_many(make_records(300, start=5))] == [True] * 300
+
+
+def test_a_copy_batch_gives_a_unix_socket_room_for_the_whole_batch(pg_url: str) -> None:
+    """So that the client's work after sending the rows overlaps the server's inserting
+    them, a COPY batch on a Unix-socket connection raises its send buffer (up to what the
+    kernel allows); the rows arrive whole."""
+    import socket
+    from pathlib import Path
+
+    limit = Path("/proc/sys/net/core/wmem_max")
+    if not limit.exists():
+        pytest.skip("needs Linux's net.core.wmem_max")
+    store = PostgresStore(pg_url, pool_size=1, max_overflow=0)
+    try:
+        def send_buffer() -> tuple[int, int]:
+            with store.engine.connect() as conn:
+                driver = conn.connection.driver_connection
+                with socket.socket(fileno=os.dup(driver.pgconn.socket)) as sock:
+                    return sock.family, sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+
+        family, before = send_buffer()
+        if family != socket.AF_UNIX:
+            pytest.skip("the test server is reached over TCP")
+        store.add_many(make_records(300))
+        _family, after = send_buffer()
+        assert after >= min(2 * 4 * 2**20, 2 * int(limit.read_text())) > before or (
+            after == before >= 2 * 4 * 2**20)
+        assert store.counts("robot0").total + store.counts("robot0").forgotten == 300
     finally:
         store.close()

@@ -33,8 +33,12 @@ How it works:
 - A batch of adds is a fixed number of statements whatever its size, in one transaction.
   Small batches send the rows as arrays (``INSERT ... SELECT FROM unnest(...) ... ON
   CONFLICT (key) DO NOTHING RETURNING``); batches of ``copy_min_rows`` new rows or more
-  stream them with a binary ``COPY`` into a temporary staging table and insert from there
-  with the same ``ON CONFLICT``. Vectors travel in pgvector's binary form, not as text.
+  stream them with a binary ``COPY`` straight into ``memories``, ids drawn from its
+  sequence first (a key another writer commits meanwhile fails the ``COPY``, and the batch
+  is re-run by statements). While the server inserts the rows, the client builds the
+  results and the working-memory change (a Unix socket gets a send buffer for the whole
+  batch, so the client is not held back). Vectors travel in pgvector's binary form, not as
+  text.
 - :meth:`PostgresStore.bulk_load` is a context manager for very large loads: it drops the
   HNSW index (and by default the GIN full-text index) while the rows go in and builds
   them once at the end with a larger ``maintenance_work_mem``, also when the load fails.

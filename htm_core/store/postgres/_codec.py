@@ -8,6 +8,7 @@ and binary COPY alike.
 from __future__ import annotations
 
 import contextlib
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +40,10 @@ _JSONB_OID = 3802  # built-in type oids are fixed
 _COPY_OPERATIONS = ("COPY operations(op, robot_id, memory_id, key, detail) "
                     "FROM STDIN (FORMAT BINARY)")
 _COPY_OPERATIONS_TYPES: tuple[str, ...] = ("text", "int8", "int8", "text", "jsonb")
+_COPY_WORKING = ("COPY working_memory(robot_id, memory_id, added_at, last_accessed, "
+                 "access_count, seq, access_seq) FROM STDIN (FORMAT BINARY)")
+_COPY_WORKING_TYPES: tuple[str, ...] = (
+    "int8", "int8", "timestamptz", "timestamptz", "int4", "int8", "int8")
 
 
 def register_vectors(engine: Engine) -> None:
@@ -75,6 +80,30 @@ class _JsonTextDumper(Dumper):
 
 
 _EMPTY_JSON = "{}"
+
+
+class _BinaryPassDumper(Dumper):
+    """A value already in its type's binary input form (``oid`` set by a subclass)."""
+
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        return bytes(obj)
+
+
+def _vectors_binary(units: Sequence[np.ndarray | None]) -> list[bytes | None]:
+    """Each of ``units`` (one dimension) in pgvector's binary form (dimension, unused,
+    big-endian float32s), converted together with numpy rather than one by one through
+    ``pgvector.Vector`` (a COPY sends one per row); None stays None."""
+    have = [u for u in units if u is not None]
+    if not have:
+        return [None] * len(units)
+    rows = iter(np.stack(have).astype(">f4"))
+    head = _VECTOR_HEAD.pack(len(have[0]), 0)
+    return [None if u is None else head + next(rows).tobytes() for u in units]
+
+
+_VECTOR_HEAD = struct.Struct(">HH")
 
 
 def _units(records: Sequence[NewMemory]) -> list[np.ndarray | None]:

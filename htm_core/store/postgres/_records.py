@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import timezone
 from typing import Any
@@ -79,11 +80,13 @@ class _PostgresRecords(_PostgresEngine):
         """Stored vectors by this embedder for any of these contents, by content hash."""
         if not content_hashes:
             return {}
+        # The hashes as one JSON text: psycopg dumps a text[] parameter element by element.
         rows = self._read("looking up embeddings", lambda conn: conn.execute(text(
             "SELECT DISTINCT ON (content_hash) content_hash, CAST(embedding AS real[]) "
-            "FROM memories WHERE content_hash = ANY(:h) AND embedder = :e "
+            "FROM memories WHERE content_hash = ANY(ARRAY(SELECT jsonb_array_elements_text("
+            "CAST(:h AS jsonb)))) AND embedder = :e "
             f"AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES}"),
-            {"h": list(dict.fromkeys(content_hashes)), "e": embedder}).all())
+            {"h": json.dumps(list(dict.fromkeys(content_hashes))), "e": embedder}).all())
         return {str(r[0]): [float(x) for x in r[1]] for r in rows}
 
     def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:

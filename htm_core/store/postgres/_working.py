@@ -9,7 +9,7 @@ while checked visible, which ``forget``'s ``FOR UPDATE`` serialises against.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TypeVar
 
@@ -20,7 +20,8 @@ from ...models import Memory
 from .._sql.catalogue import VISIBLE as _VISIBLE
 from .._sql.working import recall_check_answer, recall_check_sql
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
-from ._engine import _rows
+from ._codec import _COPY_WORKING, _COPY_WORKING_TYPES
+from ._engine import _aware, _copy_rows, _rows
 from ._records import _PostgresRecords
 
 __all__ = ["PostgresWorkingSet"]
@@ -106,10 +107,16 @@ class PostgresWorkingSet(_PostgresRecords):
                          lambda conn: self._apply_working(conn, change, expected_version))
 
     def _apply_working(self, conn: Connection, change: WorkingChange,
-                       expected_version: int | None) -> WorkingResult:
+                       expected_version: int | None,
+                       held: Mapping[str, int] | None = None,
+                       created: frozenset[int] = frozenset()) -> WorkingResult:
         """Write ``change`` on ``conn``. The memories entering are locked FOR SHARE while
         checked visible, so a forget (which locks the row FOR UPDATE) either commits first
-        and the memory is refused, or waits until this membership is in and then removes it."""
+        and the memory is refused, or waits until this membership is in and then removes it.
+        ``held`` (key -> id) names visible memories this transaction has already locked (a
+        batch of adds: rows it inserted or locked and touched); they need no check. The
+        ids in ``created`` were inserted by this transaction, so no entry can hold them
+        yet: theirs are copied in (a plain insert, no conflict to look for)."""
         rid = self._robot_id(change.robot)
         if change.touch:
             conn.execute(text(
@@ -131,14 +138,23 @@ class PostgresWorkingSet(_PostgresRecords):
                 "ORDER BY e.ord"), {"r": rid, "keys": json.dumps(list(change.evict))})
         refused: frozenset[str] = frozenset()
         if change.put:
+            held = held or {}
             keys = sorted({s.key for s in change.put})
-            visible = {str(r[0]): int(r[1]) for r in conn.execute(text(
-                "SELECT key, id FROM memories WHERE key = ANY(ARRAY(SELECT "
-                "jsonb_array_elements_text(CAST(:keys AS jsonb)))) AND forgotten_at IS NULL "
-                "ORDER BY id FOR SHARE"),
-                {"keys": json.dumps(keys)})}
+            visible = {k: held[k] for k in keys if k in held}
+            if len(visible) < len(keys):
+                visible.update((str(r[0]), int(r[1])) for r in conn.execute(text(
+                    "SELECT key, id FROM memories WHERE key = ANY(ARRAY(SELECT "
+                    "jsonb_array_elements_text(CAST(:keys AS jsonb)))) AND forgotten_at IS NULL "
+                    "ORDER BY id FOR SHARE"),
+                    {"keys": json.dumps([k for k in keys if k not in held])}))
             refused = frozenset(k for k in keys if k not in visible)
             put = [s for s in change.put if s.key in visible]
+            fresh = [s for s in put if visible[s.key] in created]
+            if fresh and _aware(change.at, *(s.last_accessed for s in fresh)):
+                _copy_rows(conn, _COPY_WORKING, _COPY_WORKING_TYPES, (
+                    (rid, visible[s.key], change.at, s.last_accessed, s.access_count, s.seq,
+                     s.access_seq) for s in fresh))
+                put = [s for s in put if visible[s.key] not in created]
             if put:  # the entries as one JSON text, times in ISO 8601 (exact)
                 conn.execute(text(
                     "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "

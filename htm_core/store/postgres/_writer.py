@@ -8,10 +8,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
-import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
 from ...errors import (
     DimensionMismatchError,
@@ -35,14 +33,16 @@ from ._codec import (
     _COPY_OPERATIONS,
     _COPY_OPERATIONS_TYPES,
     _EMPTY_JSON,
-    _JSONB_OID,
-    _JsonTextDumper,
     _unit,
     _units,
+    _vectors_binary,
 )
-from ._engine import _aware, _KeyRace, _utc
+from ._engine import _aware, _copy_rows, _KeyRace, _utc
 from ._schema import _DIMENSION_LOCK, _HNSW_INDEX
 from ._search import _PostgresSearch
+
+#: Rows of a COPY whose vectors are converted together (see ``_insert_copy``).
+_COPY_CHUNK = 64
 
 
 class _PostgresWriter(_PostgresSearch):
@@ -75,16 +75,27 @@ class _PostgresWriter(_PostgresSearch):
             return [], None
         vectors = batch_embedder(records)  # one embedder and dimension per batch
         dims = {vectors[1]} if vectors is not None else set()
-        units = _units(records)
         robot_ids = self._robot_id_map([r.robot for r in records])
 
         def write(conn: Connection, allow_copy: bool
                   ) -> tuple[list[AddResult], WorkingResult | None]:
-            results = self._add_many(conn, records, units, robot_ids, dims, allow_copy=allow_copy)
-            change = working(results) if working is not None else None
-            if change is None:
+            staged: list[WorkingChange | None] = []
+
+            def enter(results: list[AddResult]) -> None:
+                staged.append(working(results) if working is not None else None)
+
+            results = self._add_many(conn, records, robot_ids, dims,
+                                     allow_copy=allow_copy, enter=enter)
+            if not staged:
+                enter(results)
+            if staged[0] is None:
                 return results, None
-            return results, self._apply_working(conn, change, expected_version)
+            # Every memory of the batch is locked by it and its visibility known (a new
+            # row, or an existing one locked and touched, which restores it).
+            held = {r.memory.key: r.memory.id for r in results if r.memory.forgotten_at is None}
+            return results, self._apply_working(conn, staged[0], expected_version, held,
+                                                frozenset(r.memory.id for r in results
+                                                          if r.created))
 
         try:
             return self._run("adding memories", lambda conn: write(conn, True))
@@ -92,8 +103,12 @@ class _PostgresWriter(_PostgresSearch):
             return self._run("adding memories", lambda conn: write(conn, False))
 
     def _add_many(self, conn: Connection, records: Sequence[NewMemory],
-                  units: Sequence[np.ndarray | None], robot_ids: dict[str, int],
-                  dims: set[int], *, allow_copy: bool) -> list[AddResult]:
+                  robot_ids: dict[str, int], dims: set[int], *, allow_copy: bool,
+                  enter: Callable[[list[AddResult]], None] | None = None) -> list[AddResult]:
+        """The batch's writes on ``conn``; its results, also given to ``enter`` as soon as
+        they are final: for a COPY of new memories only, while the server is still working
+        through the rows (the caller's own work overlaps the server's). The caller calls
+        ``enter`` itself when this did not."""
         if dims:
             embedder = next(r.embedder for r in records if r.embedding is not None)
             self._check_embedding(conn, embedder or "unknown", next(iter(dims)))
@@ -109,20 +124,34 @@ class _PostgresWriter(_PostgresSearch):
                 first[rec.key] = i
         existing = self._existing(conn, list(first))
         new = [i for k, i in first.items() if k not in existing]
+        fresh_at = set(new)  # a vector of a record that touches is not stored, but checked
+        _units([r for i, r in enumerate(records) if i not in fresh_at and r.embedding is not None])
         inserted: dict[str, int] = {}
         copied = False
         hashes: dict[int, str] = {}
+        rank: dict[str, int] = {}
+        metas: dict[int, dict[str, Any]] = {}
+        early: list[AddResult] = []
         if new:
             fresh = [records[i] for i in new]
-            vectors = [units[i] for i in new]
             copied = allow_copy and len(fresh) >= self.copy_min_rows and all(
                 _aware(r.created_at, r.last_accessed, r.forgotten_at) for r in fresh)
             if copied:
                 hashes = {i: records[i].content_hash for i in new}
-                inserted = self._insert_copy(conn, fresh, [hashes[i] for i in new], vectors,
-                                             robot_ids)
+                rank, metas = self._normalised(conn, records, new)
+
+                def during(mids: Sequence[int]) -> None:  # all new: the results are final
+                    by_new = self._inserted_memories(records, hashes, dict(zip(
+                        mids, range(len(records)), strict=True)), rank, metas)
+                    early.extend(AddResult(by_new[mid], True) for mid in mids)
+                    assert enter is not None
+                    enter(early)
+
+                inserted = self._insert_copy(
+                    conn, fresh, [hashes[i] for i in new], robot_ids,
+                    during if enter is not None and len(new) == len(records) else None)
             else:  # naive datetimes go as parameters: the server reads them in its time zone
-                inserted = self._insert_statement(conn, fresh, vectors, robot_ids)
+                inserted = self._insert_statement(conn, fresh, _units(fresh), robot_ids)
             raced = [records[i].key for i in new if records[i].key not in inserted]
             if raced:  # another process committed these keys after our first look
                 existing.update(self._existing(conn, raced))
@@ -168,10 +197,12 @@ class _PostgresWriter(_PostgresSearch):
         created = {inserted[records[i].key]: i for i in new if records[i].key in inserted}
         by_id: dict[int, Memory] = {}
         if copied:
-            self._copy_rows(conn, _COPY_OPERATIONS, _COPY_OPERATIONS_TYPES, (
+            _copy_rows(conn, _COPY_OPERATIONS, _COPY_OPERATIONS_TYPES, (
                 (e[0], e[1], e[2], e[3], json.dumps(e[4]) if e[4] else _EMPTY_JSON) for e in log))
-            by_id = self._inserted_memories(conn, records, units, hashes, {
-                mid: i for mid, i in created.items() if mid not in touches})
+            if early:
+                return early
+            by_id = self._inserted_memories(records, hashes, {
+                mid: i for mid, i in created.items() if mid not in touches}, rank, metas)
         else:
             self._log_many(conn, log)
         rest = sorted({mid for mid in ids if mid not in by_id})
@@ -250,67 +281,68 @@ class _PostgresWriter(_PostgresSearch):
              "forgotten": [r.forgotten_at for r in records]}).all()
         return {str(r[1]): int(r[0]) for r in rows}
 
-    @staticmethod
-    def _copy_rows(conn: Connection, statement: str, types: Sequence[str],
-                   rows: Iterator[tuple[Any, ...]] | Sequence[tuple[Any, ...]]) -> None:
-        """Stream ``rows`` with a binary COPY on the transaction's own connection."""
-        driver = conn.connection.driver_connection
-        assert driver is not None  # a checked-out connection always has one
-        try:
-            with driver.cursor() as cur:
-                jsonb = type("JsonTextDumper", (_JsonTextDumper,), {"oid": _JSONB_OID})
-                cur.adapters.register_dumper(None, jsonb)
-                with cur.copy(statement) as copy:
-                    copy.set_types(list(types))
-                    for row in rows:
-                        copy.write_row(row)
-        except psycopg.errors.UniqueViolation as exc:
-            if exc.diag.constraint_name == "memories_key_key":
-                raise _KeyRace() from exc
-            raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
-        except psycopg.Error as exc:
-            raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
-
     def _insert_copy(self, conn: Connection, records: Sequence[NewMemory], hashes: Sequence[str],
-                     units: Sequence[np.ndarray | None],
-                     robot_ids: dict[str, int]) -> dict[str, int]:
+                     robot_ids: dict[str, int],
+                     during: Callable[[Sequence[int]], None] | None = None) -> dict[str, int]:
         """Stream ``records`` into ``memories`` with a binary COPY; key -> id.
 
-        Ids are drawn from the table's identity sequence first, so no row needs to come
-        back. The batch has locked the keys that exist; a key another writer commits in
-        between makes the COPY fail (``_KeyRace``), and the batch is re-run by statement.
+        Ids are drawn from the table's identity sequence first (one array), so no row
+        needs to come back; ``during`` gets them (in the order of ``records``) once the
+        rows are sent (see ``_copy_rows``). The batch has locked the keys that exist; a
+        key another writer commits in between makes the COPY fail (``_KeyRace``), and the
+        batch is re-run by statement.
         """
         ids = sorted(int(i) for i in conn.execute(text(
-            "SELECT nextval(pg_get_serial_sequence('memories', 'id')) "
-            "FROM generate_series(1, :n)"), {"n": len(records)}).scalars())
-        self._copy_rows(conn, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, (
-            (mid, r.key, r.content, h, robot_ids[r.robot], float(r.importance),
-             int(r.token_count), r.created_at, r.last_accessed or r.created_at,
-             int(r.access_count), json.dumps(r.metadata) if r.metadata else _EMPTY_JSON, unit,
-             r.embedder if unit is not None else None, r.forgotten_at)
-            for mid, r, h, unit in zip(ids, records, hashes, units, strict=True)))
+            "SELECT ARRAY(SELECT nextval(pg_get_serial_sequence('memories', 'id')) "
+            "FROM generate_series(1, :n))"), {"n": len(records)}).scalar_one())
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            # Vectors are made a chunk at a time as the rows go out (a vector that is not
+            # finite fails the COPY, and so the batch), so the conversion overlaps the
+            # server's inserting the rows already sent.
+            for at in range(0, len(records), _COPY_CHUNK):
+                part = records[at:at + _COPY_CHUNK]
+                for mid, r, h, vector in zip(ids[at:at + _COPY_CHUNK], part,
+                                             hashes[at:at + _COPY_CHUNK],
+                                             _vectors_binary(_units(part)), strict=True):
+                    yield (mid, r.key, r.content, h, robot_ids[r.robot], float(r.importance),
+                           int(r.token_count), r.created_at, r.last_accessed or r.created_at,
+                           int(r.access_count),
+                           json.dumps(r.metadata) if r.metadata else _EMPTY_JSON, vector,
+                           r.embedder if vector is not None else None, r.forgotten_at)
+
+        _copy_rows(conn, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, rows(),
+                   None if during is None else lambda: during(ids))
         return {r.key: mid for mid, r in zip(ids, records, strict=True)}
 
     @staticmethod
-    def _inserted_memories(conn: Connection, records: Sequence[NewMemory],
-                           units: Sequence[np.ndarray | None], hashes: dict[int, str],
-                           chosen: dict[int, int]) -> dict[int, Memory]:
-        """The memories just copied in (id -> index of their record), built from the records.
-
-        What the database adds is read back: the order of tags (its collation, as
-        ``_fetch`` returns them) and metadata as ``jsonb`` normalises it.
-        """
-        names = sorted({t for i in chosen.values() for t in records[i].tags})
+    def _normalised(conn: Connection, records: Sequence[NewMemory], chosen: Sequence[int]
+                    ) -> tuple[dict[str, int], dict[int, dict[str, Any]]]:
+        """What the database makes of the ``chosen`` records' tags and metadata, asked
+        before they are copied: the rank of each tag name in its collation (the order
+        ``_fetch`` returns tags in) and each record's metadata as ``jsonb`` normalises it."""
+        names = sorted({t for i in chosen for t in records[i].tags})
         rank: dict[str, int] = {}
         if names:
             rank = {str(r[0]): n for n, r in enumerate(conn.execute(text(
                 "SELECT n FROM unnest(CAST(:names AS text[])) AS n ORDER BY n"),
                 {"names": names}))}
-        with_meta = [mid for mid, i in chosen.items() if records[i].metadata]
+        with_meta = [i for i in chosen if records[i].metadata]
         metas: dict[int, dict[str, Any]] = {}
         if with_meta:
-            metas = {int(r[0]): dict(r[1]) for r in conn.execute(text(
-                "SELECT id, metadata FROM memories WHERE id = ANY(:ids)"), {"ids": with_meta})}
+            metas = {with_meta[int(r[0]) - 1]: dict(r[1]) for r in conn.execute(text(
+                "SELECT v.ord, CAST(v.m AS jsonb) FROM unnest(CAST(:metas AS text[])) "
+                "WITH ORDINALITY AS v(m, ord)"),
+                {"metas": [json.dumps(records[i].metadata) for i in with_meta]})}
+        return rank, metas
+
+    @staticmethod
+    def _inserted_memories(records: Sequence[NewMemory], hashes: dict[int, str],
+                           chosen: dict[int, int],
+                           rank: dict[str, int], metas: dict[int, dict[str, Any]]
+                           ) -> dict[int, Memory]:
+        """The memories copied in (id -> index of their record), built from the records
+        and what ``_normalised`` read."""
         out: dict[int, Memory] = {}
         for mid, i in chosen.items():
             r = records[i]
@@ -321,8 +353,8 @@ class _PostgresWriter(_PostgresSearch):
                 last_accessed=(r.last_accessed or r.created_at).astimezone(timezone.utc),
                 access_count=int(r.access_count),
                 tags=tuple(sorted(set(r.tags), key=rank.__getitem__)) if r.tags else (),
-                metadata=metas.get(mid, {}),
-                embedder=r.embedder if units[i] is not None else None,
+                metadata=metas.get(i, {}),
+                embedder=r.embedder if r.embedding is not None else None,
                 forgotten_at=_utc(r.forgotten_at))
         return out
 
