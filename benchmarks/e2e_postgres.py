@@ -3,8 +3,9 @@
 Two runs, each on a fresh database of a throwaway pgserver (PostgreSQL 16 + pgvector; or
 ``--url``), with ready vectors (an embedder returning lists of floats):
 
-- ``bulk``: ``HTM.add_many`` (working memory on) in batches inside ``store.bulk_load()``:
-  the load phase (memories/s, and the client's CPU time per memory) and the index build
+- ``bulk``: ``HTM.add_many`` (working memory on; ``--working-memory off`` for
+  ``add_many(..., working_memory=False)``, the documented way to import) in batches inside
+  ``store.bulk_load()``: the load phase (memories/s, and the client's CPU time per memory) and the index build
   on the way out, against PostgreSQL's and pgvector's own ``CREATE INDEX`` of the same
   indexes (HNSW and GIN, their definitions read from ``pg_indexes``) over the same rows,
   same run.
@@ -43,7 +44,8 @@ def _connect(url: str) -> Any:
     return conn
 
 
-def bench_bulk(server: str, n: int, *, kind: str, batch: int, memory_mb: int) -> dict[str, Any]:
+def bench_bulk(server: str, n: int, *, kind: str, batch: int, memory_mb: int,
+               working_memory: bool = True) -> dict[str, Any]:
     from htm_core import HTM
 
     ds = make_dataset(kind, n)
@@ -56,7 +58,7 @@ def bench_bulk(server: str, n: int, *, kind: str, batch: int, memory_mb: int) ->
             loading.__enter__()
             c0 = time.process_time()
             for b in range(0, n, batch):
-                htm.add_many(todo[b:b + batch])
+                htm.add_many(todo[b:b + batch], working_memory=working_memory)
             c1 = time.process_time()
             t1 = time.perf_counter()
             loading.__exit__(None, None, None)
@@ -77,7 +79,8 @@ def bench_bulk(server: str, n: int, *, kind: str, batch: int, memory_mb: int) ->
             for definition in defs:
                 conn.execute(definition)
             t4 = time.perf_counter()
-    return {"size": n, "data": kind, "batch": batch, "load_per_s": n / (t1 - t0),
+    return {"size": n, "data": kind, "batch": batch, "working_memory": working_memory,
+            "load_per_s": n / (t1 - t0),
             "load_client_cpu_us": 1e6 * (c1 - c0) / n,
             "build_s": t2 - t1, "create_index_s": t4 - t3, "indexes": defs,
             "build_ratio": (t2 - t1) / (t4 - t3)}
@@ -137,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=1_000, help="add_many batch size")
     parser.add_argument("--memory-mb", type=int, default=1_024,
                         help="maintenance_work_mem of the index builds")
+    parser.add_argument("--working-memory", choices=["on", "off"], default="on",
+                        help="bulk: the loaded memories enter working memory (on) or not")
     parser.add_argument("--url", default=None, help="PostgreSQL server URL (default: pgserver)")
     parser.add_argument("--save", action="store_true", help="write benchmarks/results/*.json")
     args = parser.parse_args(argv)
@@ -148,12 +153,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for n in sizes:
             if args.what == "bulk":
                 rows.append(bench_bulk(server, n, kind=args.data, batch=args.batch,
-                                       memory_mb=args.memory_mb))
+                                       memory_mb=args.memory_mb,
+                                       working_memory=args.working_memory == "on"))
             else:
                 rows.append(bench_live(server, n, kind=args.data,
                                        batch=min(args.batch, max(1, n // 10))))
     if args.what == "bulk":
-        print(f"## HTM.add_many inside bulk_load(), PostgreSQL ({args.data} data)\n")
+        print(f"## HTM.add_many inside bulk_load(), PostgreSQL ({args.data} data, "
+              f"working memory {args.working_memory})\n")
         print(markdown_table(
             ["memories", "load phase", "client CPU per memory", "index build (bulk_load exit)",
              "CREATE INDEX, same rows (HNSW + GIN)", "build / CREATE INDEX"],

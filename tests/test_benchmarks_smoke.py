@@ -118,12 +118,15 @@ def test_e2e_words_data_quick(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("what", ["bulk", "live"])
-def test_e2e_postgres_quick(tmp_path: Path, what: str) -> None:
+@pytest.mark.parametrize("what", [["bulk"], ["bulk", "--working-memory", "off"], ["live"]])
+def test_e2e_postgres_quick(tmp_path: Path, what: list[str]) -> None:
     """On the test server when HTM_TEST_DATABASE_URL is set, else a throwaway pgserver."""
     url = os.environ.get("HTM_TEST_DATABASE_URL")
     if not url:
         pytest.importorskip("pgserver")
-    out = run("e2e_postgres", what, "--quick", *(["--url", url] if url else []), cache=tmp_path)
+    out = run("e2e_postgres", *what, "--quick", *(["--url", url] if url else []),
+              cache=tmp_path)
+    if what[1:]:
+        assert "working memory off" in out
     rows = table_rows(out)
     assert rows[2][0] == "300" and rows[2][-1].replace(".", "", 1).isdigit()
