@@ -116,8 +116,9 @@ def _units(records: Sequence[NewMemory]) -> list[np.ndarray | None]:
     if not have:
         return out
     matrix = np.asarray([records[i].embedding for i in have], dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1)
-    matrix = matrix / np.where(norms > 0, norms, 1.0).astype(np.float32)[:, None]
+    with np.errstate(invalid="ignore"):  # a row with inf is refused below
+        norms = np.linalg.norm(matrix, axis=1)
+        matrix = matrix / np.where(norms > 0, norms, 1.0).astype(np.float32)[:, None]
     finite = np.isfinite(matrix).all(axis=1)
     if not finite.all():
         bad = records[have[int(np.argmin(finite))]]

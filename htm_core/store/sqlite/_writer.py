@@ -46,7 +46,8 @@ def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
         return np.zeros((0, 0), dtype=np.float32)
     matrix = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    np.divide(matrix, norms, out=matrix, where=norms > 0)
+    with np.errstate(invalid="ignore"):  # a row with inf is refused below
+        np.divide(matrix, norms, out=matrix, where=norms > 0)
     finite = np.isfinite(matrix).all(axis=1)
     if not finite.all():
         bad = [r for r in records if r.embedding is not None][int(np.argmin(finite))]
