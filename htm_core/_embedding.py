@@ -42,6 +42,7 @@ from .errors import EmbedderMismatchError, EmbeddingError, HTMError, InvalidBudg
 from .models import Memory
 from .observability import Metrics
 from .store.base import LongTermStore, NewMemory, content_hash
+from .store.values import checked_instance
 from .tokens import TokenCounter
 
 __all__ = ["PROBE_TEXT", "EmbeddingService", "check_batch_size", "embed_isolating",
@@ -122,9 +123,7 @@ def _with_vector(record: NewMemory, vector: Vector, embedder: str) -> NewMemory:
     """``replace(record, embedding=vector, embedder=embedder)`` without ``replace``'s
     per-field work (a copy of the frozen instance's fields: this runs for every memory of
     every ``add_many``; ``NewMemory`` has no ``__post_init__`` to skip)."""
-    out: NewMemory = object.__new__(NewMemory)
-    out.__dict__.update(record.__dict__, embedding=vector, embedder=embedder)
-    return out
+    return checked_instance(NewMemory, record, embedding=vector, embedder=embedder)
 
 
 def float32_rows(vectors: Sequence[Any]) -> np.ndarray | None:

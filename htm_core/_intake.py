@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import MISSING, fields, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -30,6 +30,7 @@ from .errors import (
 from .retrieval import check_recall_strategy
 from .store import NewMemory, SearchFilters
 from .store.base import content_hash, generated_key
+from .store.values import checked_instance
 from .timeframe import parse_timeframe
 from .tokens import TokenCounter
 from .validation import check_content, check_importance, check_key, check_limit, check_tags
@@ -112,10 +113,6 @@ class Intake:
         return records
 
 
-#: ``NewMemory``'s fields with a plain default (see :func:`_new_memory`).
-_NEW_DEFAULTS = {f.name: f.default for f in fields(NewMemory) if f.default is not MISSING}
-
-
 def _new_memory(key: str, content: str, robot: str, importance: float, token_count: int,
                 created_at: datetime, tags: tuple[str, ...], metadata: dict[str, Any],
                 explicit_key: bool, importance_given: bool) -> NewMemory:
@@ -123,12 +120,11 @@ def _new_memory(key: str, content: str, robot: str, importance: float, token_cou
     ``object.__setattr__`` (a good part of an item's intake in a large ``add_many``), its
     content hash worked out now (every write needs it: the embedding cache and the store)
     rather than through the ``cached_property``, which takes a lock on each first read."""
-    out: NewMemory = object.__new__(NewMemory)
-    out.__dict__.update(_NEW_DEFAULTS, key=key, content=content, robot=robot,
-                        importance=importance, token_count=token_count, created_at=created_at,
-                        tags=tags, metadata=metadata, explicit_key=explicit_key,
-                        importance_given=importance_given, content_hash=content_hash(content))
-    return out
+    return checked_instance(NewMemory, key=key, content=content, robot=robot,
+                            importance=importance, token_count=token_count,
+                            created_at=created_at, tags=tags, metadata=metadata,
+                            explicit_key=explicit_key, importance_given=importance_given,
+                            content_hash=content_hash(content))
 
 
 #: A batch of at least this many memories holds Python's cyclic garbage collection off while

@@ -9,14 +9,39 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ValidationError
 from ..models import Memory
 from .window_role import Recentre
+
+T = TypeVar("T")
+
+
+def checked_instance(cls: type[T], like: T | None = None, /, **values: Any) -> T:
+    """``cls(**values)`` (or ``replace(like, **values)``) of values already checked, for a
+    frozen dataclass without ``__post_init__``: the instance's ``__dict__`` is filled at once
+    instead of by the generated ``__init__``'s ``object.__setattr__`` per field, which is a
+    good part of the add path's cost for values made once per memory. Fields without a
+    plain default (``default_factory``) must be given."""
+    out: T = object.__new__(cls)
+    out.__dict__.update(_plain_defaults(cls) if like is None else like.__dict__, **values)
+    return out
+
+
+_DEFAULTS: dict[type, dict[str, Any]] = {}
+
+
+def _plain_defaults(cls: type) -> dict[str, Any]:
+    """The fields of the dataclass ``cls`` with a plain default, and those defaults."""
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        found = _DEFAULTS[cls] = {f.name: f.default for f in fields(cls)
+                                  if f.default is not MISSING}
+    return found
 
 
 def content_hash(content: str) -> str:

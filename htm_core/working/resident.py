@@ -43,7 +43,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import MISSING, fields, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from ..clock import Clock, to_timestamp, utc_from_timestamp
@@ -58,6 +58,7 @@ from ..store.base import (
     WorkingRow,
     WorkingState,
 )
+from ..store.values import checked_instance
 from .eviction import WorkingItem
 from .memory import WorkingMemory
 
@@ -67,10 +68,6 @@ logger = logging.getLogger(__name__)
 
 _Undo = list[tuple[str, WorkingItem | None, Memory | None]]
 Evicted = Callable[[list[tuple[str, str]]], None]
-
-#: ``WorkingState``'s fields with a plain default (see :meth:`ResidentSet.state`).
-_STATE_DEFAULTS = {f.name: f.default for f in fields(WorkingState) if f.default is not MISSING}
-_new_state = object.__new__
 
 #: A version no store reaches: the view is behind and catches up on the next sync.
 _BEHIND = -1
@@ -389,14 +386,9 @@ class ResidentSet:
         """The persisted form of the resident item ``key``."""
         item = self.wm.peek(key)
         assert item is not None
-        # ``WorkingState(key=key, ...)`` without the frozen dataclass's per-field
-        # ``object.__setattr__``: this runs for every memory an add leaves resident.
-        state: WorkingState = _new_state(WorkingState)
-        state.__dict__.update(_STATE_DEFAULTS, key=key,
-                              last_accessed=utc_from_timestamp(item.last_accessed),
-                              access_count=item.access_count, seq=item.seq,
-                              access_seq=item.access_seq)
-        return state
+        return checked_instance(  # one for every memory an add leaves resident
+            WorkingState, key=key, last_accessed=utc_from_timestamp(item.last_accessed),
+            access_count=item.access_count, seq=item.seq, access_seq=item.access_seq)
 
     # -- staging changes ----------------------------------------------------------------
 
@@ -424,7 +416,7 @@ class ResidentSet:
         evicted: list[str] = []
         outcomes = wm.add_checked(
             [(m.key, m.content, m.token_count, m.importance,
-              c.timestamp() if (c := m.created_at).tzinfo is not None else to_timestamp(c),
+              to_timestamp(m.created_at),
               m.access_count) for m in memories],
             last_accessed=to_timestamp(accessed) if accessed is not None else None)
         for memory, gone in zip(memories, outcomes, strict=True):

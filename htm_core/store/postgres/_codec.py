@@ -91,6 +91,10 @@ class _BinaryPassDumper(Dumper):
         return bytes(obj)
 
 
+#: pgvector's binary vector header: the dimension and an unused short.
+_VECTOR_HEAD = struct.Struct(">HH")
+
+
 def _vectors_binary(units: Sequence[np.ndarray | None]) -> list[bytes | None]:
     """Each of ``units`` (one dimension) in pgvector's binary form (dimension, unused,
     big-endian float32s), converted together with numpy rather than one by one through
@@ -101,9 +105,6 @@ def _vectors_binary(units: Sequence[np.ndarray | None]) -> list[bytes | None]:
     rows = iter(np.stack(have).astype(">f4"))
     head = _VECTOR_HEAD.pack(len(have[0]), 0)
     return [None if u is None else head + next(rows).tobytes() for u in units]
-
-
-_VECTOR_HEAD = struct.Struct(">HH")
 
 
 def _units(records: Sequence[NewMemory]) -> list[np.ndarray | None]:

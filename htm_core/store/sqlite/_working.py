@@ -171,14 +171,9 @@ class SQLiteWorkingSet(_SQLiteRecords):
                                  for k in change.evict])
             refused = frozenset(s.key for s in change.put if s.key not in known
                                 and (s.key not in ids or ids[s.key][1]))
-            rows = []
-            for s in change.put:  # one row per memory entering (about one per add)
-                if s.key in refused:
-                    continue
-                la = s.last_accessed
-                rows.append((rid, (known.get(s.key) or ids[s.key])[0], ts,
-                             la.timestamp() if la.tzinfo is not None else to_timestamp(la),
-                             s.access_count, s.seq, s.access_seq))
+            rows = [(rid, (known.get(s.key) or ids[s.key])[0], ts, to_timestamp(s.last_accessed),
+                     s.access_count, s.seq, s.access_seq)
+                    for s in change.put if s.key not in refused]
             cur.executemany(
                 "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
                 "access_count, seq, access_seq) VALUES (?, ?, ?, ?, ?, ?, ?) "

@@ -1,0 +1,30 @@
+"""``checked_instance`` builds the same frozen values as their dataclass constructors (and
+``replace``), defaults included: the add path uses it for every memory it makes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from datetime import datetime, timezone
+
+from htm_core.store.values import NewMemory, WorkingState, checked_instance
+
+WHEN = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+
+
+def test_it_equals_the_constructor_with_every_default_in_place() -> None:
+    given = {"key": "k1", "content": "hello", "robot": "r", "importance": 2.0,
+             "token_count": 1, "created_at": WHEN, "metadata": {}}
+    quick, slow = checked_instance(NewMemory, **given), NewMemory(**given)
+    assert quick == slow and asdict(quick) == asdict(slow)
+    assert quick.content_hash == slow.content_hash
+    state = {"key": "k1", "last_accessed": WHEN, "access_count": 3, "seq": 4, "access_seq": 5}
+    made = checked_instance(WorkingState, **state)
+    assert asdict(made) == asdict(WorkingState(**state))
+
+
+def test_like_copies_an_instance_as_replace_does() -> None:
+    record = NewMemory(key="k1", content="hello", robot="r", importance=2.0, token_count=1,
+                       created_at=WHEN, tags=("a",))
+    quick = checked_instance(NewMemory, record, embedding=[1.0, 0.0], embedder="e")
+    assert asdict(quick) == asdict(replace(record, embedding=[1.0, 0.0], embedder="e"))
+    assert record.embedding is None  # the original is left as it was
