@@ -13,22 +13,82 @@ the source of truth for filtering and for the final exact scores.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["VectorIndex", "normalise"]
+from ..errors import DimensionMismatchError
+
+__all__ = ["VectorIndex", "finite_unit", "normalise", "not_finite", "unit_rows"]
 
 FloatArray = npt.NDArray[np.float32]
 IntArray = npt.NDArray[np.int64]
 
 
 def normalise(vector: Sequence[float] | FloatArray) -> FloatArray:
-    """Float32 copy of ``vector`` scaled to unit length (zero vectors stay zero)."""
-    arr = np.asarray(vector, dtype=np.float32).reshape(-1)
-    norm = float(np.linalg.norm(arr))
-    return arr / norm if norm > 0 else arr
+    """Float32 copy of ``vector`` scaled to unit length (zero vectors stay zero).
+
+    A value beyond float32's range becomes infinity, which the stores refuse.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # inf / inf is refused by the stores
+        arr = np.asarray(vector, dtype=np.float32).reshape(-1)
+        norm = float(np.linalg.norm(arr))
+        if norm == np.inf and np.isfinite(arr).all():
+            unit: FloatArray = wide_units(arr.reshape(1, -1), np.array([norm]))[1][0]
+            return unit
+        return arr / norm if norm > 0 else arr
+
+
+def finite_unit(vector: Sequence[float] | FloatArray, what: str) -> FloatArray:
+    """``normalise(vector)``, refused with :class:`DimensionMismatchError` naming it by
+    ``what`` unless every value is finite."""
+    unit = normalise(vector)
+    if not np.isfinite(unit).all():
+        raise not_finite(what)
+    return unit
+
+
+def unit_rows(vectors: Sequence[Sequence[float]], name: Callable[[int], str]) -> FloatArray:
+    """``vectors`` (one dimension) as float32 rows scaled to unit length, at once.
+
+    Zero rows stay zero. A row holding NaN or infinity, or a value beyond float32's range,
+    is refused with :class:`DimensionMismatchError` naming it by ``name(row)`` (numpy warns
+    of none of it).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # a row with inf is refused below
+        matrix: FloatArray = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        rows, wide = wide_units(matrix, norms)
+        np.divide(matrix, norms, out=matrix, where=norms > 0)
+    matrix[rows] = wide
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        raise not_finite(f"embedding for {name(int(np.argmin(finite)))}")
+    return matrix
+
+
+def not_finite(what: str) -> DimensionMismatchError:
+    """The error for a vector a store cannot hold: ``what`` names it."""
+    return DimensionMismatchError(f"{what} contains NaN or infinity (or a value beyond "
+                                  "float32's range)")
+
+
+def wide_units(matrix: FloatArray, norms: FloatArray) -> tuple[IntArray, FloatArray]:
+    """The rows of ``matrix`` whose float32 length in ``norms`` overflowed to infinity
+    though every component is finite, and those rows scaled to unit length.
+
+    Components above about 1.8e19 square past float32's range, so such a row divided by
+    its float32 length would become zeros; its length is worked out in float64 instead.
+    Every other row is left to the caller, whose float32 division stays as it was.
+    """
+    rows = np.flatnonzero(np.isinf(norms.reshape(-1)))
+    if rows.size:
+        rows = rows[np.isfinite(matrix[rows]).all(axis=1)]
+    wide = matrix[rows].astype(np.float64)
+    if rows.size:
+        wide /= np.linalg.norm(wide, axis=1, keepdims=True)
+    return rows, wide.astype(np.float32)
 
 
 class VectorIndex:

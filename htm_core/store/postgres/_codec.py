@@ -20,13 +20,10 @@ from psycopg.pq import Format
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from ...errors import (
-    DimensionMismatchError,
-)
 from ..base import (
     NewMemory,
 )
-from ..vector_index import normalise
+from ..vector_index import unit_rows
 
 #: Columns and binary types of a COPY into ``memories`` (``vector`` is pgvector's, by name).
 _COPY_MEMORIES = (
@@ -61,13 +58,6 @@ def register_vectors(engine: Engine) -> None:
             return
         with contextlib.suppress(psycopg.ProgrammingError):  # no vector type yet
             register_vector(dbapi_connection)
-
-
-def _unit(vector: Sequence[float], what: str) -> np.ndarray:
-    unit = normalise(vector)
-    if not np.isfinite(unit).all():
-        raise DimensionMismatchError(f"embedding for {what} contains NaN or infinity")
-    return unit
 
 
 class _JsonTextDumper(Dumper):
@@ -116,14 +106,8 @@ def _units(records: Sequence[NewMemory]) -> list[np.ndarray | None]:
     out: list[np.ndarray | None] = [None] * len(records)
     if not have:
         return out
-    matrix = np.asarray([records[i].embedding for i in have], dtype=np.float32)
-    with np.errstate(invalid="ignore"):  # a row with inf is refused below
-        norms = np.linalg.norm(matrix, axis=1)
-        matrix = matrix / np.where(norms > 0, norms, 1.0).astype(np.float32)[:, None]
-    finite = np.isfinite(matrix).all(axis=1)
-    if not finite.all():
-        bad = records[have[int(np.argmin(finite))]]
-        raise DimensionMismatchError(f"embedding for {bad.key!r} contains NaN or infinity")
+    matrix = unit_rows([v for r in records if (v := r.embedding) is not None],
+                       lambda row: f"key {records[have[row]].key!r}")
     for row, i in enumerate(have):
         out[i] = matrix[row]
     return out

@@ -9,17 +9,14 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ...errors import DimensionMismatchError
 from .._sql.versions import SQLVersions
-from ..vector_index import normalise
+from ..vector_index import finite_unit
 from ._writer import _PostgresWriter
 
 
 def _literal(vector: Sequence[float]) -> tuple[np.ndarray, int]:
     """A unit vector as a float32 array (sent as ``vector`` by pgvector's codec), its dimension."""
-    unit = normalise(vector)
-    if not np.isfinite(unit).all():
-        raise DimensionMismatchError("an embedding contains NaN or infinity")
+    unit = finite_unit(vector, "an embedding")
     return unit.astype(np.float32), int(unit.shape[0])
 
 

@@ -23,7 +23,7 @@ from ..base import (
     Brief,
     SearchFilters,
 )
-from ..vector_index import normalise
+from ..vector_index import normalise, not_finite
 from ._engine import _PARAM, _check_int, _rows
 from ._working import PostgresWorkingSet
 
@@ -196,7 +196,7 @@ class _PostgresSearch(PostgresWorkingSet):
                 f"query vector has dimension {query.shape[0]} but the store holds "
                 f"{dim}-dimensional vectors; use the store's embedder")
         if not np.isfinite(query).all():
-            raise DimensionMismatchError("query vector contains NaN or infinity")
+            raise not_finite("query vector")
         return query
 
     def _prepare_vector_query(self, conn: Connection, vector: Sequence[float],

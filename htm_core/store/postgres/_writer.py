@@ -27,13 +27,13 @@ from ..base import (
     WorkingChange,
     WorkingResult,
 )
+from ..vector_index import finite_unit
 from ._codec import (
     _COPY_MEMORIES,
     _COPY_MEMORIES_TYPES,
     _COPY_OPERATIONS,
     _COPY_OPERATIONS_TYPES,
     _EMPTY_JSON,
-    _unit,
     _units,
     _vectors_binary,
 )
@@ -385,7 +385,7 @@ class _PostgresWriter(_PostgresSearch):
         """Store vectors for existing memories in one statement."""
         if not items:
             return
-        units = [(int(mid), _unit(vec, f"memory {mid}")) for mid, vec in items]
+        units = [(int(mid), finite_unit(vec, f"embedding for memory {mid}")) for mid, vec in items]
         dims = {len(u) for _, u in units}
         if len(dims) != 1:
             raise DimensionMismatchError(

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Connection
 from ...clock import to_timestamp
 from ...models import Memory
 from .._sql.versions import SQLVersions
-from ..vector_index import normalise
+from ..vector_index import finite_unit, normalise
 from ._writer import _SQLiteWriter
 
 
@@ -21,7 +21,7 @@ class _SQLiteHistory(SQLVersions, _SQLiteWriter):
 
     def _set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
                     embedder: str) -> None:
-        unit = normalise(vector)
+        unit = finite_unit(vector, f"embedding for memory {memory_id}")
         self._check_embedding(conn, embedder, int(unit.shape[0]))
         conn.execute(text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
                      {"e": unit.tobytes(), "n": embedder, "id": memory_id})

@@ -34,25 +34,18 @@ from ..base import (
     WorkingChange,
     WorkingResult,
 )
-from ..vector_index import normalise
+from ..vector_index import finite_unit, unit_rows
 from ._schema import _FTS_BATCH_KEY, _LARGE_BATCH, _LARGE_BATCH_CACHE_KIB
 from ._search import _SQLiteSearch
 
 
 def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
     """The records' embeddings (in order, skipping None) as unit float32 rows, at once."""
-    vectors = [r.embedding for r in records if r.embedding is not None]
-    if not vectors:
+    have = [r for r in records if r.embedding is not None]
+    if not have:
         return np.zeros((0, 0), dtype=np.float32)
-    matrix = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    with np.errstate(invalid="ignore"):  # a row with inf is refused below
-        np.divide(matrix, norms, out=matrix, where=norms > 0)
-    finite = np.isfinite(matrix).all(axis=1)
-    if not finite.all():
-        bad = [r for r in records if r.embedding is not None][int(np.argmin(finite))]
-        raise DimensionMismatchError(f"embedding for key {bad.key!r} contains NaN or infinity")
-    return matrix
+    return unit_rows([v for r in have if (v := r.embedding) is not None],
+                     lambda row: f"key {have[row].key!r}")
 
 
 def _stamped(when: datetime) -> tuple[float, datetime]:
@@ -382,7 +375,7 @@ class _SQLiteWriter(_SQLiteSearch):
     def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
         if not items:
             return
-        units = [(mid, normalise(vec)) for mid, vec in items]
+        units = [(mid, finite_unit(vec, f"embedding for memory {mid}")) for mid, vec in items]
         dims = {len(u) for _, u in units}
         if len(dims) != 1:
             raise DimensionMismatchError(f"embeddings in one batch have different dimensions: {dims}")
