@@ -43,7 +43,13 @@ from ..base import (
 from ..vector_index import VectorIndex
 from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
 from ._files import create_private, writable
-from ._schema import _FTS_BATCH_KEY, _GATED_TRIGGERS, _HASH_INDEX, _MIGRATIONS
+from ._schema import (
+    _FTS_BATCH_KEY,
+    _GATED_TRIGGERS,
+    _HASH_INDEX,
+    _HASH_INDEX_EXISTS,
+    _MIGRATIONS,
+)
 
 T = TypeVar("T")
 
@@ -444,8 +450,7 @@ class _SQLiteEngine(SQLWorkingSet):
     def _build_hash_index(self, *, reason: str) -> None:
         """Create the embedding-cache index if it is missing (logged, with ``reason``)."""
         with self._read() as conn:
-            present = conn.execute(text(
-                "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'memories_hash'")).first()
+            present = conn.execute(text(_HASH_INDEX_EXISTS)).first()
         if present is not None:
             return
         with self._write() as conn:

@@ -25,7 +25,7 @@ from .._vectors import (
 )
 from ._engine import _SQLiteEngine
 from ._errors import read_error
-from ._schema import _HASH_PREFIX, _MEMORY_COLUMNS
+from ._schema import _HASH_INDEX_EXISTS, _HASH_PREFIX, _MEMORY_COLUMNS
 
 #: Stored vectors by one embedder for a JSON list of content hashes, found through the
 #: index on the hashes' prefix (``_HASH_PREFIX``); the caller compares the whole hash. A
@@ -35,6 +35,13 @@ _FIND_EMBEDDINGS = (
     "SELECT m.content_hash, m.embedding FROM json_each(?) j JOIN memories m "
     f"ON {_HASH_PREFIX} = substr(j.value, 1, 16) WHERE m.embedder = ? "
     f"AND m.embedding IS NOT NULL AND NOT {CHUNK_SQLITE}")
+
+#: The same without that index (dropped by a ``bulk_load`` in this process or another):
+#: one pass over the table for the whole list. The join above would scan it once a hash.
+_SCAN_EMBEDDINGS = (
+    "SELECT content_hash, embedding FROM memories WHERE content_hash IN "
+    "(SELECT value FROM json_each(?)) AND embedder = ? AND embedding IS NOT NULL "
+    f"AND NOT {CHUNK_SQLITE}")
 
 #: A read connection and its ``data_version``: see :meth:`_SQLiteRecords._mark`.
 Mark = tuple[sqlite3.Connection, int]
@@ -262,10 +269,13 @@ class _SQLiteRecords(_SQLiteEngine):
         # the prefixes find the rows, the whole hash is compared here (``content_hash IN``
         # in the statement would let SQLite rewrite the prefix expression so that it no
         # longer matches the index).
+        hashes = list(dict.fromkeys(content_hashes))
         with self._cursor("reading cached embeddings") as cur:
-            for part in chunks(list(dict.fromkeys(content_hashes)), 500):
+            indexed = cur.execute(_HASH_INDEX_EXISTS).fetchone() is not None
+            for part in chunks(hashes, 500) if indexed else [hashes]:
                 wanted = set(part)
-                for h, blob in cur.execute(_FIND_EMBEDDINGS, (json.dumps(part), embedder)):
+                for h, blob in cur.execute(_FIND_EMBEDDINGS if indexed else _SCAN_EMBEDDINGS,
+                                           (json.dumps(part), embedder)):
                     if h in wanted and h not in found:
                         found[h] = np.frombuffer(blob, dtype=np.float32).tolist()
         return found

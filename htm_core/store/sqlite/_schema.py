@@ -50,6 +50,7 @@ _HASH_PREFIX = "substr(content_hash, 1, 16)"
 #: quarter of the size, and a batch's commit writes that many fewer pages. ``bulk_load``
 #: builds it once at the end instead.
 _HASH_INDEX = f"CREATE INDEX IF NOT EXISTS memories_hash ON memories({_HASH_PREFIX})"
+_HASH_INDEX_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'memories_hash'"
 
 _SCHEMA_V1 = [
     """CREATE TABLE IF NOT EXISTS htm_meta (
