@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -215,6 +215,23 @@ def _keys(store: LongTermStore) -> set[str]:
     return {m.key for batch in store.iter_memories(batch_size=5000) for m in batch}
 
 
+#: Fewer memories than this coming in are written into the indexes as they are.
+BULK_MIN = 1_000
+
+
+def _loading(target: LongTermStore, incoming: int | None, held: int
+             ) -> AbstractContextManager[object]:
+    """``target.bulk_load()`` when at least :data:`BULK_MIN` memories are coming in and no
+    fewer than the target holds (a new store, a move to PostgreSQL, a resumed run): its
+    indexes are built once at the end rather than entered row by row, which on PostgreSQL
+    means the HNSW graph (a few hundred rows a second). Into a store larger than what is
+    coming in, rows go into its indexes as they are (rebuilding those would cost more,
+    and the store's own recalls would meanwhile scan)."""
+    if incoming is not None and incoming >= max(held, BULK_MIN):
+        return target.bulk_load()
+    return nullcontext()
+
+
 def export_jsonl(
     store: LongTermStore,
     target: str | Path | IO[str],
@@ -350,7 +367,8 @@ def import_jsonl(
     ``reembed=True`` the file's vectors are ignored and every memory is embedded with
     ``embedder``. Memories the file carries without a vector are embedded with
     ``embedder`` when given (in batches), else stored without one (``HTM.flush`` or a
-    background worker embeds them later).
+    background worker embeds them later). A large file going into a store holding no more
+    than it does is written inside ``target.bulk_load()`` (see :data:`BULK_MIN`).
     """
     with _exportfile.open_export(source) as fh:
         lines: Iterable[str] = fh
@@ -378,7 +396,6 @@ def _import_lines(target: LongTermStore, lines: Iterable[str], *, embedder: Any,
                   batch_size: int, progress: Progress | None, partial: bool) -> TransferResult:
     existing = _keys(target)
     seen = written = skipped = embedded = 0
-    total: int | None = None
     name = embedder_name(embedder) if embedder is not None else None
     broken: list[int] = []
     records = _read_records(lines, partial=partial, skipped=broken)
@@ -394,23 +411,24 @@ def _import_lines(target: LongTermStore, lines: Iterable[str], *, embedder: Any,
                               f"supported (this htm reads versions {list(READ_VERSIONS)})")
     total = header.get("count") if isinstance(header.get("count"), int) else None
     expected = _import_embedder(target, header.get("embedder"), embedder, reembed)
-    for batch in _batches(records, batch_size):
-        memories = _memories(batch, partial=partial, skipped=broken)
-        seen += len(memories)
-        fresh = [m for m in memories if m.key not in existing]
-        skipped += len(memories) - len(fresh)
-        if reembed:
-            fresh = [replace(m, embedding=None, embedder=None) for m in fresh]
-        for m in fresh:
-            if m.embedding is not None and expected is not None and m.embedder != expected:
-                _refuse(str(m.embedder), str(expected),
-                        target_has_vectors=target.embedding_info() is not None)
-        if embedder is not None and name is not None:
-            fresh, count = _embed_missing(fresh, embedder, name)
-            embedded += count
-        written += _write_new(target, fresh, existing)
-        if progress is not None:
-            progress(seen, total)
+    with _loading(target, total, len(existing)):
+        for batch in _batches(records, batch_size):
+            memories = _memories(batch, partial=partial, skipped=broken)
+            seen += len(memories)
+            fresh = [m for m in memories if m.key not in existing]
+            skipped += len(memories) - len(fresh)
+            if reembed:
+                fresh = [replace(m, embedding=None, embedder=None) for m in fresh]
+            for m in fresh:
+                if m.embedding is not None and expected is not None and m.embedder != expected:
+                    _refuse(str(m.embedder), str(expected),
+                            target_has_vectors=target.embedding_info() is not None)
+            if embedder is not None and name is not None:
+                fresh, count = _embed_missing(fresh, embedder, name)
+                embedded += count
+            written += _write_new(target, fresh, existing)
+            if progress is not None:
+                progress(seen, total)
     notes = (f"skipped {len(broken)} damaged line(s) (e.g. line {broken[0]})",) if broken else ()
     return TransferResult(seen=seen, written=written, skipped=skipped, embedded=embedded,
                           notes=notes)
@@ -460,7 +478,8 @@ def copy_store(
     Batches follow the source's id order (``iter_memories(after_id=...)``), each one
     transaction in the target. A key already in the target is skipped, so an interrupted
     copy is resumed by running it again. With ``verify`` (the default) the copy ends with
-    :func:`verify_copy`.
+    :func:`verify_copy`. A large copy into a store holding no more than the source is
+    written inside ``target.bulk_load()`` (see :data:`BULK_MIN`).
     """
     if source.url == target.url and source.backend == target.backend:
         raise ValidationError(f"source and target are the same database ({source.url}); give "
@@ -475,14 +494,15 @@ def copy_store(
     total = _total(source)
     existing = _keys(target)
     seen = written = skipped = 0
-    for batch in source.iter_memories(batch_size=batch_size, include_forgotten=True,
-                                      include_embedding=True):
-        seen += len(batch)
-        count = _write_new(target, [_new_from_memory(m) for m in batch], existing)
-        written += count
-        skipped += len(batch) - count
-        if progress is not None:
-            progress(seen, total)
+    with _loading(target, total, len(existing)):
+        for batch in source.iter_memories(batch_size=batch_size, include_forgotten=True,
+                                          include_embedding=True):
+            seen += len(batch)
+            count = _write_new(target, [_new_from_memory(m) for m in batch], existing)
+            written += count
+            skipped += len(batch) - count
+            if progress is not None:
+                progress(seen, total)
     result = TransferResult(seen=seen, written=written, skipped=skipped)
     if verify:
         verify_copy(source, target, sample=sample)
