@@ -57,7 +57,7 @@ def test_cached_embeddings_are_read_in_one_pass_while_the_index_is_dropped(tmp_p
         wanted = [content_hash(f"memory number {i}") for i in range(0, STORED, 3)]
         wanted += [content_hash(f"not stored {i}") for i in range(1_000)]
         indexed, expected = _steps(other, lambda: other.find_embeddings(wanted, EMBEDDER))
-        assert len(expected) == STORED // 3
+        assert len(expected) == STORED // 3 and indexed > 0  # the steps are counted
         with loader.bulk_load():  # drops the index, for every process and store object
             for store in (loader, other):
                 steps, found = _steps(store, lambda s=store: s.find_embeddings(wanted, EMBEDDER))
