@@ -14,8 +14,11 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
 
+import numpy as np
+
 from ..errors import ValidationError
 from ..models import Memory
+from .vector_index import FloatArray, unit_rows
 from .window_role import Recentre
 
 T = TypeVar("T")
@@ -86,6 +89,17 @@ class NewMemory:
     @cached_property
     def content_hash(self) -> str:  # worked out once (the embedding cache and the writer)
         return content_hash(self.content)
+
+
+def unit_embeddings(records: Sequence[NewMemory]) -> tuple[list[int], FloatArray]:
+    """The positions of the records carrying an embedding, and those embeddings as unit
+    float32 rows made at once (:func:`~htm_core.store.vector_index.unit_rows`: one that is
+    not finite is refused, naming its record's key). They must share one dimension."""
+    have = [i for i, r in enumerate(records) if r.embedding is not None]
+    if not have:
+        return have, np.zeros((0, 0), dtype=np.float32)
+    return have, unit_rows([v for r in records if (v := r.embedding) is not None],
+                           lambda row: f"key {records[have[row]].key!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from ..base import (
     NewMemory,
 )
-from ..vector_index import unit_rows
+from ..values import unit_embeddings
 
 #: Columns and binary types of a COPY into ``memories`` (``vector`` is pgvector's, by name).
 _COPY_MEMORIES = (
@@ -102,12 +102,8 @@ def _units(records: Sequence[NewMemory]) -> list[np.ndarray | None]:
 
     The caller has checked that all embeddings have one dimension.
     """
-    have = [i for i, r in enumerate(records) if r.embedding is not None]
     out: list[np.ndarray | None] = [None] * len(records)
-    if not have:
-        return out
-    matrix = unit_rows([v for r in records if (v := r.embedding) is not None],
-                       lambda row: f"key {records[have[row]].key!r}")
+    have, matrix = unit_embeddings(records)
     for row, i in enumerate(have):
         out[i] = matrix[row]
     return out

@@ -34,18 +34,10 @@ from ..base import (
     WorkingChange,
     WorkingResult,
 )
-from ..vector_index import finite_unit, unit_rows
+from ..values import unit_embeddings
+from ..vector_index import finite_unit
 from ._schema import _FTS_BATCH_KEY, _LARGE_BATCH, _LARGE_BATCH_CACHE_KIB
 from ._search import _SQLiteSearch
-
-
-def _unit_rows(records: Sequence[NewMemory]) -> np.ndarray:
-    """The records' embeddings (in order, skipping None) as unit float32 rows, at once."""
-    have = [r for r in records if r.embedding is not None]
-    if not have:
-        return np.zeros((0, 0), dtype=np.float32)
-    return unit_rows([v for r in have if (v := r.embedding) is not None],
-                     lambda row: f"key {have[row].key!r}")
 
 
 def _stamped(when: datetime) -> tuple[float, datetime]:
@@ -171,7 +163,7 @@ class _SQLiteWriter(_SQLiteSearch):
             ).fetchone()[0]) + 1
         finally:
             cur.close()
-        units = _unit_rows(records)
+        units = unit_embeddings(records)[1]
         # The rows' bytes at once: a slice of them per row (a row's ``tobytes`` is 3× that).
         blobs, width = units.tobytes(), units.shape[1] * units.itemsize
         position = 0
