@@ -166,23 +166,37 @@ class ChatScope:
 
     def own_key(self, key: str) -> str:
         """The key a memory given ``key`` is written under in this scope: ``key`` itself
-        when it already begins with :attr:`key_prefix`, else ``<recall tag>:key:<key>``."""
+        when it already begins with :attr:`key_prefix`, else ``<recall tag>:key:<key>``.
+
+        >>> scope = ChatScope.of(user_id="ada")
+        >>> scope.own_key("pref-vim"), scope.own_key("chat:user:ada:key:pref-vim")
+        ('chat:user:ada:key:pref-vim', 'chat:user:ada:key:pref-vim')
+        >>> ChatScope.of(user_id="Ada").own_key("chat:user:ada:key:pref-vim")
+        'chat:user:Ada:key:chat:user:ada:key:pref-vim'
+        """
         key = check_key(key)
-        if key.startswith(self.key_prefix):
-            return key
-        room = MAX_KEY_LENGTH - len(self.key_prefix) - len("key:")
-        if len(key) > room:
+        own = self._own_form(key)
+        if own is None:
+            room = MAX_KEY_LENGTH - len(self.key_prefix) - len("key:")
             raise InvalidKeyError(
                 f"key is {len(key)} characters long; in this scope a key is stored with the "
                 f"prefix {self.key_prefix + 'key:'!r}, which leaves room for {room}; give a "
                 "shorter key")
-        return f"{self.key_prefix}key:{key}"
+        return own
+
+    def _own_form(self, key: str) -> str | None:
+        """:meth:`own_key` of a checked ``key``; None when the prefixed key is too long."""
+        if key.startswith(self.key_prefix):
+            return key
+        own = f"{self.key_prefix}key:{key}"
+        return own if len(own) <= MAX_KEY_LENGTH else None
 
     def find(self, get: Callable[[str], Memory | None], key: str) -> Memory | None:
         """The memory ``key`` names in this scope, looked up with ``get``: the one under
         :meth:`own_key`, else one stored under ``key`` itself that this scope sees (a
         shared memory, say); None when neither is there, whatever other scopes hold."""
-        for candidate in dict.fromkeys((self.own_key(key), key)):
+        key = check_key(key)
+        for candidate in dict.fromkeys((self._own_form(key) or key, key)):
             memory = get(candidate)
             if memory is not None and self.sees(memory.tags):
                 return memory
