@@ -202,5 +202,11 @@ async def test_the_cli_user_meets_that_users_server(
     assert refused.replace("'pref-vim'", "K") == unknown.replace("'nothing'", "K")
     code, out, err = run_cli("forget", "pref-vim", "--yes", "--user", "ada", *db)
     assert (code, out.split()[1]) == (0, "chat:user:ada:key:pref-vim"), err
+    assert run_cli("restore", "pref-vim", "--user", "\u0430da", *db)[0] == 1
+    assert run_cli("restore", "pref-vim", "--user", "ada", *db)[:2] == (
+        0, "restored chat:user:ada:key:pref-vim\n")
+    assert "bike" in run_cli("context", "--user", "ada", *db)[1]
+    code, out, _ = run_cli("context", "--user", "\u0430da", *db)
+    assert code == 0 and "bike" not in out and "plants" not in out
     code, _, err = run_cli("add", "Bob owes Ada", "--user", "ada", "--tag", "chat:user:bob", *db)
     assert code == 1 and "'chat:user:bob'" in err and "namespace" in err
