@@ -12,6 +12,11 @@ The database comes from ``--db`` or ``HTM_DATABASE_URL`` (default: a SQLite file
 data directory), the robot from ``--robot`` or ``HTM_ROBOT`` and the embedder from
 ``--embedder`` or ``HTM_EMBEDDER``. Global options go before or after the subcommand.
 
+``add``, ``recall``, ``context``, ``forget`` and ``restore`` take ``--user ID`` (default
+``$HTM_USER``) and ``--session ID``: they then act in that user's scope with the keys and
+tags ``htm mcp --user ID`` and the agent tools use (:mod:`htm_core.scope`), so the shell and
+a user's MCP server meet; without a user they work on the whole store.
+
 Exit status: 0 success, 1 an htm error (the message, on stderr, says what to do),
 2 a usage error, 130 interrupted (``import``, ``copy`` and ``reembed`` resume when run
 again).
@@ -32,6 +37,7 @@ from typing import Any, TextIO
 from .cli_args import _opt, build_parser, parse_args, server_argv
 from .config import Settings
 from .errors import ConfirmationRequiredError, HTMError, ValidationError, missing_extra
+from .scope import ChatScope, check_topic_tags, scope_user
 from .secrets import mask_text
 from .serialize import hit_to_dict, stats_to_dict
 from .store import LongTermStore, open_store
@@ -53,6 +59,26 @@ def _open_reader(args: argparse.Namespace) -> Any:
     """An ``HTM`` for a command that never embeds (stats, context, forget, restore, purge):
     it opens any store, whatever embedder made its vectors (``stats`` reports a mismatch)."""
     return _open_htm(args, allow_embedder_mismatch=True)
+
+
+def _scope(args: argparse.Namespace) -> ChatScope | None:
+    """The scope of ``--user``/``--session`` (``$HTM_USER`` for the user); None without a
+    user: the command works on the whole store."""
+    user = scope_user(_opt(args, "user"))
+    session = _opt(args, "session")
+    if user is None:
+        if session is not None:
+            raise ValidationError("--session needs a user: give --user ID (or set HTM_USER)")
+        return None
+    return ChatScope.of(user_id=user, session_id=session)
+
+
+def _scoped_key(args: argparse.Namespace, htm: Any, key: str) -> str:
+    """The stored key ``key`` names in the command's scope (forgotten or not)."""
+    scope = _scope(args)
+    if scope is None:
+        return key
+    return scope.key_of(lambda k: htm.store.get(k, include_forgotten=True), key)
 
 
 def _database_url(args: argparse.Namespace) -> str | None:
@@ -151,8 +177,14 @@ def _cmd_add(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         except json.JSONDecodeError as exc:
             raise ValidationError(f"--metadata is not valid JSON ({exc.msg}); give an object "
                                   "such as '{\"source\": \"cli\"}'") from None
+    text, key, tags = args.text, args.key, args.tags
+    scope = _scope(args)
+    if scope is not None:
+        text = text.strip()
+        key = scope.note_key(text) if key is None else scope.own_key(key)
+        tags = scope.stored_tags(check_topic_tags(tags, name="--tag"))
     with _open_htm(args) as htm:
-        memory = htm.add(args.text, importance=args.importance, key=args.key, tags=args.tags,
+        memory = htm.add(text, importance=args.importance, key=key, tags=tags,
                          metadata=metadata)
         where = "long-term + working memory" if memory.in_working_memory else "long-term only"
         out.write(f"{memory.key}\t{memory.token_count} tokens\timportance {memory.importance:g}"
@@ -161,9 +193,12 @@ def _cmd_add(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_recall(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    scope = _scope(args)
+    tags = args.tags if scope is None else scope.topic_filter(
+        check_topic_tags(args.tags, name="--tag"))
     with _open_htm(args) as htm:
         hits = htm.recall(args.query, timeframe=args.timeframe, limit=args.limit,
-                          strategy=args.strategy, tags=args.tags, robot=args.filter_robot)
+                          strategy=args.strategy, tags=tags, robot=args.filter_robot)
         now = datetime.now(timezone.utc)
     if args.json:
         for hit in hits:
@@ -179,8 +214,11 @@ def _cmd_recall(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_context(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    scope = _scope(args)
+    within: dict[str, Any] = {} if scope is None else {"tags": scope.visible,
+                                                       "scope_working": True}
     with _open_reader(args) as htm:
-        ctx = htm.create_context(strategy=args.strategy, max_tokens=args.max_tokens)
+        ctx = htm.create_context(strategy=args.strategy, max_tokens=args.max_tokens, **within)
     if ctx.text:
         out.write(_printable(ctx.text) + "\n")
     err.write(f"[{len(ctx.memories)} memories, {ctx.tokens}/{ctx.budget} tokens, "
@@ -226,14 +264,14 @@ def _cmd_forget(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"forget hides {args.key!r} from recall (recoverable with `htm restore` until "
             f"`htm purge`); run `htm forget {args.key} --yes` to do it")
     with _open_reader(args) as htm:
-        memory = htm.forget(args.key, confirm=True)
+        memory = htm.forget(_scoped_key(args, htm, args.key), confirm=True)
     out.write(f"forgot {memory.key} (restore it with: htm restore {memory.key})\n")
     return 0
 
 
 def _cmd_restore(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with _open_reader(args) as htm:
-        memory = htm.restore(args.key)
+        memory = htm.restore(_scoped_key(args, htm, args.key))
     out.write(f"restored {memory.key}\n")
     return 0
 

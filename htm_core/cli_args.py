@@ -40,6 +40,18 @@ def _global_options(*, suppress: bool, robot: bool = True) -> argparse.ArgumentP
     return parent
 
 
+def _scope_options() -> argparse.ArgumentParser:
+    """``--user`` and ``--session``: the scope a command acts in, as ``htm mcp``'s."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("scope (whose memory; as `htm mcp` and the agent tools)")
+    group.add_argument("--user", metavar="ID",
+                       help="act in this user's memory, with the keys and tags `htm mcp --user "
+                            "ID` uses (default $HTM_USER; without either: the whole store)")
+    group.add_argument("--session", metavar="ID",
+                       help="with --user: write into this session of the user")
+    return parent
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``htm`` argument parser (every subcommand has ``--help``)."""
     parser = argparse.ArgumentParser(
@@ -51,19 +63,25 @@ def build_parser() -> argparse.ArgumentParser:
     common = _global_options(suppress=True)
     no_robot = _global_options(suppress=True, robot=False)
 
-    def add(name: str, help_: str, *, parent: argparse.ArgumentParser = common
-            ) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[parent], help=help_, description=help_)
+    scoped = _scope_options()
 
-    p = add("add", "remember a text (long-term, then working memory)")
+    def add(name: str, help_: str, *, parent: argparse.ArgumentParser = common,
+            scope: bool = False) -> argparse.ArgumentParser:
+        parents = [parent, scoped] if scope else [parent]
+        return sub.add_parser(name, parents=parents, help=help_, description=help_)
+
+    p = add("add", "remember a text (long-term, then working memory)", scope=True)
     p.add_argument("text", help="what to remember")
     p.add_argument("--importance", type=float, default=1.0, help="0 to 10 (default 1)")
-    p.add_argument("--key", help="a unique key (default: derived from robot and text)")
+    p.add_argument("--key", help="a unique key (default: derived from robot and text; with "
+                                 "--user, from the user and text); stored inside the user's "
+                                 "scope with --user")
     p.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG",
                    help="a hierarchical tag such as user:preferences (repeatable)")
     p.add_argument("--metadata", metavar="JSON", help="a JSON object stored with the memory")
 
-    p = add("recall", "find the memories most relevant to a query", parent=no_robot)
+    p = add("recall", "find the memories most relevant to a query", parent=no_robot,
+            scope=True)
     p.add_argument("query", help="plain text")
     p.add_argument("--timeframe", help="'last 7 days' (rolling, ending now), 'today', "
                    "'last week' (the previous calendar week), 'May 2023', "
@@ -77,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--robot before the subcommand, or $HTM_ROBOT)")
     p.add_argument("--json", action="store_true", help="one JSON object per hit")
 
-    p = add("context", "print working memory assembled for a prompt")
+    p = add("context", "print working memory assembled for a prompt", scope=True)
     p.add_argument("--strategy", choices=CONTEXT_STRATEGIES, default="balanced")
     p.add_argument("--max-tokens", type=int, default=None,
                    help="token budget (default: the working-memory budget)")
@@ -85,11 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("stats", "working-memory and long-term figures")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
-    p = add("forget", "hide a memory from recall (recoverable with restore until purge)")
+    p = add("forget", "hide a memory from recall (recoverable with restore until purge)",
+            scope=True)
     p.add_argument("key")
     p.add_argument("--yes", action="store_true", help="confirm (required)")
 
-    p = add("restore", "bring back a forgotten memory")
+    p = add("restore", "bring back a forgotten memory", scope=True)
     p.add_argument("key")
 
     p = add("purge", "delete forgotten memories for good")

@@ -6,19 +6,20 @@ conversation scope (:class:`~htm_integrations._scope.ChatScope`) it works in and
 the text the model reads; htm's own errors (an empty note, an importance out of range)
 propagate, and the framework wrappers show their message to the model.
 
-- ``remember``: stores a note under a key made from the scope and the text, so the same
-  note said twice by one user (in any of their sessions) is one memory, and the same words
-  of two users are two;
+- ``remember``: stores a note under a key made from the scope and the text
+  (:meth:`~htm_core.scope.ChatScope.note_key`, the key the MCP server and ``htm add --user``
+  give the same note), so the same note said twice by one user (in any of their sessions,
+  on any surface) is one memory, and the same words of two users are two;
 - ``recall``: hybrid recall inside the scope, one line per memory with its key;
 - ``forget``: two steps. Without ``confirm`` it only shows what would be forgotten; with
   ``confirm=True`` it forgets (recoverably: ``htm.restore(key)`` brings it back until
-  ``htm.purge``). A key outside the scope is answered as unknown, so no conversation can
-  forget another's memories.
+  ``htm.purge``). A key is looked up inside the scope first (``pref-vim`` names the
+  scope's ``chat:user:<user>:key:pref-vim``, as the MCP server writes it); a key outside
+  the scope is answered as unknown, so no conversation can forget another's memories.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from htm_core.validation import check_importance, check_limit
@@ -40,11 +41,6 @@ DESCRIPTIONS = {
                "to see what would be forgotten; then, only if the user asked for it, call it "
                "again with confirm=true."),
 }
-
-
-def _note_key(scope: ChatScope, content: str) -> str:
-    digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:24]
-    return f"{scope.recall_tag}:note:{digest}"
 
 
 class MemoryTools:
@@ -69,7 +65,7 @@ class MemoryTools:
         if isinstance(content, str):
             content = content.strip()
         memory = self.htm.add(
-            content, key=_note_key(scope, content) if isinstance(content, str) else None,
+            content, key=scope.note_key(content) if isinstance(content, str) else None,
             importance=self.importance if importance is None else importance,
             tags=[scope.tag, "chat:role:note"], metadata={"source": "agent-tool"})
         return f"Remembered [{memory.key}]: {memory.content}"
@@ -86,11 +82,11 @@ class MemoryTools:
 
     def forget(self, scope: ChatScope, key: str, confirm: bool = False) -> str:
         """Show (``confirm=False``) or forget (``confirm=True``) the memory under ``key``."""
-        memory = self.htm.get(key)
-        if memory is None or not scope.sees(memory.tags):
+        memory = scope.find(self.htm.get, key)
+        if memory is None:
             return f"No memory with key [{key}] here; recall first to find the key."
         if confirm is not True:
-            return (f"About to forget [{key}]: {memory.content!r}. If the user wants this "
+            return (f"About to forget [{memory.key}]: {memory.content!r}. If the user wants this "
                     "forgotten, call forget again with this key and confirm=true.")
-        self.htm.forget(key, confirm=True)
-        return f"Forgotten [{key}] (an operator can restore it)."
+        self.htm.forget(memory.key, confirm=True)
+        return f"Forgotten [{memory.key}] (an operator can restore it)."

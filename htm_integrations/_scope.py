@@ -1,159 +1,18 @@
 """Whose memory an adapter works in: the conversation scope every htm adapter shares.
 
-A scope is a user and/or a session, written onto what an adapter stores as hierarchical
-tags, and used as the tag filter of what it recalls and of its working-memory context:
-
-========================  ==================================  ============================
-given                     tag on stored memories               recall / context scoped to
-========================  ==================================  ============================
-``session_id`` only       ``chat:session:<session>``           that session
-``user_id`` only          ``chat:user:<user>``                 that user
-``user_id`` + session     ``chat:user:<user>:session:<s>``     that user (every session)
-========================  ==================================  ============================
-
-Tags are hierarchical, so ``chat:user:<user>`` covers every session of the user. An id made
-of letters, digits, ``_`` and ``-`` (at most 64 characters) is used as is; any other id
-becomes ``h-`` + a hash of it. Two explicit ways out of the scope, never taken by default:
-
-- ``shared_tags``: memories carrying one of these tags (or a tag below one) are visible to
-  every conversation besides its own, for knowledge the application means for everyone
-  (``htm.add("Office hours are 9 to 5", tags=["kb"])`` with ``shared_tags=["kb"]``);
-- ``shared=True``: recall and context come from the whole store (every user).
-
-What is stored is tagged the same either way.
+The scope lives in the core (:mod:`htm_core.scope`), so that the ``htm`` command's
+``--user`` and the adapters work in the same scopes with the same keys and tags; the names
+are re-exported here for the adapters.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from htm_core.scope import (
+    ROOT,
+    ChatScope,
+    check_topic_tags,
+    id_slug,
+    narrow,
+)
 
-from htm_core.errors import ValidationError
-from htm_core.tags import carries_tag
-from htm_core.validation import check_tags
-
-__all__ = ["ChatScope", "id_slug", "narrow"]
-
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
-ROOT = "chat"
-
-
-def id_slug(value: str, *, name: str = "session_id") -> str:
-    """The form of a user or session id used in keys and tags (itself, or ``h-`` + a hash)."""
-    if not isinstance(value, str) or not value:
-        raise ValidationError(f"{name} must be a non-empty string, got {value!r}")
-    if _SAFE_ID.match(value):
-        return value
-    return "h-" + hashlib.sha256(value.encode("utf-8")).hexdigest()[:32]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChatScope:
-    """A conversation scope: ``user`` and/or ``session`` slugs, and whether it is shared."""
-
-    session: str | None = None
-    user: str | None = None
-    shared: bool = False
-    shared_tags: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, *, session_id: str | None = None, user_id: str | None = None,
-           shared: bool = False, shared_tags: Iterable[str] | str | None = None) -> ChatScope:
-        """The scope of these ids (checked; at least one of them is needed)."""
-        if not isinstance(shared, bool):
-            raise ValidationError(f"shared must be True or False, got {shared!r}")
-        if session_id is None and user_id is None:
-            raise ValidationError("a conversation scope needs a session_id or a user_id")
-        return cls(session=None if session_id is None else id_slug(session_id),
-                   user=None if user_id is None else id_slug(user_id, name="user_id"),
-                   shared=shared, shared_tags=check_tags(shared_tags))
-
-    @property
-    def tag(self) -> str:
-        """The one tag every memory stored in this scope carries."""
-        if self.user is None:
-            return f"{ROOT}:session:{self.session}"
-        if self.session is None:
-            return f"{ROOT}:user:{self.user}"
-        return f"{ROOT}:user:{self.user}:session:{self.session}"
-
-    @property
-    def recall_tag(self) -> str:
-        """The tag recall and contexts are scoped to: the user's when there is a user."""
-        return f"{ROOT}:user:{self.user}" if self.user is not None else self.tag
-
-    def filter_tags(self, narrower: Iterable[str] | None = None) -> tuple[str, ...] | None:
-        """The tag filter of recall and contexts; None for the whole store (``shared``).
-
-        Default: the scope's tag and the ``shared_tags``. ``narrower`` tags replace them
-        when each lies within one of them (or the scope is shared); a tag outside an
-        unshared scope is refused, since it would widen it.
-        """
-        return narrow(self.visible, narrower)
-
-    @property
-    def visible(self) -> tuple[str, ...] | None:
-        """The tags whose memories this scope sees; None when shared (everything)."""
-        return None if self.shared else (self.recall_tag, *self.shared_tags)
-
-    def sees(self, tags: Iterable[str]) -> bool:
-        """Whether a memory carrying ``tags`` is visible in this scope."""
-        return self.visible is None or carries_tag(tags, self.visible)
-
-    def topic_tag(self, tag: str) -> str:
-        """A topic tag's copy inside the scope: ``<recall tag>:tag:<tag>`` (a tag already
-        inside the scope is itself)."""
-        if carries_tag([tag], [self.recall_tag]):
-            return tag
-        return f"{self.recall_tag}:tag:{tag}"
-
-    def stored_tags(self, tags: Iterable[str] | str | None) -> list[str]:
-        """The tags of a memory stored in this scope with topic ``tags``: the scope tag,
-        the topic tags, and each topic tag's copy inside the scope (so a topic filter can
-        run inside the scope, see :meth:`topic_filter`)."""
-        topics = check_tags(tags)
-        copies = [self.topic_tag(t) for t in topics]
-        return list(dict.fromkeys([self.tag, *topics, *copies]))
-
-    def topic_filter(self, tags: Iterable[str] | str | None) -> tuple[str, ...] | None:
-        """The recall filter "memories of this scope with one of ``tags``" (all of the
-        scope without tags; the plain tags when shared). A tag inside ``shared_tags`` is
-        kept as it is."""
-        topics = check_tags(tags)
-        if self.visible is None:
-            return topics or None
-        if not topics:
-            return self.visible
-        return tuple(dict.fromkeys(
-            t if carries_tag([t], self.shared_tags) else self.topic_tag(t) for t in topics))
-
-    def topics(self, counts: dict[str, int]) -> dict[str, int]:
-        """The topic tags visible in this scope, from ``htm.tags()``'s counts."""
-        if self.visible is None:
-            return dict(counts)
-        prefix = f"{self.recall_tag}:tag:"
-        out = {t[len(prefix):]: n for t, n in counts.items() if t.startswith(prefix)}
-        out.update({t: n for t, n in counts.items() if carries_tag([t], self.shared_tags)})
-        return out
-
-
-def narrow(visible: tuple[str, ...] | None,
-           narrower: Iterable[str] | str | None) -> tuple[str, ...] | None:
-    """The tag filter of a scope ``visible`` (None: unscoped) narrowed by ``narrower``.
-
-    ``narrower`` tags replace ``visible`` when each lies at or below one of its tags; a tag
-    outside would widen the scope and is refused with :class:`ValidationError`.
-    """
-    extra = check_tags(narrower) if narrower is not None else ()
-    if visible is None:
-        return extra or None
-    outside = [t for t in extra if not carries_tag([t], visible)]
-    if outside:
-        raise ValidationError(
-            f"recall tags {outside} lie outside this memory's scope {list(visible)}, "
-            "so they would show other users' or sessions' memories; use tags at or below "
-            "the scope's, list them in shared_tags, or pass shared=True to recall across "
-            "the whole store")
-    return extra or visible
+__all__ = ["ROOT", "ChatScope", "check_topic_tags", "id_slug", "narrow"]

@@ -19,6 +19,9 @@ Inside an agent run the tools work in the run's scope, found the same way as
 :class:`~htm_integrations.langchain.HTMMiddleware` finds it (the ``user_id`` of the run's
 context or config, the ``thread_id``), so notes and turns of one user meet and other users'
 stay out. Called directly, outside a run, they use the fixed ``user_id``/``session_id``.
+Every key they write carries the scope (:meth:`htm_core.scope.ChatScope.note_key`, the key
+``htm mcp`` and ``htm add --user`` give the same note), and a ``shared_tags`` tag in the
+scopes' ``chat`` namespace is refused with ``ValidationError``.
 htm's errors (an empty note, say) come back to the model as the tool's answer.
 """
 

@@ -13,7 +13,9 @@ The same three tools as the LangChain ones (:mod:`htm_integrations._memory_tools
 (recoverably: ``htm.restore(key)``). The scope is fixed when the tools are made: a user
 (``user_id``) and/or a session (``session_id``; ``"default"`` when neither is given), the
 same tags as every other htm adapter, so notes an agent remembers for a user are recalled
-by that user's LangChain agents and chat memories too.
+by that user's LangChain agents and chat memories too. Every key they write carries the
+scope (:meth:`htm_core.scope.ChatScope.note_key`), and a ``shared_tags`` tag in the scopes'
+``chat`` namespace is refused with ``ValidationError``.
 """
 
 # No ``from __future__ import annotations`` here: LlamaIndex builds each tool's schema from

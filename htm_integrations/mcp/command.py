@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
                                            "$HTM_EMBEDDER or auto)")
     parser.add_argument("--user", metavar="ID",
                         help="whose memory this server works in (default $HTM_USER, else the "
-                             "login name)")
+                             "login name); `htm add --user ID` and the other scoped commands "
+                             "meet it")
     parser.add_argument("--session", metavar="ID",
                         help="work in this session of the user only (default every session)")
     parser.add_argument("--shared", action="store_true",

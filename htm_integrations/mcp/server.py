@@ -18,10 +18,14 @@ result (``isError: true``) carrying the error's name and message; the server kee
 A server works in one user's memory: ``--user`` (default ``$HTM_USER``, else the login
 name of the account running it), optionally one ``--session``. What it remembers carries
 the user's scope tag (``chat:user:<user>``, as the LangChain and LlamaIndex adapters
-write), and recall, retrieve, forget, restore, the contexts and the tag list see only
+write) and a key in the user's scope (``chat:user:<user>:key:<key>`` for a key given,
+``chat:user:<user>:note:<hash>`` otherwise; see :mod:`htm_core.scope`), so two users never
+share a memory. Recall, retrieve, forget, restore, the contexts and the tag list see only
 memories in that scope, plus those under any ``--shared-tag``. A topic tag given to
 ``remember`` (``ops``) is also stored inside the scope (``chat:user:<user>:tag:ops``), so
-``recall(tags=["ops"])`` runs inside it. ``--shared`` serves the whole store instead.
+``recall(tags=["ops"])`` runs inside it; a tag in the scopes' own ``chat`` namespace is
+refused. ``--shared`` serves the whole store instead (writes are still scoped).
+``htm add --user <user>`` and the other scoped ``htm`` commands work in the same scope.
 
 Build a server around an ``HTM`` you already have with :func:`build_server`.
 """
@@ -29,18 +33,17 @@ Build a server around an ``HTM`` you already have with :func:`build_server`.
 from __future__ import annotations
 
 import functools
-import getpass
 import importlib.util
 import logging
-import os
 import threading
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from htm_core import HTM, HTMError
 from htm_core import __version__ as htm_version
-from htm_core.errors import MissingDependencyError, NotFoundError, install_hint, missing_extra
+from htm_core.errors import MissingDependencyError, install_hint, missing_extra
 from htm_core.models import Context
+from htm_core.scope import check_topic_tags, login_user, scope_user
 from htm_core.serialize import (
     context_to_dict,
     hit_to_dict,
@@ -48,7 +51,6 @@ from htm_core.serialize import (
     robot_to_dict,
     stats_to_dict,
 )
-from htm_core.validation import check_key
 
 from .._scope import ChatScope
 from .command import main, parse_args
@@ -77,13 +79,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def default_user() -> str:
     """The user a server works for when none is given: ``$HTM_USER``, else the login name."""
-    user = os.environ.get("HTM_USER", "").strip()
-    if user:
-        return user
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no login name (some containers)
-        return "default"
+    return scope_user() or login_user()
 
 
 def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING",
@@ -135,11 +131,15 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
         return wrapper  # type: ignore[return-value]
 
     def in_scope(key: str) -> str:
-        """``key`` if its memory (forgotten or not) is in the scope, else NotFoundError."""
-        memory = htm.store.get(check_key(key), include_forgotten=True)
-        if memory is not None and not scope.sees(memory.tags):
-            raise NotFoundError(f"no memory with key {key!r} in this server's scope")
-        return key
+        """The stored key ``key`` names in the scope (forgotten or not), else NotFoundError,
+        the same whether the key is unknown or another scope's."""
+        return scope.key_of(lambda k: htm.store.get(k, include_forgotten=True), key)
+
+    def scoped_key(content: Any, key: str | None) -> str | None:
+        """The key a remembered ``content`` is stored under: in the scope, always."""
+        if key is not None:
+            return scope.own_key(key)
+        return scope.note_key(content) if isinstance(content, str) else None
 
     def context(strategy: str, max_tokens: int | None = None) -> Context:
         if scope.visible is None:
@@ -158,13 +158,16 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
                                                        "memory longer.")] = 1.0,
         tags: Annotated[list[str] | None, Field(description="Hierarchical tags such as "
                                                             "'user:preferences:editor'.")] = None,
-        key: Annotated[str | None, Field(description="A unique key for exact lookup; default "
-                                                     "derived from the content.")] = None,
+        key: Annotated[str | None, Field(description="A key for exact lookup, unique in your "
+                                                     "memory; stored inside your scope. "
+                                                     "Default derived from the content.")
+                       ] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description="Any JSON object.")] = None,
     ) -> dict[str, Any]:
         """Store a memory durably (long-term) and put it into working memory."""
-        memory = htm.add(content, importance=importance, key=key,
-                         tags=scope.stored_tags(tags), metadata=metadata)
+        text = content.strip() if isinstance(content, str) else content
+        memory = htm.add(text, importance=importance, key=scoped_key(text, key),
+                         tags=scope.stored_tags(check_topic_tags(tags)), metadata=metadata)
         return memory_to_dict(memory)
 
     @server.tool(annotations=writes)
@@ -188,7 +191,7 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
     ) -> dict[str, Any]:
         """Find the memories most relevant to a query (they enter working memory)."""
         hits = htm.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
-                          tags=scope.topic_filter(tags), robot=robot)
+                          tags=scope.topic_filter(check_topic_tags(tags)), robot=robot)
         return {"count": len(hits),
                 "hits": [hit_to_dict(hit) for hit in hits]}
 
@@ -196,8 +199,8 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
     @guarded
     def retrieve(key: Annotated[str, Field(description="The memory's key.")]) -> dict[str, Any]:
         """Look a memory up by its exact key; ``found`` is false when there is none."""
-        found = htm.store.get(check_key(key))
-        memory = htm.retrieve(key) if found is not None and scope.sees(found.tags) else None
+        found = scope.find(htm.store.get, key)
+        memory = htm.retrieve(found.key) if found is not None else None
         if memory is None:
             return {"found": False, "key": key}
         return {"found": True, **memory_to_dict(memory)}

@@ -26,9 +26,16 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult
 
 from htm_core import HTM, HashingEmbedder
+from htm_core.scope import ChatScope, login_user
 from htm_integrations.mcp.server import build_server, main, parse_args
 
 ROOT = Path(__file__).resolve().parents[2]
+def login_key(key: str) -> str:
+    """The key a server run by this account without ``--user`` stores a given ``key`` under."""
+    return ChatScope.of(user_id=login_user()).own_key(key)
+
+
+VIM = "chat:user:ada:key:pref-vim"
 TOOLS = {"remember", "recall", "retrieve", "forget", "restore", "create_context", "stats",
          "list_robots", "tags"}
 
@@ -93,7 +100,7 @@ async def test_every_tool_round_trip(sqlite_url: str, tmp_path: Path) -> None:
             "content": "User prefers Vim keybindings", "importance": 9,
             "tags": ["user:preferences:editor"], "key": "pref-vim",
             "metadata": {"source": "chat"}}))
-        assert vim["key"] == "pref-vim"
+        assert vim["key"] == VIM  # a given key is stored inside the user's scope
         assert vim["robot"] == "assistant"
         assert sorted(vim["tags"]) == ["chat:user:ada", "chat:user:ada:tag:user:preferences:editor",
                                        "user:preferences:editor"]
@@ -105,7 +112,7 @@ async def test_every_tool_round_trip(sqlite_url: str, tmp_path: Path) -> None:
 
         hits = ok(await client.call_tool("recall", {"query": "Vim keybindings", "limit": 2}))
         assert hits["count"] == len(hits["hits"]) >= 1
-        assert hits["hits"][0]["key"] == "pref-vim"
+        assert hits["hits"][0]["key"] == VIM
         assert hits["hits"][0]["score"] > 0
         tagged = ok(await client.call_tool("recall", {"query": "deploy Fridays",
                                                       "tags": ["ops"], "strategy": "fulltext"}))
@@ -125,7 +132,7 @@ async def test_every_tool_round_trip(sqlite_url: str, tmp_path: Path) -> None:
 
         ctx = ok(await client.call_tool("create_context", {"strategy": "important",
                                                            "max_tokens": 1000}))
-        assert ctx["keys"][0] == "pref-vim"
+        assert ctx["keys"][0] == VIM
         assert "User prefers Vim keybindings" in ctx["text"]
         assert 0 < ctx["tokens"] <= ctx["budget"] < 1000
 
@@ -140,11 +147,11 @@ async def test_every_tool_round_trip(sqlite_url: str, tmp_path: Path) -> None:
         gone = ok(await client.call_tool("forget", {"key": "pref-vim", "confirm": True}))
         assert gone["forgotten"] is True
         after = ok(await client.call_tool("recall", {"query": "Vim keybindings"}))
-        assert "pref-vim" not in [h["key"] for h in after["hits"]]
+        assert VIM not in [h["key"] for h in after["hits"]]
         back = ok(await client.call_tool("restore", {"key": "pref-vim"}))
         assert back["forgotten"] is False
         again = ok(await client.call_tool("recall", {"query": "Vim keybindings"}))
-        assert again["hits"][0]["key"] == "pref-vim"
+        assert again["hits"][0]["key"] == VIM
 
         stats = ok(await client.call_tool("stats", {}))
         assert stats["robot"] == "assistant"
@@ -208,7 +215,7 @@ async def test_two_robots_on_one_database_share_long_term_memory(store_url: str)
 
         seen = ok(await beta.call_tool("recall", {"query": "wifi password",
                                                   "robot": "alpha"}))
-        assert [(h["key"], h["robot"]) for h in seen["hits"]] == [("wifi", "alpha")]
+        assert [(h["key"], h["robot"]) for h in seen["hits"]] == [(login_key("wifi"), "alpha")]
         other = ok(await alpha.call_tool("recall", {"query": "meeting room booked",
                                                     "strategy": "fulltext"}))
         assert [h["robot"] for h in other["hits"]] == ["beta"]
@@ -227,7 +234,7 @@ async def test_two_robots_on_one_database_share_long_term_memory(store_url: str)
         alpha_ctx = ok(await alpha.call_tool("create_context", {}))
         assert "Beta booked the meeting room" in alpha_ctx["text"]  # alpha recalled it
         beta_ctx = ok(await beta.call_tool("create_context", {"strategy": "recent"}))
-        assert beta_ctx["keys"][0] == "wifi"
+        assert beta_ctx["keys"][0] == login_key("wifi")
 
 
 def free_port() -> int:
@@ -268,7 +275,7 @@ async def test_streamable_http_on_loopback(sqlite_url: str, tmp_path: Path) -> N
         proc.wait(timeout=15)
         log.close()
     with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), robot="checker") as htm:
-        memory = htm.retrieve("h")
+        memory = htm.retrieve(login_key("h"))
         assert memory is not None and memory.robot == "web"
 
 
@@ -294,7 +301,7 @@ async def test_build_server_in_process(sqlite_url: str) -> None:
         server = build_server(htm)
         async with Client(server, cache=None) as client:
             ok(await client.call_tool("remember", {"content": "in process", "key": "ip"}))
-        assert htm.retrieve("ip") is not None
+        assert htm.retrieve(login_key("ip")) is not None
 
 
 @pytest.mark.parametrize(("hide", "expected"), [
@@ -353,7 +360,7 @@ async def test_each_user_sees_only_their_own_memory(store_url: str) -> None:
                 assert "4711" not in resource.contents[0].text
                 assert ok(await bob.call_tool("tags", {}))["tags"] == {"personal": 1}
         mine = ok(await ada.call_tool("recall", {"query": "locker code", "tags": ["personal"]}))
-        assert [h["key"] for h in mine["hits"]] == ["ada-locker"]
+        assert [h["key"] for h in mine["hits"]] == ["chat:user:ada:key:ada-locker"]
         assert "9350" not in ok(await ada.call_tool("create_context", {}))["text"]
     async with connect(store_url, "assistant", "--shared") as everyone:
         hits = ok(await everyone.call_tool("recall", {"query": "locker code", "limit": 10,
