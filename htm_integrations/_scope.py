@@ -11,9 +11,11 @@ given                     tag on stored memories               recall / context 
 ``user_id`` + session     ``chat:user:<user>:session:<s>``     that user (every session)
 ========================  ==================================  ============================
 
-Tags are hierarchical, so ``chat:user:<user>`` covers every session of the user. An id made
-of letters, digits, ``_`` and ``-`` (at most 64 characters) is used as is; any other id
-becomes ``h-`` + a hash of it. Two explicit ways out of the scope, never taken by default:
+Tags are hierarchical, so ``chat:user:<user>`` covers every session of the user. Ids are
+compared exactly, byte for byte (:mod:`htm_core.identity`): ``Ada`` and ``ada`` are two
+users. An id made of letters, digits, ``_`` and ``-`` (at most 64 characters, not starting
+with ``h-``) is used as is; any other id becomes ``h-`` + a hash of it, so two different
+ids never share a tag or a key. Two explicit ways out of the scope, never taken by default:
 
 - ``shared_tags``: memories carrying one of these tags (or a tag below one) are visible to
   every conversation besides its own, for knowledge the application means for everyone
@@ -31,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from htm_core.errors import ValidationError
+from htm_core.identity import has_prefix
 from htm_core.tags import carries_tag
 from htm_core.validation import check_tags
 
@@ -38,15 +41,24 @@ __all__ = ["ChatScope", "id_slug", "narrow"]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 ROOT = "chat"
+#: What starts a hashed slug, and only a hashed one.
+HASHED = "h-"
 
 
 def id_slug(value: str, *, name: str = "session_id") -> str:
-    """The form of a user or session id used in keys and tags (itself, or ``h-`` + a hash)."""
+    """The form of a user or session id used in keys and tags: itself when it is made of
+    letters, digits, ``_`` and ``-`` (at most 64) and does not start with ``h-``, else
+    ``h-`` + a hash of it. One id, one slug; two ids, two slugs (the hashed ones are the
+    only slugs starting with ``h-``).
+
+    >>> id_slug("Ada"), id_slug("ada") != id_slug("Ada"), id_slug("a:b")[:2]
+    ('Ada', True, 'h-')
+    """
     if not isinstance(value, str) or not value:
         raise ValidationError(f"{name} must be a non-empty string, got {value!r}")
-    if _SAFE_ID.match(value):
+    if _SAFE_ID.match(value) and not value.startswith(HASHED):
         return value
-    return "h-" + hashlib.sha256(value.encode("utf-8")).hexdigest()[:32]
+    return HASHED + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +146,7 @@ class ChatScope:
         if self.visible is None:
             return dict(counts)
         prefix = f"{self.recall_tag}:tag:"
-        out = {t[len(prefix):]: n for t, n in counts.items() if t.startswith(prefix)}
+        out = {t[len(prefix):]: n for t, n in counts.items() if has_prefix(t, prefix)}
         out.update({t: n for t, n in counts.items() if carries_tag([t], self.shared_tags)})
         return out
 

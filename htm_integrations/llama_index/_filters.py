@@ -52,7 +52,10 @@ NOTHING = None
 
 
 def _segment(value: Any) -> str:
-    if isinstance(value, str) and _SEGMENT.match(value):
+    """A metadata key or value as a tag segment: a plain string as is, anything else as
+    ``h-`` + a hash of its JSON (a plain string starting with ``h-`` too, so two different
+    values never share a segment: strings compare exactly, see :mod:`htm_core.identity`)."""
+    if isinstance(value, str) and _SEGMENT.match(value) and not value.startswith("h-"):
         return value
     if isinstance(value, float) and value.is_integer():
         value = int(value)

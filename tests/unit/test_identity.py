@@ -57,3 +57,13 @@ def test_tags_compare_exactly_and_hierarchically() -> None:
     keep = tag_filter(["chat:user:ada"])
     assert [keep([t]) for t in ("chat:user:ada", "chat:user:ada:s", "chat:user:Ada:s")] \
         == [True, True, False]
+
+
+def test_an_id_spelling_another_ids_hashed_slug_gets_a_slug_of_its_own() -> None:
+    from htm_integrations._scope import id_slug
+    from htm_integrations.llama_index._filters import _segment
+
+    ids = ["a:b", "Ada", "ada", "h-x", id_slug("a:b"), id_slug("h-x"), "\u0430da"]
+    assert len({id_slug(i) for i in ids}) == len(ids)
+    values = ["README md", "README.md", "readme.md", _segment("README md"), "h-1"]
+    assert len({_segment(v) for v in values}) == len(values)
