@@ -234,3 +234,24 @@ def test_langgraph_namespaces_are_exact(htm_factory: Callable[..., HTM]) -> None
         assert all(it.namespace == ("users", label) for it in found), label
         assert store.list_namespaces(prefix=("users", label)) == [("users", label)]
     assert store.list_namespaces(prefix=("users",)) == sorted(("users", x) for x in LABELS)
+
+
+def test_two_users_storing_the_same_node_id_keep_two_nodes(
+        htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory(robot="assistant")
+    stores = [HTMVectorStore(htm=htm, user_id=u) for u in ("Ada", "ada", "\u0430da")]
+    for store in stores:  # one document both ingest: the same node ids and the same text
+        store.add([TextNode(id_="README.md_part_0", text="Install with pip, bank PIN 4711")])
+    stores[2].add([TextNode(id_="README.md_part_1", text="other text of her own")])
+    stores[1].add([TextNode(id_="README.md_part_1", text="different text, same node id")])
+    for store in stores:
+        assert _ids(store) == {"README.md_part_0", "README.md_part_1"} - (
+            set() if store is not stores[0] else {"README.md_part_1"})
+        got = store.get_nodes(node_ids=["README.md_part_1", "README.md_part_0"])
+        assert [n.node_id for n in got][-1] == "README.md_part_0"
+    stores[1].clear()
+    assert _ids(stores[1]) == set()
+    assert _ids(stores[0]) == {"README.md_part_0"}
+    assert _ids(stores[2]) == {"README.md_part_0", "README.md_part_1"}
+    htm.restore(stores[1].key_for("README.md_part_0"))
+    assert _ids(stores[1]) == {"README.md_part_0"}
