@@ -172,7 +172,8 @@ class SearchFilters:
     """Filters applied inside each search arm.
 
     ``start`` is inclusive and ``end`` exclusive. ``tags`` match a memory carrying any of
-    them or any tag below one of them (``"user"`` matches ``"user:preferences"``).
+    them or any tag below one of them (``"user"`` matches ``"user:preferences"``), exactly,
+    byte for byte (:mod:`htm_core.identity`: ``"User"`` does not match ``"user"``).
     ``robot`` None means all robots.
     """
 
