@@ -13,9 +13,10 @@ given                     tag on stored memories               recall / context 
 
 Tags are hierarchical, so ``chat:user:<user>`` covers every session of the user. Ids are
 compared exactly, byte for byte (:mod:`htm_core.identity`): ``Ada`` and ``ada`` are two
-users. An id made of letters, digits, ``_`` and ``-`` (at most 64 characters, not starting
-with ``h-``) is used as is; any other id becomes ``h-`` + a hash of it, so two different
-ids never share a tag or a key. Two explicit ways out of the scope, never taken by default:
+users. An id made of letters, digits, ``_`` and ``-`` (at most 64 characters) is used as
+is, unless it has the form of a hashed one (``h-`` and 32 hex digits); any other id becomes
+``h-`` + a hash of it, so two different ids never share a tag or a key. Two explicit ways
+out of the scope, never taken by default:
 
 - ``shared_tags``: memories carrying one of these tags (or a tag below one) are visible to
   every conversation besides its own, for knowledge the application means for everyone
@@ -41,22 +42,24 @@ __all__ = ["ChatScope", "id_slug", "narrow"]
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 ROOT = "chat"
-#: What starts a hashed slug, and only a hashed one.
+#: What starts a hashed slug.
 HASHED = "h-"
+#: The form of a hashed slug: an id of this form is hashed too, never kept as it is.
+_HASHED_FORM = re.compile(r"^h-[0-9a-f]{32}$")
 
 
 def id_slug(value: str, *, name: str = "session_id") -> str:
     """The form of a user or session id used in keys and tags: itself when it is made of
-    letters, digits, ``_`` and ``-`` (at most 64) and does not start with ``h-``, else
-    ``h-`` + a hash of it. One id, one slug; two ids, two slugs (the hashed ones are the
-    only slugs starting with ``h-``).
+    letters, digits, ``_`` and ``-`` (at most 64) and is not of the hashed form (``h-`` and
+    32 hex digits), else ``h-`` + a hash of it. One id, one slug; two ids, two slugs (only
+    hashed slugs have the hashed form).
 
     >>> id_slug("Ada"), id_slug("ada") != id_slug("Ada"), id_slug("a:b")[:2]
     ('Ada', True, 'h-')
     """
     if not isinstance(value, str) or not value:
         raise ValidationError(f"{name} must be a non-empty string, got {value!r}")
-    if _SAFE_ID.match(value) and not value.startswith(HASHED):
+    if _SAFE_ID.match(value) and not _HASHED_FORM.match(value):
         return value
     return HASHED + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 

@@ -63,7 +63,9 @@ def test_an_id_spelling_another_ids_hashed_slug_gets_a_slug_of_its_own() -> None
     from htm_integrations._scope import id_slug
     from htm_integrations.llama_index._filters import _segment
 
-    ids = ["a:b", "Ada", "ada", "h-x", id_slug("a:b"), id_slug("h-x"), "\u0430da"]
+    ids = ["a:b", "Ada", "ada", "h-x", id_slug("a:b"), id_slug(id_slug("a:b")), "\u0430da"]
     assert len({id_slug(i) for i in ids}) == len(ids)
+    assert id_slug("h-smith") == "h-smith"  # only the hashed form itself is hashed again
     values = ["README md", "README.md", "readme.md", _segment("README md"), "h-1"]
     assert len({_segment(v) for v in values}) == len(values)
+    assert _segment("h-1") == "h-1"
