@@ -12,9 +12,12 @@ given                     tag on stored memories               recall / context 
 ``user_id`` + session     ``chat:user:<user>:session:<s>``     that user (every session)
 ========================  ==================================  ============================
 
-Tags are hierarchical, so ``chat:user:<user>`` covers every session of the user. An id made
-of letters, digits, ``_`` and ``-`` (at most 64 characters) is used as is; any other id
-becomes ``h-`` + a hash of it. Two explicit ways out of the scope, never taken by default:
+Tags are hierarchical, so ``chat:user:<user>`` covers every session of the user. Ids are
+compared exactly, byte for byte (:mod:`htm_core.identity`): ``Ada`` and ``ada`` are two
+users. An id made of letters, digits, ``_`` and ``-`` (at most 64 characters, and not of
+the hashed form ``h-`` + 32 hex digits) is used as is; any other id becomes ``h-`` + a hash
+of it, so two different ids never share a tag or a key. Two explicit ways out of the scope,
+never taken by default:
 
 - ``shared_tags``: memories carrying one of these tags (or a tag below one) are visible to
   every conversation besides its own, for knowledge the application means for everyone
@@ -41,24 +44,38 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .errors import InvalidKeyError, NotFoundError, ValidationError
+from .identity import has_prefix
 from .models import Memory
 from .tags import carries_tag
 from .validation import MAX_KEY_LENGTH, check_key, check_tags
 
-__all__ = ["ROOT", "USER_ENV", "ChatScope", "check_topic_tags", "id_slug", "login_user",
+__all__ = ["HASHED", "ROOT", "USER_ENV", "ChatScope", "check_topic_tags", "id_slug", "login_user",
            "narrow", "scope_user"]
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+_SAFE_ID = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 ROOT = "chat"
+#: What starts a hashed slug.
+HASHED = "h-"
+#: The form of a hashed slug: an id of this form is hashed too, never kept as it is.
+_HASHED_FORM = re.compile(r"h-[0-9a-f]{32}")
 
 
 def id_slug(value: str, *, name: str = "session_id") -> str:
-    """The form of a user or session id used in keys and tags (itself, or ``h-`` + a hash)."""
+    """The form of a user or session id used in keys and tags: itself when it is made of
+    letters, digits, ``_`` and ``-`` (at most 64) and is not of the hashed form (``h-`` and
+    32 hex digits), else ``h-`` + a hash of it. One id, one slug; two ids, two slugs (only
+    hashed slugs have the hashed form; ``ada`` and ``ada\\n`` are two ids).
+
+    >>> id_slug("Ada"), id_slug("ada") != id_slug("Ada"), id_slug("a:b")[:2]
+    ('Ada', True, 'h-')
+    >>> id_slug("ada\\n") == id_slug("ada")
+    False
+    """
     if not isinstance(value, str) or not value:
         raise ValidationError(f"{name} must be a non-empty string, got {value!r}")
-    if _SAFE_ID.match(value):
+    if _SAFE_ID.fullmatch(value) and not _HASHED_FORM.fullmatch(value):
         return value
-    return "h-" + hashlib.sha256(value.encode("utf-8")).hexdigest()[:32]
+    return HASHED + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,7 +164,7 @@ class ChatScope:
         if self.visible is None:
             return dict(counts)
         prefix = f"{self.recall_tag}:tag:"
-        out = {t[len(prefix):]: n for t, n in counts.items() if t.startswith(prefix)}
+        out = {t[len(prefix):]: n for t, n in counts.items() if has_prefix(t, prefix)}
         out.update({t: n for t, n in counts.items() if carries_tag([t], self.shared_tags)})
         return out
 
@@ -186,7 +203,7 @@ class ChatScope:
 
     def _own_form(self, key: str) -> str | None:
         """:meth:`own_key` of a checked ``key``; None when the prefixed key is too long."""
-        if key.startswith(self.key_prefix):
+        if has_prefix(key, self.key_prefix):
             return key
         own = f"{self.key_prefix}key:{key}"
         return own if len(own) <= MAX_KEY_LENGTH else None

@@ -8,6 +8,7 @@ are re-exported here for the adapters.
 from __future__ import annotations
 
 from htm_core.scope import (
+    HASHED,
     ROOT,
     ChatScope,
     check_topic_tags,
@@ -15,4 +16,4 @@ from htm_core.scope import (
     narrow,
 )
 
-__all__ = ["ROOT", "ChatScope", "check_topic_tags", "id_slug", "narrow"]
+__all__ = ["HASHED", "ROOT", "ChatScope", "check_topic_tags", "id_slug", "narrow"]

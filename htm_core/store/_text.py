@@ -38,11 +38,9 @@ __all__ = [
     "STOPWORDS",
     "TextQuery",
     "fold",
-    "fold_tag",
     "is_cjk",
     "merge_hits",
     "parse_query",
-    "tag_patterns",
 ]
 
 #: Words too common to help a full-text match: never search terms. The first block is
@@ -106,7 +104,6 @@ MAX_TERMS = 32
 _DIACRITICS = re.compile("([A-Za-z])[\u0300-\u036f]+")
 _PART = re.compile(f"[{_CJK_CLASS}]+|[^\\W_{_CJK_CLASS}]+")
 _CJK = re.compile(f"[{_CJK_CLASS}]")
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def fold(text: str) -> str:
@@ -204,19 +201,3 @@ def is_cjk(text: str) -> bool:
     """Whether ``text`` holds a Chinese, Japanese or Korean character."""
     return _CJK.search(text) is not None
 
-
-def fold_tag(tag: str) -> str:
-    """A tag for comparison: ASCII letters lower-cased (``Project:Alpha`` → ``project:alpha``).
-
-    Tags compare without regard to the case of A–Z on both backends; other letters must
-    match exactly (SQLite's ``lower`` folds ASCII only).
-    """
-    return tag.translate(_ASCII_LOWER)
-
-
-def tag_patterns(tag: str) -> tuple[str, str]:
-    """The folded tag and a LIKE pattern for the tags below it (``\\`` escapes ``_``/``%``),
-    to compare with tag names whose ASCII letters the database lower-cased."""
-    folded = fold_tag(tag)
-    escaped = re.sub(r"([\\%_])", r"\\\1", folded)
-    return folded, f"{escaped}:%"

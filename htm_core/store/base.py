@@ -47,8 +47,6 @@ from .values import (
     WorkingState,
     content_hash,
     generated_key,
-    like_prefix,
-    tag_patterns,
 )
 from .window_role import Windows
 
@@ -82,8 +80,6 @@ __all__ = [
     "WorkingState",
     "content_hash",
     "generated_key",
-    "like_prefix",
-    "tag_patterns",
 ]
 
 #: The schema version this code writes and understands.

@@ -7,7 +7,6 @@ and keys that every backend shares."""
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
@@ -173,7 +172,8 @@ class SearchFilters:
     """Filters applied inside each search arm.
 
     ``start`` is inclusive and ``end`` exclusive. ``tags`` match a memory carrying any of
-    them or any tag below one of them (``"user"`` matches ``"user:preferences"``).
+    them or any tag below one of them (``"user"`` matches ``"user:preferences"``), exactly,
+    byte for byte (:mod:`htm_core.identity`: ``"User"`` does not match ``"user"``).
     ``robot`` None means all robots.
     """
 
@@ -239,13 +239,3 @@ class EmbeddingFailure:
     error: str
     failed_at: datetime
 
-
-def like_prefix(prefix: str) -> str:
-    """A LIKE pattern matching strings that start with ``prefix`` (escape ``\\``)."""
-    return re.sub(r"([\\%_])", r"\\\1", prefix) + "%"
-
-
-def tag_patterns(tag: str) -> tuple[str, str]:
-    """The exact tag and a LIKE pattern for tags below it (``_``/``%`` escaped with ``\\``)."""
-    escaped = re.sub(r"([\\%_])", r"\\\1", tag)
-    return tag, f"{escaped}:%"

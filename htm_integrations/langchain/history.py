@@ -26,9 +26,11 @@ With ``user_id``, the session belongs to that user: keys are
 the other adapters' user scope recalls from; ``metadata.user_id`` keeps the id), so two
 users' sessions of the same name are two conversations.
 
-A session id made only of letters, digits, ``_`` and ``-`` (at most 64 characters) is used
-as is; any other id is replaced by a hash of it in keys and tags (``metadata.session_id``
-keeps the original).
+A session id made only of letters, digits, ``_`` and ``-`` (at most 64 characters, and
+not ``h-`` with 32 hex digits, the form of a hashed one) is used as is; any other id is
+replaced by ``h-`` + a hash of it in keys and tags (``metadata.session_id`` keeps the
+original). Session and user ids compare exactly, byte for byte (:mod:`htm_core.identity`):
+``Chat1`` and ``chat1`` are two histories, on both backends.
 
 ``clear()`` follows htm's never-forget rule: it forgets the session's messages with
 ``htm.forget(key, confirm=True)``, so they leave the history and recall but stay

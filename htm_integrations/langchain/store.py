@@ -13,6 +13,8 @@ How LangGraph's model maps onto htm:
 - **Scope.** The namespace (prefix) is the scope, as LangGraph intends: only items put
   through an ``HTMStore`` inside it are returned, never other memories of the ``HTM``; a
   shorter prefix (``("memories",)``, ``()``) asks for several users' items, explicitly.
+  Labels compare exactly, byte for byte (:mod:`htm_core.identity`): ``("users", "Alice")``
+  and ``("users", "alice")`` are two namespaces.
 - **Item → memory.** Key ``lgstore:<namespace tag>|<key>`` (a hash when longer than
   htm's 255-character limit); content is the text to search: the ``fields`` of the value
   (store-wide ``fields=`` or ``put(..., index=[...])``) or else the whole value as JSON;
@@ -41,6 +43,7 @@ from datetime import datetime
 from typing import Any
 
 from htm_core.errors import InvalidBudgetError, ValidationError, missing_extra
+from htm_core.identity import has_prefix
 from htm_core.models import Memory
 from htm_core.tags import carries_tag
 from htm_core.validation import MAX_KEY_LENGTH, check_content, check_importance
@@ -266,7 +269,7 @@ class HTMStore(BaseStore):
         prefix = ROOT_TAG + ":"
         namespaces: set[tuple[str, ...]] = set()
         for tag, count in self.htm.tags().items():
-            if count <= 0 or not tag.startswith(prefix):
+            if count <= 0 or not has_prefix(tag, prefix):
                 continue
             namespace = tuple(decode_label(s) for s in tag[len(prefix):].split(":"))
             if all(_namespace_matches(namespace, c) for c in op.match_conditions or ()):

@@ -42,8 +42,9 @@ __all__ = ["TAG_ROOT", "as_datetime", "doc_tag", "metadata_tag", "node_tag", "no
 
 #: Every tag an ``HTMVectorStore`` derives from node metadata lives below this one.
 TAG_ROOT = "llama_index"
-_SEGMENT = re.compile(r"^[\w.\-]{1,64}$")
+_SEGMENT = re.compile(r"[\w.\-]{1,64}")
 _TAG = re.compile(r"^[\w.\-]+(?::[\w.\-]+)*$")
+_HASHED = re.compile(r"h-[0-9a-f]{24}")
 DOC_KEYS = ("doc_id", "ref_doc_id", "document_id")
 _TAG_OPS = (FilterOperator.EQ, FilterOperator.IN, FilterOperator.ANY, FilterOperator.CONTAINS)
 _TICK = timedelta(microseconds=1)
@@ -52,7 +53,11 @@ NOTHING = None
 
 
 def _segment(value: Any) -> str:
-    if isinstance(value, str) and _SEGMENT.match(value):
+    """A metadata key or value as a tag segment: a plain string as is, anything else as
+    ``h-`` + a hash of its JSON (a plain string of that form, ``h-`` and 24 hex digits, too,
+    so two different values never share a segment: strings compare exactly, see
+    :mod:`htm_core.identity`)."""
+    if isinstance(value, str) and _SEGMENT.fullmatch(value) and not _HASHED.fullmatch(value):
         return value
     if isinstance(value, float) and value.is_integer():
         value = int(value)

@@ -10,8 +10,9 @@
     index.insert(document)
     index.as_retriever(similarity_top_k=5, filters=filters).retrieve("editor settings")
 
-**One embedding space.** Each node becomes one htm memory (key = node id, content = the
-node's text, metadata = the node's metadata and its serialised form). htm embeds the text
+**One embedding space.** Each node becomes one htm memory (key = node id, or
+``<tag_root>:node:<node id>`` in a user's store, see :meth:`HTMVectorStore.key_for`;
+content = the node's text, metadata = the node's metadata and its serialised form). htm embeds the text
 with its own embedder, and queries go through ``htm.recall`` by *text*
 (``is_embedding_query = False``, so LlamaIndex does not embed queries for this store). The
 vectors LlamaIndex computes for nodes are not stored: every vector in the store comes from
@@ -45,8 +46,11 @@ starve the result.
 below ``chat:user:<user_id>:llama_index`` (inside the user's conversation scope, see
 docs/langchain.md), so it sees only that user's nodes, and the default store does not see
 them. ``shared=True`` searches the whole store (every memory, as htm's own recall); it is
-the only mode where a ``tags`` filter takes arbitrary htm tags. Node ids are htm keys,
-unique in the whole store.
+the only mode where a ``tags`` filter takes arbitrary htm tags. Node ids are htm keys in
+the application's store, unique in it; a user's store keys its nodes inside the user's
+scope, so two users' nodes of the same id (a document both ingest) are two memories. Ids
+(users, node ids, ``ref_doc_id``) and metadata values compare exactly, byte for byte
+(:mod:`htm_core.identity`): ``README.md`` and ``readme.md`` are two documents.
 
 **Deleting never forgets by surprise.** ``delete(ref_doc_id)``, ``delete_nodes`` and
 ``clear`` call ``htm.forget(key, confirm=True)`` on the nodes' memories: they disappear
@@ -57,6 +61,7 @@ from queries and recall at once but stay recoverable with ``htm.restore(key)`` u
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -76,7 +81,7 @@ from htm_core.errors import NotFoundError, UnknownStrategyError, UnsupportedFilt
 from htm_core.serialize import memory_metadata
 from htm_core.store import SearchFilters
 from htm_core.tags import tag_matches
-from htm_core.validation import check_importance
+from htm_core.validation import MAX_KEY_LENGTH, check_importance
 
 from .._options import refuse_unknown
 from .._scope import ChatScope, id_slug
@@ -144,6 +149,18 @@ class HTMVectorStore(BasePydanticVectorStore):
             return TAG_ROOT
         return f"{ChatScope.of(user_id=self.user_id).tag}:{TAG_ROOT}"
 
+    def key_for(self, node_id: str) -> str:
+        """The htm key of node ``node_id``: the node id in the application's store; in a
+        user's store ``<tag_root>:node:<node id>`` (a hash of the id when that is longer
+        than htm's key limit), so the node is the user's alone."""
+        if self.user_id is None:
+            return node_id
+        key = f"{self.tag_root}:node:{node_id}"
+        if len(key) <= MAX_KEY_LENGTH:
+            return key
+        digest = hashlib.sha256(node_id.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"{self.tag_root}:node:h-{digest[:32]}"
+
     @classmethod
     def class_name(cls) -> str:
         return "HTMVectorStore"
@@ -169,7 +186,8 @@ class HTMVectorStore(BasePydanticVectorStore):
 
     def _item(self, node: BaseNode) -> dict[str, Any]:
         item: dict[str, Any] = {
-            "content": node.get_content(metadata_mode=MetadataMode.NONE), "key": node.node_id,
+            "content": node.get_content(metadata_mode=MetadataMode.NONE),
+            "key": self.key_for(node.node_id),
             "tags": node_tags(node, self.tag_root),
             "metadata": node_to_metadata_dict(node, remove_text=True, flat_metadata=False),
             "importance": node.metadata.get("importance", self.importance)}
@@ -252,11 +270,12 @@ class HTMVectorStore(BasePydanticVectorStore):
                 ) -> list[Memory]:
         if node_ids is None:
             return list(self._list(self._filters(filters)))
-        found: dict[str, Memory] = {}
+        found: dict[str, Memory] = {}  # by node id: the node's tag names it
         for i in range(0, len(node_ids), _IDS_PER_LIST):
-            chunk = [node_tag(n, self.tag_root) for n in node_ids[i:i + _IDS_PER_LIST]]
-            found.update((m.key, m) for m in self._list(self._filters(filters, [chunk])))
-        return [found[k] for k in dict.fromkeys(node_ids) if k in found]
+            chunk = {node_tag(n, self.tag_root): n for n in node_ids[i:i + _IDS_PER_LIST]}
+            for memory in self._list(self._filters(filters, [chunk])):
+                found.update((chunk[t], memory) for t in memory.tags if t in chunk)
+        return [found[n] for n in dict.fromkeys(node_ids) if n in found]
 
     def get_nodes(self, node_ids: list[str] | None = None,
                   filters: MetadataFilters | None = None) -> list[BaseNode]:
@@ -264,7 +283,9 @@ class HTMVectorStore(BasePydanticVectorStore):
         return [self._to_node(m) for m in self._select(node_ids, filters)]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
-        """Forget (recoverably: ``htm.restore(node_id)``) every node of ``ref_doc_id``."""
+        """Forget (recoverably: ``htm.restore(store.key_for(node_id))``) every node of
+        ``ref_doc_id`` in this store's scope (exactly that id: not ``readme.md`` for
+        ``README.md``)."""
         self._forget(self._list(self._filters(None, [[doc_tag(ref_doc_id, self.tag_root)]])))
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:

@@ -104,22 +104,28 @@ TABLE: list[tuple[str, set[str]]] = [
     ("咖啡", set()),
 ]
 
-#: (tag filter, the tagged memories it must let through): tags compare without regard to
-#: the case of A-Z, a filter also admits the tags below it (``project`` → ``project:x``).
+#: (tag filter, the tagged memories it must let through): tags compare exactly, byte for
+#: byte (no case folding), and a filter also admits the tags below it (``project`` →
+#: ``project:x``).
 TAGS = {"t1": ("Project:Alpha",), "t2": ("project:beta",), "t3": ("PROJECT",),
-        "t4": ("projects",), "t5": ("other:project",)}
+        "t4": ("projects",), "t5": ("other:project",), "t6": ("proj_x",)}
 TAG_TABLE: list[tuple[str, set[str]]] = [
-    ("project", {"t1", "t2", "t3"}),
-    ("Project", {"t1", "t2", "t3"}),
-    ("PROJECT:ALPHA", {"t1"}),
-    ("project:alpha", {"t1"}),
-    ("project:Beta", {"t2"}),
+    ("project", {"t2"}),
+    ("Project", {"t1"}),
+    ("PROJECT", {"t3"}),
+    ("PROJECT:ALPHA", set()),
+    ("project:alpha", set()),
+    ("Project:Alpha", {"t1"}),
+    ("project:Beta", set()),
+    ("project:beta", {"t2"}),
     ("project:beta:x", set()),
     ("projects", {"t4"}),
-    ("Other", {"t5"}),
+    ("Other", set()),
+    ("other", {"t5"}),
     ("proj", set()),
+    ("proj-x", set()),
+    ("proj_x", {"t6"}),
 ]
-
 
 def _memory(key: str, content: str, tags: tuple[str, ...] = ()) -> NewMemory:
     return NewMemory(key=key, content=content, robot="r1", importance=1.0,
@@ -157,7 +163,7 @@ def test_a_memory_holding_more_of_the_query_ranks_first(store):
         assert _keys(store, [hits[0][0]]) == {first}, query
 
 
-def test_tag_filters_ignore_ascii_case_and_admit_children(store):
+def test_tag_filters_are_exact_and_admit_children(store):
     wrong = []
     for tag, expected in TAG_TABLE:
         filters = SearchFilters(tags=(tag,))
@@ -248,7 +254,7 @@ def test_a_version_1_store_upgrades_and_its_memories_follow_the_new_rules(store_
     try:
         assert s.schema_version() == SCHEMA_VERSION
         for query, tags, expected in [("cafe", (), {"cafe"}), ("v2.1", (), {"v21"}),
-                                      ("绿茶", (), {"zh"}), ("note", ("project",), {"tagged"})]:
+                                      ("绿茶", (), {"zh"}), ("note", ("Project",), {"tagged"})]:
             hits = s.fulltext_search(query, limit=10, filters=SearchFilters(tags=tags))
             assert _keys(s, [mid for mid, _ in hits]) == expected, query
         s.add_many([_memory("new", "绿茶和红茶")])

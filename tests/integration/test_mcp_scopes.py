@@ -79,13 +79,7 @@ async def test_the_same_sentence_of_two_users_is_two_memories(
         assert [h["key"] for h in hits["hits"]] == [theirs["key"]]
 
 
-CASE_FOLDED = pytest.mark.xfail(
-    strict=True, reason="the stores' tag filters fold ASCII case (htm_core.store._text."
-                        "fold_tag), so the filter chat:user:Ada also matches chat:user:ada")
-
-
-@pytest.mark.parametrize(("first", "second"), [
-    pytest.param(*PAIRS[0], marks=CASE_FOLDED), *PAIRS[1:]])
+@pytest.mark.parametrize(("first", "second"), PAIRS)
 async def test_recall_and_context_stay_in_each_users_scope(
         htm_factory: Callable[..., HTM], first: str, second: str) -> None:
     async with servers(htm_factory, first, second) as (a, b):

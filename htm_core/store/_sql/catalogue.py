@@ -2,8 +2,8 @@
 
 :class:`SQLCatalogue` holds the methods whose SQL is the same on both backends; a backend
 subclass supplies the hooks: :meth:`~SQLCatalogue._reading` (how a read runs and how its
-driver errors map to htm's), the time and JSON conversions, the collation of tag names, and
-``_fetch`` (the memory rows of a ``WHERE`` clause).
+driver errors map to htm's), the time and JSON conversions, the collation under which text
+sorts in code point order, and ``_fetch`` (the memory rows of a ``WHERE`` clause).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import Any, ClassVar, TypeVar
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ...identity import prefix_range
 from ...models import Memory, Operation, Robot
-from .._text import tag_patterns
+from ...tags import below
 from .._vectors import FAILED_COUNT, NOT_FAILED
-from ..base import LIST_ORDERS, SearchFilters, StoreCounts, like_prefix
+from ..base import LIST_ORDERS, SearchFilters, StoreCounts
 
 __all__ = ["VISIBLE", "SQLCatalogue"]
 
@@ -33,8 +34,9 @@ VISIBLE = "m.forgotten_at IS NULL"
 class SQLCatalogue(ABC):
     """Catalogue methods both SQL stores share, over a few dialect hooks."""
 
-    #: How a tag's name is folded for comparison (``_text.fold_tag`` folds A-Z only).
-    _TAG_NAME: ClassVar[str] = "lower(t.name)"
+    #: What makes a text column sort in code point order, for exact prefix ranges
+    #: (:func:`htm_core.identity.prefix_range`): nothing on SQLite (``BINARY`` over UTF-8).
+    _CODE_POINT_ORDER: ClassVar[str] = ""
 
     # -- dialect hooks ---------------------------------------------------------------
 
@@ -80,15 +82,26 @@ class SQLCatalogue(ABC):
             params["robot"] = filters.robot
         if filters.tags:
             ors = []
-            for i, tag in enumerate(filters.tags):
-                exact, below = tag_patterns(tag)
-                params[f"tag{i}"], params[f"tagp{i}"] = exact, below
-                ors.append(f"{cls._TAG_NAME} = :tag{i} "
-                           f"OR {cls._TAG_NAME} LIKE :tagp{i} ESCAPE '\\'")
+            for i, tag in enumerate(filters.tags):  # the tag or a tag below it, exactly
+                params[f"tag{i}"] = tag
+                ors.append(f"t.name = :tag{i} OR "
+                           + cls._prefix_sql("t.name", f"tagp{i}", below(tag), params))
             clauses.append(
                 "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
                 f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))")
         return " AND ".join(clauses)
+
+    @classmethod
+    def _prefix_sql(cls, column: str, name: str, prefix: str, params: dict[str, Any]) -> str:
+        """``column`` starts with ``prefix``, exactly (:mod:`htm_core.identity`): a range
+        in code point order, which the column's index serves; binds ``name_lo``/``name_hi``."""
+        low, high = prefix_range(prefix)
+        ordered = f"{column}{cls._CODE_POINT_ORDER}"
+        params[f"{name}_lo"] = low
+        if high is None:
+            return f"{ordered} >= :{name}_lo"
+        params[f"{name}_hi"] = high
+        return f"({ordered} >= :{name}_lo AND {ordered} < :{name}_hi)"
 
     # -- records ---------------------------------------------------------------------
 
@@ -112,8 +125,7 @@ class SQLCatalogue(ABC):
         params: dict[str, Any] = {"limit": limit}
         where = [self._filter_sql(filters, params, visible_only=not include_forgotten)]
         if key_prefix:
-            where.append("m.key LIKE :prefix ESCAPE '\\'")
-            params["prefix"] = like_prefix(key_prefix)
+            where.append(self._prefix_sql("m.key", "prefix", key_prefix, params))
         if after is not None:
             value, params["after_id"] = after
             params["after"] = self._time_in(value) if order == "created_at" else value
@@ -144,9 +156,10 @@ class SQLCatalogue(ABC):
     def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
         """Keys starting with ``prefix``, sorted."""
         visible = "" if include_forgotten else " AND forgotten_at IS NULL"
+        params: dict[str, Any] = {}
+        where = self._prefix_sql("key", "p", prefix, params)
         rows = self._reading("listing keys", lambda conn: conn.execute(text(
-            f"SELECT key FROM memories WHERE key LIKE :p ESCAPE '\\'{visible} ORDER BY key"),
-            {"p": like_prefix(prefix)}).all())
+            f"SELECT key FROM memories WHERE {where}{visible} ORDER BY key"), params).all())
         return [str(r[0]) for r in rows]
 
     # -- catalogue -------------------------------------------------------------------

@@ -296,7 +296,7 @@ class _PostgresEngine(SQLWorkingSet):
 
     # -- hooks of the shared SQL layer -----------------------------------------------
 
-    _TAG_NAME = 'lower(t.name COLLATE "C")'
+    _CODE_POINT_ORDER = ' COLLATE "C"'
     _LOCK_ROWS = " FOR UPDATE"
     _BUMP_TIME = "CAST(:t AS timestamptz)"
 
