@@ -75,7 +75,8 @@ _BEHIND = -1
 #: Reads (recalls, reads by key) whose working-memory change may wait to be written.
 FLUSH_AFTER_READS = 64
 
-#: Seconds the oldest pending read may wait: checked on each read (no timer thread).
+#: Seconds the oldest pending read may wait: checked on each read, and the delay the owner's
+#: timer is armed with when a read starts a pending change (``on_pending``).
 FLUSH_AFTER_SECONDS = 1.0
 
 
@@ -106,7 +107,8 @@ class ResidentSet:
     """
 
     def __init__(self, wm: WorkingMemory, store: LongTermStore, robot: str, *,
-                 clock: Clock, on_evicted: Evicted | None = None) -> None:
+                 clock: Clock, on_evicted: Evicted | None = None,
+                 on_pending: Callable[[float], None] | None = None) -> None:
         self.wm = wm
         self.memories: dict[str, Memory] = {}
         #: The robot's working-set version this view reflects; None: never loaded (reload
@@ -119,6 +121,9 @@ class ResidentSet:
         self._evicted: list[tuple[str, str]] = []
         self._on_evicted: Evicted = on_evicted or (lambda pairs: None)
         self._pending: _Pending | None = None
+        #: Called with :data:`FLUSH_AFTER_SECONDS` when a read starts a pending change: the
+        #: owner then calls :meth:`flush` at the latest that much later (a timer).
+        self.on_pending: Callable[[float], None] = on_pending or (lambda delay: None)
 
     # -- the facade's steps --------------------------------------------------------------
 
@@ -231,6 +236,7 @@ class ResidentSet:
         now = time.monotonic()
         if self._pending is None:
             self._pending = _Pending(now)
+            self.on_pending(FLUSH_AFTER_SECONDS)
         self._pending.add(at, touch, evict, put)
         if self._pending.reads >= FLUSH_AFTER_READS or \
                 now - self._pending.started >= FLUSH_AFTER_SECONDS:
@@ -386,9 +392,13 @@ class ResidentSet:
         """The persisted form of the resident item ``key``."""
         item = self.wm.peek(key)
         assert item is not None
+        memory = self.memories.get(key)
         return checked_instance(  # one for every memory an add leaves resident
             WorkingState, key=key, last_accessed=utc_from_timestamp(item.last_accessed),
-            access_count=item.access_count, seq=item.seq, access_seq=item.access_seq)
+            access_count=item.access_count, seq=item.seq, access_seq=item.access_seq,
+            # the memory this process shows: written only while it is still that version
+            memory_id=memory.id if memory is not None else 0,
+            version=memory.version if memory is not None else 0)
 
     # -- staging changes ----------------------------------------------------------------
 
@@ -460,8 +470,11 @@ class ResidentSet:
             gone = self.memories.pop(key, None)
             if gone is not None:
                 gone.in_working_memory = False
+        for key in result.stale:  # updated meanwhile: the next sync fetches it again
+            self.wm.remove(key)
+            self.memories.pop(key, None)
         if self.version is not None:
-            self.version = result.version if result.in_step else _BEHIND
+            self.version = result.version if result.in_step and not result.stale else _BEHIND
         return evicted
 
     def rollback(self) -> None:

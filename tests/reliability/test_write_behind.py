@@ -1,11 +1,18 @@
-"""Recalls written behind (issue 21): when the pending change reaches the store, on both
-backends, with real stores (see htm_core.working.resident and docs/reliability.md)."""
+"""Recalls written behind: when the pending change reaches the store, on both backends,
+with real stores (see htm_core.working.resident and docs/reliability.md). The timer is
+set far off here (the tests that show a write still pending must not race it); the timer
+itself and the write at exit are tested across processes in test_write_behind_processes.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from htm_core.working import resident
+
+
+@pytest.fixture(autouse=True)
+def _no_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resident, "FLUSH_AFTER_SECONDS", 3600.0)
 
 
 def persisted(htm) -> set[str]:
