@@ -23,13 +23,22 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   pending change, written in a single transaction (:meth:`ResidentSet.flush`): with the
   next write (an add carries it in its own transaction), with a read by key, before
   anything that shows working memory (``create_context``, ``stats``, ``operations``,
-  ``HTM.flush``), before catching up with another writer, on ``clear`` and ``close``, and
-  at the latest on the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the
-  first of them :data:`FLUSH_AFTER_SECONDS` old. A crash loses at most the pending part:
-  access counts and times, and those recalls' membership and eviction lines; never a
-  memory or a forget. A recall checks that its hits are still visible instead (in the
-  read of the working-set version), and the flush's conditional insert still refuses
-  anything forgotten meanwhile.
+  ``HTM.flush``), before catching up with another writer, on ``clear`` and ``close``, on
+  the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the first of them
+  :data:`FLUSH_AFTER_SECONDS` old, and without another call by the owner's timer
+  (``on_pending``: ``HTM`` arms a :class:`~htm_core.background.FlushTimer`, which also
+  writes at a normal interpreter exit). A crash loses at most the pending part: access
+  counts and times, and those recalls' membership and eviction lines; never a memory or
+  a forget.
+* **A pending write names memories, not keys.** Each entry carries the memory's id and
+  version as this process shows it (:meth:`ResidentSet.state`). The flush's transaction
+  refuses an entry whose memory was forgotten or purged meanwhile, by any process, even
+  when a new memory has taken its key; it is dropped here (:meth:`ResidentSet.commit`).
+  An entry whose memory was updated meanwhile is written (an update keeps every
+  membership) and reported stale: the old copy is dropped here and the next sync fetches
+  the current version. So neither a purged nor a replaced text shows in a later
+  ``create_context``, which flushes first. A recall also checks that its hits are still
+  visible (in the read of the working-set version) before they enter.
 
 The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
 :meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
