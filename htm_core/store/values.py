@@ -138,8 +138,11 @@ class WorkingChange:
     ``put`` memories enter (or update) membership only while visible: one forgotten or
     purged meanwhile is refused, and one named by ``memory_id`` whose ``version`` is no
     longer the current one (updated meanwhile) is reported stale (see
-    :class:`WorkingResult`). ``evict`` keys leave it, each logged as an eviction. ``touch``
-    ids get an access recorded on the memory.
+    :class:`WorkingResult`). ``evict`` keys leave it, each logged as an eviction;
+    ``evict_ids`` names, in the same order, the memory each eviction took out (0, or
+    missing at the end: the memory now under the key), so an eviction that waited never
+    touches another memory that has taken its key. ``touch`` ids get an access recorded
+    on the memory.
     """
 
     robot: str
@@ -147,6 +150,12 @@ class WorkingChange:
     put: Sequence[WorkingState] = ()
     evict: Sequence[str] = ()
     touch: Sequence[int] = ()
+    evict_ids: Sequence[int] = ()
+
+    def evictions(self) -> list[tuple[str, int]]:
+        """``evict`` with each one's memory id (0: not named)."""
+        ids = list(self.evict_ids)
+        return list(zip(self.evict, ids + [0] * (len(self.evict) - len(ids)), strict=False))
 
 
 @dataclass(frozen=True)

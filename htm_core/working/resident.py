@@ -37,8 +37,10 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   An entry whose memory was updated meanwhile is written (an update keeps every
   membership) and reported stale: the old copy is dropped here and the next sync fetches
   the current version. So neither a purged nor a replaced text shows in a later
-  ``create_context``, which flushes first. A recall also checks that its hits are still
-  visible (in the read of the working-set version) before they enter.
+  ``create_context``, which flushes first. Each pending eviction names the memory it
+  took out too (``WorkingChange.evict_ids``), so it never takes out a memory that has
+  since taken the key. A recall also checks that its hits are still visible (in the read
+  of the working-set version) before they enter.
 
 The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
 :meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
@@ -97,10 +99,10 @@ class _Pending:
         self.reads = 0
         self.at: datetime | None = None
         self.touch: list[int] = []
-        self.evict: list[str] = []
+        self.evict: list[tuple[str, int]] = []
         self.put: dict[str, None] = {}
 
-    def add(self, at: datetime, touch: Sequence[int], evict: Sequence[str],
+    def add(self, at: datetime, touch: Sequence[int], evict: Sequence[tuple[str, int]],
             put: Iterable[str]) -> None:
         self.reads += 1
         self.at = at
@@ -236,11 +238,13 @@ class ResidentSet:
     def _defer(self, change: WorkingChange) -> None:
         """Keep a read's staged change (already applied in the process) to write later;
         write everything pending once there is enough of it or it is old enough."""
-        self._defer_parts(change.at, change.touch, change.evict, [s.key for s in change.put])
+        self._defer_parts(change.at, change.touch, change.evictions(),
+                          [s.key for s in change.put])
 
-    def _defer_parts(self, at: datetime, touch: Sequence[int], evict: Sequence[str],
-                     put: Iterable[str]) -> None:
-        """:meth:`_defer` of a change given by its parts (``put``: the keys entered)."""
+    def _defer_parts(self, at: datetime, touch: Sequence[int],
+                     evict: Sequence[tuple[str, int]], put: Iterable[str]) -> None:
+        """:meth:`_defer` of a change given by its parts (``evict``: key and memory id of
+        each eviction; ``put``: the keys entered)."""
         self._on_evicted(self.commit(None))
         now = time.monotonic()
         if self._pending is None:
@@ -254,20 +258,19 @@ class ResidentSet:
     def _pending_change(self, pending: _Pending) -> WorkingChange:
         """The one change that writes ``pending``: every access counted, every eviction
         logged, each key's membership as it is now."""
-        return WorkingChange(robot=self._robot, at=pending.at or self._clock(),
-                             touch=pending.touch, evict=pending.evict,
-                             put=[self.state(k) for k in pending.put if k in self.wm])
+        return _change(self._robot, pending.at or self._clock(), pending.touch, pending.evict,
+                       [self.state(k) for k in pending.put if k in self.wm])
 
     def _with_pending(self, change: WorkingChange, pending: _Pending | None) -> WorkingChange:
         """``change`` (staged now) with what reads left pending written in front of it."""
         if pending is None:
             return change
         staged = {s.key for s in change.put}
-        return WorkingChange(
-            robot=change.robot, at=change.at, touch=[*pending.touch, *change.touch],
-            evict=[*pending.evict, *change.evict],
-            put=[*(self.state(k) for k in pending.put if k in self.wm and k not in staged),
-                 *change.put])
+        return _change(
+            change.robot, change.at, [*pending.touch, *change.touch],
+            [*pending.evict, *change.evictions()],
+            [*(self.state(k) for k in pending.put if k in self.wm and k not in staged),
+             *change.put])
 
     def ordered(self, strategy: str, limit: int,
                 keep: Callable[[Memory], bool] | None = None) -> list[Memory]:
@@ -416,13 +419,13 @@ class ResidentSet:
         """Put ``memories`` into working memory (evicting by policy) in the process and
         return the change to write; :meth:`commit` or :meth:`rollback` follows."""
         entered, evicted = self._enter(memories, accessed=accessed)
-        return WorkingChange(robot=self._robot, at=self._clock(), touch=touch, evict=evicted,
-                             put=[self.state(k) for k in entered])
+        return _change(self._robot, self._clock(), touch, evicted,
+                       [self.state(k) for k in entered])
 
     def _enter(self, memories: Sequence[Memory], *, accessed: datetime | None
-               ) -> tuple[list[str], list[str]]:
+               ) -> tuple[list[str], list[tuple[str, int]]]:
         """:meth:`stage_enter`'s work in the process: the keys entered (and still resident)
-        and those evicted."""
+        and those evicted, each with the id of the memory it took out."""
         self.rollback()  # a retried transaction stages again from the same start
         held, wm = self.memories, self.wm
         # What :meth:`rollback` puts back: each key's state before the batch (the first
@@ -432,7 +435,7 @@ class ResidentSet:
         pairs: list[tuple[str, str]] = []
         self._undo, self._evicted = undo, pairs
         entered: dict[str, None] = {}
-        evicted: list[str] = []
+        evicted: list[tuple[str, int]] = []
         outcomes = wm.add_checked(
             [(m.key, m.content, m.token_count, m.importance,
               to_timestamp(m.created_at),
@@ -447,8 +450,9 @@ class ResidentSet:
             held[memory.key] = memory
             entered[memory.key] = None
             for item in gone:  # every eviction is logged, even of an item of this batch
-                undo.append((item.key, item, held.pop(item.key, None)))
-                evicted.append(item.key)
+                left = held.pop(item.key, None)
+                undo.append((item.key, item, left))
+                evicted.append((item.key, left.id if left is not None else 0))
                 pairs.append((item.key, item.content))
         return [k for k in entered if k in wm], evicted
 
@@ -522,6 +526,13 @@ class ResidentSet:
         self._store.clear_working(self._robot)
         self.version = _BEHIND
         return len(gone)
+
+
+def _change(robot: str, at: datetime, touch: Sequence[int], evict: Sequence[tuple[str, int]],
+            put: Sequence[WorkingState]) -> WorkingChange:
+    """A :class:`WorkingChange` whose evictions are given as (key, memory id) pairs."""
+    return WorkingChange(robot=robot, at=at, touch=touch, put=put,
+                         evict=[k for k, _ in evict], evict_ids=[i for _, i in evict])
 
 
 def _unique_numbers(rows: list[WorkingRow]) -> list[WorkingRow]:

@@ -128,17 +128,20 @@ class PostgresWorkingSet(_PostgresRecords):
                 {"t": change.at, "ids": sorted({int(i) for i in change.touch})})
         if change.evict:
             # One statement: the membership rows go and one log line per eviction (in order,
-            # with the memory's id where it still exists). The keys travel as one JSON
-            # text: psycopg dumps a text[] parameter element by element in Python.
+            # with the memory's id: the one it names, else the one under its key, if any).
+            # The evictions travel as one JSON text: psycopg dumps a text[] parameter
+            # element by element in Python.
             conn.execute(text(
-                "WITH e AS (SELECT k.value AS key, k.ord FROM jsonb_array_elements_text("
-                "CAST(:keys AS jsonb)) WITH ORDINALITY AS k(value, ord)), "
-                "m AS (SELECT id, key FROM memories WHERE key = ANY(ARRAY(SELECT key FROM e))), "
+                "WITH e AS (SELECT k.value->>0 AS key, CAST(k.value->>1 AS bigint) AS named, "
+                "k.ord FROM jsonb_array_elements(CAST(:ev AS jsonb)) WITH ORDINALITY "
+                "AS k(value, ord)), "
+                "m AS (SELECT e.ord, e.key, coalesce(nullif(e.named, 0), "
+                "(SELECT id FROM memories WHERE key = e.key)) AS id FROM e), "
                 "gone AS (DELETE FROM working_memory w USING m WHERE w.robot_id = :r "
                 "AND w.memory_id = m.id) "
                 "INSERT INTO operations(op, robot_id, memory_id, key, detail) "
-                "SELECT 'evict', :r, m.id, e.key, '{}' FROM e LEFT JOIN m ON m.key = e.key "
-                "ORDER BY e.ord"), {"r": rid, "keys": json.dumps(list(change.evict))})
+                "SELECT 'evict', :r, m.id, m.key, '{}' FROM m ORDER BY m.ord"),
+                {"r": rid, "ev": json.dumps([[k, mid] for k, mid in change.evictions()])})
         refused: frozenset[str] = frozenset()
         stale: frozenset[str] = frozenset()
         if change.put:

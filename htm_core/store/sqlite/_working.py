@@ -125,8 +125,25 @@ class SQLiteWorkingSet(_SQLiteRecords):
 
         return self._optional_write(  # read-only or full disk: kept in this process only
             "working-memory membership and access statistics", write,
-            lambda: WorkingResult(version=expected_version if expected_version is not None
-                                  else self.working_version(change.robot), in_step=True))
+            lambda: self._unwritten(change, expected_version))
+
+    def _unwritten(self, change: WorkingChange, expected_version: int | None) -> WorkingResult:
+        """The result of a change not written (read-only store, full disk): what enters
+        stays in this process only, but an entry whose memory is forgotten, purged or at
+        another version than it names is refused all the same (one read), so a process
+        that cannot write still drops what others forgot, purged or updated."""
+        version = (expected_version if expected_version is not None
+                   else self.working_version(change.robot))
+        named = {int(s.memory_id): s for s in change.put if s.memory_id}
+        if not named:
+            return WorkingResult(version=version, in_step=True)
+        with self._cursor() as cur:
+            current = {int(mid): int(v) for mid, v in cur.execute(
+                "SELECT id, version FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND forgotten_at IS NULL", (json.dumps(sorted(named)),))}
+        return WorkingResult(version=version, in_step=True, refused=frozenset(
+            s.key for mid, s in named.items()
+            if mid not in current or (s.version and s.version != current[mid])))
 
     def _apply_working(self, conn: Connection, change: WorkingChange,
                        expected_version: int | None,
@@ -152,10 +169,11 @@ class SQLiteWorkingSet(_SQLiteRecords):
                                 "access_count = access_count + 1 WHERE id = ?",
                                 [(ts, int(i)) for i in change.touch])
             entering, stale, by_key = _entering(cur, change.put, known)
-            ids = _key_ids(cur, [k for k in dict.fromkeys([*change.evict, *by_key])
-                                 if k not in known])
-            if change.evict:
-                _evict(cur, rid, change.evict, ids, known)
+            evictions = change.evictions()
+            ids = _key_ids(cur, [k for k in dict.fromkeys(
+                [*(k for k, mid in evictions if not mid), *by_key]) if k not in known])
+            if evictions:
+                _evict(cur, rid, evictions, ids, known)
             entering.update((k, ids[k][0]) for k in by_key if k in ids and not ids[k][1])
             refused = frozenset(s.key for s in change.put if s.key not in entering)
             cur.executemany(
@@ -252,15 +270,17 @@ def _key_ids(cur: Any, keys: Sequence[str]) -> dict[str, tuple[int, bool]]:
     return ids
 
 
-def _evict(cur: Any, rid: int, evict: Sequence[str], ids: Mapping[str, tuple[int, bool]],
-           known: Mapping[str, tuple[int, bool]]) -> None:
-    """Take the ``evict`` keys out of robot ``rid``'s membership; one log line each."""
-    held = [(rid, ids[k][0]) if k in ids else (rid, known[k][0])
-            for k in evict if k in ids or (k in known and not known[k][1])]
+def _evict(cur: Any, rid: int, evictions: Sequence[tuple[str, int]],
+           ids: Mapping[str, tuple[int, bool]], known: Mapping[str, tuple[int, bool]]) -> None:
+    """Take the evicted memories out of robot ``rid``'s membership; one log line each. An
+    eviction naming its memory's id takes out that memory only; one naming none, the
+    memory now under its key."""
+    mids = [mid or (ids[k][0] if k in ids else known[k][0] if k in known else None)
+            for k, mid in evictions]
+    held = [(rid, mid) for mid in dict.fromkeys(mids) if mid is not None]
     if held:
         cur.executemany("DELETE FROM working_memory WHERE robot_id = ? AND memory_id = ?", held)
     now = time.time()
     cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
                     "VALUES (?, 'evict', ?, ?, ?, '{}')",
-                    [(now, rid, ids[k][0] if k in ids else known[k][0] if k in known else None,
-                      k) for k in evict])
+                    [(now, rid, mid, k) for (k, _named), mid in zip(evictions, mids, strict=True)])
