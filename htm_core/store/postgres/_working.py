@@ -127,21 +127,7 @@ class PostgresWorkingSet(_PostgresRecords):
                 "access_count = access_count + 1 WHERE id = ANY(:ids)"),
                 {"t": change.at, "ids": sorted({int(i) for i in change.touch})})
         if change.evict:
-            # One statement: the membership rows go and one log line per eviction (in order,
-            # with the memory's id: the one it names, else the one under its key, if any).
-            # The evictions travel as one JSON text: psycopg dumps a text[] parameter
-            # element by element in Python.
-            conn.execute(text(
-                "WITH e AS (SELECT k.value->>0 AS key, CAST(k.value->>1 AS bigint) AS named, "
-                "k.ord FROM jsonb_array_elements(CAST(:ev AS jsonb)) WITH ORDINALITY "
-                "AS k(value, ord)), "
-                "m AS (SELECT e.ord, e.key, coalesce(nullif(e.named, 0), "
-                "(SELECT id FROM memories WHERE key = e.key)) AS id FROM e), "
-                "gone AS (DELETE FROM working_memory w USING m WHERE w.robot_id = :r "
-                "AND w.memory_id = m.id) "
-                "INSERT INTO operations(op, robot_id, memory_id, key, detail) "
-                "SELECT 'evict', :r, m.id, m.key, '{}' FROM m ORDER BY m.ord"),
-                {"r": rid, "ev": json.dumps([[k, mid] for k, mid in change.evictions()])})
+            _evict(conn, rid, change)
         refused: frozenset[str] = frozenset()
         stale: frozenset[str] = frozenset()
         if change.put:
@@ -242,3 +228,21 @@ def _entering(conn: Connection, put: Sequence[WorkingState], held: Mapping[str, 
             "jsonb_array_elements_text(CAST(:keys AS jsonb)))) AND forgotten_at IS NULL "
             "ORDER BY id FOR SHARE"), {"keys": json.dumps(sorted(set(by_key)))}))
     return visible, frozenset(stale)
+
+
+def _evict(conn: Connection, rid: int, change: WorkingChange) -> None:
+    """One statement: the evicted memories leave robot ``rid``'s membership, with one log
+    line per eviction (in order, with the memory's id: the one it names, else the one under
+    its key, if any). The evictions travel as one JSON text: psycopg dumps a text[]
+    parameter element by element in Python."""
+    conn.execute(text(
+        "WITH e AS (SELECT k.value->>0 AS key, CAST(k.value->>1 AS bigint) AS named, "
+        "k.ord FROM jsonb_array_elements(CAST(:ev AS jsonb)) WITH ORDINALITY "
+        "AS k(value, ord)), "
+        "m AS (SELECT e.ord, e.key, coalesce(nullif(e.named, 0), "
+        "(SELECT id FROM memories WHERE key = e.key)) AS id FROM e), "
+        "gone AS (DELETE FROM working_memory w USING m WHERE w.robot_id = :r "
+        "AND w.memory_id = m.id) "
+        "INSERT INTO operations(op, robot_id, memory_id, key, detail) "
+        "SELECT 'evict', :r, m.id, m.key, '{}' FROM m ORDER BY m.ord"),
+        {"r": rid, "ev": json.dumps([[k, mid] for k, mid in change.evictions()])})
