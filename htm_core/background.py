@@ -1,4 +1,13 @@
-"""The background embedding worker behind ``HTM(..., background_embeddings=True)``.
+"""Background work of an ``HTM``: the embedding worker and the write-behind timer.
+
+:class:`FlushTimer` writes what recalls left pending (see
+:mod:`htm_core.working.resident`) at the latest a set time after the first of them, on a
+daemon timer thread, without another call; and, still armed when the interpreter exits
+normally, at exit. It holds only the flush function and the lock it runs under (never the
+``HTM``), so an ``HTM`` dropped without ``close()`` can still be collected and its pending
+writes are still made.
+
+The embedding worker behind ``HTM(..., background_embeddings=True)``:
 
 In background mode ``add`` commits the memory without a vector and returns at once;
 full-text recall finds it immediately. This worker, one daemon thread per ``HTM``, then
@@ -19,14 +28,17 @@ The worker knows nothing of HTM; it only runs ``fill`` on its thread.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 
 from .errors import EmbeddingError
 
-__all__ = ["EmbeddingWorker"]
+__all__ = ["EmbeddingWorker", "FlushTimer"]
 
 logger = logging.getLogger(__name__)
 
@@ -171,3 +183,129 @@ class EmbeddingWorker:
             if done == 0:
                 self._wake.wait(self._poll_interval)
                 self._wake.clear()
+
+
+#: Seconds the exit handler waits for an ``HTM``'s lock (a call still running elsewhere).
+EXIT_LOCK_TIMEOUT = 10.0
+
+
+class FlushTimer:
+    """Runs ``flush`` under ``lock`` once, ``delay`` seconds after :meth:`arm` (a daemon
+    timer thread), or at interpreter exit if that comes first; then waits to be armed again.
+
+    ``flush`` errors are logged, never raised (on the timer thread and at exit alike).
+    Arming an armed timer changes nothing: its first arming sets the time. :meth:`close`
+    disarms it for good. A forked child starts with no armed timer (the parent's pending
+    writes are the parent's).
+
+    >>> done = []
+    >>> timer = FlushTimer(lambda: done.append(1), threading.RLock())
+    >>> timer.arm(60)
+    >>> timer.armed
+    True
+    >>> timer.fire()  # now, as at exit (the timer thread is cancelled)
+    >>> done, timer.armed
+    ([1], False)
+    >>> timer.close()
+    """
+
+    def __init__(self, flush: Callable[[], None], lock: threading.RLock, *,
+                 name: str = "htm-write-behind") -> None:
+        self._flush = flush
+        self._lock = lock
+        self._name = name
+        self._guard = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    @property
+    def armed(self) -> bool:
+        """Whether a flush is due (on the timer or at exit)."""
+        return self._timer is not None
+
+    def arm(self, delay: float) -> None:
+        """Flush at the latest ``delay`` seconds from now (unless already armed)."""
+        with self._guard:
+            if self._timer is not None or self._closed:
+                return
+            timer = self._timer = threading.Timer(delay, self._fired)
+            timer.daemon = True
+            timer.name = self._name
+            _armed(self, True)
+        with contextlib.suppress(RuntimeError):  # shutting down: the exit handler flushes
+            timer.start()
+
+    def fire(self, timeout: float = -1) -> None:
+        """Disarm and flush now (waiting at most ``timeout`` seconds for the lock; -1:
+        as long as it takes)."""
+        with self._guard:
+            timer, self._timer = self._timer, None
+            _armed(self, False)
+        if timer is not None:
+            timer.cancel()
+        self._run(timeout)
+
+    def close(self) -> None:
+        """Disarm for good (the owner has flushed or is closing)."""
+        with self._guard:
+            self._closed = True
+            timer, self._timer = self._timer, None
+            _armed(self, False)
+        if timer is not None:
+            timer.cancel()
+
+    def _fired(self) -> None:
+        with self._guard:
+            if self._timer is not threading.current_thread():
+                return  # fired by hand or closed meanwhile
+            self._timer = None
+            _armed(self, False)
+        self._run(-1)
+
+    def _run(self, timeout: float) -> None:
+        try:
+            if not self._lock.acquire(timeout=timeout):
+                logger.warning("pending working-memory writes not made: another call held "
+                               "the lock for %s s", timeout)
+                return
+            try:
+                self._flush()
+            finally:
+                self._lock.release()
+        except Exception as exc:  # a thread or exit: log, never raise
+            logger.warning("pending working-memory writes not made: %s", exc)
+
+
+_ARMED: set[FlushTimer] = set()
+_ARMED_LOCK = threading.Lock()
+_HOOKED = False
+
+
+def _armed(timer: FlushTimer, on: bool) -> None:
+    """Keep the set of armed timers the exit handler flushes."""
+    global _HOOKED
+    with _ARMED_LOCK:
+        if on:
+            _ARMED.add(timer)
+            if not _HOOKED:
+                _HOOKED = True
+                atexit.register(_flush_at_exit)
+                os.register_at_fork(after_in_child=_forked)
+        else:
+            _ARMED.discard(timer)
+
+
+def _forked() -> None:
+    """In a forked child: no timer is armed (the parent's writes are the parent's)."""
+    global _ARMED_LOCK
+    _ARMED_LOCK = threading.Lock()
+    _ARMED.clear()
+
+
+def _flush_at_exit() -> None:
+    """Flush every armed timer (the interpreter is exiting normally)."""
+    with _ARMED_LOCK:
+        timers = list(_ARMED)
+    for timer in timers:
+        with contextlib.suppress(BaseException):  # nothing may escape at exit
+            timer.fire(EXIT_LOCK_TIMEOUT)

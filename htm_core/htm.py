@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +41,7 @@ from ._introspection import Introspection
 from ._listing import Listing
 from ._rerank import check_min_score, check_rerank, finish, rerank_depth
 from ._versions import Versioning, check_include_history, with_history, write_readding
+from .background import FlushTimer
 from .clock import Clock, local_now
 from .config import Settings
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
@@ -178,8 +180,12 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
             self._intake = Intake(self.robot, clock=self._clock, counter=self._counter,
                                   enrichment=self._enrichment)
             self._store.ensure_robot(self.robot)
+            # Neither the resident set nor its timer holds this object: an HTM dropped
+            # without close() is collected, and its pending writes still made.
             self._resident = ResidentSet(self._wm, self._store, self.robot, clock=self._clock,
-                                         on_evicted=self._evicted)
+                                         on_evicted=_weakly(self._evicted))
+            self._write_behind = FlushTimer(self._resident.flush, self._lock)
+            self._resident.on_pending = self._write_behind.arm
             self._resident.refresh()
         except BaseException:
             if self._owns_store:
@@ -201,12 +207,23 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         self.close()
 
     def close(self) -> None:
-        """Close the store (if this instance opened it). Everything is already durable."""
+        """Write what recent recalls left pending, stop the background threads and close
+        the store (if this instance opened it).
+
+        Every ``add``, ``update``, ``forget``, ``restore`` and ``purge`` was durable when it
+        returned. A recall's part (access statistics, working-memory membership, eviction
+        log lines) is written behind: here, or at the latest
+        ``htm_core.working.resident.FLUSH_AFTER_SECONDS`` after the recall by a timer
+        thread, or when the interpreter exits normally (see docs/reliability.md, "Reads
+        written behind"); a SIGKILL or power loss before then loses that part only. A
+        failure to write it here is logged, not raised.
+        """
         if getattr(self, "_closed", True):
             return
         self._closed = True
         with self._lock:
             self._resident.close()
+            self._write_behind.close()
         self._embedding.stop()
         self._enrichment.stop()
         if self._owns_store:
@@ -551,3 +568,16 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
                                      separator_tokens=self._counter.count(SEPARATOR))
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)
+
+
+def _weakly(method: Callable[[list[tuple[str, str]]], None]
+            ) -> Callable[[list[tuple[str, str]]], None]:
+    """``method`` called through a weak reference to its object (a no-op once collected)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(pairs: list[tuple[str, str]]) -> None:
+        target = ref()
+        if target is not None:
+            target(pairs)
+
+    return call

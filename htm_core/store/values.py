@@ -122,6 +122,12 @@ class WorkingState:
     #: fetches it again (an update that kept the text changed its importance, tags or
     #: metadata). Not part of equality.
     version: int = field(default=0, compare=False)
+    #: The memory's id (0: not known, the key names it). An entry naming its memory by id
+    #: is refused when that memory is forgotten or purged by the time it is written (a
+    #: write that waited names the memory it read, never whatever holds its key then);
+    #: with a ``version`` that is no longer current, it is written and reported stale.
+    #: Not part of equality.
+    memory_id: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,8 +135,13 @@ class WorkingChange:
     """A change of one robot's working memory, written in one transaction.
 
     ``put`` memories enter (or update) membership only while visible: one forgotten or
-    purged meanwhile is refused (see :class:`WorkingResult`). ``evict`` keys leave it,
-    each logged as an eviction. ``touch`` ids get an access recorded on the memory.
+    purged meanwhile is refused, and one named by ``memory_id`` whose ``version`` is no
+    longer the current one (updated meanwhile) is reported stale (see
+    :class:`WorkingResult`). ``evict`` keys leave it, each logged as an eviction;
+    ``evict_ids`` names, in the same order, the memory each eviction took out (0, or
+    missing at the end: the memory now under the key), so an eviction that waited never
+    touches another memory that has taken its key. ``touch`` ids get an access recorded
+    on the memory.
     """
 
     robot: str
@@ -138,17 +149,26 @@ class WorkingChange:
     put: Sequence[WorkingState] = ()
     evict: Sequence[str] = ()
     touch: Sequence[int] = ()
+    evict_ids: Sequence[int] = ()
+
+    def evictions(self) -> list[tuple[str, int]]:
+        """``evict`` with each one's memory id (0: not named)."""
+        ids = list(self.evict_ids)
+        return list(zip(self.evict, ids + [0] * (len(self.evict) - len(ids)), strict=False))
 
 
 @dataclass(frozen=True)
 class WorkingResult:
     """What a :class:`WorkingChange` did: the robot's working-set version after it, whether
-    that version was the one expected (nobody else changed the set in between), and the
-    keys refused because the memory is not visible."""
+    that version was the one expected (nobody else changed the set in between), the
+    keys refused because the memory is not visible (forgotten, purged, or not the memory
+    the entry names), and the keys entered whose memory is at another version than the
+    entry named (the writer's copy is old: it fetches the memory again)."""
 
     version: int
     in_step: bool
     refused: frozenset[str] = frozenset()
+    stale: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,13 +23,24 @@ Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` 
   pending change, written in a single transaction (:meth:`ResidentSet.flush`): with the
   next write (an add carries it in its own transaction), with a read by key, before
   anything that shows working memory (``create_context``, ``stats``, ``operations``,
-  ``HTM.flush``), before catching up with another writer, on ``clear`` and ``close``, and
-  at the latest on the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the
-  first of them :data:`FLUSH_AFTER_SECONDS` old. A crash loses at most the pending part:
-  access counts and times, and those recalls' membership and eviction lines; never a
-  memory or a forget. A recall checks that its hits are still visible instead (in the
-  read of the working-set version), and the flush's conditional insert still refuses
-  anything forgotten meanwhile.
+  ``HTM.flush``), before catching up with another writer, on ``clear`` and ``close``, on
+  the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the first of them
+  :data:`FLUSH_AFTER_SECONDS` old, and without another call by the owner's timer
+  (``on_pending``: ``HTM`` arms a :class:`~htm_core.background.FlushTimer`, which also
+  writes at a normal interpreter exit). A crash loses at most the pending part: access
+  counts and times, and those recalls' membership and eviction lines; never a memory or
+  a forget.
+* **A pending write names memories, not keys.** Each entry carries the memory's id and
+  version as this process shows it (:meth:`ResidentSet.state`). The flush's transaction
+  refuses an entry whose memory was forgotten or purged meanwhile, by any process, even
+  when a new memory has taken its key; it is dropped here (:meth:`ResidentSet.commit`).
+  An entry whose memory was updated meanwhile is written (an update keeps every
+  membership) and reported stale: the old copy is dropped here and the next sync fetches
+  the current version. So neither a purged nor a replaced text shows in a later
+  ``create_context``, which flushes first. Each pending eviction names the memory it
+  took out too (``WorkingChange.evict_ids``), so it never takes out a memory that has
+  since taken the key. A recall also checks that its hits are still visible (in the read
+  of the working-set version) before they enter.
 
 The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
 :meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
@@ -75,7 +86,8 @@ _BEHIND = -1
 #: Reads (recalls, reads by key) whose working-memory change may wait to be written.
 FLUSH_AFTER_READS = 64
 
-#: Seconds the oldest pending read may wait: checked on each read (no timer thread).
+#: Seconds the oldest pending read may wait: checked on each read, and the delay the owner's
+#: timer is armed with when a read starts a pending change (``on_pending``).
 FLUSH_AFTER_SECONDS = 1.0
 
 
@@ -87,10 +99,10 @@ class _Pending:
         self.reads = 0
         self.at: datetime | None = None
         self.touch: list[int] = []
-        self.evict: list[str] = []
+        self.evict: list[tuple[str, int]] = []
         self.put: dict[str, None] = {}
 
-    def add(self, at: datetime, touch: Sequence[int], evict: Sequence[str],
+    def add(self, at: datetime, touch: Sequence[int], evict: Sequence[tuple[str, int]],
             put: Iterable[str]) -> None:
         self.reads += 1
         self.at = at
@@ -106,7 +118,8 @@ class ResidentSet:
     """
 
     def __init__(self, wm: WorkingMemory, store: LongTermStore, robot: str, *,
-                 clock: Clock, on_evicted: Evicted | None = None) -> None:
+                 clock: Clock, on_evicted: Evicted | None = None,
+                 on_pending: Callable[[float], None] | None = None) -> None:
         self.wm = wm
         self.memories: dict[str, Memory] = {}
         #: The robot's working-set version this view reflects; None: never loaded (reload
@@ -119,6 +132,9 @@ class ResidentSet:
         self._evicted: list[tuple[str, str]] = []
         self._on_evicted: Evicted = on_evicted or (lambda pairs: None)
         self._pending: _Pending | None = None
+        #: Called with :data:`FLUSH_AFTER_SECONDS` when a read starts a pending change: the
+        #: owner then calls :meth:`flush` at the latest that much later (a timer).
+        self.on_pending: Callable[[float], None] = on_pending or (lambda delay: None)
 
     # -- the facade's steps --------------------------------------------------------------
 
@@ -222,15 +238,18 @@ class ResidentSet:
     def _defer(self, change: WorkingChange) -> None:
         """Keep a read's staged change (already applied in the process) to write later;
         write everything pending once there is enough of it or it is old enough."""
-        self._defer_parts(change.at, change.touch, change.evict, [s.key for s in change.put])
+        self._defer_parts(change.at, change.touch, change.evictions(),
+                          [s.key for s in change.put])
 
-    def _defer_parts(self, at: datetime, touch: Sequence[int], evict: Sequence[str],
-                     put: Iterable[str]) -> None:
-        """:meth:`_defer` of a change given by its parts (``put``: the keys entered)."""
+    def _defer_parts(self, at: datetime, touch: Sequence[int],
+                     evict: Sequence[tuple[str, int]], put: Iterable[str]) -> None:
+        """:meth:`_defer` of a change given by its parts (``evict``: key and memory id of
+        each eviction; ``put``: the keys entered)."""
         self._on_evicted(self.commit(None))
         now = time.monotonic()
         if self._pending is None:
             self._pending = _Pending(now)
+            self.on_pending(FLUSH_AFTER_SECONDS)
         self._pending.add(at, touch, evict, put)
         if self._pending.reads >= FLUSH_AFTER_READS or \
                 now - self._pending.started >= FLUSH_AFTER_SECONDS:
@@ -239,20 +258,19 @@ class ResidentSet:
     def _pending_change(self, pending: _Pending) -> WorkingChange:
         """The one change that writes ``pending``: every access counted, every eviction
         logged, each key's membership as it is now."""
-        return WorkingChange(robot=self._robot, at=pending.at or self._clock(),
-                             touch=pending.touch, evict=pending.evict,
-                             put=[self.state(k) for k in pending.put if k in self.wm])
+        return _change(self._robot, pending.at or self._clock(), pending.touch, pending.evict,
+                       [self.state(k) for k in pending.put if k in self.wm])
 
     def _with_pending(self, change: WorkingChange, pending: _Pending | None) -> WorkingChange:
         """``change`` (staged now) with what reads left pending written in front of it."""
         if pending is None:
             return change
         staged = {s.key for s in change.put}
-        return WorkingChange(
-            robot=change.robot, at=change.at, touch=[*pending.touch, *change.touch],
-            evict=[*pending.evict, *change.evict],
-            put=[*(self.state(k) for k in pending.put if k in self.wm and k not in staged),
-                 *change.put])
+        return _change(
+            change.robot, change.at, [*pending.touch, *change.touch],
+            [*pending.evict, *change.evictions()],
+            [*(self.state(k) for k in pending.put if k in self.wm and k not in staged),
+             *change.put])
 
     def ordered(self, strategy: str, limit: int,
                 keep: Callable[[Memory], bool] | None = None) -> list[Memory]:
@@ -386,9 +404,13 @@ class ResidentSet:
         """The persisted form of the resident item ``key``."""
         item = self.wm.peek(key)
         assert item is not None
+        memory = self.memories.get(key)
         return checked_instance(  # one for every memory an add leaves resident
             WorkingState, key=key, last_accessed=utc_from_timestamp(item.last_accessed),
-            access_count=item.access_count, seq=item.seq, access_seq=item.access_seq)
+            access_count=item.access_count, seq=item.seq, access_seq=item.access_seq,
+            # the memory this process shows: written only while it is still that version
+            memory_id=memory.id if memory is not None else 0,
+            version=memory.version if memory is not None else 0)
 
     # -- staging changes ----------------------------------------------------------------
 
@@ -397,13 +419,13 @@ class ResidentSet:
         """Put ``memories`` into working memory (evicting by policy) in the process and
         return the change to write; :meth:`commit` or :meth:`rollback` follows."""
         entered, evicted = self._enter(memories, accessed=accessed)
-        return WorkingChange(robot=self._robot, at=self._clock(), touch=touch, evict=evicted,
-                             put=[self.state(k) for k in entered])
+        return _change(self._robot, self._clock(), touch, evicted,
+                       [self.state(k) for k in entered])
 
     def _enter(self, memories: Sequence[Memory], *, accessed: datetime | None
-               ) -> tuple[list[str], list[str]]:
+               ) -> tuple[list[str], list[tuple[str, int]]]:
         """:meth:`stage_enter`'s work in the process: the keys entered (and still resident)
-        and those evicted."""
+        and those evicted, each with the id of the memory it took out."""
         self.rollback()  # a retried transaction stages again from the same start
         held, wm = self.memories, self.wm
         # What :meth:`rollback` puts back: each key's state before the batch (the first
@@ -413,7 +435,7 @@ class ResidentSet:
         pairs: list[tuple[str, str]] = []
         self._undo, self._evicted = undo, pairs
         entered: dict[str, None] = {}
-        evicted: list[str] = []
+        evicted: list[tuple[str, int]] = []
         outcomes = wm.add_checked(
             [(m.key, m.content, m.token_count, m.importance,
               to_timestamp(m.created_at),
@@ -428,8 +450,9 @@ class ResidentSet:
             held[memory.key] = memory
             entered[memory.key] = None
             for item in gone:  # every eviction is logged, even of an item of this batch
-                undo.append((item.key, item, held.pop(item.key, None)))
-                evicted.append(item.key)
+                left = held.pop(item.key, None)
+                undo.append((item.key, item, left))
+                evicted.append((item.key, left.id if left is not None else 0))
                 pairs.append((item.key, item.content))
         return [k for k in entered if k in wm], evicted
 
@@ -460,8 +483,11 @@ class ResidentSet:
             gone = self.memories.pop(key, None)
             if gone is not None:
                 gone.in_working_memory = False
+        for key in result.stale:  # updated meanwhile: the next sync fetches it again
+            self.wm.remove(key)
+            self.memories.pop(key, None)
         if self.version is not None:
-            self.version = result.version if result.in_step else _BEHIND
+            self.version = result.version if result.in_step and not result.stale else _BEHIND
         return evicted
 
     def rollback(self) -> None:
@@ -500,6 +526,13 @@ class ResidentSet:
         self._store.clear_working(self._robot)
         self.version = _BEHIND
         return len(gone)
+
+
+def _change(robot: str, at: datetime, touch: Sequence[int], evict: Sequence[tuple[str, int]],
+            put: Sequence[WorkingState]) -> WorkingChange:
+    """A :class:`WorkingChange` whose evictions are given as (key, memory id) pairs."""
+    return WorkingChange(robot=robot, at=at, touch=touch, put=put,
+                         evict=[k for k, _ in evict], evict_ids=[i for _, i in evict])
 
 
 def _unique_numbers(rows: list[WorkingRow]) -> list[WorkingRow]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TypeVar
 
@@ -111,8 +112,10 @@ class PostgresWorkingSet(_PostgresRecords):
                        held: Mapping[str, int] | None = None,
                        created: frozenset[int] = frozenset()) -> WorkingResult:
         """Write ``change`` on ``conn``. The memories entering are locked FOR SHARE while
-        checked visible, so a forget (which locks the row FOR UPDATE) either commits first
-        and the memory is refused, or waits until this membership is in and then removes it.
+        checked (:func:`_entering`), so a forget, purge or update (which lock the row)
+        either commits first and the entry is refused (hidden, gone or at another version
+        than it names), or waits until this membership is in and then removes it (or bumps
+        the robot's working-set version, so its working memory fetches the new version).
         ``held`` (key -> id) names visible memories this transaction has already locked (a
         batch of adds: rows it inserted or locked and touched); they need no check. The
         ids in ``created`` were inserted by this transaction, so no entry can hold them
@@ -124,30 +127,12 @@ class PostgresWorkingSet(_PostgresRecords):
                 "access_count = access_count + 1 WHERE id = ANY(:ids)"),
                 {"t": change.at, "ids": sorted({int(i) for i in change.touch})})
         if change.evict:
-            # One statement: the membership rows go and one log line per eviction (in order,
-            # with the memory's id where it still exists). The keys travel as one JSON
-            # text: psycopg dumps a text[] parameter element by element in Python.
-            conn.execute(text(
-                "WITH e AS (SELECT k.value AS key, k.ord FROM jsonb_array_elements_text("
-                "CAST(:keys AS jsonb)) WITH ORDINALITY AS k(value, ord)), "
-                "m AS (SELECT id, key FROM memories WHERE key = ANY(ARRAY(SELECT key FROM e))), "
-                "gone AS (DELETE FROM working_memory w USING m WHERE w.robot_id = :r "
-                "AND w.memory_id = m.id) "
-                "INSERT INTO operations(op, robot_id, memory_id, key, detail) "
-                "SELECT 'evict', :r, m.id, e.key, '{}' FROM e LEFT JOIN m ON m.key = e.key "
-                "ORDER BY e.ord"), {"r": rid, "keys": json.dumps(list(change.evict))})
+            _evict(conn, rid, change)
         refused: frozenset[str] = frozenset()
+        stale: frozenset[str] = frozenset()
         if change.put:
-            held = held or {}
-            keys = sorted({s.key for s in change.put})
-            visible = {k: held[k] for k in keys if k in held}
-            if len(visible) < len(keys):
-                visible.update((str(r[0]), int(r[1])) for r in conn.execute(text(
-                    "SELECT key, id FROM memories WHERE key = ANY(ARRAY(SELECT "
-                    "jsonb_array_elements_text(CAST(:keys AS jsonb)))) AND forgotten_at IS NULL "
-                    "ORDER BY id FOR SHARE"),
-                    {"keys": json.dumps([k for k in keys if k not in held])}))
-            refused = frozenset(k for k in keys if k not in visible)
+            visible, stale = _entering(conn, change.put, held or {})
+            refused = frozenset(s.key for s in change.put if s.key not in visible)
             put = [s for s in change.put if s.key in visible]
             fresh = [s for s in put if visible[s.key] in created]
             if fresh and _aware(change.at, *(s.last_accessed for s in fresh)):
@@ -167,7 +152,8 @@ class PostgresWorkingSet(_PostgresRecords):
                     {"r": rid, "t": change.at, "rows": json.dumps([
                         [visible[s.key], s.last_accessed.isoformat(), s.access_count, s.seq,
                          s.access_seq] for s in put])})
-        return self._bump_working(conn, rid, change.at, expected_version, refused)
+        result = self._bump_working(conn, rid, change.at, expected_version, refused)
+        return replace(result, stale=stale) if stale else result
 
     @staticmethod
     def _unhold(conn: Connection, ids: Sequence[int]) -> None:
@@ -207,3 +193,56 @@ class PostgresWorkingSet(_PostgresRecords):
             self._bump_working(conn, rid, at, None)
 
         self._run("updating working memory", write)
+
+
+def _entering(conn: Connection, put: Sequence[WorkingState], held: Mapping[str, int]
+              ) -> tuple[dict[str, int], frozenset[str]]:
+    """Which entries of ``put`` may enter (key -> memory id), their rows locked FOR SHARE,
+    and which of those are stale (their memory is at another version than they name). An
+    entry the add of this transaction holds (``held``) enters; one naming a memory id
+    enters only while that memory exists and is not forgotten; one naming none, while a
+    visible memory has its key."""
+    visible: dict[str, int] = {}
+    stale: set[str] = set()
+    by_id: dict[int, WorkingState] = {}
+    by_key: list[str] = []
+    for state in put:
+        mine = held.get(state.key)
+        if mine is not None and state.memory_id in (0, mine):
+            visible[state.key] = mine
+        elif state.memory_id:
+            by_id[int(state.memory_id)] = state
+        else:
+            by_key.append(state.key)
+    if by_id:
+        for mid, version in conn.execute(text(
+                "SELECT id, version FROM memories WHERE id = ANY(:ids) AND forgotten_at IS NULL "
+                "ORDER BY id FOR SHARE"), {"ids": sorted(by_id)}):
+            state = by_id[int(mid)]
+            visible[state.key] = int(mid)
+            if state.version and state.version != int(version):
+                stale.add(state.key)
+    if by_key:
+        visible.update((str(r[0]), int(r[1])) for r in conn.execute(text(
+            "SELECT key, id FROM memories WHERE key = ANY(ARRAY(SELECT "
+            "jsonb_array_elements_text(CAST(:keys AS jsonb)))) AND forgotten_at IS NULL "
+            "ORDER BY id FOR SHARE"), {"keys": json.dumps(sorted(set(by_key)))}))
+    return visible, frozenset(stale)
+
+
+def _evict(conn: Connection, rid: int, change: WorkingChange) -> None:
+    """One statement: the evicted memories leave robot ``rid``'s membership, with one log
+    line per eviction (in order, with the memory's id: the one it names, else the one under
+    its key, if any). The evictions travel as one JSON text: psycopg dumps a text[]
+    parameter element by element in Python."""
+    conn.execute(text(
+        "WITH e AS (SELECT k.value->>0 AS key, CAST(k.value->>1 AS bigint) AS named, "
+        "k.ord FROM jsonb_array_elements(CAST(:ev AS jsonb)) WITH ORDINALITY "
+        "AS k(value, ord)), "
+        "m AS (SELECT e.ord, e.key, coalesce(nullif(e.named, 0), "
+        "(SELECT id FROM memories WHERE key = e.key)) AS id FROM e), "
+        "gone AS (DELETE FROM working_memory w USING m WHERE w.robot_id = :r "
+        "AND w.memory_id = m.id) "
+        "INSERT INTO operations(op, robot_id, memory_id, key, detail) "
+        "SELECT 'evict', :r, m.id, m.key, '{}' FROM m ORDER BY m.ord"),
+        {"r": rid, "ev": json.dumps([[k, mid] for k, mid in change.evictions()])})

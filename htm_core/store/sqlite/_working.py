@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -124,15 +125,33 @@ class SQLiteWorkingSet(_SQLiteRecords):
 
         return self._optional_write(  # read-only or full disk: kept in this process only
             "working-memory membership and access statistics", write,
-            lambda: WorkingResult(version=expected_version if expected_version is not None
-                                  else self.working_version(change.robot), in_step=True))
+            lambda: self._unwritten(change, expected_version))
+
+    def _unwritten(self, change: WorkingChange, expected_version: int | None) -> WorkingResult:
+        """The result of a change not written (read-only store, full disk): what enters
+        stays in this process only, but an entry whose memory is forgotten, purged or at
+        another version than it names is refused all the same (one read), so a process
+        that cannot write still drops what others forgot, purged or updated."""
+        version = (expected_version if expected_version is not None
+                   else self.working_version(change.robot))
+        named = {int(s.memory_id): s for s in change.put if s.memory_id}
+        if not named:
+            return WorkingResult(version=version, in_step=True)
+        with self._cursor() as cur:
+            current = {int(mid): int(v) for mid, v in cur.execute(
+                "SELECT id, version FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND forgotten_at IS NULL", (json.dumps(sorted(named)),))}
+        return WorkingResult(version=version, in_step=True, refused=frozenset(
+            s.key for mid, s in named.items()
+            if mid not in current or (s.version and s.version != current[mid])))
 
     def _apply_working(self, conn: Connection, change: WorkingChange,
                        expected_version: int | None,
                        written: Mapping[str, tuple[int, bool]] | None = None) -> WorkingResult:
-        """Write ``change`` on ``conn``. The write lock is held, so a forget cannot run
-        between the visibility check and the insert: a hidden memory is refused. (The raw
-        cursor: this runs on every recall and add.)
+        """Write ``change`` on ``conn``. The write lock is held, so a forget, purge or
+        update cannot run between the check of what enters and the insert: a memory hidden,
+        gone or at another version than its entry names is refused (:func:`_entering`).
+        (The raw cursor: this runs on every recall and add.)
 
         ``written``: key -> (id, created) of the memories the add in this same transaction
         wrote (all visible: new rows, or re-added ones it restored). Their ids need no
@@ -143,50 +162,35 @@ class SQLiteWorkingSet(_SQLiteRecords):
         rid = self._robot_id(conn, change.robot)
         ts = to_timestamp(change.at)
         known = written or {}
-        lookup = [k for k in dict.fromkeys([*change.evict, *(s.key for s in change.put)])
-                  if k not in known]
-        ids: dict[str, tuple[int, bool]] = {}
         cur = conn.connection.cursor()
         try:
             if change.touch:
                 cur.executemany("UPDATE memories SET last_accessed = max(last_accessed, ?), "
                                 "access_count = access_count + 1 WHERE id = ?",
                                 [(ts, int(i)) for i in change.touch])
-            for part in chunks(lookup, 500):
-                for key, mid, forgotten in cur.execute(  # a join: see _SQLiteWriter._add_many
-                        "SELECT m.key, m.id, m.forgotten_at IS NOT NULL FROM json_each(?) j "
-                        "JOIN memories m ON m.key = j.value", (json.dumps(part),)):
-                    ids[key] = (int(mid), bool(forgotten))
-            if change.evict:
-                held = [(rid, ids[k][0]) if k in ids else (rid, known[k][0])
-                        for k in change.evict if k in ids or (k in known and not known[k][1])]
-                if held:
-                    cur.executemany("DELETE FROM working_memory WHERE robot_id = ? "
-                                    "AND memory_id = ?", held)
-                now = time.time()
-                cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
-                                "VALUES (?, 'evict', ?, ?, ?, '{}')",
-                                [(now, rid, ids[k][0] if k in ids else
-                                  known[k][0] if k in known else None, k)
-                                 for k in change.evict])
-            refused = frozenset(s.key for s in change.put if s.key not in known
-                                and (s.key not in ids or ids[s.key][1]))
-            rows = [(rid, (known.get(s.key) or ids[s.key])[0], ts, to_timestamp(s.last_accessed),
-                     s.access_count, s.seq, s.access_seq)
-                    for s in change.put if s.key not in refused]
+            entering, stale, by_key = _entering(cur, change.put, known)
+            evictions = change.evictions()
+            ids = _key_ids(cur, [k for k in dict.fromkeys(
+                [*(k for k, mid in evictions if not mid), *by_key]) if k not in known])
+            if evictions:
+                _evict(cur, rid, evictions, ids, known)
+            entering.update((k, ids[k][0]) for k in by_key if k in ids and not ids[k][1])
+            refused = frozenset(s.key for s in change.put if s.key not in entering)
             cur.executemany(
                 "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
                 "access_count, seq, access_seq) VALUES (?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(robot_id, memory_id) DO UPDATE SET last_accessed = "
                 "excluded.last_accessed, access_count = excluded.access_count, "
-                "seq = excluded.seq, access_seq = excluded.access_seq", rows)
+                "seq = excluded.seq, access_seq = excluded.access_seq",
+                [(rid, entering[s.key], ts, to_timestamp(s.last_accessed), s.access_count,
+                  s.seq, s.access_seq) for s in change.put if s.key in entering])
             version = int(cur.execute(
                 "UPDATE robots SET working_version = working_version + 1, last_active = ? "
                 "WHERE id = ? RETURNING working_version", (ts, rid)).fetchone()[0])
         finally:
             cur.close()
         in_step = expected_version is None or version == expected_version + 1
-        return WorkingResult(version, in_step, refused)
+        return WorkingResult(version, in_step, refused, stale)
 
     @staticmethod
     def _unhold(conn: Connection, ids: Sequence[int]) -> None:
@@ -222,3 +226,61 @@ class SQLiteWorkingSet(_SQLiteRecords):
                     "ON CONFLICT(robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
                     [{"r": rid, "m": m, "t": ts} for m in add])
             self._bump_working(conn, rid, ts, None)
+
+
+def _entering(cur: Any, put: Sequence[WorkingState], known: Mapping[str, tuple[int, bool]]
+              ) -> tuple[dict[str, int], frozenset[str], list[str]]:
+    """Which entries of ``put`` may enter (key -> memory id), which of those are stale
+    (their memory is at another version than they name), and the keys of those that name
+    no memory id (found by key, visible, by the caller). An entry the add of this
+    transaction wrote (``known``) enters; one naming a memory id enters only while that
+    memory exists and is not forgotten."""
+    entering: dict[str, int] = {}
+    stale: set[str] = set()
+    by_id: dict[int, WorkingState] = {}
+    by_key: list[str] = []
+    for state in put:
+        mine = known.get(state.key)
+        if mine is not None and state.memory_id in (0, mine[0]):
+            entering[state.key] = mine[0]
+        elif state.memory_id:
+            by_id[int(state.memory_id)] = state
+        else:
+            by_key.append(state.key)
+    for part in chunks(list(by_id), 500):
+        for mid, version in cur.execute(
+                "SELECT id, version FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
+                "AND forgotten_at IS NULL", (json.dumps(part),)):
+            state = by_id[int(mid)]
+            entering[state.key] = int(mid)
+            if state.version and state.version != int(version):
+                stale.add(state.key)
+    return entering, frozenset(stale), by_key
+
+
+def _key_ids(cur: Any, keys: Sequence[str]) -> dict[str, tuple[int, bool]]:
+    """key -> (id, forgotten) of the memories now under ``keys`` (a join: see
+    ``_SQLiteWriter._add_many``)."""
+    ids: dict[str, tuple[int, bool]] = {}
+    for part in chunks(list(keys), 500):
+        for key, mid, forgotten in cur.execute(
+                "SELECT m.key, m.id, m.forgotten_at IS NOT NULL FROM json_each(?) j "
+                "JOIN memories m ON m.key = j.value", (json.dumps(part),)):
+            ids[key] = (int(mid), bool(forgotten))
+    return ids
+
+
+def _evict(cur: Any, rid: int, evictions: Sequence[tuple[str, int]],
+           ids: Mapping[str, tuple[int, bool]], known: Mapping[str, tuple[int, bool]]) -> None:
+    """Take the evicted memories out of robot ``rid``'s membership; one log line each. An
+    eviction naming its memory's id takes out that memory only; one naming none, the
+    memory now under its key."""
+    mids = [mid or (ids[k][0] if k in ids else known[k][0] if k in known else None)
+            for k, mid in evictions]
+    held = [(rid, mid) for mid in dict.fromkeys(mids) if mid is not None]
+    if held:
+        cur.executemany("DELETE FROM working_memory WHERE robot_id = ? AND memory_id = ?", held)
+    now = time.time()
+    cur.executemany("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
+                    "VALUES (?, 'evict', ?, ?, ?, '{}')",
+                    [(now, rid, mid, k) for (k, _named), mid in zip(evictions, mids, strict=True)])
