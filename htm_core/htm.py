@@ -180,13 +180,7 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
             self._intake = Intake(self.robot, clock=self._clock, counter=self._counter,
                                   enrichment=self._enrichment)
             self._store.ensure_robot(self.robot)
-            # Neither the resident set nor its timer holds this object: an HTM dropped
-            # without close() is collected, and its pending writes still made.
-            self._resident = ResidentSet(self._wm, self._store, self.robot, clock=self._clock,
-                                         on_evicted=_weakly(self._evicted))
-            self._write_behind = FlushTimer(self._resident.flush, self._lock)
-            self._resident.on_pending = self._write_behind.arm
-            self._resident.refresh()
+            self._resident, self._write_behind = self._resident_set()
         except BaseException:
             if self._owns_store:
                 self._store.close()
@@ -205,6 +199,17 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _resident_set(self) -> tuple[ResidentSet, FlushTimer]:
+        """The store's view of this robot's working memory, loaded, with the timer that
+        writes its recalls behind. Neither holds this object: an ``HTM`` dropped without
+        ``close()`` is collected, and its pending writes are still made."""
+        resident = ResidentSet(self._wm, self._store, self.robot, clock=self._clock,
+                               on_evicted=_weakly(self._evicted))
+        timer = FlushTimer(resident.flush, self._lock)
+        resident.on_pending = timer.arm
+        resident.refresh()
+        return resident, timer
 
     def close(self) -> None:
         """Write what recent recalls left pending, stop the background threads and close
