@@ -19,22 +19,42 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .errors import DuplicateKeyError, NotFoundError, ValidationError
+from .errors import ConflictError, DuplicateKeyError, NotFoundError, ValidationError
 from .models import Hit, Memory
 from .scoring import evidence_of
 from .store import ArmQuery, LongTermStore, NewMemory, SearchFilters
+from .store.base import UPDATE_FIELDS
 from .validation import check_key
 
 if TYPE_CHECKING:
     from .htm import HTM
 
-__all__ = ["Versioning", "check_include_history", "rekey_superseded", "with_history",
-           "write_readding"]
+__all__ = ["Versioning", "changed_fields", "check_include_history", "rekey_superseded",
+           "with_history", "write_readding"]
 
 T = TypeVar("T")
 
 #: How many ``<key>.<n>`` keys a re-added text may try (see :func:`rekey_superseded`).
 _MAX_REKEY = 100
+
+
+def _check_version(value: Any) -> int | None:
+    """``update``'s ``expected_version``: None or a whole number from 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"expected_version must be a memory's version (a whole number "
+                              f"from 1, as in memory.version) or None, got {value!r}")
+    return value
+
+
+def changed_fields(record: NewMemory, current: Memory) -> tuple[str, ...]:
+    """The fields of ``record`` (an update of ``current``) that differ from it."""
+    differs = {"content": record.content != current.content,
+               "importance": record.importance != current.importance,
+               "tags": set(record.tags) != set(current.tags),
+               "metadata": record.metadata != current.metadata}
+    return tuple(f for f in UPDATE_FIELDS if differs[f])
 
 
 def _missing(key: str) -> NotFoundError:
@@ -47,7 +67,8 @@ class Versioning:
 
     def update(self, key: str, content: str, *, importance: float | None = None,
                tags: Iterable[str] | str | None = None,
-               metadata: Mapping[str, Any] | None = None) -> Memory:
+               metadata: Mapping[str, Any] | None = None,
+               expected_version: int | None = None) -> Memory:
         """Replace the memory under ``key`` with a new version; the old one is kept.
 
         The memory keeps its key, id and creation time and stays in every working memory
@@ -56,12 +77,21 @@ class Versioning:
         ``recall(..., include_history=True)``) and the ``update`` log line names it. The
         new text is embedded as :meth:`add` embeds (in the background in that mode).
 
+        An update is compare-and-set: it changes only the fields whose values differ
+        from the version it read (the content counts when it differs), and compares
+        again under the row's lock before writing. When another writer updated the
+        memory in between, its changes to other fields are kept; when it changed one of
+        the same fields to another value, a :class:`~htm_core.errors.ConflictError`
+        names both versions and nothing is written. An update never loses another.
+
         Args:
             key: the memory's key.
-            content: the new text.
+            content: the new text (pass the current one to change only other fields).
             importance: the new importance; default: unchanged.
             tags: the new tags (replacing the old ones); default: unchanged.
             metadata: the new metadata (replacing the old); default: unchanged.
+            expected_version: the version the caller read (``memory.version``); when the
+                memory is no longer at it, ``ConflictError`` and nothing is written.
 
         Returns:
             The memory as it now is (``version`` counts its versions). When nothing
@@ -69,8 +99,10 @@ class Versioning:
 
         Raises:
             NotFoundError: for an unknown or purged key, and for a forgotten memory
-                (``restore`` it first). Bad input raises as for :meth:`add`; on any
-                error nothing changes.
+                (``restore`` it first).
+            ConflictError: the memory moved on from ``expected_version``, or a
+                concurrent update changed a field this one changes. Bad input raises
+                as for :meth:`add`; on any error nothing changes.
 
         >>> from htm_core import HTM
         >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
@@ -82,6 +114,7 @@ class Versioning:
         """
         htm = cast("HTM", self)
         key = check_key(key)
+        expected = _check_version(expected_version)
         current = htm.store.get(key, include_forgotten=True)
         record = htm._intake.record(
             content, key=key,
@@ -93,16 +126,20 @@ class Versioning:
         if current.forgotten_at is not None:
             raise NotFoundError(f"memory {key!r} is forgotten; restore({key!r}) it before "
                                 "updating it")
-        if (record.content, record.importance, set(record.tags), record.metadata) == (
-                current.content, current.importance, set(current.tags), current.metadata):
+        if expected is not None and expected != current.version:
+            raise ConflictError(key, expected, current.version)
+        fields = changed_fields(record, current)
+        if not fields:
             return current
-        if record.content != current.content:
+        if "content" in fields:
             record = htm._embedding.with_vectors([record])[0]
         with htm._lock:
-            memory = htm.store.update_memory(record, robot=htm.robot, at=htm._clock())
+            memory = htm.store.update_memory(
+                record, robot=htm.robot, at=htm._clock(), read_version=current.version,
+                fields=fields, strict=expected is not None)
             htm._resident.refresh()
             memory.in_working_memory = key in htm.working_memory
-        if record.content != current.content:
+        if "content" in fields and memory.content == record.content:
             htm._embedding.add_windows([memory])  # the trigger dropped the old text's windows
         htm._embedding.wake()
         return memory

@@ -27,7 +27,7 @@ The contract tests in ``tests/contract`` run every backend through the same chec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LIST_ORDERS",
     "SCHEMA_VERSION",
+    "UPDATE_FIELDS",
     "AddResult",
     "ArmQuery",
     "Brief",
@@ -91,6 +92,9 @@ SCHEMA_VERSION = 5
 
 #: The orders :meth:`Records.list_memories` (and ``HTM.list``) take; ties go by id.
 LIST_ORDERS = ("created_at", "key", "importance")
+
+#: The fields of a memory ``update_memory`` can set.
+UPDATE_FIELDS = ("content", "importance", "tags", "metadata")
 
 
 @runtime_checkable
@@ -393,12 +397,23 @@ class Versions(Protocol):
     a memory's history with it.
     """
 
-    def update_memory(self, record: NewMemory, *, robot: str, at: datetime) -> Memory:
-        """Make ``record`` (content, importance, tags, metadata, vector) the current version
-        of the memory under ``record.key``, keeping the current one as history; one
-        transaction, logged as ``update``. Every robot holding the memory in its working
-        memory sees its working-set version bumped. Raises ``NotFoundError`` for an unknown
-        or forgotten key."""
+    def update_memory(self, record: NewMemory, *, robot: str, at: datetime,
+                      read_version: int | None = None,
+                      fields: Collection[str] = UPDATE_FIELDS,
+                      strict: bool = False) -> Memory:
+        """Make ``fields`` (of content, importance, tags, metadata) of the memory under
+        ``record.key`` ``record``'s, as its next version, keeping the current one as
+        history; one transaction, logged as ``update``. Every robot holding the memory in
+        its working memory sees its working-set version bumped. A new text takes
+        ``record``'s vector (made for that text) or none (embedded later).
+
+        Compare-and-set: ``read_version`` is the version the change was based on, compared
+        under the row's lock. When the memory has moved on, ``strict`` refuses the update;
+        otherwise a field set here that the other writer changed too (to another value)
+        refuses it, and the other writer's changes to other fields are kept. A refusal is
+        a ``ConflictError`` and writes nothing. Nothing differing from the memory as it is
+        writes nothing and returns it. Raises ``NotFoundError`` for an unknown or
+        forgotten key."""
         ...
 
     def versions(self, key: str) -> list[Memory]:
