@@ -57,6 +57,7 @@ class FakeStore:
         self._working: dict[str, dict[int, WorkingState]] = {}
         self._versions: dict[str, int] = {}
         self._history: dict[int, list[Memory]] = {}
+        self._marks: dict[tuple[int, int], int] = {}  # (id, version) superseded: its mark
         self._failures: dict[int, EmbeddingFailure] = {}
         self._embedder: tuple[str, int] | None = None
         #: Window vectors by memory id, with the content hash they were made of (a window
@@ -170,18 +171,24 @@ class FakeStore:
     def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
                       include_forgotten: bool = False, order: str = "created_at",
                       descending: bool = False, limit: int = 100,
-                      after: tuple[Any, int] | None = None) -> list[Memory]:
+                      after: tuple[Any, int] | None = None,
+                      as_of: int | None = None) -> list[Memory]:
         def matches(m: Memory) -> bool:
             shown = replace(m, forgotten_at=None) if include_forgotten else m
             return self._visible(shown, filters) and m.key.startswith(key_prefix or "")
 
         def place(m: Memory) -> tuple[Any, int]:
+            if order == "importance" and as_of is not None:
+                later = [v for v in self._history.get(m.id, []) if self._marks[(v.id, v.version)] > as_of]
+                return (later[0] if later else m).importance, m.id
             return getattr(m, order), m.id
 
         rows = sorted((m for m in self._memories.values() if matches(m)), key=place,
                       reverse=descending)
         if after is not None:
-            rows = [m for m in rows if (place(m) < after if descending else place(m) > after)]
+            held = self._memories.get(after[1])
+            mark = after if held is None else place(held)
+            rows = [m for m in rows if (place(m) < mark if descending else place(m) > mark)]
         return rows[:limit]
 
     def tags(self) -> dict[str, int]:
@@ -433,7 +440,9 @@ class FakeStore:
         if not changes:
             return old
         changed = "content" in changes
-        self._history.setdefault(old.id, []).append(replace(old, superseded_at=at))
+        superseded = replace(old, superseded_at=at)
+        self._history.setdefault(old.id, []).append(superseded)
+        self._marks[(old.id, old.version)] = self.history_mark()
         new = replace(old, version=old.version + 1)
         if changed:
             new = replace(new, content=record.content, content_hash=record.content_hash,
@@ -450,6 +459,9 @@ class FakeStore:
             self._versions[name] = self._versions.get(name, 0) + 1  # every robot, as the stores
         self._record("update", robot, record.key, version=new.version, superseded=old.version)
         return new
+
+    def history_mark(self) -> int:
+        return sum(len(old) for old in self._history.values())
 
     def versions(self, key: str) -> list[Memory]:
         memory = self._by_key(key)

@@ -177,11 +177,15 @@ class Records(Protocol):
     def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
                       include_forgotten: bool = False, order: str = "created_at",
                       descending: bool = False, limit: int = 100,
-                      after: tuple[Any, int] | None = None) -> list[Memory]:
+                      after: tuple[Any, int] | None = None,
+                      as_of: int | None = None) -> list[Memory]:
         """Up to ``limit`` memories matching ``filters`` (the tag rule and times of recall) and
         ``key_prefix``, ordered by ``order`` (``created_at``, ``key`` or ``importance``) then
         id, both ``descending`` or not; ``after`` is the (order value, id) of the last memory
-        of the previous page. No access is counted."""
+        of the previous page. With ``as_of`` (a :meth:`Versions.history_mark` taken before
+        the first page), ``importance`` orders by each memory's importance as it was at that
+        mark (an ``update`` since does not move it), and ``after``'s memory is placed the
+        same way. No access is counted."""
         ...
 
     def tags(self) -> dict[str, int]:
@@ -414,6 +418,11 @@ class Versions(Protocol):
         a ``ConflictError`` and writes nothing. Nothing differing from the memory as it is
         writes nothing and returns it. Raises ``NotFoundError`` for an unknown or
         forgotten key."""
+        ...
+
+    def history_mark(self) -> int:
+        """A mark of the history as it is now (grows with every ``update_memory``; an
+        update committed later never gets one at or below it)."""
         ...
 
     def versions(self, key: str) -> list[Memory]:

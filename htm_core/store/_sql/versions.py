@@ -84,6 +84,10 @@ class SQLVersions(SQLWorkingSet):
 
     #: The bound metadata (JSON text) as the ``metadata`` column takes it.
     _JSON_PARAM: ClassVar[str] = ":meta"
+    #: Run first in every update's transaction so that history rows are committed in the
+    #: order of their ids (a history mark then never misses a row committed after it);
+    #: SQLite's writers are serial already.
+    _SERIAL_HISTORY: ClassVar[str] = ""
 
     # -- dialect hooks ---------------------------------------------------------------
 
@@ -117,6 +121,8 @@ class SQLVersions(SQLWorkingSet):
         key = record.key
 
         def write(conn: Connection, rid: int) -> tuple[Memory, bool]:
+            if self._SERIAL_HISTORY:
+                conn.execute(text(self._SERIAL_HISTORY))
             mid, version = self._locked_row(conn, key)
             now = self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
             base = _fields_of(now) if read_version in (None, version) else \
