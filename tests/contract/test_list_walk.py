@@ -78,6 +78,22 @@ def test_a_walk_lists_each_memory_once_while_others_change(htm_factory, order, d
             other.restore(key)
 
 
+def test_an_importance_walk_survives_a_purge_of_the_newest_history(htm_factory):
+    """The history mark stays below every later update, also after the memory holding the
+    newest superseded version is purged (SQLite would number the next one the same)."""
+    htm, other = htm_factory(robot="reader"), htm_factory(robot="writer")
+    for n, key in enumerate(["Ada", "ada", "a:b", "a/b", "A:B", "ab"]):
+        htm.add(f"note about {key}", key=key, importance=float(n))
+    htm.update("ab", "note about ab, revised")  # the newest history row
+    page = htm.list(order="importance", limit=2)
+    assert [m.key for m in page.memories] == ["Ada", "ada"]
+    other.forget("ab", confirm=True)
+    other.purge(confirm=True, key="ab")
+    other.update("Ada", "note about Ada", importance=9.5)
+    rest = htm.list(order="importance", limit=10, cursor=page.next_cursor)
+    assert [m.key for m in rest.memories] == ["a:b", "a/b", "A:B"]
+
+
 def _cursor(htm, **kwargs):
     for n in range(5):
         htm.add(f"memory {n}", key=f"m{n}", importance=float(n))

@@ -173,15 +173,23 @@ class SQLVersions(SQLWorkingSet):
     def _supersede(self, conn: Connection, mid: int, tags: Sequence[str], at: datetime,
                    rid: int) -> None:
         """Copy the memory's current version into its history."""
+        given = self._next_history_id(conn)
         conn.execute(text(
-            "INSERT INTO memory_versions(memory_id, version, content, content_hash, "
-            "importance, token_count, metadata, tags, embedding, embedder, written_at, "
-            "superseded_at, superseded_by) SELECT m.id, m.version, m.content, "
+            "INSERT INTO memory_versions(" + ("id, " if given else "") + "memory_id, version, "
+            "content, content_hash, importance, token_count, metadata, tags, embedding, "
+            "embedder, written_at, superseded_at, superseded_by) SELECT "
+            + (":hid, " if given else "") + "m.id, m.version, m.content, "
             "m.content_hash, m.importance, m.token_count, m.metadata, CAST(:tags AS text), "
             "m.embedding, m.embedder, coalesce((SELECT p.superseded_at FROM memory_versions p "
             "WHERE p.memory_id = m.id AND p.version = m.version - 1), m.created_at), :at, :r "
             "FROM memories m WHERE m.id = :id"),
-            {"tags": json.dumps(list(tags)), "at": self._time_in(at), "r": rid, "id": mid})
+            {"tags": json.dumps(list(tags)), "at": self._time_in(at), "r": rid, "id": mid,
+             "hid": given})
+
+    def _next_history_id(self, conn: Connection) -> int | None:
+        """The id of the next history row, None to let the database number it (a
+        backend whose numbering can reuse the id of a purged row gives its own)."""
+        return None
 
     def _write_fields(self, conn: Connection, mid: int, record: NewMemory,
                       changes: set[str]) -> None:
