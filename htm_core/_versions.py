@@ -6,7 +6,10 @@ the new text its current version in one transaction
 (:meth:`~htm_core.store.base.Versions.update_memory`): the superseded version (content,
 importance, tags, metadata, vector) is kept as history, the ``update`` log line names it,
 the new text is embedded the way ``add`` embeds (inline, or by the background worker), and
-every working memory holding the memory shows the new text from its next call on.
+every working memory holding the memory shows the new text from its next call on. An
+update is compare-and-set: it sends the store the fields it changes and the version it
+read, and the store merges them under the row's lock or raises
+:class:`~htm_core.errors.ConflictError`.
 
 The rest of the facade's version handling lives here too: ``recall(..., include_history=True)``
 (:func:`with_history`) and the re-add of a text an update replaced (:func:`write_readding`).

@@ -6,7 +6,9 @@ row, so its id, key, creation time and working-memory membership stay; the full-
 index follows the row (SQLite's triggers, PostgreSQL's generated ``tsvector``). Every
 robot holding the memory in working memory gets its working-set version bumped, so its
 readers fetch the new text; the ``update`` log line names the version superseded. All of
-it is one transaction.
+it is one transaction. It is compare-and-set: the row is read under its lock (SQLite's
+``BEGIN IMMEDIATE``, PostgreSQL's ``FOR UPDATE``) and :func:`merge_update` decides, against
+the version the caller read, which fields to write or whether to refuse.
 
 A backend supplies how a vector is written (``_set_vector``) and how the history is
 searched by vector and by full text (``_history_vector_hits``, ``_history_text_hits``);
