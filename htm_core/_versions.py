@@ -60,6 +60,36 @@ def changed_fields(record: NewMemory, current: Memory) -> tuple[str, ...]:
     return tuple(f for f in UPDATE_FIELDS if differs[f])
 
 
+def _updatable(key: str, current: Memory | None, expected: int | None) -> Memory:
+    """``current``, the memory an update of ``key`` starts from, if it can be updated."""
+    if current is None:
+        raise _missing(key)
+    if current.forgotten_at is not None:
+        raise NotFoundError(f"memory {key!r} is forgotten; restore({key!r}) it before "
+                            "updating it")
+    if expected is not None and expected != current.version:
+        raise ConflictError(key, expected, current.version)
+    return current
+
+
+def _write_update(htm: HTM, record: NewMemory, current: Memory, fields: tuple[str, ...], *,
+                  strict: bool) -> Memory:
+    """Write ``fields`` of ``record`` over ``current`` (compare-and-set in the store), with
+    a vector made for a new text, and bring working memory and windows along."""
+    if "content" in fields:
+        record = htm._embedding.with_vectors([record])[0]
+    with htm._lock:
+        memory = htm.store.update_memory(record, robot=htm.robot, at=htm._clock(),
+                                         read_version=current.version, fields=fields,
+                                         strict=strict)
+        htm._resident.refresh()
+        memory.in_working_memory = record.key in htm.working_memory
+    if "content" in fields and memory.content == record.content:
+        htm._embedding.add_windows([memory])  # the trigger dropped the old text's windows
+    htm._embedding.wake()
+    return memory
+
+
 def _missing(key: str) -> NotFoundError:
     return NotFoundError(f"no memory with key {key!r}: it was never stored, or it has been "
                          "purged; add() it instead")
@@ -77,35 +107,26 @@ class Versioning:
         The memory keeps its key, id and creation time and stays in every working memory
         that holds it (each shows the new text from its next call on). Its previous
         version is kept as history (:meth:`versions`, ``get(key, version=n)``,
-        ``recall(..., include_history=True)``) and the ``update`` log line names it. The
-        new text is embedded as :meth:`add` embeds (in the background in that mode).
-
-        An update is compare-and-set: it changes only the fields whose values differ
-        from the version it read (the content counts when it differs), and compares
-        again under the row's lock before writing. When another writer updated the
-        memory in between, its changes to other fields are kept; when it changed one of
-        the same fields to another value, a :class:`~htm_core.errors.ConflictError`
-        names both versions and nothing is written. An update never loses another.
+        ``recall(..., include_history=True)``). The new text is embedded as :meth:`add`
+        embeds. Compare-and-set: only the fields that differ from the version read are
+        written, compared again under the row's lock; a concurrent update of other fields
+        is kept, one of the same fields to another value is a ``ConflictError`` (see
+        docs/api.md, "Compare-and-set updates").
 
         Args:
             key: the memory's key.
-            content: the new text (pass the current one to change only other fields).
-            importance: the new importance; default: unchanged.
-            tags: the new tags (replacing the old ones); default: unchanged.
-            metadata: the new metadata (replacing the old); default: unchanged.
-            expected_version: the version the caller read (``memory.version``); when the
-                memory is no longer at it, ``ConflictError`` and nothing is written.
+            content: the new text (the current one to change only other fields).
+            importance, tags, metadata: the new values (tags and metadata replace the
+                old ones); default: unchanged.
+            expected_version: the version the caller read; when the memory is no longer
+                at it, ``ConflictError`` and nothing is written.
 
         Returns:
-            The memory as it now is (``version`` counts its versions). When nothing
-            differs from the current version, no version is made and nothing is logged.
+            The memory as it now is. When nothing differs, no version is made.
 
         Raises:
-            NotFoundError: for an unknown or purged key, and for a forgotten memory
-                (``restore`` it first).
-            ConflictError: the memory moved on from ``expected_version``, or a
-                concurrent update changed a field this one changes. Bad input raises
-                as for :meth:`add`; on any error nothing changes.
+            NotFoundError: an unknown or purged key, or a forgotten memory (``restore``
+                it first). ConflictError: see above. Bad input raises as for :meth:`add`.
 
         >>> from htm_core import HTM
         >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
@@ -124,28 +145,10 @@ class Versioning:
             importance=current.importance if importance is None and current else importance,
             tags=current.tags if tags is None and current else tags,
             metadata=current.metadata if metadata is None and current else metadata)
-        if current is None:
-            raise _missing(key)
-        if current.forgotten_at is not None:
-            raise NotFoundError(f"memory {key!r} is forgotten; restore({key!r}) it before "
-                                "updating it")
-        if expected is not None and expected != current.version:
-            raise ConflictError(key, expected, current.version)
+        current = _updatable(key, current, expected)
         fields = changed_fields(record, current)
-        if not fields:
-            return current
-        if "content" in fields:
-            record = htm._embedding.with_vectors([record])[0]
-        with htm._lock:
-            memory = htm.store.update_memory(
-                record, robot=htm.robot, at=htm._clock(), read_version=current.version,
-                fields=fields, strict=expected is not None)
-            htm._resident.refresh()
-            memory.in_working_memory = key in htm.working_memory
-        if "content" in fields and memory.content == record.content:
-            htm._embedding.add_windows([memory])  # the trigger dropped the old text's windows
-        htm._embedding.wake()
-        return memory
+        return _write_update(htm, record, current, fields, strict=expected is not None) \
+            if fields else current
 
     def versions(self, key: str) -> list[Memory]:
         """Every version of the memory under ``key``, oldest first; the last is the current
