@@ -24,6 +24,7 @@ from .enrich.errors import (
 from .errors import (
     DISTRIBUTION,
     ConfirmationRequiredError,
+    ConflictError,
     DatabaseCorruptError,
     DatabaseUnavailableError,
     DimensionMismatchError,
@@ -68,6 +69,7 @@ __all__ = [
     "HTM",
     "CallableCounter",
     "ConfirmationRequiredError",
+    "ConflictError",
     "Context",
     "DatabaseCorruptError",
     "DatabaseUnavailableError",

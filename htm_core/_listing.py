@@ -5,7 +5,10 @@ lookup by key and pages of memories by filters, key prefix and order, done in SQ
 store (:meth:`~htm_core.store.base.Records.list_memories`). Neither touches working memory
 nor counts an access. A page's ``next_cursor`` is opaque: base64 of the order, the
 direction and the (order value, id) of the page's last memory, from which the next page
-starts (keyset paging: no offset, so a page costs the same wherever it is).
+starts (keyset paging: no offset, so a page costs the same wherever it is). Creation time
+and key never change; importance does, so an ``importance`` walk also carries the history
+mark taken before its first page, and orders every page by each memory's importance as it
+was at that mark (see docs/api.md, "Paging").
 """
 
 from __future__ import annotations
@@ -33,25 +36,32 @@ _BAD_CURSOR = ("cursor {!r:.60} is not a next_cursor that list() returned; pass 
                "next_cursor unchanged, or None for the first page")
 
 
-def encode_cursor(order: str, descending: bool, memory: Memory) -> str:
-    """The cursor of the page after ``memory`` in this order."""
+def encode_cursor(order: str, descending: bool, memory: Memory,
+                  mark: int | None = None) -> str:
+    """The cursor of the page after ``memory`` in this order (``mark``: the walk's history
+    mark, for ``importance``)."""
     value = getattr(memory, order)
     if isinstance(value, datetime):
         value = value.isoformat()
-    raw = json.dumps([order, descending, value, memory.id], separators=(",", ":"))
+    fields = [order, descending, value, memory.id]
+    raw = json.dumps(fields if mark is None else [*fields, mark], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: Any, order: str, descending: bool) -> tuple[Any, int]:
-    """The (order value, id) a cursor continues from; ``ValidationError`` if it is not one
-    of ``list``'s or was made for another order or direction."""
+def decode_cursor(cursor: Any, order: str, descending: bool) -> tuple[Any, int, int | None]:
+    """The (order value, id, history mark or None) a cursor continues from;
+    ``ValidationError`` if it is not one of ``list``'s or was made for another order or
+    direction."""
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        made_for, made_desc, value, last_id = json.loads(base64.urlsafe_b64decode(padded))
+        made_for, made_desc, value, last_id, *rest = json.loads(
+            base64.urlsafe_b64decode(padded))
+        mark = rest[0] if rest else None
         if made_for == "created_at":
             value = datetime.fromisoformat(value)
-        if made_for not in LIST_ORDERS or not isinstance(last_id, int) \
-                or not isinstance(value, (str, float, int, datetime)):
+        if made_for not in LIST_ORDERS or not _whole(last_id) or len(rest) > 1 \
+                or not (mark is None or _whole(mark)) or not isinstance(made_desc, bool) \
+                or isinstance(value, bool) or not isinstance(value, (str, float, int, datetime)):
             raise ValueError(made_for)
     except (TypeError, ValueError, binascii.Error, UnicodeDecodeError):
         raise ValidationError(_BAD_CURSOR.format(cursor)) from None
@@ -59,7 +69,11 @@ def decode_cursor(cursor: Any, order: str, descending: bool) -> tuple[Any, int]:
         raise ValidationError(
             f"this cursor continues a list in order={made_for!r}, descending={made_desc}; "
             f"call list() with those (and the same filters), or cursor=None to start over")
-    return value, last_id
+    return value, last_id, mark
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class Listing:
@@ -101,6 +115,16 @@ class Listing:
 
         Returns:
             a :class:`~htm_core.models.Page`; ``next_cursor`` is ``None`` on the last page.
+
+        A walk (the first page, then each ``next_cursor``) lists every memory that matches
+        throughout and existed before its first page exactly once, in order, while other
+        writers add, update and forget: no memory is repeated, none whose sort key did not
+        change is skipped. Creation time and key never change. In ``importance`` order
+        each memory is placed by its importance as it was when the walk began, so one that
+        :meth:`update` changed since is listed once, at its old place (showing what it now
+        holds); an importance set in place by an enricher or a re-``add`` moves the memory
+        (it may then be listed again, or missed). A memory added during the walk is listed
+        when its place is still ahead.
         """
         htm = cast("HTM", self)
         if order not in LIST_ORDERS:
@@ -115,10 +139,16 @@ class Listing:
         start, end = parse_timeframe(timeframe, clock=htm._clock)
         filters = SearchFilters(start=start, end=end, tags=check_tags(tags),
                                 robot=None if robot is None else check_key(robot))
-        after = None if cursor is None else decode_cursor(cursor, order, descending)
+        after, mark = None, None
+        if cursor is not None:
+            value, last_id, mark = decode_cursor(cursor, order, descending)
+            after = (value, last_id)
+        elif order == "importance":
+            mark = htm.store.history_mark()
         rows = htm.store.list_memories(filters, key_prefix=key_prefix,
                                        include_forgotten=include_forgotten, order=order,
-                                       descending=descending, limit=limit + 1, after=after)
+                                       descending=descending, limit=limit + 1, after=after,
+                                       as_of=mark)
         more = len(rows) > limit
         return Page(tuple(rows[:limit]),
-                    encode_cursor(order, descending, rows[limit - 1]) if more else None)
+                    encode_cursor(order, descending, rows[limit - 1], mark) if more else None)

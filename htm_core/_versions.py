@@ -6,7 +6,10 @@ the new text its current version in one transaction
 (:meth:`~htm_core.store.base.Versions.update_memory`): the superseded version (content,
 importance, tags, metadata, vector) is kept as history, the ``update`` log line names it,
 the new text is embedded the way ``add`` embeds (inline, or by the background worker), and
-every working memory holding the memory shows the new text from its next call on.
+every working memory holding the memory shows the new text from its next call on. An
+update is compare-and-set: it sends the store the fields it changes and the version it
+read, and the store merges them under the row's lock or raises
+:class:`~htm_core.errors.ConflictError`.
 
 The rest of the facade's version handling lives here too: ``recall(..., include_history=True)``
 (:func:`with_history`) and the re-add of a text an update replaced (:func:`write_readding`).
@@ -19,22 +22,72 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .errors import DuplicateKeyError, NotFoundError, ValidationError
+from .errors import ConflictError, DuplicateKeyError, NotFoundError, ValidationError
 from .models import Hit, Memory
 from .scoring import evidence_of
 from .store import ArmQuery, LongTermStore, NewMemory, SearchFilters
+from .store.base import UPDATE_FIELDS
 from .validation import check_key
 
 if TYPE_CHECKING:
     from .htm import HTM
 
-__all__ = ["Versioning", "check_include_history", "rekey_superseded", "with_history",
-           "write_readding"]
+__all__ = ["Versioning", "changed_fields", "check_include_history", "rekey_superseded",
+           "with_history", "write_readding"]
 
 T = TypeVar("T")
 
 #: How many ``<key>.<n>`` keys a re-added text may try (see :func:`rekey_superseded`).
 _MAX_REKEY = 100
+
+
+def _check_version(value: Any) -> int | None:
+    """``update``'s ``expected_version``: None or a whole number from 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"expected_version must be a memory's version (a whole number "
+                              f"from 1, as in memory.version) or None, got {value!r}")
+    return value
+
+
+def changed_fields(record: NewMemory, current: Memory) -> tuple[str, ...]:
+    """The fields of ``record`` (an update of ``current``) that differ from it."""
+    differs = {"content": record.content != current.content,
+               "importance": record.importance != current.importance,
+               "tags": set(record.tags) != set(current.tags),
+               "metadata": record.metadata != current.metadata}
+    return tuple(f for f in UPDATE_FIELDS if differs[f])
+
+
+def _updatable(key: str, current: Memory | None, expected: int | None) -> Memory:
+    """``current``, the memory an update of ``key`` starts from, if it can be updated."""
+    if current is None:
+        raise _missing(key)
+    if current.forgotten_at is not None:
+        raise NotFoundError(f"memory {key!r} is forgotten; restore({key!r}) it before "
+                            "updating it")
+    if expected is not None and expected != current.version:
+        raise ConflictError(key, expected, current.version)
+    return current
+
+
+def _write_update(htm: HTM, record: NewMemory, current: Memory, fields: tuple[str, ...], *,
+                  strict: bool) -> Memory:
+    """Write ``fields`` of ``record`` over ``current`` (compare-and-set in the store), with
+    a vector made for a new text, and bring working memory and windows along."""
+    if "content" in fields:
+        record = htm._embedding.with_vectors([record])[0]
+    with htm._lock:
+        memory = htm.store.update_memory(record, robot=htm.robot, at=htm._clock(),
+                                         read_version=current.version, fields=fields,
+                                         strict=strict)
+        htm._resident.refresh()
+        memory.in_working_memory = record.key in htm.working_memory
+    if "content" in fields and memory.content == record.content:
+        htm._embedding.add_windows([memory])  # the trigger dropped the old text's windows
+    htm._embedding.wake()
+    return memory
 
 
 def _missing(key: str) -> NotFoundError:
@@ -47,30 +100,33 @@ class Versioning:
 
     def update(self, key: str, content: str, *, importance: float | None = None,
                tags: Iterable[str] | str | None = None,
-               metadata: Mapping[str, Any] | None = None) -> Memory:
+               metadata: Mapping[str, Any] | None = None,
+               expected_version: int | None = None) -> Memory:
         """Replace the memory under ``key`` with a new version; the old one is kept.
 
         The memory keeps its key, id and creation time and stays in every working memory
         that holds it (each shows the new text from its next call on). Its previous
         version is kept as history (:meth:`versions`, ``get(key, version=n)``,
-        ``recall(..., include_history=True)``) and the ``update`` log line names it. The
-        new text is embedded as :meth:`add` embeds (in the background in that mode).
+        ``recall(..., include_history=True)``). The new text is embedded as :meth:`add`
+        embeds. Compare-and-set: only the fields that differ from the version read are
+        written, compared again under the row's lock; a concurrent update of other fields
+        is kept, one of the same fields to another value is a ``ConflictError`` (see
+        docs/api.md, "Compare-and-set updates").
 
         Args:
             key: the memory's key.
-            content: the new text.
-            importance: the new importance; default: unchanged.
-            tags: the new tags (replacing the old ones); default: unchanged.
-            metadata: the new metadata (replacing the old); default: unchanged.
+            content: the new text (the current one to change only other fields).
+            importance, tags, metadata: the new values (tags and metadata replace the
+                old ones); default: unchanged.
+            expected_version: the version the caller read; when the memory is no longer
+                at it, ``ConflictError`` and nothing is written.
 
         Returns:
-            The memory as it now is (``version`` counts its versions). When nothing
-            differs from the current version, no version is made and nothing is logged.
+            The memory as it now is. When nothing differs, no version is made.
 
         Raises:
-            NotFoundError: for an unknown or purged key, and for a forgotten memory
-                (``restore`` it first). Bad input raises as for :meth:`add`; on any
-                error nothing changes.
+            NotFoundError: an unknown or purged key, or a forgotten memory (``restore``
+                it first). ConflictError: see above. Bad input raises as for :meth:`add`.
 
         >>> from htm_core import HTM
         >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
@@ -82,30 +138,17 @@ class Versioning:
         """
         htm = cast("HTM", self)
         key = check_key(key)
+        expected = _check_version(expected_version)
         current = htm.store.get(key, include_forgotten=True)
         record = htm._intake.record(
             content, key=key,
             importance=current.importance if importance is None and current else importance,
             tags=current.tags if tags is None and current else tags,
             metadata=current.metadata if metadata is None and current else metadata)
-        if current is None:
-            raise _missing(key)
-        if current.forgotten_at is not None:
-            raise NotFoundError(f"memory {key!r} is forgotten; restore({key!r}) it before "
-                                "updating it")
-        if (record.content, record.importance, set(record.tags), record.metadata) == (
-                current.content, current.importance, set(current.tags), current.metadata):
-            return current
-        if record.content != current.content:
-            record = htm._embedding.with_vectors([record])[0]
-        with htm._lock:
-            memory = htm.store.update_memory(record, robot=htm.robot, at=htm._clock())
-            htm._resident.refresh()
-            memory.in_working_memory = key in htm.working_memory
-        if record.content != current.content:
-            htm._embedding.add_windows([memory])  # the trigger dropped the old text's windows
-        htm._embedding.wake()
-        return memory
+        current = _updatable(key, current, expected)
+        fields = changed_fields(record, current)
+        return _write_update(htm, record, current, fields, strict=expected is not None) \
+            if fields else current
 
     def versions(self, key: str) -> list[Memory]:
         """Every version of the memory under ``key``, oldest first; the last is the current

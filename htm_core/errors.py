@@ -24,6 +24,7 @@ are defined in :mod:`htm_core.enrich.errors`::
     ├── MemoryTooLargeError                    larger than the whole working-memory budget
     ├── NotFoundError (also KeyError)          no memory with that key
     ├── DuplicateKeyError                      key already holds different content
+    ├── ConflictError                          update refused: the memory moved on from the version read
     ├── StoreError                             the long-term store failed
     │   ├── DatabaseUnavailableError           cannot reach / open the database
     │   ├── SchemaError                        schema newer than this code, or not migrated
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfirmationRequiredError",
+    "ConflictError",
     "DatabaseCorruptError",
     "DatabaseUnavailableError",
     "DimensionMismatchError",
@@ -155,6 +157,34 @@ class NotFoundError(HTMError, KeyError):
 
 class DuplicateKeyError(HTMError):
     """The key is already used by a memory with different content."""
+
+
+class ConflictError(HTMError):
+    """An ``update`` was refused: the memory moved on from the version it was based on.
+
+    Raised when ``expected_version`` is no longer the memory's version, and when a
+    concurrent update changed a field this one changes too (to another value). Nothing
+    was written. ``key``, ``expected_version`` (the version the update was based on),
+    ``current_version`` and ``fields`` (the fields both changed; empty when
+    ``expected_version`` alone refused it) say what happened.
+    """
+
+    def __init__(self, key: str, expected_version: int, current_version: int,
+                 fields: tuple[str, ...] = ()) -> None:
+        self.key = key
+        self.expected_version = expected_version
+        self.current_version = current_version
+        self.fields = tuple(fields)
+        both = (f" and changed {', '.join(self.fields)}, which this update changes too"
+                if self.fields else "")
+        super().__init__(
+            f"memory {key!r} changed since version {expected_version}: it is now at version "
+            f"{current_version}{both}; nothing was written. Read it again (get({key!r})), "
+            "then update from what it now holds")
+
+    def __reduce__(self) -> tuple[type[ConflictError], tuple[str, int, int, tuple[str, ...]]]:
+        return (type(self), (self.key, self.expected_version, self.current_version,
+                             self.fields))
 
 
 class StoreError(HTMError):

@@ -8,7 +8,7 @@ for full text). It is not a third backend: it exists to show that the role proto
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -17,8 +17,10 @@ from typing import Any
 from htm_core.enrich.jobs import InMemoryJobQueue, JobQueue
 from htm_core.errors import DuplicateKeyError, NotFoundError
 from htm_core.models import Memory, Operation, Robot
+from htm_core.store._sql.versions import merge_update
 from htm_core.store.base import (
     SCHEMA_VERSION,
+    UPDATE_FIELDS,
     AddResult,
     ArmQuery,
     Brief,
@@ -31,6 +33,11 @@ from htm_core.store.base import (
     WorkingRow,
     WorkingState,
 )
+
+
+def _update_fields(memory: Memory) -> dict[str, Any]:
+    return {"content": memory.content, "importance": float(memory.importance),
+            "tags": frozenset(memory.tags), "metadata": dict(memory.metadata)}
 
 
 def _words(text: str) -> set[str]:
@@ -50,6 +57,7 @@ class FakeStore:
         self._working: dict[str, dict[int, WorkingState]] = {}
         self._versions: dict[str, int] = {}
         self._history: dict[int, list[Memory]] = {}
+        self._marks: dict[tuple[int, int], int] = {}  # (id, version) superseded: its mark
         self._failures: dict[int, EmbeddingFailure] = {}
         self._embedder: tuple[str, int] | None = None
         #: Window vectors by memory id, with the content hash they were made of (a window
@@ -163,18 +171,24 @@ class FakeStore:
     def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
                       include_forgotten: bool = False, order: str = "created_at",
                       descending: bool = False, limit: int = 100,
-                      after: tuple[Any, int] | None = None) -> list[Memory]:
+                      after: tuple[Any, int] | None = None,
+                      as_of: int | None = None) -> list[Memory]:
         def matches(m: Memory) -> bool:
             shown = replace(m, forgotten_at=None) if include_forgotten else m
             return self._visible(shown, filters) and m.key.startswith(key_prefix or "")
 
         def place(m: Memory) -> tuple[Any, int]:
+            if order == "importance" and as_of is not None:
+                later = [v for v in self._history.get(m.id, []) if self._marks[(v.id, v.version)] > as_of]
+                return (later[0] if later else m).importance, m.id
             return getattr(m, order), m.id
 
         rows = sorted((m for m in self._memories.values() if matches(m)), key=place,
                       reverse=descending)
         if after is not None:
-            rows = [m for m in rows if (place(m) < after if descending else place(m) > after)]
+            held = self._memories.get(after[1])
+            mark = after if held is None else place(held)
+            rows = [m for m in rows if (place(m) < mark if descending else place(m) > mark)]
         return rows[:limit]
 
     def tags(self) -> dict[str, int]:
@@ -413,22 +427,41 @@ class FakeStore:
         return nullcontext(self)
 
     # -- Versions ----------------------------------------------------------------------
-    def update_memory(self, record: NewMemory, *, robot: str, at: datetime) -> Memory:
+    def update_memory(self, record: NewMemory, *, robot: str, at: datetime,
+                      read_version: int | None = None,
+                      fields: Collection[str] = UPDATE_FIELDS,
+                      strict: bool = False) -> Memory:
         old = self._existing(record.key)
-        changed = old.content != record.content
-        self._history.setdefault(old.id, []).append(replace(old, superseded_at=at))
-        new = replace(old, content=record.content, content_hash=record.content_hash,
-                      token_count=record.token_count, importance=record.importance,
-                      tags=tuple(sorted(set(record.tags))), metadata=dict(record.metadata),
-                      version=old.version + 1,
-                      embedding=(None if record.embedding is None else list(record.embedding))
-                      if changed else old.embedding,
-                      embedder=record.embedder if changed else old.embedder)
+        seen = [v for v in self._history.get(old.id, []) if v.version == read_version]
+        base = seen[0] if seen else (old if read_version in (None, old.version) else None)
+        changes = merge_update(record.key, record, fields, now=_update_fields(old),
+                               base=None if base is None else _update_fields(base),
+                               versions=(read_version, old.version), strict=strict)
+        if not changes:
+            return old
+        changed = "content" in changes
+        superseded = replace(old, superseded_at=at)
+        self._history.setdefault(old.id, []).append(superseded)
+        self._marks[(old.id, old.version)] = self.history_mark()
+        new = replace(old, version=old.version + 1)
+        if changed:
+            new = replace(new, content=record.content, content_hash=record.content_hash,
+                          token_count=record.token_count, embedder=record.embedder,
+                          embedding=None if record.embedding is None else list(record.embedding))
+        if "importance" in changes:
+            new = replace(new, importance=record.importance)
+        if "tags" in changes:
+            new = replace(new, tags=tuple(sorted(set(record.tags))))
+        if "metadata" in changes:
+            new = replace(new, metadata=dict(record.metadata))
         self._memories[old.id] = new
         for name in {*self._working, *(r.name for r in self.robots())}:
             self._versions[name] = self._versions.get(name, 0) + 1  # every robot, as the stores
         self._record("update", robot, record.key, version=new.version, superseded=old.version)
         return new
+
+    def history_mark(self) -> int:
+        return sum(len(old) for old in self._history.values())
 
     def versions(self, key: str) -> list[Memory]:
         memory = self._by_key(key)

@@ -27,7 +27,7 @@ The contract tests in ``tests/contract`` run every backend through the same chec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LIST_ORDERS",
     "SCHEMA_VERSION",
+    "UPDATE_FIELDS",
     "AddResult",
     "ArmQuery",
     "Brief",
@@ -87,6 +88,9 @@ SCHEMA_VERSION = 5
 
 #: The orders :meth:`Records.list_memories` (and ``HTM.list``) take; ties go by id.
 LIST_ORDERS = ("created_at", "key", "importance")
+
+#: The fields of a memory ``update_memory`` can set.
+UPDATE_FIELDS = ("content", "importance", "tags", "metadata")
 
 
 @runtime_checkable
@@ -169,11 +173,15 @@ class Records(Protocol):
     def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
                       include_forgotten: bool = False, order: str = "created_at",
                       descending: bool = False, limit: int = 100,
-                      after: tuple[Any, int] | None = None) -> list[Memory]:
+                      after: tuple[Any, int] | None = None,
+                      as_of: int | None = None) -> list[Memory]:
         """Up to ``limit`` memories matching ``filters`` (the tag rule and times of recall) and
         ``key_prefix``, ordered by ``order`` (``created_at``, ``key`` or ``importance``) then
         id, both ``descending`` or not; ``after`` is the (order value, id) of the last memory
-        of the previous page. No access is counted."""
+        of the previous page. With ``as_of`` (a :meth:`Versions.history_mark` taken before
+        the first page), ``importance`` orders by each memory's importance as it was at that
+        mark (an ``update`` since does not move it), and ``after``'s memory is placed the
+        same way. No access is counted."""
         ...
 
     def tags(self) -> dict[str, int]:
@@ -389,12 +397,28 @@ class Versions(Protocol):
     a memory's history with it.
     """
 
-    def update_memory(self, record: NewMemory, *, robot: str, at: datetime) -> Memory:
-        """Make ``record`` (content, importance, tags, metadata, vector) the current version
-        of the memory under ``record.key``, keeping the current one as history; one
-        transaction, logged as ``update``. Every robot holding the memory in its working
-        memory sees its working-set version bumped. Raises ``NotFoundError`` for an unknown
-        or forgotten key."""
+    def update_memory(self, record: NewMemory, *, robot: str, at: datetime,
+                      read_version: int | None = None,
+                      fields: Collection[str] = UPDATE_FIELDS,
+                      strict: bool = False) -> Memory:
+        """Make ``fields`` (of content, importance, tags, metadata) of the memory under
+        ``record.key`` ``record``'s, as its next version, keeping the current one as
+        history; one transaction, logged as ``update``. Every robot holding the memory in
+        its working memory sees its working-set version bumped. A new text takes
+        ``record``'s vector (made for that text) or none (embedded later).
+
+        Compare-and-set: ``read_version`` is the version the change was based on, compared
+        under the row's lock. When the memory has moved on, ``strict`` refuses the update;
+        otherwise a field set here that the other writer changed too (to another value)
+        refuses it, and the other writer's changes to other fields are kept. A refusal is
+        a ``ConflictError`` and writes nothing. Nothing differing from the memory as it is
+        writes nothing and returns it. Raises ``NotFoundError`` for an unknown or
+        forgotten key."""
+        ...
+
+    def history_mark(self) -> int:
+        """A mark of the history as it is now (grows with every ``update_memory``; an
+        update committed later never gets one at or below it)."""
         ...
 
     def versions(self, key: str) -> list[Memory]:

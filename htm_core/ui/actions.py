@@ -9,8 +9,10 @@ through the acting ``HTM`` and lands in the operations log under its robot:
   ``HTM.update(key, content, importance=... / tags=...)`` with the content unchanged: a new
   version, the old one kept as history, an ``update`` log line; working memory shows the
   change at once. A forgotten memory must be restored first. The form carries the version
-  it showed; when the memory changed since (another process updated it), the change is
-  refused rather than overwriting it.
+  it showed and the update is compare-and-set against it (``expected_version``): when the
+  memory changed since (another process updated it, even between this page's read and its
+  write), the change is refused (:class:`~htm_core.errors.ConflictError`, shown as an
+  error page) rather than overwriting it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ..errors import ConfirmationRequiredError, NotFoundError, ValidationError
+from ..errors import ConfirmationRequiredError, ConflictError, NotFoundError, ValidationError
 from ..models import Memory
 from ..validation import check_importance, check_key, check_tags
 from .app import UI
@@ -90,27 +92,43 @@ def purge(ui: UI, request: Request, form: dict[str, str]) -> Response:
                       status=200)
 
 
-def _editable(ui: UI, key: str, form: dict[str, str]) -> Memory:
-    """The memory to change: current, not forgotten, and still the version the form showed."""
+def _shown_version(form: dict[str, str], memory: Memory) -> int:
+    """The version the form showed (the memory's current one for a form without it)."""
+    shown = form.get("version", "").strip()
+    if not shown:
+        return memory.version
+    try:
+        return int(shown)
+    except ValueError:
+        raise ValidationError(f"the form's version must be a whole number, got {shown!r}: "
+                              "reload the memory's page and make the change again") from None
+
+
+def _editable(ui: UI, key: str, form: dict[str, str]) -> tuple[Memory, int]:
+    """The memory to change (current, not forgotten) and the version the form showed."""
     memory = ui.htm.get(key, include_forgotten=True)
     if memory is None:
         raise NotFoundError(f"no memory has the key {key!r} (it may have been purged)")
     if memory.forgotten_at is not None:
         raise ValidationError(f"memory {key!r} is forgotten: restore it first (the Restore "
                               "button on its page), then change its importance or tags")
-    shown = form.get("version", "").strip()
-    if shown and shown != str(memory.version):
-        raise ValidationError(f"memory {key!r} changed since the page was opened (it showed "
-                              f"version {shown}, it is now at version {memory.version}): "
-                              "reload the page and make the change again")
-    return memory
+    return memory, _shown_version(form, memory)
 
 
-def _update(ui: UI, memory: Memory, done: str, *, importance: float | None = None,
+def _update(ui: UI, edit: tuple[Memory, int], done: str, *, importance: float | None = None,
             tags: list[str] | None = None) -> RedirectResponse:
-    """``HTM.update`` with the content kept; back to the page saying what happened."""
-    updated = ui.htm.update(memory.key, memory.content, importance=importance, tags=tags)
-    return _back(memory.key, done if updated.version != memory.version else "unchanged")
+    """``HTM.update`` with the content kept, compare-and-set against the version the
+    form showed; back to the page saying what happened."""
+    memory, shown = edit
+    try:
+        updated = ui.htm.update(memory.key, memory.content, importance=importance, tags=tags,
+                                expected_version=shown)
+    except ConflictError as exc:
+        raise ValidationError(
+            f"memory {memory.key!r} changed since the page was opened (it showed version "
+            f"{shown}, it is now at version {exc.current_version}): reload the page and make "
+            "the change again") from exc
+    return _back(memory.key, done if updated.version != shown else "unchanged")
 
 
 def importance(ui: UI, request: Request, form: dict[str, str]) -> Response:

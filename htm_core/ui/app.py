@@ -32,6 +32,7 @@ from .security import (
     Guard,
     host_name,
     is_loopback,
+    local_path,
     new_token,
     redact_url,
 )
@@ -140,7 +141,8 @@ def _access_denied(ui: UI, request: Request) -> Response | None:
             return ui.message(request, "Wrong token", "The token in this address is not this "
                               "htm ui's token; open the address htm ui printed.", status=401)
         rest = {k: v for k, v in request.query_params.multi_items() if k != "token"}
-        response = RedirectResponse(request.url.path + ("?" + urlencode(rest) if rest else ""),
+        response = RedirectResponse(local_path(request.url.path)
+                                    + ("?" + urlencode(rest) if rest else ""),
                                     status_code=303)
         response.set_cookie(TOKEN_COOKIE, given, httponly=True, samesite="strict")
         return response

@@ -6,7 +6,8 @@
   rebinding. ``htm ui --host`` with any other address needs a token (given with
   ``--token`` or generated and printed); every request must then carry it: the
   ``?token=`` of the printed URL (which sets a cookie and redirects to the same page
-  without it), that cookie, or ``Authorization: Bearer <token>``.
+  without it, a path of this site only: :func:`local_path`), that cookie, or
+  ``Authorization: Bearer <token>``.
 - **CSRF.** Every change is a ``POST`` whose form carries a token derived (HMAC) from a
   random per-browser cookie and a per-process secret; a ``POST`` without it, with a wrong
   one, or from another origin (``Origin`` header) is refused with 403.
@@ -23,6 +24,7 @@ import hmac
 import ipaddress
 import re
 import secrets
+from urllib.parse import quote
 
 __all__ = [
     "CSRF_COOKIE",
@@ -31,6 +33,7 @@ __all__ = [
     "Guard",
     "host_name",
     "is_loopback",
+    "local_path",
     "new_token",
     "redact_url",
 ]
@@ -87,6 +90,24 @@ def host_name(header: str) -> str:
     if header.startswith("["):
         return header[1:].partition("]")[0]
     return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+#: Characters a path keeps as they are in a redirect; everything else (``\\``, ``%``,
+#: whitespace, control and non-ASCII characters) is percent-encoded.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+
+
+def local_path(path: str) -> str:
+    """``path`` (a request's decoded path) as a redirect target on this site only.
+
+    Percent-encoded again, so a backslash, tab or newline cannot reach the browser (which
+    would read ``/\\host`` or ``/<tab>/host`` as ``//host``), and with one leading ``/``,
+    so no ``//host`` or ``scheme:`` form can name another site.
+
+    >>> local_path("//evil.example/?x"), local_path("/\\evil.example"), local_path("/memories")
+    ('/evil.example/%3Fx', '/%5Cevil.example', '/memories')
+    """
+    return "/" + quote(path, safe=_PATH_SAFE).lstrip("/")
 
 
 def new_token() -> str:

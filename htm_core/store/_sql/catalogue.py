@@ -27,6 +27,13 @@ __all__ = ["VISIBLE", "SQLCatalogue"]
 
 T = TypeVar("T")
 
+#: A memory's importance as it was at the history mark ``:as_of``: an update after the
+#: mark copied the version it superseded into ``memory_versions`` (with a higher id), so
+#: the first such copy holds the importance the memory had at the mark.
+_IMPORTANCE_AS_OF = ("coalesce((SELECT v.importance FROM memory_versions v "
+                     "WHERE v.memory_id = {m}.id AND v.id > :as_of ORDER BY v.id LIMIT 1), "
+                     "{m}.importance)")
+
 #: The rows recall, search and the catalogue see: memories not forgotten.
 VISIBLE = "m.forgotten_at IS NULL"
 
@@ -117,25 +124,46 @@ class SQLCatalogue(ABC):
     def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
                       include_forgotten: bool = False, order: str = "created_at",
                       descending: bool = False, limit: int = 100,
-                      after: tuple[Any, int] | None = None) -> list[Memory]:
+                      after: tuple[Any, int] | None = None,
+                      as_of: int | None = None) -> list[Memory]:
         """Up to ``limit`` memories matching ``filters`` and ``key_prefix``, by ``order`` then
-        id; ``after`` is the (order value, id) of the row before the page (keyset paging)."""
+        id; ``after`` is the (order value, id) of the row before the page (keyset paging).
+        With ``as_of`` (a :meth:`history_mark`), ``importance`` is each memory's importance
+        as it was at that mark (see ``Records.list_memories``)."""
         if order not in LIST_ORDERS:
             raise ValueError(f"order must be one of {LIST_ORDERS}, got {order!r}")
         params: dict[str, Any] = {"limit": limit}
         where = [self._filter_sql(filters, params, visible_only=not include_forgotten)]
         if key_prefix:
             where.append(self._prefix_sql("m.key", "prefix", key_prefix, params))
-        if after is not None:
-            value, params["after_id"] = after
-            params["after"] = self._time_in(value) if order == "created_at" else value
-            beyond = "<" if descending else ">"
-            where.append(f"(m.{order} {beyond} :after "
-                         f"OR (m.{order} = :after AND m.id {beyond} :after_id))")
         way = " DESC" if descending else ""
-        sql = f"{' AND '.join(where)} ORDER BY m.{order}{way}, m.id{way} LIMIT :limit"
-        return self._reading("listing memories",
-                             lambda conn: self._fetch(conn, sql, params, False))
+
+        def read(conn: Connection) -> list[Memory]:
+            key, cursor = f"m.{order}", ":after"
+            if order == "importance" and as_of is not None and conn.execute(text(
+                    "SELECT 1 FROM memory_versions WHERE id > :as_of LIMIT 1"),
+                    {"as_of": as_of}).first() is not None:
+                params["as_of"] = as_of
+                key = _IMPORTANCE_AS_OF.format(m="m")
+                cursor = (f"coalesce((SELECT {_IMPORTANCE_AS_OF.format(m='c')} FROM memories c "
+                          "WHERE c.id = :after_id), :after)")
+            clauses = list(where)
+            if after is not None:
+                value, params["after_id"] = after
+                params["after"] = self._time_in(value) if order == "created_at" else value
+                beyond = "<" if descending else ">"
+                clauses.append(f"({key} {beyond} {cursor} "
+                               f"OR ({key} = {cursor} AND m.id {beyond} :after_id))")
+            sql = f"{' AND '.join(clauses)} ORDER BY {key}{way}, m.id{way} LIMIT :limit"
+            return self._fetch(conn, sql, params, False)
+
+        return self._reading("listing memories", read)
+
+    def history_mark(self) -> int:
+        """The newest superseded version's row id (0 before the first update): where a
+        walk of ``list_memories(order="importance", as_of=...)`` starts."""
+        return self._reading("reading the history mark", lambda conn: int(conn.execute(text(
+            "SELECT coalesce(max(id), 0) FROM memory_versions")).scalar() or 0))
 
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
                       include_embedding: bool = False, after_id: int = 0

@@ -6,7 +6,9 @@ row, so its id, key, creation time and working-memory membership stay; the full-
 index follows the row (SQLite's triggers, PostgreSQL's generated ``tsvector``). Every
 robot holding the memory in working memory gets its working-set version bumped, so its
 readers fetch the new text; the ``update`` log line names the version superseded. All of
-it is one transaction.
+it is one transaction. It is compare-and-set: the row is read under its lock (SQLite's
+``BEGIN IMMEDIATE``, PostgreSQL's ``FOR UPDATE``) and :func:`merge_update` decides, against
+the version the caller read, which fields to write or whether to refuse.
 
 A backend supplies how a vector is written (``_set_vector``) and how the history is
 searched by vector and by full text (``_history_vector_hits``, ``_history_text_hits``);
@@ -17,21 +19,21 @@ from __future__ import annotations
 
 import json
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ...errors import NotFoundError
+from ...errors import ConflictError, NotFoundError
 from ...models import Memory
 from .._text import parse_query
 from .._vectors import clear_failures
-from ..base import ArmQuery, NewMemory
+from ..base import UPDATE_FIELDS, ArmQuery, NewMemory
 from .working import SQLWorkingSet
 
-__all__ = ["SQLVersions"]
+__all__ = ["SQLVersions", "merge_update"]
 
 #: The columns of a superseded version, with its memory's (``v``: the version, ``m``, ``r``).
 _VERSION_COLUMNS = (
@@ -41,11 +43,53 @@ _VERSION_COLUMNS = (
     "JOIN memories m ON m.id = v.memory_id JOIN robots r ON r.id = m.robot_id ")
 
 
+def _fields_of(memory: Memory | NewMemory) -> dict[str, Any]:
+    """The fields an update can set, as compared: tags as a set."""
+    return {"content": memory.content, "importance": float(memory.importance),
+            "tags": frozenset(memory.tags), "metadata": dict(memory.metadata)}
+
+
+def merge_update(key: str, record: NewMemory, fields: Collection[str], *,
+                 now: Mapping[str, Any], base: Mapping[str, Any] | None,
+                 versions: tuple[int | None, int], strict: bool) -> set[str]:
+    """The fields of ``record`` an update writes on the memory as it ``now`` is.
+
+    ``versions`` is (the version the update was based on, or None; the version now),
+    ``base`` that version's fields (None when the memory has no such version). When the
+    memory moved on: with ``strict`` (``expected_version``) the update is refused; else a
+    field the update sets that the other writer changed too, to another value, refuses
+    it (:class:`~htm_core.errors.ConflictError`), and every other field the other writer
+    changed is kept.
+
+    >>> from datetime import datetime, timezone
+    >>> rec = NewMemory(key="k", content="a", robot="r", importance=5.0, token_count=1,
+    ...                 created_at=datetime.now(timezone.utc))
+    >>> was = {"content": "a", "importance": 1.0, "tags": frozenset(), "metadata": {}}
+    >>> sorted(merge_update("k", rec, ["importance"], now={**was, "content": "b"}, base=was,
+    ...                     versions=(1, 2), strict=False))
+    ['importance']
+    """
+    read, current = versions
+    wanted = _fields_of(record)
+    if read is not None and read != current:
+        if strict or base is None:
+            raise ConflictError(key, read, current)
+        clash = tuple(f for f in UPDATE_FIELDS if f in fields
+                      and now[f] != base[f] and now[f] != wanted[f])
+        if clash:
+            raise ConflictError(key, read, current, clash)
+    return {f for f in fields if wanted[f] != now[f]}
+
+
 class SQLVersions(SQLWorkingSet):
     """``update_memory``, ``versions`` and ``search_history`` of both SQL stores."""
 
     #: The bound metadata (JSON text) as the ``metadata`` column takes it.
     _JSON_PARAM: ClassVar[str] = ":meta"
+    #: Run first in every update's transaction so that history rows are committed in the
+    #: order of their ids (a history mark then never misses a row committed after it);
+    #: SQLite's writers are serial already.
+    _SERIAL_HISTORY: ClassVar[str] = ""
 
     # -- dialect hooks ---------------------------------------------------------------
 
@@ -70,56 +114,110 @@ class SQLVersions(SQLWorkingSet):
 
     # -- writing ---------------------------------------------------------------------
 
-    def update_memory(self, record: NewMemory, *, robot: str, at: datetime) -> Memory:
-        """Make ``record`` the current version of the memory under its key (see ``Versions``)."""
+    def update_memory(self, record: NewMemory, *, robot: str, at: datetime,
+                      read_version: int | None = None,
+                      fields: Collection[str] = UPDATE_FIELDS,
+                      strict: bool = False) -> Memory:
+        """Set ``fields`` of the memory under ``record.key`` to ``record``'s, as a new
+        version, compared and written under the row's lock (see ``Versions``)."""
         key = record.key
 
         def write(conn: Connection, rid: int) -> tuple[Memory, bool]:
-            row = conn.execute(text(
-                "SELECT id, forgotten_at IS NOT NULL, version, content FROM memories "
-                "WHERE key = :k" + self._LOCK_ROWS), {"k": key}).first()
-            if row is None:
-                raise NotFoundError(f"no memory with key {key!r} to update: it was never "
-                                    "stored, or it has been purged; add() it instead")
-            mid, forgotten, version, content = int(row[0]), bool(row[1]), int(row[2]), row[3]
-            if forgotten:
-                raise NotFoundError(f"memory {key!r} is forgotten; restore({key!r}) it "
-                                    "before updating it")
-            tags = self._fetch(conn, "m.id = :id", {"id": mid}, False)[0].tags
-            stamp = self._time_in(at)
-            conn.execute(text(
-                "INSERT INTO memory_versions(memory_id, version, content, content_hash, "
-                "importance, token_count, metadata, tags, embedding, embedder, written_at, "
-                "superseded_at, superseded_by) SELECT m.id, m.version, m.content, "
-                "m.content_hash, m.importance, m.token_count, m.metadata, CAST(:tags AS text), "
-                "m.embedding, m.embedder, coalesce((SELECT p.superseded_at FROM memory_versions p "
-                "WHERE p.memory_id = m.id AND p.version = m.version - 1), m.created_at), :at, :r "
-                "FROM memories m WHERE m.id = :id"),
-                {"tags": json.dumps(list(tags)), "at": stamp, "r": rid, "id": mid})
-            changed = record.content != content
-            conn.execute(text(
-                "UPDATE memories SET content = :c, content_hash = :h, token_count = :n, "
-                f"importance = :i, metadata = {self._JSON_PARAM}, version = version + 1"
-                + (", embedding = NULL, embedder = NULL" if changed else "") + " WHERE id = :id"),
-                {"c": record.content, "h": record.content_hash, "n": record.token_count,
-                 "i": float(record.importance), "meta": json.dumps(record.metadata), "id": mid})
-            if changed:
-                clear_failures(conn, [mid])  # the marks were about the old text
-                if record.embedding is not None:
-                    self._set_vector(conn, mid, record.embedding, record.embedder or "unknown")
-                self._visibility_changed(conn)
-            conn.execute(text("DELETE FROM memory_tags WHERE memory_id = :id"), {"id": mid})
-            self._link_tags(conn, [(mid, list(record.tags))])
+            if self._SERIAL_HISTORY:
+                conn.execute(text(self._SERIAL_HISTORY))
+            mid, version = self._locked_row(conn, key)
+            now = self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
+            base = _fields_of(now) if read_version in (None, version) else \
+                self._version_fields(conn, mid, int(read_version))
+            changes = merge_update(key, record, fields, now=_fields_of(now), base=base,
+                                   versions=(read_version, version), strict=strict)
+            if not changes:
+                return now, False
+            self._supersede(conn, mid, now.tags, at, rid)
+            self._write_fields(conn, mid, record, changes)
             # Every robot, not only those holding it now: a robot whose recall of it is
             # still pending (written behind) holds it without a membership row yet.
             conn.execute(text("UPDATE robots SET working_version = working_version + 1"))
             self._log_lines(conn, [("update", rid, mid, key, {
-                "version": version + 1, "superseded": version, "content_changed": changed})])
-            return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0], changed
+                "version": version + 1, "superseded": version,
+                "content_changed": "content" in changes})])
+            return self._fetch(conn, "m.id = :id", {"id": mid}, False)[0], "content" in changes
 
         memory, changed = self._writing_as(robot, "updating a memory", write)
         self._after_update(memory, record.embedding if changed else None, changed)
         return memory
+
+    def _locked_row(self, conn: Connection, key: str) -> tuple[int, int]:
+        """(id, version) of the memory under ``key``, its row locked for this transaction
+        (SQLite's write transaction holds the whole database)."""
+        row = conn.execute(text(
+            "SELECT id, forgotten_at IS NOT NULL, version FROM memories WHERE key = :k"
+            + self._LOCK_ROWS), {"k": key}).first()
+        if row is None:
+            raise NotFoundError(f"no memory with key {key!r} to update: it was never "
+                                "stored, or it has been purged; add() it instead")
+        if bool(row[1]):
+            raise NotFoundError(f"memory {key!r} is forgotten; restore({key!r}) it "
+                                "before updating it")
+        return int(row[0]), int(row[2])
+
+    def _version_fields(self, conn: Connection, mid: int,
+                        version: int) -> dict[str, Any] | None:
+        """The fields of the memory's superseded ``version``, None when it has none."""
+        row = conn.execute(text(
+            "SELECT content, importance, tags, metadata FROM memory_versions "
+            "WHERE memory_id = :id AND version = :v"), {"id": mid, "v": version}).first()
+        if row is None:
+            return None
+        return {"content": row[0], "importance": float(row[1]),
+                "tags": frozenset(json.loads(row[2])), "metadata": self._json_out(row[3])}
+
+    def _supersede(self, conn: Connection, mid: int, tags: Sequence[str], at: datetime,
+                   rid: int) -> None:
+        """Copy the memory's current version into its history."""
+        given = self._next_history_id(conn)
+        conn.execute(text(
+            "INSERT INTO memory_versions(" + ("id, " if given else "") + "memory_id, version, "
+            "content, content_hash, importance, token_count, metadata, tags, embedding, "
+            "embedder, written_at, superseded_at, superseded_by) SELECT "
+            + (":hid, " if given else "") + "m.id, m.version, m.content, "
+            "m.content_hash, m.importance, m.token_count, m.metadata, CAST(:tags AS text), "
+            "m.embedding, m.embedder, coalesce((SELECT p.superseded_at FROM memory_versions p "
+            "WHERE p.memory_id = m.id AND p.version = m.version - 1), m.created_at), :at, :r "
+            "FROM memories m WHERE m.id = :id"),
+            {"tags": json.dumps(list(tags)), "at": self._time_in(at), "r": rid, "id": mid,
+             "hid": given})
+
+    def _next_history_id(self, conn: Connection) -> int | None:
+        """The id of the next history row, None to let the database number it (a
+        backend whose numbering can reuse the id of a purged row gives its own)."""
+        return None
+
+    def _write_fields(self, conn: Connection, mid: int, record: NewMemory,
+                      changes: set[str]) -> None:
+        """Write ``changes`` (fields of ``record``) on the row as its next version. A new
+        text drops the old text's vector and takes ``record``'s, made for that text."""
+        sets = ["version = version + 1"]
+        params: dict[str, Any] = {"id": mid}
+        if "content" in changes:
+            sets += ["content = :c", "content_hash = :h", "token_count = :n",
+                     "embedding = NULL", "embedder = NULL"]
+            params |= {"c": record.content, "h": record.content_hash, "n": record.token_count}
+        if "importance" in changes:
+            sets.append("importance = :i")
+            params["i"] = float(record.importance)
+        if "metadata" in changes:
+            sets.append(f"metadata = {self._JSON_PARAM}")
+            params["meta"] = json.dumps(record.metadata)
+        conn.execute(text(f"UPDATE memories SET {', '.join(sets)} WHERE id = :id"), params)
+        if "content" in changes:
+            clear_failures(conn, [mid])  # the marks were about the old text
+            if record.embedding is not None:
+                self._set_vector(conn, mid, record.embedding, record.embedder or "unknown")
+            self._visibility_changed(conn)
+        if "tags" in changes:
+            conn.execute(text("DELETE FROM memory_tags WHERE memory_id = :id"), {"id": mid})
+            self._link_tags(conn, [(mid, list(record.tags))])
 
     # -- reading ---------------------------------------------------------------------
 

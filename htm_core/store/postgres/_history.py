@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 
 from .._sql.versions import SQLVersions
 from ..vector_index import finite_unit
+from ._schema import _HISTORY_LOCK
 from ._writer import _PostgresWriter
 
 
@@ -24,6 +25,7 @@ class _PostgresHistory(SQLVersions, _PostgresWriter):
     """The dialect hooks of :class:`~htm_core.store._sql.versions.SQLVersions`."""
 
     _JSON_PARAM: ClassVar[str] = "CAST(:meta AS jsonb)"
+    _SERIAL_HISTORY: ClassVar[str] = f"SELECT pg_advisory_xact_lock({_HISTORY_LOCK})"
 
     def _set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
                     embedder: str) -> None:

@@ -16,10 +16,12 @@ DEFAULT_EF_SEARCH = 64
 DEFAULT_COPY_MIN_ROWS = 16
 
 #: Advisory-lock keys (per database): schema migration, fixing the vector dimension, bulk
-#: loads (held shared by every running ``bulk_load``; taken exclusively to clean up after one).
+#: loads (held shared by every running ``bulk_load``; taken exclusively to clean up after one),
+#: updates (held by each for its transaction, so history rows commit in id order).
 _MIGRATE_LOCK = 0x68746D_0001
 _DIMENSION_LOCK = 0x68746D_0002
 _BULK_LOCK = 0x68746D_0003
+_HISTORY_LOCK = 0x68746D_0004
 
 #: ``htm_meta`` key present while a bulk load has the search indexes dropped.
 _BULK_MARKER = "bulk_load"

@@ -95,6 +95,12 @@ def sqlite_url(database: str | Path | None) -> str:
     return f"sqlite:///{Path(value).expanduser()}"
 
 
+#: Record the schema version, never lowering it.
+_SET_VERSION = ("INSERT INTO htm_meta(key, value) VALUES ('schema_version', :v) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value "
+                "WHERE CAST(htm_meta.value AS INTEGER) < CAST(excluded.value AS INTEGER)")
+
+
 class _SQLiteEngine(SQLWorkingSet):
     """The SQLite connection, its transactions and the catalogue every other part uses."""
 
@@ -379,34 +385,41 @@ class _SQLiteEngine(SQLWorkingSet):
 
     # -- schema ----------------------------------------------------------------------
 
+    @staticmethod
+    def _version_in(conn: Connection) -> int:
+        """The schema version ``conn`` sees (0 for a new file)."""
+        exists = conn.execute(
+            text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='htm_meta'")
+        ).first()
+        if not exists:
+            return 0
+        row = conn.execute(text("SELECT value FROM htm_meta WHERE key='schema_version'")).first()
+        return int(row[0]) if row else 0
+
     def schema_version(self) -> int:
         with map_sqlite_errors(self.url, "reading the schema version"), \
                 self._engine.connect() as conn:
-            exists = conn.execute(
-                text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='htm_meta'")
-            ).first()
-            if not exists:
-                return 0
-            row = conn.execute(
-                text("SELECT value FROM htm_meta WHERE key='schema_version'")
-            ).first()
-            return int(row[0]) if row else 0
+            return self._version_in(conn)
 
     def migrate(self) -> int:
-        """Create or upgrade the schema step by step; never drops anything."""
-        current = self.schema_version()
-        needs_migration(self.url, current, migrate=True)
-        for version in range(current + 1, SCHEMA_VERSION + 1):
-            with self._write() as conn:
-                for statement in _MIGRATIONS[version]:
-                    conn.exec_driver_sql(statement)
-                conn.execute(
-                    text("INSERT INTO htm_meta(key, value) VALUES ('schema_version', :v) "
-                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
-                    {"v": str(version)},
-                )
-                self._log(conn, "migrate", robot_id=None, detail={"to": version})
-            logger.info("migrated %s to schema version %d", self.url, version)
+        """Create or upgrade the schema; never drops anything.
+
+        Safe when many processes open one file at once: the version is read inside the
+        write transaction (``BEGIN IMMEDIATE`` holds the write lock from its start), so one
+        process makes every step from the version it finds to the current one, all in that
+        one transaction, and the others then find the schema current. The stored version
+        is never lowered.
+        """
+        with self._write(what="migrating the schema") as conn:
+            current = self._version_in(conn)
+            if needs_migration(self.url, current, migrate=True):
+                for version in range(current + 1, SCHEMA_VERSION + 1):
+                    for statement in _MIGRATIONS[version]:
+                        conn.exec_driver_sql(statement)
+                    self._log(conn, "migrate", robot_id=None, detail={"to": version})
+                conn.execute(text(_SET_VERSION), {"v": str(SCHEMA_VERSION)})
+                logger.info("migrated %s from schema version %d to %d", self.url, current,
+                            SCHEMA_VERSION)
         self._fts_batched = self._gate_fts_trigger(upgrade=True)
         return SCHEMA_VERSION
 

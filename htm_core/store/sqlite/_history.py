@@ -26,6 +26,19 @@ class _SQLiteHistory(SQLVersions, _SQLiteWriter):
         conn.execute(text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
                      {"e": unit.tobytes(), "n": embedder, "id": memory_id})
 
+    def _next_history_id(self, conn: Connection) -> int:
+        """One past the highest history row id ever given: SQLite numbers a row one past
+        the highest present, which reuses the id of a purged newest row, and a list walk's
+        history mark must never see an update made after it below it."""
+        given = int(conn.execute(text(
+            "SELECT max(coalesce((SELECT max(id) FROM memory_versions), 0), "
+            "coalesce((SELECT CAST(value AS INTEGER) FROM htm_meta "
+            "WHERE key = 'history_high_water'), 0)) + 1")).scalar_one())
+        conn.execute(text("INSERT INTO htm_meta(key, value) VALUES ('history_high_water', :v) "
+                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value"),
+                     {"v": str(given)})
+        return given
+
     def _history_vector_hits(self, conn: Connection, vector: Sequence[float], where: str,
                              params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
         """Exact cosine over the filtered history (expected to be small beside the store)."""
