@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from htm_core.errors import InvalidBudgetError, ValidationError, missing_extra
+from htm_core.errors import ConflictError, InvalidBudgetError, ValidationError, missing_extra
 from htm_core.identity import has_prefix
 from htm_core.models import Memory
 from htm_core.tags import carries_tag
@@ -70,6 +70,8 @@ __all__ = ["HTMStore", "decode_label", "encode_label", "namespace_tag"]
 
 ROOT_TAG = "lgstore"
 _OPTIONS = ("htm", "robot", "fields", "importance")
+#: How often a put reads and writes again when another put landed in between.
+_PUT_ATTEMPTS = 5
 _PLAIN = re.compile(r"[A-Za-z0-9_\-]")
 _ESCAPED = re.compile(r"((?:\.[0-9a-f]{2})+)")
 #: LangGraph's filter operators; an order against a missing field is False.
@@ -223,6 +225,17 @@ class HTMStore(BaseStore):
                                   ) from None
         # checked before anything is written: a rejected put changes nothing
         content = check_content(self._content(op.value, op.index))
+        for attempt in range(_PUT_ATTEMPTS):
+            try:
+                self._write(key, content, op)
+                return
+            except ConflictError:  # another put landed between the read and the write
+                if attempt == _PUT_ATTEMPTS - 1:
+                    raise
+
+    def _write(self, key: str, content: str, op: PutOp) -> None:
+        """Write ``op``'s value as the item's new version, over the version read here (a
+        put replaces the value whole: the last put wins, as in LangGraph's own stores)."""
         existing = self.htm.get(key, include_forgotten=True)
         record: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key,
                                   "value": op.value}
@@ -237,7 +250,8 @@ class HTMStore(BaseStore):
             self.htm.restore(key)
         elif existing.content == content and previous.get("value") == op.value:
             return
-        self.htm.update(key, content, metadata={"lgstore": record}, **fields)
+        self.htm.update(key, content, metadata={"lgstore": record},
+                        expected_version=existing.version, **fields)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         for name, value in (("limit", op.limit), ("offset", op.offset)):

@@ -398,3 +398,40 @@ def test_search_of_a_50k_store_reads_only_a_page(htm_factory: Callable[..., HTM]
     counter.read = 0
     assert len(store.search(("users", "ada"), query="topic 3 note", limit=5)) == 5
     assert counter.read < 100
+
+
+class RacingEmbedder(HashingEmbedder):
+    """The hashing embedder, running ``race`` once when asked to embed ``text``: a way to
+    land another writer's put inside this put's update, between its read and its write."""
+
+    def __init__(self, text: str, race: Callable[[], None]) -> None:
+        super().__init__()
+        self.text, self.race = text, race
+
+    def embed_documents(self, texts: Any) -> list[list[float]]:
+        if self.text in list(texts):
+            self.text = ""
+            self.race()
+        return super().embed_documents(texts)
+
+
+def test_a_put_racing_another_put_wins_as_the_last_put(htm_factory: Callable[..., HTM]) -> None:
+    """Two stores (two ``HTM`` objects on one database) put the same item, the other put
+    landing while this put's update embeds its text. The later put wins whole, as in
+    LangGraph's own stores: no ``ConflictError`` reaches the caller and nothing of the value
+    it replaced is merged in."""
+    namespace = ("users", "Ada")
+    theirs = htm_factory(robot="b")
+
+    def race() -> None:
+        HTMStore(htm=theirs).put(namespace, "k", {"text": "coffee", "cups": 2})
+
+    embedder = RacingEmbedder('{"cups": 3, "text": "water"}', race)
+    ours = htm_factory(robot="a", embedder=embedder)
+    HTMStore(htm=ours).put(namespace, "k", {"text": "tea", "cups": 1})
+    HTMStore(htm=ours).put(namespace, "k", {"text": "water", "cups": 3})
+    assert embedder.text == "", "the race did not run"
+    item = HTMStore(htm=theirs).get(namespace, "k")
+    assert item is not None and item.value == {"text": "water", "cups": 3}
+    memory = theirs.retrieve(HTMStore.memory_key(namespace, "k"))
+    assert memory is not None and "water" in memory.content and "coffee" not in memory.content
