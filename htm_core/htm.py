@@ -368,7 +368,8 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         created = [(r.memory, n.importance_given) for r, n in zip(results, records, strict=True)
                    if r.created]
         self._embedding.add_windows([m for m, _ in created])
-        self._enrichment.added([m for m, _ in created], [g for _, g in created])
+        _intake.after_commit(len(memories), "queueing their enrichment", lambda: (
+            self._enrichment.added([m for m, _ in created], [g for _, g in created])))
         self._embedding.wake()
         return memories
 
