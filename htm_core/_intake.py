@@ -35,7 +35,14 @@ from .store.base import content_hash, generated_key
 from .store.values import checked_instance
 from .timeframe import parse_timeframe
 from .tokens import TokenCounter
-from .validation import check_content, check_importance, check_key, check_limit, check_tags
+from .validation import (
+    check_content,
+    check_importance,
+    check_key,
+    check_limit,
+    check_name,
+    check_tags,
+)
 
 __all__ = ["GC_PAUSE_MIN", "ITEM_FIELDS", "Intake", "after_commit", "check_include_summaries",
            "check_neighbors", "confirm_forget", "confirm_purge", "context_scope", "cycles_paused",
@@ -76,7 +83,7 @@ class Intake:
         elif type(importance) is not float or not 0.0 <= importance <= 10.0:
             importance = check_importance(importance)  # a float in range is returned as is
         explicit = key is not None
-        key = check_key(key) if explicit else generated_key(self._robot, content)
+        key = check_name(key) if explicit else generated_key(self._robot, content)
         metadata = {} if metadata is None else check_metadata(metadata)
         when = self._clock() if created_at is None else check_created_at(created_at, self._aware)
         tags = self._enrichment.tags_for(content, () if tags is None else check_tags(tags))
