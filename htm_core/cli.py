@@ -46,7 +46,26 @@ def _open_htm(args: argparse.Namespace, **kwargs: Any) -> Any:
 
     return HTM(robot=_opt(args, "robot"), database_url=_opt(args, "db"),
                embedder=_opt(args, "embedder"),
-               working_memory_tokens=_opt(args, "working_memory_tokens"), **kwargs)
+               working_memory_tokens=_opt(args, "working_memory_tokens"),
+               **_store_access(args), **kwargs)
+
+
+#: The commands that may create a SQLite store that does not exist yet (they write).
+CREATING_COMMANDS = frozenset({"add", "import", "copy", "migrate", "demo", "mcp"})
+
+
+def _store_access(args: argparse.Namespace) -> dict[str, Any]:
+    """``HTM``'s ``read_only`` from ``--read-only``, once a command that only reads has
+    been refused a SQLite store that does not exist (unless ``--create`` was given): a
+    mistyped ``--db`` is an error naming the path, not a new empty store."""
+    from .store import is_postgres_url
+    from .store.sqlite._files import existing_database_file
+
+    url = _database_url(args)
+    if args.command not in CREATING_COMMANDS and not _opt(args, "create") \
+            and url not in (":memory:", "sqlite://") and not is_postgres_url(url):
+        existing_database_file(url)
+    return {"read_only": True} if _opt(args, "read_only") else {}
 
 
 def _open_reader(args: argparse.Namespace) -> Any:
@@ -60,8 +79,8 @@ def _database_url(args: argparse.Namespace) -> str | None:
 
 
 @contextmanager
-def _store(url: str | None) -> Iterator[LongTermStore]:
-    with _opened(open_store(url)) as store:
+def _store(url: str | None, *, read_only: bool = False) -> Iterator[LongTermStore]:
+    with _opened(open_store(url, read_only=read_only)) as store:
         yield store
 
 
@@ -346,7 +365,7 @@ def _cmd_copy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _cmd_log(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .validation import check_limit
 
-    with _store(_database_url(args)) as store:
+    with _store(_database_url(args), **_store_access(args)) as store:
         ops = store.operations(limit=check_limit(args.limit), robot=args.filter_robot, op=args.op)
     if not ops:
         err.write("no operations logged\n")

@@ -37,7 +37,18 @@ def _global_options(*, suppress: bool, robot: bool = True) -> argparse.ArgumentP
                        help="working-memory budget (default $HTM_WORKING_MEMORY_TOKENS or 128000)")
     group.add_argument("--progress", dest="progress", action="store_true", default=default,
                        help="always show progress bars (default: only on a terminal)")
+    _store_access_options(group, default)
     return parent
+
+
+def _store_access_options(group: Any, default: Any) -> None:
+    """``--read-only`` and ``--create``: how a command may touch the store."""
+    group.add_argument("--read-only", dest="read_only", action="store_true", default=default,
+                       help="open the SQLite store for reading only (works on a full disk or "
+                            "read-only media; writes are refused)")
+    group.add_argument("--create", dest="create", action="store_true", default=default,
+                       help="create the SQLite store if it does not exist (add, import, copy, "
+                            "migrate, demo and mcp create it anyway)")
 
 
 def build_parser() -> argparse.ArgumentParser:

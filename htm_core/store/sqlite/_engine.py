@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -84,6 +85,7 @@ def sqlite_url(database: str | Path | None) -> str:
     value = str(database)
     if value == ":memory:":
         return "sqlite://"
+    _refuse_schemeless_server(value)
     value = resolve_sqlite(value)
     if value.startswith("sqlite"):
         return value
@@ -93,6 +95,20 @@ def sqlite_url(database: str | Path | None) -> str:
             f"unsupported database URL scheme {scheme!r} in {mask_url(value)}; use a file path, "
             "'sqlite:///path', ':memory:' or 'postgresql://user:password@host/database'")
     return f"sqlite:///{Path(value).expanduser()}"
+
+
+#: ``host:port/...`` or ``user@host...``: a server address whose scheme was left out.
+_SCHEMELESS_SERVER = re.compile(r"^(?:[\w.-]+:\d+(?:/.*)?|[^/@:]+(?::[^/@]*)?@[^/]+(?:/.*)?)$")
+
+
+def _refuse_schemeless_server(value: str) -> None:
+    """Refuse a database value that reads as a server address without ``postgresql://``
+    (taken as a path it would silently create a SQLite store in a folder named after it)."""
+    if "://" not in value and _SCHEMELESS_SERVER.match(value):
+        raise ValidationError(
+            f"database {mask_url(value)!r} looks like a server address without a scheme; "
+            f"for PostgreSQL write 'postgresql://{mask_url(value)}', for a SQLite file whose "
+            f"name has a colon or '@' write './{mask_url(value)}'")
 
 
 class _SQLiteEngine(SQLWorkingSet):
