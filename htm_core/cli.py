@@ -413,12 +413,27 @@ def _cmd_ui(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _cmd_backup(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .errors import ValidationError
+    from .store import is_postgres_url
+    from .store.sqlite._files import backup_database
+
+    url = _database_url(args)
+    if is_postgres_url(url):
+        raise ValidationError("htm backup copies SQLite stores; for PostgreSQL use pg_dump, or "
+                              "`htm export FILE` for a portable copy of the memories")
+    count = backup_database(url, args.file)
+    out.write(f"backed up {count} memories to {args.file}\n")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "add": _cmd_add, "recall": _cmd_recall, "context": _cmd_context, "stats": _cmd_stats,
     "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
     "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate,
     "reembed": _cmd_reembed, "copy": _cmd_copy, "check": _cmd_check,
     "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp, "ui": _cmd_ui,
+    "backup": _cmd_backup,
 }
 
 

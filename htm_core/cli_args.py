@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("check", "look the database over for damage (file, full text, content, vectors)")
 
+    p = add("backup", "copy a SQLite store, also while it is written, to one consistent file")
+    p.add_argument("file", help="the backup file (replaced only once the copy is complete)")
+
     p = add("reembed", "rebuild every vector with the configured embedder (resumable)")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--force", action="store_true",

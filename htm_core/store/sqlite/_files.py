@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
-from ...errors import DatabaseUnavailableError, ValidationError
+from ...errors import DatabaseCorruptError, DatabaseUnavailableError, ValidationError
 from ._errors import sqlite_error
 
-__all__ = ["create_private", "existing_database_file", "writable"]
+__all__ = ["backup_database", "create_private", "existing_database_file", "writable"]
 
 
 def create_private(path: Path) -> None:
@@ -76,3 +77,58 @@ def existing_database_file(database: str | Path | None) -> Path:
             f"{path} is an SQLite file but not an htm database (it has no htm tables); "
             "check the path")
     return path
+
+
+def backup_database(database: str | Path | None, target: str | Path) -> int:
+    """Copy the SQLite store ``database`` to the file ``target`` as one consistent
+    snapshot, also while other processes write it; return how many memories it holds.
+
+    SQLite's online backup API reads the database with its ``-wal`` file (the commits not
+    yet checkpointed into the main file), so the copy holds every committed memory, which
+    copying the ``.db`` file alone does not. The copy is written to a new file beside
+    ``target`` (0600), checked (``PRAGMA quick_check``), flushed to disk and only then
+    renamed over ``target``: a backup that fails leaves an earlier one as it was.
+    """
+    source = existing_database_file(database)
+    path = Path(target).expanduser()
+    if path.resolve() == source.resolve():
+        raise ValidationError(f"the backup {path} would overwrite the database itself; "
+                              "give another file")
+    if not path.parent.is_dir():
+        raise ValidationError(f"cannot write {path}: the folder {path.parent} does not exist")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        count = _copy_online(source, tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return count
+
+
+def _copy_online(source: Path, copy: Path) -> int:
+    """SQLite's backup of ``source`` into ``copy``, checked; the copy's memory count."""
+    try:
+        src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            dst = sqlite3.connect(copy)
+            try:
+                src.backup(dst)
+                dst.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
+                problems = [r[0] for r in dst.execute("PRAGMA quick_check")]
+                count = int(dst.execute("SELECT count(*) FROM memories").fetchone()[0])
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except sqlite3.Error as exc:
+        raise sqlite_error(exc, str(source), "backing up") from exc
+    if problems != ["ok"]:
+        raise DatabaseCorruptError(
+            f"the backup of {source} does not pass SQLite's check ({problems[0]}); the "
+            "database is damaged: run `htm check`")
+    return count
