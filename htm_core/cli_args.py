@@ -41,6 +41,13 @@ def _global_options(*, suppress: bool, robot: bool = True) -> argparse.ArgumentP
     return parent
 
 
+def _check_and_backup(add: Any) -> None:
+    """The ``check`` and ``backup`` subcommands (``add`` makes a subparser)."""
+    add("check", "look the database over for damage (file, full text, content, vectors)")
+    p = add("backup", "copy a SQLite store, also while it is written, to one consistent file")
+    p.add_argument("file", help="the backup file (replaced only once the copy is complete)")
+
+
 def _store_access_options(group: Any, default: Any) -> None:
     """``--read-only`` and ``--create``: how a command may touch the store."""
     group.add_argument("--read-only", dest="read_only", action="store_true", default=default,
@@ -123,10 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("migrate", "create or upgrade the database schema")
 
-    add("check", "look the database over for damage (file, full text, content, vectors)")
-
-    p = add("backup", "copy a SQLite store, also while it is written, to one consistent file")
-    p.add_argument("file", help="the backup file (replaced only once the copy is complete)")
+    _check_and_backup(add)
 
     p = add("reembed", "rebuild every vector with the configured embedder (resumable)")
     p.add_argument("--batch-size", type=int, default=256)

@@ -227,9 +227,12 @@ class _SQLiteRecords(_SQLiteEngine):
         """The memories matching ``where``, each with its tags (sorted by name)."""
         cur = conn.connection.cursor()
         try:
-            return self._fetch_raw(cur, where, params, include_embedding)
+            found = self._fetch_raw(cur, where, params, include_embedding)
         finally:
             cur.close()
+        if not found and where.startswith("m.key = :key") and self._key_index_damage != "":
+            self._check_key_index()  # a miss by key (``get``): is the index of keys whole?
+        return found
 
     def _fetch_raw(self, cur: Any, where: str, params: dict[str, Any],
                    include_embedding: bool) -> list[Memory]:
@@ -245,16 +248,8 @@ class _SQLiteRecords(_SQLiteEngine):
         return [self._to_memory(r, sorted(json.loads(r[15])) if r[15] != "[]" else (), r[14])
                 for r in rows]
 
-    def get(self, key: str, *, include_forgotten: bool = False,
-            include_embedding: bool = False) -> Memory | None:
-        found = super().get(key, include_forgotten=include_forgotten,
-                            include_embedding=include_embedding)
-        if found is None and self._key_index_damage != "":
-            self._check_key_index()
-        return found
-
     def _check_key_index(self) -> None:
-        """On the first miss by key, whether the index of keys holds every memory (one
+        """On the first miss by key (``get``), whether the index of keys holds every memory (one
         count through it, one of the table); raises :class:`DatabaseCorruptError` on this
         and every later miss if it does not, since a miss may then be a memory the index
         lost. Checked once per store: a sound index costs nothing more."""
