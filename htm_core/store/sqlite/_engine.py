@@ -254,13 +254,13 @@ class _SQLiteEngine(SQLWorkingSet):
                        "on it (its -wal file was lost, or the file was replaced by an older "
                        "copy); the memories they wrote are gone: restore them from a backup, "
                        "and run `htm check`", self.url, lost)
-        if self._read_only is None:
-            with self._write(what="noting lost transactions") as conn:
-                self._set_meta(conn, "lost_commits", str(lost + int(
-                    self._meta(conn, "lost_commits") or 0)))
-                row = conn.exec_driver_sql(
-                    "SELECT value FROM htm_meta WHERE key = 'commit_count'").first()
-                self._set_meta(conn, "commit_count", str(int(row[0] if row else 0) + lost))
+        def note(conn: Connection) -> None:  # skipped on a read-only store or a full disk
+            noted, held = (int(self._meta(conn, k) or 0) for k in ("lost_commits",
+                                                                     "commit_count"))
+            self._set_meta(conn, "lost_commits", str(noted + lost))
+            self._set_meta(conn, "commit_count", str(held + lost))
+        self._optional_write("the note of lost transactions",
+                             lambda: self._writing("noting lost transactions", note), lambda: None)
 
     def _committed_anyway(self, landed: Callable[[sqlite3.Connection], bool]) -> bool:
         """Whether a transaction whose COMMIT raised is in the database after all."""
