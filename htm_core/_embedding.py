@@ -38,7 +38,7 @@ from ._windows import DEFAULT_WINDOW_WORDS, fill_windows_once, is_long, windows_
 from .background import EmbeddingWorker
 from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
 from .enrich.documents import embed_text
-from .errors import EmbedderMismatchError, EmbeddingError, HTMError, InvalidBudgetError
+from .errors import EmbedderMismatchError, EmbeddingError, HTMError, InvalidBudgetError, StoreError
 from .models import Memory
 from .observability import Metrics
 from .store.base import LongTermStore, NewMemory, content_hash
@@ -447,7 +447,7 @@ class EmbeddingService:
         try:
             self._store.set_windows(windows_for(long, self.documents, words,
                                                 probe=lambda: self.call([PROBE_TEXT])))
-        except EmbeddingError as exc:
+        except (EmbeddingError, StoreError) as exc:  # the memories are stored already
             logger.warning("windows of %d new memories not made now (the catch-up makes "
                            "them): %s", len(long), exc)
             self._windows_checked = False

@@ -11,7 +11,8 @@ each batch checked whole before anything is written. :func:`recall_args` checks 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Mapping
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -25,6 +26,7 @@ from .errors import (
     DuplicateKeyError,
     InvalidBudgetError,
     InvalidContentError,
+    StoreError,
     ValidationError,
 )
 from .retrieval import check_recall_strategy
@@ -33,10 +35,20 @@ from .store.base import content_hash, generated_key
 from .store.values import checked_instance
 from .timeframe import parse_timeframe
 from .tokens import TokenCounter
-from .validation import check_content, check_importance, check_key, check_limit, check_tags
+from .validation import (
+    check_content,
+    check_importance,
+    check_key,
+    check_limit,
+    check_name,
+    check_tags,
+)
 
-__all__ = ["GC_PAUSE_MIN", "ITEM_FIELDS", "Intake", "check_include_summaries", "check_neighbors",
-           "confirm_forget", "confirm_purge", "context_scope", "cycles_paused", "recall_args"]
+__all__ = ["GC_PAUSE_MIN", "ITEM_FIELDS", "Intake", "after_commit", "check_include_summaries",
+           "check_neighbors", "confirm_forget", "confirm_purge", "context_scope", "cycles_paused",
+           "recall_args"]
+
+logger = logging.getLogger(__name__)
 
 #: The fields an ``add_many`` item (a dict) may have: ``add``'s arguments.
 ITEM_FIELDS = frozenset({"content", "importance", "key", "tags", "metadata", "created_at"})
@@ -71,7 +83,7 @@ class Intake:
         elif type(importance) is not float or not 0.0 <= importance <= 10.0:
             importance = check_importance(importance)  # a float in range is returned as is
         explicit = key is not None
-        key = check_key(key) if explicit else generated_key(self._robot, content)
+        key = check_name(key) if explicit else generated_key(self._robot, content)
         metadata = {} if metadata is None else check_metadata(metadata)
         when = self._clock() if created_at is None else check_created_at(created_at, self._aware)
         tags = self._enrichment.tags_for(content, () if tags is None else check_tags(tags))
@@ -153,6 +165,20 @@ def cycles_paused(size: int) -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def after_commit(count: int, what: str, step: Callable[[], None]) -> None:
+    """Run ``step``, a follow-up of a batch of ``count`` memories whose transaction has
+    committed (queueing their enrichment, say).
+
+    An error from ``add`` or ``add_many`` means nothing was written, so a store error here
+    (a disk that filled up just after the commit) is logged as what it is, a follow-up not
+    done for memories that are stored, and not raised.
+    """
+    try:
+        step()
+    except StoreError as exc:
+        logger.warning("%d memories were stored, but %s failed: %s", count, what, exc)
 
 
 def recall_args(query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any,

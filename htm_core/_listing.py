@@ -25,7 +25,7 @@ from .models import Memory, Page
 from .store import SearchFilters
 from .store.base import LIST_ORDERS
 from .timeframe import parse_timeframe
-from .validation import check_key, check_limit, check_tags
+from .validation import check_key, check_key_prefix, check_limit, check_tags
 
 if TYPE_CHECKING:
     from .htm import HTM
@@ -133,9 +133,7 @@ class Listing:
         if not isinstance(descending, bool) or not isinstance(include_forgotten, bool):
             raise ValidationError("descending and include_forgotten must be True or False")
         limit = check_limit(limit)
-        if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
-            raise ValidationError(f"key_prefix must be a non-empty string or None, "
-                                  f"got {key_prefix!r}")
+        key_prefix = check_key_prefix(key_prefix)
         start, end = parse_timeframe(timeframe, clock=htm._clock)
         filters = SearchFilters(start=start, end=end, tags=check_tags(tags),
                                 robot=None if robot is None else check_key(robot))

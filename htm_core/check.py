@@ -101,11 +101,35 @@ def check_store(url: str | Path | None) -> CheckReport:
     finally:
         conn.close()
     _check_graph(path, found)
+    _check_lost_commits(path, found)
     wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size > 0:
         found.append(Finding("write-ahead log", True, f"{wal.name} holds {wal.stat().st_size:,} "
                              "bytes of transactions, applied when the database is next opened"))
     return report
+
+
+def _check_lost_commits(path: Path, found: list[Finding]) -> None:
+    """Write transactions acknowledged on the store that it does not hold (a lost ``-wal``
+    or an older copy put in its place), counted now or noted by an earlier open."""
+    from .store.sqlite._files import lost_commits
+
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            lost = max(0, lost_commits(path, conn))
+            row = conn.execute("SELECT value FROM htm_meta WHERE key = 'lost_commits'"
+                               ).fetchone()
+        finally:
+            conn.close()
+        noted = int(row[0]) if row is not None and str(row[0]).isdigit() else 0
+    except (sqlite3.Error, ValueError):
+        return
+    if lost or noted:
+        found.append(Finding("write-ahead log", False, f"{lost + noted} write transactions "
+                             "acknowledged on this store are not in it: its -wal file was "
+                             "lost, or the file was replaced by an older copy; the memories "
+                             "they wrote are gone (restore them from a backup: `htm import`)"))
 
 
 def _check_file(conn: sqlite3.Connection, found: list[Finding]) -> None:

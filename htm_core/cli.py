@@ -52,7 +52,26 @@ def _open_htm(args: argparse.Namespace, **kwargs: Any) -> Any:
 
     return HTM(robot=_opt(args, "robot"), database_url=_opt(args, "db"),
                embedder=_opt(args, "embedder"),
-               working_memory_tokens=_opt(args, "working_memory_tokens"), **kwargs)
+               working_memory_tokens=_opt(args, "working_memory_tokens"),
+               **_store_access(args), **kwargs)
+
+
+#: The commands that may create a SQLite store that does not exist yet (they write).
+CREATING_COMMANDS = frozenset({"add", "import", "copy", "migrate", "demo", "mcp"})
+
+
+def _store_access(args: argparse.Namespace) -> dict[str, Any]:
+    """``HTM``'s ``read_only`` from ``--read-only``, once a command that only reads has
+    been refused a SQLite store that does not exist (unless ``--create`` was given): a
+    mistyped ``--db`` is an error naming the path, not a new empty store."""
+    from .store import is_postgres_url
+    from .store.sqlite._files import existing_database_file
+
+    url = _database_url(args)
+    if args.command not in CREATING_COMMANDS and not _opt(args, "create") \
+            and url not in (":memory:", "sqlite://") and not is_postgres_url(url):
+        existing_database_file(url)
+    return {"read_only": True} if _opt(args, "read_only") else {}
 
 
 def _open_reader(args: argparse.Namespace) -> Any:
@@ -86,8 +105,8 @@ def _database_url(args: argparse.Namespace) -> str | None:
 
 
 @contextmanager
-def _store(url: str | None) -> Iterator[LongTermStore]:
-    with _opened(open_store(url)) as store:
+def _store(url: str | None, *, read_only: bool = False) -> Iterator[LongTermStore]:
+    with _opened(open_store(url, read_only=read_only)) as store:
         yield store
 
 
@@ -384,7 +403,7 @@ def _cmd_copy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _cmd_log(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .validation import check_limit
 
-    with _store(_database_url(args)) as store:
+    with _store(_database_url(args), **_store_access(args)) as store:
         ops = store.operations(limit=check_limit(args.limit), robot=args.filter_robot, op=args.op)
     if not ops:
         err.write("no operations logged\n")
@@ -432,12 +451,27 @@ def _cmd_ui(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _cmd_backup(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .errors import ValidationError
+    from .store import is_postgres_url
+    from .store.sqlite._files import backup_database
+
+    url = _database_url(args)
+    if is_postgres_url(url):
+        raise ValidationError("htm backup copies SQLite stores; for PostgreSQL use pg_dump, or "
+                              "`htm export FILE` for a portable copy of the memories")
+    count = backup_database(url, args.file)
+    out.write(f"backed up {count} memories to {args.file}\n")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "add": _cmd_add, "recall": _cmd_recall, "context": _cmd_context, "stats": _cmd_stats,
     "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
     "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate,
     "reembed": _cmd_reembed, "copy": _cmd_copy, "check": _cmd_check,
     "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp, "ui": _cmd_ui,
+    "backup": _cmd_backup,
 }
 
 

@@ -37,6 +37,7 @@ def _global_options(*, suppress: bool, robot: bool = True) -> argparse.ArgumentP
                        help="working-memory budget (default $HTM_WORKING_MEMORY_TOKENS or 128000)")
     group.add_argument("--progress", dest="progress", action="store_true", default=default,
                        help="always show progress bars (default: only on a terminal)")
+    _store_access_options(group, default)
     return parent
 
 
@@ -50,6 +51,23 @@ def _scope_options() -> argparse.ArgumentParser:
     group.add_argument("--session", metavar="ID",
                        help="with --user: write into this session of the user")
     return parent
+
+
+def _check_and_backup(add: Any) -> None:
+    """The ``check`` and ``backup`` subcommands (``add`` makes a subparser)."""
+    add("check", "look the database over for damage (file, full text, content, vectors)")
+    p = add("backup", "copy a SQLite store, also while it is written, to one consistent file")
+    p.add_argument("file", help="the backup file (replaced only once the copy is complete)")
+
+
+def _store_access_options(group: Any, default: Any) -> None:
+    """``--read-only`` and ``--create``: how a command may touch the store."""
+    group.add_argument("--read-only", dest="read_only", action="store_true", default=default,
+                       help="open the SQLite store for reading only (works on a full disk or "
+                            "read-only media; writes are refused)")
+    group.add_argument("--create", dest="create", action="store_true", default=default,
+                       help="create the SQLite store if it does not exist (add, import, copy, "
+                            "migrate, demo and mcp create it anyway)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("migrate", "create or upgrade the database schema")
 
-    add("check", "look the database over for damage (file, full text, content, vectors)")
+    _check_and_backup(add)
 
     p = add("reembed", "rebuild every vector with the configured embedder (resumable)")
     p.add_argument("--batch-size", type=int, default=256)

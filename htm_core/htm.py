@@ -53,7 +53,7 @@ from .retrieval import RetrievalConfig, search
 from .store import LongTermStore, open_store
 from .tags import tag_filter
 from .tokens import TokenCounter, resolve_counter
-from .validation import check_content, check_key, check_max_tokens, check_tags
+from .validation import check_content, check_key, check_max_tokens, check_name, check_tags
 from .working import WorkingMemory
 from .working.context import SEPARATOR, check_strategy, fit
 from .working.resident import ResidentSet
@@ -150,7 +150,7 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
             embedder=embedder if isinstance(embedder, str) else None,
         )
         self.settings = settings
-        self.robot = check_key(settings.robot)
+        self.robot = check_name(settings.robot, what="robot name")
         self.metrics = Metrics(robot=self.robot, telemetry=telemetry,
                                meter_provider=meter_provider, tracer_provider=tracer_provider)
         self._clock: Clock = clock or local_now
@@ -390,7 +390,8 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         created = [(r.memory, n.importance_given) for r, n in zip(results, records, strict=True)
                    if r.created]
         self._embedding.add_windows([m for m, _ in created])
-        self._enrichment.added([m for m, _ in created], [g for _, g in created])
+        _intake.after_commit(len(memories), "queueing their enrichment", lambda: (
+            self._enrichment.added([m for m, _ in created], [g for _, g in created])))
         self._embedding.wake()
         return memories
 

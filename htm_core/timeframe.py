@@ -74,9 +74,8 @@ def parse_timeframe(timeframe: Any, *, clock: Clock | None = None) -> Timeframe:
         return (None, None)
     try:
         window = _parse(timeframe, now)
-        for bound in window or ():
-            if bound is not None:
-                _utc(bound).timestamp()  # fails outside what a store can hold
+        if window is not None:
+            window = (_held(window[0]), _held(window[1]))
     except TimeframeError:
         raise
     except (ValueError, OverflowError):  # a date before year 1 or after 9999
@@ -123,7 +122,23 @@ def _parse(timeframe: Any, now: datetime) -> Timeframe | None:
 
 
 def _utc(when: datetime) -> datetime:
-    return when.astimezone(timezone.utc)
+    """``when`` in UTC; a local time of year 1 or 9999 whose UTC instant falls outside
+    what ``datetime`` holds becomes its first or last UTC instant (no memory is older or
+    newer, so the window keeps what it selects)."""
+    try:
+        return when.astimezone(timezone.utc)
+    except OverflowError:
+        return (datetime.min if when.year == 1 else datetime.max).replace(tzinfo=timezone.utc)
+
+
+def _held(bound: datetime | None) -> datetime | None:
+    """``bound`` as it is, or in UTC when only that fits (see :func:`_utc`); raises
+    ``ValueError`` or ``OverflowError`` for what no store can hold."""
+    if bound is None:
+        return None
+    utc = _utc(bound)
+    utc.timestamp()
+    return bound if utc == bound else utc
 
 
 def _aware(value: Any, tz: tzinfo | None) -> datetime | None:

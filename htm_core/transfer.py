@@ -41,6 +41,7 @@ from . import _exportfile, serialize
 from ._values import check_created_at, check_metadata
 from .embeddings import embedder_name, store_embedder_hint
 from .errors import (
+    DatabaseCorruptError,
     DuplicateKeyError,
     EmbedderMismatchError,
     EmbeddingError,
@@ -50,7 +51,7 @@ from .errors import (
 )
 from .models import Memory
 from .store._vectors import mismatch_advice
-from .store.base import LongTermStore, NewMemory
+from .store.base import LongTermStore, NewMemory, content_hash
 from .validation import check_content
 
 __all__ = [
@@ -265,11 +266,22 @@ def export_jsonl(
         for batch in store.iter_memories(batch_size=batch_size, include_forgotten=include_forgotten,
                                          include_embedding=with_embeddings):
             for m in batch:
+                _check_intact(store, m)
                 writer.write(memory_to_record(m, with_embedding=with_embeddings))
             if progress is not None:
                 progress(writer.count, total)
         writer.finish()
     return writer.count
+
+
+def _check_intact(store: LongTermStore, memory: Memory) -> None:
+    """Refuse to export a memory whose text no longer matches its stored checksum: a
+    backup must never carry damage under a valid checksum of its own."""
+    if memory.content_hash and content_hash(memory.content) != memory.content_hash:
+        raise DatabaseCorruptError(
+            f"memory {memory.key!r} (id {memory.id}) in {store.url} does not match its stored "
+            "checksum: its text was damaged; the export was stopped and no backup written. "
+            "Run `htm check` to list every damaged memory")
 
 
 def _read_records(source: Iterable[str], *, partial: bool,

@@ -19,6 +19,7 @@ from .errors import (
     InvalidKeyError,
     InvalidTagError,
     InvalidTokensError,
+    ValidationError,
 )
 
 __all__ = [
@@ -27,8 +28,10 @@ __all__ = [
     "check_content",
     "check_importance",
     "check_key",
+    "check_key_prefix",
     "check_limit",
     "check_max_tokens",
+    "check_name",
     "check_tags",
     "check_tokens",
 ]
@@ -41,6 +44,9 @@ MAX_CONTENT_BYTES = 256 * 1024
 MAX_TAG_LENGTH = 255
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TAG = re.compile(r"^[\w.\-]+(?::[\w.\-]+)*$")
+#: Control characters (C0, DEL, C1) and the Unicode line and paragraph separators: in a name
+#: they break log lines and reach terminals as escape sequences.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def check_content(content: Any) -> str:
@@ -108,6 +114,38 @@ def check_key(key: Any) -> str:
     if "\x00" in key or _SURROGATE.search(key):
         raise InvalidKeyError("key contains a NUL character or an unpaired surrogate")
     return key
+
+
+def check_name(name: Any, *, what: str = "key") -> str:
+    """A key or robot name to write: :func:`check_key`'s rules, and no control character
+    (newline, tab, escape, DEL, C1) or line separator, which would reach logs and terminals.
+
+    Lookups take :func:`check_key`, so a name written before this rule can still be read,
+    forgotten and restored.
+    """
+    checked: str = check_key(name)
+    found = _CONTROL.search(checked)
+    if found:
+        raise InvalidKeyError(
+            f"{what} {checked[:40]!r} contains the control character {found.group()!r} at "
+            f"position {found.start()}; {what}s may not hold newlines, tabs, escape sequences "
+            "or other control characters: remove them")
+    return checked
+
+
+def check_key_prefix(prefix: Any) -> str | None:
+    """A key prefix to list by: None, or a non-empty string without NUL, unpaired
+    surrogates or control characters (no key holds them, so such a prefix selects nothing
+    and one backend would fail on it)."""
+    if prefix is None:
+        return None
+    if not isinstance(prefix, str) or not prefix:
+        raise ValidationError(f"key_prefix must be a non-empty string or None, got {prefix!r}")
+    if _SURROGATE.search(prefix) or _CONTROL.search(prefix):
+        raise ValidationError(
+            f"key_prefix {prefix[:40]!r} contains a NUL, control character or unpaired "
+            "surrogate, which no key holds; give the prefix as printable text")
+    return prefix
 
 
 def check_tags(tags: Iterable[str] | str | None) -> tuple[str, ...]:

@@ -41,7 +41,9 @@ class Run:
 def htm_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Run:
     for name in ("HTM_DATABASE_URL", "HTM_ROBOT", "HTM_EMBEDDER"):
         monkeypatch.delenv(name, raising=False)
-    return Run(tmp_path / "cli.db")
+    run = Run(tmp_path / "cli.db")
+    assert run("migrate") == 0  # the store exists: commands that only read never create one
+    return run
 
 
 def test_add_recall_context_stats(htm_cli: Run) -> None:

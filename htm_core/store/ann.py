@@ -42,6 +42,7 @@ import logging
 import math
 import mmap
 import os
+import tempfile
 import threading
 import weakref
 from pathlib import Path
@@ -80,6 +81,17 @@ def _seal(path: Path) -> None:
         fh.write(_MAGIC + length.to_bytes(8, "little") + digest.digest())
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _fresh_temporary(path: Path) -> Path:
+    """A new, empty, owner-only file beside ``path`` to write its next version into.
+
+    Made with ``O_CREAT | O_EXCL`` under a random name (``<name>.tmp<pid>.<random>``), so a
+    file or symlink planted beside the store is never opened, followed or overwritten.
+    """
+    fd, name = tempfile.mkstemp(prefix=f"{path.name}.tmp{os.getpid()}.", dir=path.parent)
+    os.close(fd)
+    return Path(name)
 
 
 def read_sealed(path: Path) -> tuple[mmap.mmap, memoryview] | None:
@@ -354,8 +366,9 @@ class ApproximateIndex(VectorIndex):
     def _save(self, graph: Any) -> None:
         if self.path is None or self._closed:
             return
-        tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
+        tmp: Path | None = None
         try:
+            tmp = _fresh_temporary(self.path)
             graph.save(str(tmp))
             os.chmod(tmp, 0o600)  # the graph holds the store's vectors: owner only
             _seal(tmp)
@@ -363,15 +376,16 @@ class ApproximateIndex(VectorIndex):
         except Exception as exc:  # a full disk (usearch raises RuntimeError), permissions
             logger.warning("could not save the vector graph to %s: %s; search keeps working "
                            "and the graph is saved again after the next fold", self.path, exc)
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
 
     def _remove_stale_temporaries(self) -> None:
         """Remove graph files half-written by processes that no longer run (killed saves)."""
         assert self.path is not None
         with contextlib.suppress(OSError):
             for stale in self.path.parent.glob(self.path.name + ".tmp*"):
-                pid = stale.name.rsplit(".tmp", 1)[-1]
+                pid = stale.name.rsplit(".tmp", 1)[-1].split(".", 1)[0]
                 if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
                     stale.unlink(missing_ok=True)
 

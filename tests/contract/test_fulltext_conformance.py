@@ -7,6 +7,7 @@ agree with each other. The rules are docs/concepts.md's "Full-text matching rule
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timezone
 
 import pytest
@@ -239,9 +240,10 @@ def _version_1_store(url: str) -> None:
         for key, content in rows:
             conn.execute(text(
                 "INSERT INTO memories(key, content, content_hash, robot_id, importance, "
-                "token_count, created_at, last_accessed) VALUES (:k, :c, :k, "
+                "token_count, created_at, last_accessed) VALUES (:k, :c, :h, "
                 "(SELECT id FROM robots WHERE name = 'r1'), 1.0, 3, :t, :t)"),
-                {"k": key, "c": content, "t": when})
+                {"k": key, "c": content, "t": when,
+                 "h": hashlib.sha256(content.encode("utf-8")).hexdigest()})
         conn.execute(text("INSERT INTO tags(name) VALUES ('Project:Alpha')"))
         conn.execute(text("INSERT INTO memory_tags(memory_id, tag_id) SELECT m.id, t.id "
                           "FROM memories m, tags t WHERE m.key = 'tagged'"))

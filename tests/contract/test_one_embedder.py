@@ -188,7 +188,8 @@ def _make_v1(url: str) -> None:
         conn.execute(text(f"INSERT INTO robots(name, created_at) VALUES ('old', {now})"))
         conn.execute(text(
             "INSERT INTO memories(key, content, content_hash, robot_id, token_count, "
-            "created_at, last_accessed) SELECT 'kept', 'from version one', 'h', id, 3, "
+            "created_at, last_accessed) SELECT 'kept', 'from version one', "
+            f"'6acc924f43453cef79a654d6484a115ea19523b6e5796a8540050c3d633bf2e2', id, 3, "
             f"{now}, {now} FROM robots WHERE name = 'old'"))
     engine.dispose()
 

@@ -231,7 +231,8 @@ def _make_v2(url: str) -> None:
         conn.execute(text(f"INSERT INTO robots(name, created_at) VALUES ('old', {now})"))
         conn.execute(text(
             "INSERT INTO memories(key, content, content_hash, robot_id, token_count, "
-            "created_at, last_accessed) SELECT 'kept', 'written by version two', 'h', id, 4, "
+            "created_at, last_accessed) SELECT 'kept', 'written by version two', "
+            f"'0ca707e6df5bbff34369cbb7a0133b3254f14b075548f1f96dd1c8267f7c4009', id, 4, "
             f"{now}, {now} FROM robots WHERE name = 'old'"))
     engine.dispose()
 

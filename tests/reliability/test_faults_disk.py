@@ -17,6 +17,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from sqlalchemy import event
@@ -244,3 +245,77 @@ def test_an_error_from_commit_never_hides_a_written_batch(
         present = sum(htm.store.get(f"b{i}") is not None for i in range(100))
         assert present == (100 if landed else 0)
         assert htm.store.counts("").total == N + present
+
+
+# -- a failed batch wrote nothing, on a disk that fills at every byte count ---------------
+
+
+class _MemoEmbedder(HashingEmbedder):
+    """The hashing embedder with its vectors kept, so that the many trials below do not
+    spend their time embedding the same batch again."""
+
+    memo: ClassVar[dict[str, list[float]]] = {}
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        missing = [t for t in texts if t not in self.memo]
+        self.memo.update(zip(missing, super().embed_documents(missing), strict=True))
+        return [self.memo[t] for t in texts]
+
+
+_LONG_BATCH = [{"content": f"a long new memory {i} " + "lorem ipsum " * 200, "key": f"n{i}"}
+               for i in range(100)]
+
+
+def _batch_on_a_full_disk(root: Path, free_kib: int) -> tuple[int, str | None]:
+    """Add the long batch (its memories get search windows, written after the batch) on a
+    fresh tmpfs filled to leave ``free_kib``; return how many of its rows are stored and the
+    error ``add_many`` raised (None when it returned)."""
+    mnt = root / f"fs-{uuid.uuid4().hex[:6]}"
+    assert _mount(mnt, "6m")
+    try:
+        db = mnt / "htm.db"
+        with HTM(database_url=str(db), embedder=_MemoEmbedder()) as htm:
+            htm.add_many([{"content": f"memory {i} about cats", "key": f"k{i}"}
+                          for i in range(N)])
+            stat = os.statvfs(mnt)
+            with open(mnt / "filler", "wb") as filler:
+                filler.write(b"x" * max(0, stat.f_bavail * stat.f_frsize - free_kib * 1024))
+            try:
+                htm.add_many(_LONG_BATCH)
+                error = None
+            except DiskFullError as exc:
+                error = str(exc)
+        (mnt / "filler").unlink()
+        store = open_store(db)
+        try:
+            return sum(store.get(f"n{i}") is not None for i in range(100)), error
+        finally:
+            store.close()
+    finally:
+        _umount(mnt)
+
+
+def test_a_batch_that_fails_on_a_full_disk_wrote_nothing(small_fs: Path) -> None:
+    """Real full disks, one fresh tmpfs per trial: the smallest free space at which the
+    batch's rows land is found by bisection, then every KiB above it is tried. Each batch
+    that raised must have stored none of its 100 rows; each that returned, all of them.
+    Before the fix, for 8 KiB above that point the batch committed and then its search
+    windows (a second transaction) met the full disk: ``DiskFullError "...; nothing was
+    written"`` with all 100 rows stored."""
+    low, high = 0, 2048
+    assert _batch_on_a_full_disk(small_fs.parent, high)[0] == 100
+    while high - low > 1:
+        mid = (low + high) // 2
+        if _batch_on_a_full_disk(small_fs.parent, mid)[0]:
+            high = mid
+        else:
+            low = mid
+    failed_rows = {}
+    for free_kib in range(low, high + 16):
+        rows, error = _batch_on_a_full_disk(small_fs.parent, free_kib)
+        if error is not None:
+            failed_rows[free_kib] = rows
+            assert "nothing was written" in error
+        else:
+            assert rows == 100, (free_kib, rows)
+    assert failed_rows and set(failed_rows.values()) == {0}, failed_rows

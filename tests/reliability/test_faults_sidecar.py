@@ -219,3 +219,37 @@ def test_garbage_near_the_end_of_a_full_size_graph_never_crashes(
     done = _run(_OPEN_BIG, str(damaged))
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.strip() == "refused"
+
+
+def test_a_save_never_follows_a_symlink_planted_at_its_temporary_name(tmp_path: Path) -> None:
+    """Before the fix the graph was written to ``<file>.tmp<pid>`` opened by name, so a
+    symlink planted there (by anyone who can write the folder) had its target overwritten
+    with the store's vectors."""
+    path = tmp_path / "g.usearch"
+    target = tmp_path / "precious.txt"
+    target.write_bytes(b"keep me")
+    planted = tmp_path / f"g.usearch.tmp{os.getpid()}"
+    planted.symlink_to(target)
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((ROWS, DIM)).astype(np.float32)
+    idx = ApproximateIndex(DIM, path=path, min_rows=300, background=False, fold_rows=100_000)
+    ids = np.arange(1, ROWS + 1, dtype=np.int64)
+    idx.add_arrays(ids, vectors / np.linalg.norm(vectors, axis=1, keepdims=True),
+                   np.zeros(ROWS), ids % 3)
+    idx.ensure_graph()
+    assert target.read_bytes() == b"keep me"
+    assert read_sealed(path) is not None and not path.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["g.usearch", "precious.txt", planted.name])
+
+
+def test_temporary_files_with_random_names_of_killed_saves_are_removed(tmp_path: Path) -> None:
+    path = tmp_path / "g.usearch"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f"g.usearch.tmp{dead}.k3j2h1"
+    stale.write_bytes(b"x" * 1000)
+    mine = tmp_path / f"g.usearch.tmp{os.getppid()}.a8b7c6"
+    mine.write_bytes(b"y")
+    ApproximateIndex(DIM, path=path, min_rows=300, background=False)
+    assert not stale.exists() and mine.exists()

@@ -52,7 +52,8 @@ def run_ui(tmp_path: Path) -> Iterator[object]:
 
     def run(*args: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "htm_core.cli", "--db", str(tmp_path / "htm.db"), "ui", *args],
+            [sys.executable, "-m", "htm_core.cli", "--db", str(tmp_path / "htm.db"), "--create",
+             "ui", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path)
         started.append(proc)
         return proc

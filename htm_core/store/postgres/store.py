@@ -14,6 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from ...errors import (
+    StoreError,
     ValidationError,
 )
 from .._common import mask_url
@@ -31,6 +32,16 @@ from ._schema import (
     DEFAULT_EF_SEARCH,
 )
 from ._windows import _PostgresWindows
+
+#: How long an opening store waits for the index build of a loader that may have been
+#: killed (its server backend stops within a second of noticing; see ``_recover_bulk_load``).
+_ORPHAN_WAIT_MS = 10_000
+
+#: Whether a live ``bulk_load`` holds the bulk lock (shared, for the whole load).
+_LIVE_LOAD = ("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
+              "WHERE d.datname = current_database() AND l.locktype = 'advisory' "
+              "AND l.mode = 'ShareLock' AND l.granted AND l.objsubid = 1 "
+              "AND l.classid::bigint = (:k >> 32) AND l.objid::bigint = (:k & 4294967295))")
 
 
 class PostgresStore(_PostgresWindows):
@@ -201,10 +212,18 @@ class PostgresStore(_PostgresWindows):
 
     def _rebuild(self, conn: Connection, memory_mb: int, workers: int | None, *,
                  abandoned_only: bool) -> list[str]:
-        alone = bool(conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"),
-                                  {"k": _BULK_LOCK}).scalar())
-        if abandoned_only and not alone:
-            return []  # a bulk load is running; it builds the indexes when it ends
+        if abandoned_only:  # no live load: wait (bounded) for a build that may be orphaned
+            conn.execute(text("SELECT set_config('lock_timeout', :t, true)"),
+                         {"t": f"{_ORPHAN_WAIT_MS}ms"})
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _BULK_LOCK})
+            alone = True
+        else:
+            alone = bool(conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"),
+                                      {"k": _BULK_LOCK}).scalar())
+        # A build whose client died stops within a second instead of running to its end
+        # while holding the lock (PostgreSQL 14 and later).
+        conn.execute(text("SELECT set_config('client_connection_check_interval', '1000', true) "
+                          "WHERE current_setting('server_version_num')::int >= 140000"))
         conn.execute(text("SELECT set_config('maintenance_work_mem', :m, true)"),
                      {"m": f"{memory_mb}MB"})
         if workers is not None:
@@ -229,13 +248,35 @@ class PostgresStore(_PostgresWindows):
         return built
 
     def _recover_bulk_load(self) -> None:
-        """Build the indexes a bulk load dropped when that load's process died mid-way."""
-        marker = self._read("reading the bulk-load marker", lambda conn: conn.execute(
-            text("SELECT value FROM htm_meta WHERE key = :k"), {"k": _BULK_MARKER}).scalar())
-        if marker is None:
+        """Build the indexes a bulk load dropped when that load's process died mid-way.
+
+        The marker (set when the load starts, cleared by the transaction that builds the
+        indexes) says a load has not finished. A live load holds the bulk lock shared for
+        its whole length and builds the indexes itself. Without one, the lock can still be
+        held, exclusively, by the final build of a loader that was killed: its server
+        backend goes on until it notices, within a second, that its client is gone. So the
+        store waits for that lock (at most ``_ORPHAN_WAIT_MS``), then builds what is missing;
+        if a build is still running then, it says so.
+        """
+        def state(conn: Connection) -> tuple[Any, bool]:
+            marker = conn.execute(text("SELECT value FROM htm_meta WHERE key = :k"),
+                                  {"k": _BULK_MARKER}).scalar()
+            loading = marker is not None and bool(conn.execute(text(_LIVE_LOAD),
+                                                               {"k": _BULK_LOCK}).scalar())
+            return marker, loading
+
+        marker, loading = self._read("reading the bulk-load marker", state)
+        if marker is None or loading:
             return
-        built = self._run("rebuilding the search indexes", lambda conn: self._rebuild(
-            conn, 1024, None, abandoned_only=True))
+        try:
+            built = self._run("rebuilding the search indexes", lambda conn: self._rebuild(
+                conn, 1024, None, abandoned_only=True))
+        except StoreError as exc:
+            logger.warning("%s: a bulk load's search indexes are missing and another process "
+                           "is still building them (%s); searches are exact scans until it "
+                           "ends, and the next store to open rebuilds them if it fails",
+                           self.url, exc)
+            return
         if built:
             logger.warning("%s: a bulk load ended without rebuilding its indexes; rebuilt %s",
                            self.url, ", ".join(built))

@@ -42,7 +42,14 @@ from ..base import (
 )
 from ..vector_index import VectorIndex
 from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
-from ._files import create_private, writable
+from ._files import (
+    CommitCounter,
+    count_commit,
+    create_private,
+    lost_commits,
+    refuse_schemeless_server,
+    writable,
+)
 from ._schema import (
     _FTS_BATCH_KEY,
     _GATED_TRIGGERS,
@@ -60,7 +67,8 @@ logger = logging.getLogger("htm_core.store.sqlite")
 
 #: ``htm_meta`` keys whose values are integers (anything else there is damage).
 _NUMERIC_META = frozenset({"embedding_dim", "vector_generation", "schema_version",
-                           "id_high_water", "window_generation"})
+                           "id_high_water", "window_generation", "commit_count",
+                           "lost_commits"})
 
 
 def default_sqlite_path() -> Path:
@@ -84,6 +92,7 @@ def sqlite_url(database: str | Path | None) -> str:
     value = str(database)
     if value == ":memory:":
         return "sqlite://"
+    refuse_schemeless_server(value)
     value = resolve_sqlite(value)
     if value.startswith("sqlite"):
         return value
@@ -123,11 +132,14 @@ class _SQLiteEngine(SQLWorkingSet):
     #: The connection of the raw reads (``_cursor``), kept out of the pool; see :meth:`_reader`.
     _reader_conn: sqlite3.Connection | None = None
     _reader_pid: int = 0
+    #: The ``<db>-commits`` file (see :class:`~htm_core.store.sqlite._files.CommitCounter`).
+    _commits: CommitCounter
 
     # -- engine and transactions -----------------------------------------------------
 
     def _make_engine(self) -> Engine:
         self._close_reader()
+        self._commits = CommitCounter(None if self._memory_db else self._file())
         kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False,
                                                    "timeout": self._busy_timeout_ms / 1000}}
         if self._memory_db:
@@ -178,16 +190,14 @@ class _SQLiteEngine(SQLWorkingSet):
                ) -> Iterator[Connection]:
         """A write transaction: all or nothing. Waits (bounded) for another process's lock.
 
-        ``cache_kib`` enlarges the connection's page cache for this transaction only (a large
-        batch then never spills dirty pages to the WAL before its commit). What the store
-        caches about the database (robot ids, the vector generation) is put back as it was
-        when the transaction does not commit.
+        ``cache_kib`` enlarges the page cache for this transaction only (a large batch then
+        never spills to the WAL before its commit). What the store caches (robot ids, the
+        vector generation) is put back when it does not commit; a commit is counted.
 
-        ``landed`` guards against an error hiding a commit: SQLite can report a failure
-        (a full disk, an I/O error) from ``COMMIT`` after the commit record reached the WAL,
-        when it fails to grow the WAL index. Then ``landed`` is asked, on a fresh
-        connection, whether the transaction is in the database; if it is, the write counts
-        as done (with a warning), so an error always means nothing was written.
+        ``landed`` guards against an error hiding a commit: SQLite can fail ``COMMIT`` (a
+        full disk, an I/O error) after the commit record reached the WAL. Then ``landed``
+        is asked, on a fresh connection, whether the transaction is in the database; if
+        so, it counts as done (with a warning): an error always means nothing was written.
         """
         if self._read_only is not None:
             raise ReadOnlyError(
@@ -215,6 +225,7 @@ class _SQLiteEngine(SQLWorkingSet):
                         raise
                 try:
                     yield conn
+                    count = 0 if self._memory_db else count_commit(conn)
                 except BaseException:
                     trans.rollback()
                     raise
@@ -227,6 +238,7 @@ class _SQLiteEngine(SQLWorkingSet):
                                    "transaction is in the database; it counts as written",
                                    _driver_message(exc), what, self.url)
                 committed = True
+                self._commits.record(count)
             except DRIVER_ERRORS as exc:
                 raise sqlite_error(exc, self.url, what) from exc
             finally:
@@ -235,6 +247,26 @@ class _SQLiteEngine(SQLWorkingSet):
                 if raw is not None and normal_cache is not None:
                     raw.execute(f"PRAGMA cache_size = {int(normal_cache)}")
                 conn.close()
+
+    def _check_lost_commits(self) -> None:
+        """Warn (and note in ``htm_meta``, for ``htm check``) when ``<db>-commits`` counts
+        write transactions the database does not hold: its ``-wal`` was lost, or the file
+        was replaced by an older copy."""
+        with self._read("reading the commit count") as conn:
+            lost = lost_commits(self._file(), conn.connection.dbapi_connection)
+        if lost <= 0:
+            return
+        logger.warning("SQLite database %s lacks the last %d write transactions acknowledged "
+                       "on it (its -wal file was lost, or the file was replaced by an older "
+                       "copy); the memories they wrote are gone: restore them from a backup, "
+                       "and run `htm check`", self.url, lost)
+        def note(conn: Connection) -> None:  # skipped on a read-only store or a full disk
+            noted, held = (int(self._meta(conn, k) or 0) for k in ("lost_commits",
+                                                                     "commit_count"))
+            self._set_meta(conn, "lost_commits", str(noted + lost))
+            self._set_meta(conn, "commit_count", str(held + lost))
+        self._optional_write("the note of lost transactions",
+                             lambda: self._writing("noting lost transactions", note), lambda: None)
 
     def _committed_anyway(self, landed: Callable[[sqlite3.Connection], bool]) -> bool:
         """Whether a transaction whose COMMIT raised is in the database after all."""
@@ -339,7 +371,10 @@ class _SQLiteEngine(SQLWorkingSet):
         return conn
 
     def _close_reader(self) -> None:
-        """Close the raw reads' connection (a shared in-memory one only lets go of it)."""
+        """Close the raw reads' connection (a shared in-memory one only lets go of it) and
+        the commit counter's file."""
+        if hasattr(self, "_commits"):
+            self._commits.close()
         conn, self._reader_conn = self._reader_conn, None
         if conn is not None and not self._memory_db and self._reader_pid == os.getpid():
             try:

@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from hashlib import sha256
 from types import TracebackType
 from typing import Any
 
@@ -15,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...clock import utc_from_timestamp
+from ...errors import DatabaseCorruptError
 from ...models import Memory
 from .._common import chunks
 from .._vectors import (
@@ -42,6 +44,9 @@ _SCAN_EMBEDDINGS = (
     "SELECT content_hash, embedding FROM memories WHERE content_hash IN "
     "(SELECT value FROM json_each(?)) AND embedder = ? AND embedding IS NOT NULL "
     f"AND NOT {CHUNK_SQLITE}")
+
+#: The memories the index of keys (the ``UNIQUE`` constraint's) holds, counted through it.
+_COUNT_KEYS_INDEXED = "SELECT count(key) FROM memories INDEXED BY sqlite_autoindex_memories_1"
 
 #: A read connection and its ``data_version``: see :meth:`_SQLiteRecords._mark`.
 Mark = tuple[sqlite3.Connection, int]
@@ -128,6 +133,8 @@ class _SQLiteRecords(_SQLiteEngine):
     _seen_at: _Seen | None = None
     #: The mark :meth:`_mark` read last (None: none yet, or an in-memory database).
     _last_mark: Mark | None = None
+    #: What :meth:`_check_key_index` found: None not checked yet, "" sound, else the damage.
+    _key_index_damage: str | None = None
 
     # -- reading ---------------------------------------------------------------------
 
@@ -197,6 +204,11 @@ class _SQLiteRecords(_SQLiteEngine):
         """``row``: the columns of ``_MEMORY_COLUMNS``, in order."""
         (mid, key, content, content_hash, robot, importance, token_count, created_at,
          last_accessed, access_count, metadata, embedder, forgotten_at, version) = row[:14]
+        if sha256(content.encode("utf-8")).hexdigest() != content_hash:
+            raise DatabaseCorruptError(
+                f"memory {key!r} (id {mid}) in SQLite database {self.url} does not match its "
+                "stored checksum: its text was damaged on disk and is not served; run `htm "
+                "check` to list every damaged memory, then restore them from an export")
         return Memory(
             id=mid, key=key, content=content, content_hash=content_hash,
             robot=robot, importance=importance, token_count=token_count,
@@ -215,9 +227,12 @@ class _SQLiteRecords(_SQLiteEngine):
         """The memories matching ``where``, each with its tags (sorted by name)."""
         cur = conn.connection.cursor()
         try:
-            return self._fetch_raw(cur, where, params, include_embedding)
+            found = self._fetch_raw(cur, where, params, include_embedding)
         finally:
             cur.close()
+        if not found and where.startswith("m.key = :key") and self._key_index_damage != "":
+            self._check_key_index()  # a miss by key (``get``): is the index of keys whole?
+        return found
 
     def _fetch_raw(self, cur: Any, where: str, params: dict[str, Any],
                    include_embedding: bool) -> list[Memory]:
@@ -232,6 +247,26 @@ class _SQLiteRecords(_SQLiteEngine):
         # Python's order of str is SQLite's BINARY order of their UTF-8 bytes.
         return [self._to_memory(r, sorted(json.loads(r[15])) if r[15] != "[]" else (), r[14])
                 for r in rows]
+
+    def _check_key_index(self) -> None:
+        """On the first miss by key (``get``), whether the index of keys holds every memory (one
+        count through it, one of the table); raises :class:`DatabaseCorruptError` on this
+        and every later miss if it does not, since a miss may then be a memory the index
+        lost. Checked once per store: a sound index costs nothing more."""
+        if self._key_index_damage is None:
+            with self._cursor("checking the index of keys") as cur:
+                try:
+                    indexed = cur.execute(_COUNT_KEYS_INDEXED).fetchone()[0]
+                except sqlite3.OperationalError:  # no such index: nothing to check
+                    indexed = None
+                rows = cur.execute("SELECT count(*) FROM memories NOT INDEXED").fetchone()[0]
+            self._key_index_damage = "" if indexed in (None, rows) else (
+                f"the index of keys of SQLite database {self.url} holds {indexed} of its "
+                f"{rows} memories, so a lookup by key can miss a memory that exists; run "
+                "`htm check`, then rebuild the index (`REINDEX memories` in the sqlite3 "
+                "shell) or restore the store from an export")
+        if self._key_index_damage:
+            raise DatabaseCorruptError(self._key_index_damage)
 
     def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
                  include_forgotten: bool = False) -> list[Memory]:

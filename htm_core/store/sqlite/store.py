@@ -61,6 +61,7 @@ class SQLiteStore(_SQLiteWindows):
         if needs_migration(self.url, version, migrate=migrate and writable):
             self.migrate()
         self._fts_batched = self._gate_fts_trigger(upgrade=migrate and writable)
+        self._check_lost_commits()
         if migrate and writable:
             try:
                 self._build_hash_index(reason="left by a bulk load that did not finish")
