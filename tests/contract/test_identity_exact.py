@@ -96,3 +96,39 @@ def test_key_prefixes_select_exactly_the_keys_that_start_with_them(
                 or sorted(visible) != [k for k in expected if k != "chat:b:0"]:
             wrong.append((prefix, listed, stored, expected))
     assert wrong == []
+
+
+def _indexes(htm: HTM, sqlite: bool) -> set[str]:
+    from sqlalchemy import text
+
+    sql = ("SELECT name FROM sqlite_master WHERE type = 'index'" if sqlite
+           else "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
+    with htm.store.engine.connect() as conn:  # type: ignore[attr-defined]
+        return {str(r[0]) for r in conn.execute(text(sql))}
+
+
+def test_a_store_of_version_5_loses_its_folded_tag_index(htm_factory: Callable[..., HTM],
+                                                         store_url: str) -> None:
+    """The index of case-folded tag names served the old filters only; the schema step to
+    version 6 drops it (and on PostgreSQL adds the code-point-order indexes the exact
+    ranges use). A store reopened at version 5 with the index still there is migrated."""
+    from sqlalchemy import text
+
+    from htm_core.store import SCHEMA_VERSION
+
+    htm = htm_factory(robot="r")
+    htm.add("Ada's note", tags=["chat:user:Ada"])
+    folded = ("lower(name)" if store_url.endswith(".db") else 'lower(name COLLATE "C")')
+    with htm.store.engine.begin() as conn:  # type: ignore[attr-defined]
+        conn.execute(text(f"CREATE INDEX tags_name_folded ON tags ({folded})"))
+        conn.execute(text("UPDATE htm_meta SET value = '5' WHERE key = 'schema_version'"))
+    htm.close()
+    again = htm_factory(robot="r")
+    assert again.store.schema_version() == SCHEMA_VERSION == 6
+    names = _indexes(again, store_url.endswith(".db"))
+    assert "tags_name_folded" not in names
+    if not store_url.endswith(".db"):
+        assert {"tags_name_c", "memories_key_c"} <= names
+    assert [h.memory.content for h in again.recall("note", tags=["chat:user:Ada"])] == [
+        "Ada's note"]
+    assert again.recall("note", tags=["chat:user:ada"]) == []

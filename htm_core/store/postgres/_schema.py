@@ -122,7 +122,7 @@ _V2_FTS = [
     f"(to_tsvector('english'::regconfig, {PG_INDEX_TEXT})) STORED",
     _GIN_DDL,
     f"CREATE INDEX IF NOT EXISTS memories_cjk ON memories (id) WHERE content ~ '{CJK_REGEX}'",
-    # Tag filters compare the name with A-Z lower-cased (``_text.fold_tag``).
+    # An index of folded tag names, dropped again by version 6 (tags compare exactly).
     'CREATE INDEX IF NOT EXISTS tags_name_folded ON tags (lower(name COLLATE "C"))',
     "ANALYZE memories",
 ]
@@ -181,10 +181,19 @@ _V4_WINDOWS = [
         FOR EACH ROW EXECUTE FUNCTION htm_windows_stale()""",
 ]
 
+#: Version 6, exact ids (:mod:`htm_core.identity`): tag filters and key prefixes select
+#: ranges in code point order (``COLLATE "C"``), which these indexes serve; the index of
+#: folded tag names goes.
+_V6_EXACT = [
+    "DROP INDEX IF EXISTS tags_name_folded",
+    'CREATE INDEX IF NOT EXISTS tags_name_c ON tags (name COLLATE "C")',
+    'CREATE INDEX IF NOT EXISTS memories_key_c ON memories (key COLLATE "C")',
+]
+
 #: Version 5 changed SQLite's embedding-cache index only; PostgreSQL keeps its layout.
 _MIGRATIONS: dict[int, list[str]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS], 5: []}
+    4: [*_V4_WINDOWS], 5: [], 6: [*_V6_EXACT]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "

@@ -157,7 +157,7 @@ _V2_FTS = [
         WHERE new.content GLOB '{CJK_GLOB}'; END""",
     f"""INSERT INTO memories_cjk(rowid, content) SELECT id, content FROM memories
         WHERE content GLOB '{CJK_GLOB}' AND id NOT IN (SELECT rowid FROM memories_cjk)""",
-    # Tag filters compare lower(name) (``_text.fold_tag``).
+    # An index of folded tag names, dropped again by version 6 (tags compare exactly).
     "CREATE INDEX IF NOT EXISTS tags_name_folded ON tags(lower(name))",
 ]
 
@@ -218,9 +218,14 @@ _V4_WINDOWS = [
 #: ``_HASH_INDEX``); the stored hashes are unchanged.
 _V5_HASH_INDEX = ["DROP INDEX IF EXISTS memories_hash", _HASH_INDEX]
 
+#: Version 6, exact ids (:mod:`htm_core.identity`): tag filters compare names exactly, as
+#: ranges in code point order that the unique index on ``tags.name`` serves, so the index of
+#: folded names goes.
+_V6_EXACT = ["DROP INDEX IF EXISTS tags_name_folded"]
+
 _MIGRATIONS: dict[int, list[str]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS], 5: [*_V5_HASH_INDEX]}
+    4: [*_V4_WINDOWS], 5: [*_V5_HASH_INDEX], 6: [*_V6_EXACT]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
