@@ -105,10 +105,12 @@ class AsyncTwins:
 
     async def aupdate(self, key: str, content: str, *, importance: float | None = None,
                       tags: Iterable[str] | str | None = None,
-                      metadata: Mapping[str, Any] | None = None) -> Memory:
+                      metadata: Mapping[str, Any] | None = None,
+                      expected_version: int | None = None) -> Memory:
         """Async :meth:`update`."""
         return await asyncio.to_thread(_sync(self).update, key, content, importance=importance,
-                                       tags=tags, metadata=metadata)
+                                       tags=tags, metadata=metadata,
+                                       expected_version=expected_version)
 
     async def aversions(self, key: str) -> list[Memory]:
         """Async :meth:`versions`."""

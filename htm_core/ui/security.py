@@ -98,10 +98,10 @@ _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
 def local_path(path: str) -> str:
-    """``path`` (a request's decoded path) as a redirect target on this site only.
+    r"""``path`` (a request's decoded path) as a redirect target on this site only.
 
     Percent-encoded again, so a backslash, tab or newline cannot reach the browser (which
-    would read ``/\\host`` or ``/<tab>/host`` as ``//host``), and with one leading ``/``,
+    would read ``/\host`` or ``/<tab>/host`` as ``//host``), and with one leading ``/``,
     so no ``//host`` or ``scheme:`` form can name another site.
 
     >>> local_path("//evil.example/?x"), local_path("/\\evil.example"), local_path("/memories")

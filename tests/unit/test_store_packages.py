@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
-
-import htm_core.store
-
 
 def test_public_import_paths_of_the_stores() -> None:
     from htm_core.store import PostgresStore, SQLiteStore
@@ -34,10 +30,3 @@ def test_both_stores_share_one_sql_layer() -> None:
                        "retry_embedding_failures"):
             owner = getattr(store, shared).__qualname__.split(".")[0]
             assert owner.startswith("SQL"), f"{store.__name__}.{shared} comes from {owner}"
-
-
-def test_store_modules_stay_under_600_lines() -> None:
-    root = pathlib.Path(htm_core.store.__file__).parent
-    sizes = {str(p.relative_to(root)): len(p.read_text().splitlines())
-             for p in root.rglob("*.py")}
-    assert {name: n for name, n in sizes.items() if n > 600} == {}
