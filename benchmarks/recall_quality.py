@@ -325,8 +325,6 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
             "hybrid, no duplicate demotion": ("hybrid", default.with_options(duplicates=None)),
             "hybrid, duplicates at 0.9": ("hybrid", default.with_options(duplicates=0.9)),
             "hybrid, duplicates at 0.8": ("hybrid", default.with_options(duplicates=0.8)),
-            "hybrid, current-value preference 0.5": ("hybrid", default.with_options(
-                current_weight=0.5)),
             "hybrid before round two": ("hybrid", default.with_options(typical_penalty=0.0,
                                                                        duplicates=None)),
             "htm vector, no windows": ("vector", default.with_options(window_words=None)),
