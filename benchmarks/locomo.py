@@ -15,8 +15,8 @@ benchmark's set format, the way the held-out measurement reads them:
   ``all`` row), 5 adversarial (the question names the wrong speaker; reported apart).
 
 Malformed evidence ids are repaired when the intent is plain (``D:11:26`` → ``D11:26``,
-``D30:05`` → ``D30:5``, ``D8:6; D9:17`` → two ids); ids naming no turn are dropped, and a
-question left with no evidence is skipped. :class:`Repairs` counts each case.
+``D30:05`` → ``D30:5``, ``D8:6; D9:17`` → two ids); ids naming no turn (or nothing, a bare
+``D``) are dropped, and a question left with no evidence is skipped. :class:`Repairs` counts each case.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ _ID = re.compile(r"D:?(\d+):0*(\d+)")
 @dataclass
 class Repairs:
     """What loading changed or left out: evidence ids repaired (``repaired``), ids naming
-    no turn dropped (``dropped``), questions skipped for having no evidence left
-    (``no_evidence``), by conversation id."""
+    no turn or nothing at all dropped (``dropped``), questions skipped for having no
+    evidence left (``no_evidence``), by conversation id."""
 
     repaired: dict[str, list[str]] = field(default_factory=dict)
     dropped: dict[str, list[str]] = field(default_factory=dict)
@@ -50,7 +50,7 @@ class Repairs:
     def summary(self) -> str:
         """One line: the counts over every conversation."""
         return (f"{sum(map(len, self.repaired.values()))} malformed evidence ids repaired, "
-                f"{sum(map(len, self.dropped.values()))} dropped (no such turn), "
+                f"{sum(map(len, self.dropped.values()))} dropped (no such turn, or no id), "
                 f"{sum(self.no_evidence.values())} questions without evidence skipped")
 
 
@@ -94,7 +94,9 @@ def _questions(conv_id: str, raw: dict[str, Any], turn_ids: set[str], now: str,
         evidence: list[str] = []
         for entry in qa.get("evidence") or []:
             ids, repaired = parse_evidence(entry)
-            if repaired:
+            if not ids:  # nothing to repair it to: dropped
+                repairs.dropped.setdefault(conv_id, []).append(entry)
+            elif repaired:
                 repairs.repaired.setdefault(conv_id, []).append(entry)
             for turn in ids:
                 if turn not in turn_ids:

@@ -264,11 +264,11 @@ def test_locomo_loader_reads_turns_as_the_held_out_measurement_does(locomo_dir: 
     assert [q["kind"] for q in data["questions"]] == ["single-hop", "temporal", "multi-hop",
                                                       "adversarial", "open-domain"]
     assert {q["now"] for q in data["questions"]} == {"2023-06-01T19:30:00"}
-    assert repairs.repaired == {"7": ["D:3:1", "D1:01; D3:1", "D"]}
-    assert repairs.dropped == {"7": ["D3:9"]}
+    assert repairs.repaired == {"7": ["D:3:1", "D1:01; D3:1"]}
+    assert repairs.dropped == {"7": ["D3:9", "D"]}
     assert repairs.no_evidence == {"7": 1}
-    assert repairs.summary() == ("3 malformed evidence ids repaired, 1 dropped (no such "
-                                 "turn), 1 questions without evidence skipped")
+    assert repairs.summary() == ("2 malformed evidence ids repaired, 2 dropped (no such "
+                                 "turn, or no id), 1 questions without evidence skipped")
 
 
 def test_locomo_loader_needs_conversation_files(tmp_path: Path) -> None:
