@@ -329,8 +329,8 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
                                                                        duplicates=None)),
             "htm vector, no windows": ("vector", default.with_options(window_words=None)),
             "hybrid, no windows": ("hybrid", default.with_options(window_words=None)),
-            "hybrid, windows centred on the memories' mean": (
-                "hybrid", default.with_options(window_centring=False)),
+            "hybrid, windows centred on their own mean": (
+                "hybrid", default.with_options(window_centring=True)),
         })
     return configs
 

@@ -24,7 +24,8 @@
     down for looking like the average memory; the **typicality penalty** then takes
     ``typical_penalty × μ`` off the centred query as well, so each memory's similarity drops
     by that share of its similarity to the average memory, whatever the query. Windows
-    (of long memories) are searched with the query centred on their own mean direction;
+    (of long memories) are searched with the same query (``window_centring``: centred on
+    their own mean direction instead);
   - **near-duplicates** (the same word stems) among the first fused candidates keep one
     place, held by the newest of them; the other copies follow every other candidate;
   - **time expressions** in the query ("last May", "in June 2023", "last month",
@@ -167,7 +168,9 @@ class RetrievalConfig:
             (and the time-window vector arm) runs; ``strategy="vector"`` is never centred,
             its scores stay plain cosine similarities.
         window_centring: with centring, windows get the query centred on their own mean
-            direction (boilerplate is typical of windows); ``False``: the memories' mean.
+            direction (boilerplate is typical of windows) instead of the memories' (off
+            by default: measured on real conversations it cost recall; see
+            docs/recall-quality.md).
         no_terms_floor: a query with no searchable words (stop words, emoji or
             punctuation only) returns only the memories whose cosine similarity to it is at
             least this (the vector arm alone, not centred), so it never fills working
@@ -204,7 +207,7 @@ class RetrievalConfig:
     adaptive: bool = True
     coverage: bool = True
     centering: bool = True
-    window_centring: bool = True
+    window_centring: bool = False
     no_terms_floor: float = 0.5
     duplicates: float | None = 1.0
     typical_penalty: float = 0.2
