@@ -24,7 +24,8 @@
     down for looking like the average memory; the **typicality penalty** then takes
     ``typical_penalty × μ`` off the centred query as well, so each memory's similarity drops
     by that share of its similarity to the average memory, whatever the query. Windows
-    (of long memories) are searched with the query centred on their own mean direction;
+    (of long memories) are searched with the same query (``window_centring``: centred on
+    their own mean direction instead);
   - **near-duplicates** (the same word stems) among the first fused candidates keep one
     place, held by the newest of them; the other copies follow every other candidate;
   - **time expressions** in the query ("last May", "in June 2023", "last month",
@@ -42,8 +43,6 @@
     bring in the turn that answers it. Only better neighbours lend score, so the best of
     a run of similar memories is not lifted by the others, and a memory longer than
     ``neighbor_words`` words borrows proportionally less (a long message stands alone);
-  - optionally (``current_weight``), a query about the present ("now", "these days") ranks
-    the newest of its first candidates higher (:mod:`htm_core._current`).
 
 Timeframe, robot and tag filters are handed to each arm, which applies them in the database,
 so a filter never starves the result (neighbours are checked against the same filters). The
@@ -64,7 +63,6 @@ from typing import Any
 import numpy as np
 
 from ._coverage import _sharer, _stem, _stems_of, coverage
-from ._current import asks_about_now, prefer_current
 from ._duplicates import demote_duplicates
 from ._neighbours import lend_to_neighbours
 from ._windows import DEFAULT_WINDOW_WORDS
@@ -170,7 +168,9 @@ class RetrievalConfig:
             (and the time-window vector arm) runs; ``strategy="vector"`` is never centred,
             its scores stay plain cosine similarities.
         window_centring: with centring, windows get the query centred on their own mean
-            direction (boilerplate is typical of windows); ``False``: the memories' mean.
+            direction (boilerplate is typical of windows) instead of the memories' (off
+            by default: measured on real conversations it cost recall; see
+            docs/recall-quality.md).
         no_terms_floor: a query with no searchable words (stop words, emoji or
             punctuation only) returns only the memories whose cosine similarity to it is at
             least this (the vector arm alone, not centred), so it never fills working
@@ -183,10 +183,6 @@ class RetrievalConfig:
             least this similar (Jaccard; 1.0, the default: the same stems) are one group:
             its newest member takes the group's best place, the others follow every other
             candidate (``None``: off; see :mod:`htm_core._duplicates`).
-        current_weight: a query about the present ("now", "currently", "these days",
-            "next"...) adds an RRF arm of weight ``current_weight`` ranking the first fused
-            candidates newest first, so the current statement of a changed value wins among
-            matches alike (0, the default: off; see :mod:`htm_core._current`).
         window_words: long memories embedded in windows (``htm_core._windows``): a memory
             with at least this many spaces also gets one vector per window of whole
             sentences up to this many words, and the vector arms score each memory by the
@@ -211,11 +207,10 @@ class RetrievalConfig:
     adaptive: bool = True
     coverage: bool = True
     centering: bool = True
-    window_centring: bool = True
+    window_centring: bool = False
     no_terms_floor: float = 0.5
     duplicates: float | None = 1.0
     typical_penalty: float = 0.2
-    current_weight: float = 0.0
     window_words: int | None = DEFAULT_WINDOW_WORDS
 
     def __post_init__(self) -> None:
@@ -238,8 +233,6 @@ class RetrievalConfig:
                 self.duplicates is not None and not 0.0 < self.duplicates <= 1.0):
             raise ValidationError("RetrievalConfig: typical_penalty must be in [0, 1] and "
                                   "duplicates None or a similarity in (0, 1]")
-        if not math.isfinite(self.current_weight) or self.current_weight < 0:
-            raise ValidationError("RetrievalConfig: current_weight must be finite and >= 0")
         if not -1.0 <= self.no_terms_floor <= 1.0:
             raise ValidationError("RetrievalConfig: no_terms_floor must be a cosine "
                                   "similarity, in [-1, 1]")
@@ -512,7 +505,6 @@ def search(
     similarity = _similarities(found.get("vector", ()), found.get("vector@time", ()))
     briefs = _Briefs(store, filters)
     weigh_coverage = config.fusion is reciprocal_rank_fusion and config.coverage
-    now_asked = config.current_weight > 0 and asks_about_now(query)
     pool = max(limit * 2, 20)
     if weigh_coverage:
         # One read for both steps: the full-text hits (coverage) and the neighbours of
@@ -526,24 +518,16 @@ def search(
         if config.duplicates is not None:
             order, scores = demote_duplicates(order, scores, briefs.fetch(order[:pool]),
                                               _stems_of, pool=pool, threshold=config.duplicates)
-        # Only the best ``keep`` become RankedIds: the results, made once with their
-        # similarity, unless the query asks about the present.
-        keep, cosine = (pool, {}) if now_asked else (limit, similarity)
+        # Only the best ``limit`` become RankedIds: the results, made once with their
+        # similarity.
         if config.neighbors:
-            fused = _neighbours(order, scores, ranks, config, pool, briefs, keep, cosine)
-        else:
-            fused = [RankedId(m, scores[m], ranks[m], cosine.get(m)) for m in order[:keep]]
-        if not now_asked:
-            return fused
+            return _neighbours(order, scores, ranks, config, pool, briefs, limit, similarity)
+        return [RankedId(m, scores[m], ranks[m], similarity.get(m)) for m in order[:limit]]
+    if config.fusion is reciprocal_rank_fusion:
+        fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
     else:
-        if config.fusion is reciprocal_rank_fusion:
-            fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
-        else:
-            fused = config.fusion(arms, config.rrf_k)
-        if config.neighbors:
-            fused = _neighbour_scores(fused, config, pool, briefs, limit)
-    if now_asked:
-        fused = prefer_current(fused, briefs.fetch([r.id for r in fused[:pool]]), pool=pool,
-                               weight=config.current_weight, rrf_k=config.rrf_k)
+        fused = config.fusion(arms, config.rrf_k)
+    if config.neighbors:
+        fused = _neighbour_scores(fused, config, pool, briefs, limit)
     return [RankedId(r.id, r.score, r.ranks, similarity.get(r.id), r.relevance)
             for r in fused[:limit]]

@@ -3,8 +3,9 @@
 Hybrid recall centres the query on the store's mean direction of whole memories. The
 windows of long memories have a mean of their own: boilerplate that closes many replies
 ("let me know how it goes...") is typical of windows, not of memories, so the memories'
-mean does not push it down. ``RetrievalConfig.window_centring`` (on by default) scores the
-windows with the query centred on the windows' own mean instead, on every backend.
+mean does not push it down. ``RetrievalConfig(window_centring=True)`` scores the windows
+with the query centred on the windows' own mean instead, on every backend (off by default:
+it cost the real LoCoMo conversations 0.011 R@10 and gained the generated sets nothing).
 """
 
 from __future__ import annotations
@@ -54,13 +55,13 @@ def _keys(htm: HTM, config: RetrievalConfig) -> list[str]:
 def test_boilerplate_windows_give_way_when_windows_are_centred_on_their_own_mean(htm_factory):
     htm = htm_factory(embedder=BagOfWords())
     _fill(htm)
-    assert RetrievalConfig().window_centring
-    on = _keys(htm, RetrievalConfig(**VECTOR_ONLY))  # type: ignore[arg-type]
+    assert not RetrievalConfig().window_centring
+    on = _keys(htm, RetrievalConfig(**VECTOR_ONLY, window_centring=True))  # type: ignore[arg-type]
     off = _keys(htm, RetrievalConfig(**VECTOR_ONLY, window_centring=False))  # type: ignore[arg-type]
     assert on[0] == "evidence"
     # Centred on the memories' mean, every boilerplate reply passes the evidence.
     assert off[:5] == [f"reply{i}" for i in range(5)] and off[5] == "evidence"
-    assert _keys(htm, RetrievalConfig(**VECTOR_ONLY)) == on  # type: ignore[arg-type]
+    assert _keys(htm, RetrievalConfig(**VECTOR_ONLY)) == off  # type: ignore[arg-type]
 
 
 def _window_mean() -> np.ndarray:
@@ -103,7 +104,7 @@ def test_hybrid_arms_recentre_only_centred_window_searches(htm_factory):
     htm = htm_factory(embedder=BagOfWords())
     _fill(htm)
     given = BagOfWords().embed_query(QUERY)
-    config = RetrievalConfig()
+    config = RetrievalConfig(window_centring=True)
 
     def arms(cfg: RetrievalConfig) -> dict[str, ArmQuery]:
         return hybrid_arms(htm.store, QUERY, lambda: given, limit=5, filters=SearchFilters(),

@@ -1,6 +1,5 @@
-"""Hybrid ranking options of recall round two (issue 24): the typicality penalty on the
-centred query, near-duplicate demotion (newest first) and the opt-in preference for the
-newest candidates of a question about the present, on both backends."""
+"""Hybrid ranking options of recall round two: the typicality penalty on the centred
+query and near-duplicate demotion (newest first), on both backends."""
 
 from __future__ import annotations
 
@@ -166,39 +165,10 @@ def test_demote_duplicates_keeps_unrelated_order_and_every_id() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"typical_penalty": -0.1}, {"typical_penalty": 1.5},
-                                 {"duplicates": 0.0}, {"duplicates": 1.2},
-                                 {"current_weight": -1.0}, {"current_weight": float("inf")}])
+                                 {"duplicates": 0.0}, {"duplicates": 1.2}])
 def test_bad_options_are_refused(bad: dict[str, float]) -> None:
-    with pytest.raises(ValidationError, match=r"typical_penalty|current_weight"):
+    with pytest.raises(ValidationError, match=r"typical_penalty"):
         RetrievalConfig(**bad)  # type: ignore[arg-type]
-
-
-def test_a_question_about_now_prefers_the_newest_statement(
-        htm_factory: Callable[..., HTM], clock: FrozenClock) -> None:
-    """``current_weight``: among statements that match alike, "now" puts the newest first;
-    without a word about the present the order is the plain one."""
-    htm = htm_factory(robot="r")
-    for text in ["I live in Lisbon; we live by the sea.", "Weather is grey today.",
-                 "Moved! I live in Porto."]:
-        htm.add(text)
-        clock.advance(days=40)
-    on = htm_factory(robot="r", store=htm.store, retrieval=RetrievalConfig(current_weight=2.0))
-    now = "Where do I live now?"
-    assert htm.recall(now, limit=2)[0].memory.content == "I live in Lisbon; we live by the sea."
-    assert on.recall(now, limit=2)[0].memory.content == "Moved! I live in Porto."
-    past = "Where did I live?"
-    assert [h.memory.id for h in on.recall(past, limit=3)] == \
-        [h.memory.id for h in htm.recall(past, limit=3)]
-
-
-def test_asks_about_now() -> None:
-    from htm_core._current import asks_about_now
-
-    for query in ["Who is my current employer?", "What do I eat these days?",
-                  "What should I read next?", "Is she still at Acme at the moment?"]:
-        assert asks_about_now(query), query
-    for query in ["Where did I live in 2020?", "Who was my first employer?", "nowhere"]:
-        assert not asks_about_now(query), query
 
 
 def test_demote_duplicates_below_one_groups_nearly_equal_stems() -> None:
