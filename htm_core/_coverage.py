@@ -13,10 +13,13 @@ from .store._text import fold, is_cjk
 __all__ = ["coverage"]
 
 _WORD = re.compile(r"[^\W_]+")
+#: A contraction in n't, as a word of its own besides its parts ("can't": can, t, can't).
+_CONTRACTION = re.compile(r"(?<![^\W_])([^\W_]+n)'t(?![^\W_])")
 
 
 def _stem(word: str) -> str:
-    return word[:5]
+    """The first five letters; a contraction keeps its ``'t`` (``shouldn't``: ``shoul't``)."""
+    return word[:-2][:5] + "'t" if word.endswith("'t") else word[:5]
 
 
 def coverage(query_words: Sequence[str], content: str) -> float:
@@ -38,7 +41,11 @@ def coverage(query_words: Sequence[str], content: str) -> float:
 def _stems_of(content: str) -> frozenset[str]:
     """The stems of a memory's text; cached, as the same memories come up recall after
     recall (coverage, then the hits' scores)."""
-    return frozenset(w[:5] for w in _WORD.findall(fold(content)))  # _stem, inlined: hot
+    folded = fold(content)
+    stems = frozenset(w[:5] for w in _WORD.findall(folded))  # _stem, inlined: hot
+    if "'" not in folded and "\u2019" not in folded:
+        return stems
+    return stems | {m[:5] + "'t" for m in _CONTRACTION.findall(folded.replace("\u2019", "'"))}
 
 
 def _share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:

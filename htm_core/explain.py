@@ -35,7 +35,7 @@ from . import _intake
 from .clock import to_timestamp
 from .errors import MemoryTooLargeError
 from .models import Memory
-from .querytime import QueryTime, query_timeframe
+from .querytime import QueryTime, query_timeframe, without_idle_time_arms
 from .retrieval import hybrid_arms, search
 from .scoring import finish
 from .store._text import parse_query
@@ -112,7 +112,8 @@ def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 
         arms = {name: got[:arm_depth] for name, got in arms.items()}
     ids = {r.id for r in ranked} | {mid for got in arms.values() for mid, _ in got}
     by_id = {m.id: m for m in store.get_many(sorted(ids))}
-    scored = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit)
+    scored = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
+                    now=now)
     fused = [FusedHit(n, r.score, by_id[r.id], dict(r.ranks), relevance=r.relevance)
              for n, r in enumerate(scored, start=1)]
     evict, too_large, tokens = _would_evict(htm, [h.memory for h in fused], now)
@@ -150,7 +151,8 @@ def _arm_lists(htm: HTM, query: str, vector: Callable[[], list[float]], strategy
             vector(), limit=limit, filters=filters) if s >= config.no_terms_floor]}
     asked, _when = hybrid_arms(store, query, vector, limit=limit, filters=filters,
                                config=config, now=now)
-    return dict(zip(asked, store.search_arms(list(asked.values())), strict=True))
+    return without_idle_time_arms(
+        dict(zip(asked, store.search_arms(list(asked.values())), strict=True)))
 
 
 def _would_evict(htm: HTM, hits: Sequence[Memory], now: datetime
