@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Annotated, Any
 
 from htm_core.errors import missing_extra
+from htm_core.scoring import DEFAULT_MIN_SCORE
 
 from .._memory_tools import DESCRIPTIONS, NOTE_IMPORTANCE, MemoryTools
 from .._scope import ChatScope
@@ -39,7 +40,8 @@ __all__ = ["htm_tools"]
 def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = None,
               shared: bool = False, shared_tags: Iterable[str] | str | None = None,
               recall_limit: int = 5, importance: float = NOTE_IMPORTANCE,
-              recall_robot: str | None = None, forget: bool = True) -> list[FunctionTool]:
+              recall_robot: str | None = None, forget: bool = True,
+              min_score: float | None = DEFAULT_MIN_SCORE) -> list[FunctionTool]:
     """LlamaIndex tools ``remember``, ``recall`` and ``forget`` over ``htm``.
 
     Args:
@@ -51,6 +53,8 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
         importance: a note's importance when the model gives none (default 5).
         recall_robot: recall only memories of this robot (default every robot).
         forget: include the ``forget`` tool (default True).
+        min_score: ``recall`` leaves out hits scoring below this (0 to 1, default
+            :data:`~htm_core.scoring.DEFAULT_MIN_SCORE`; None or 0 keeps every hit).
 
     Example:
         >>> from htm_core import HTM
@@ -62,7 +66,7 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
     scope = ChatScope.of(session_id=session_id if session_id or user_id else "default",
                          user_id=user_id, shared=shared, shared_tags=shared_tags)
     work = MemoryTools(htm, recall_limit=recall_limit, importance=importance,
-                       recall_robot=recall_robot)
+                       recall_robot=recall_robot, min_score=min_score)
 
     def remember(content: Annotated[str, Field(description="the fact, one sentence")],
                  importance: Annotated[float | None, Field(description="0 to 10")] = None
