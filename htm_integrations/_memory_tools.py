@@ -88,15 +88,18 @@ class MemoryTools:
         return f"Remembered [{memory.key}]: {memory.content}"
 
     def recall(self, scope: ChatScope, query: str, limit: int | None = None,
-               present: Collection[str] = ()) -> str:
+               present: Collection[str] = (), keys: Collection[str] = ()) -> str:
         """What hybrid recall finds for ``query`` in ``scope``, one line per memory, leaving
         out the stored turns of the messages whose ids are in ``present`` (the messages
-        in front of the model, among them the question being answered)."""
+        in front of the model, among them the question being answered) and the memories
+        under ``keys``."""
         limit = self.recall_limit if limit is None else min(check_limit(limit), self.recall_limit)
-        hits = self.htm.recall(query, limit=min(limit + min(len(present), _SPARE), 10_000),
+        spare = min(len(present) + len(keys), _SPARE)
+        hits = self.htm.recall(query, limit=min(limit + spare, 10_000),
                                tags=scope.filter_tags(), robot=self.recall_robot,
                                min_score=self.min_score)
-        hits = [h for h in hits if h.memory.metadata.get("message_id") not in present][:limit]
+        hits = [h for h in hits if h.memory.metadata.get("message_id") not in present
+                and h.memory.key not in keys][:limit]
         if not hits:
             return f"Nothing in memory matches {query!r}."
         return "\n".join(f"- [{h.memory.key}] {h.memory.content} "

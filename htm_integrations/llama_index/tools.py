@@ -10,7 +10,10 @@
 The same three tools as the LangChain ones (:mod:`htm_integrations._memory_tools`):
 ``remember(content, importance=None)``, ``recall(query, limit=None)`` and
 ``forget(key, confirm=False)``, which forgets only on a second call with ``confirm=True``
-(recoverably: ``htm.restore(key)``). The scope is fixed when the tools are made: a user
+(recoverably: ``htm.restore(key)``). ``recall`` leaves out hits scoring below
+``min_score`` and, when the scope's newest chat message stored by
+:class:`~htm_integrations.llama_index.HTMMemory` is the user's (the question an agent is
+answering), that message. The scope is fixed when the tools are made: a user
 (``user_id``) and/or a session (``session_id``; ``"default"`` when neither is given), the
 same tags as every other htm adapter, so notes an agent remembers for a user are recalled
 by that user's LangChain agents and chat memories too.
@@ -35,6 +38,21 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     raise missing_extra("llama-index-core", "llamaindex") from None
 
 __all__ = ["htm_tools"]
+
+
+def _question_being_answered(htm: Any, scope: ChatScope) -> frozenset[str]:
+    """The key of the scope's newest chat message stored by :class:`HTMMemory
+    <htm_integrations.llama_index.HTMMemory>` when it is the user's: while an agent works
+    on a question, the question is stored and its answer not yet."""
+    page = htm.list(tags=[scope.tag], order="created_at", descending=True, limit=_LOOK_BACK)
+    newest = next((m for m in page.memories if m.metadata.get("source") == "llama_index"
+                   and m.metadata.get("role") in ("user", "assistant")), None)
+    return frozenset({newest.key}) if newest and newest.metadata["role"] == "user" else frozenset()
+
+
+#: How many of the scope's newest memories are read to find its newest chat message (notes
+#: the agent remembered meanwhile come after it).
+_LOOK_BACK = 20
 
 
 def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = None,
@@ -79,7 +97,7 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
     def recall(query: Annotated[str, Field(description="what to look for")],
                limit: Annotated[int | None, Field(description="how many at most")] = None
                ) -> str:
-        return work.recall(scope, query, limit)
+        return work.recall(scope, query, limit, keys=_question_being_answered(htm, scope))
 
     async def arecall(query: str, limit: int | None = None) -> str:
         return await asyncio.to_thread(recall, query, limit)

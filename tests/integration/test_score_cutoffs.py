@@ -200,3 +200,36 @@ def test_the_ui_shows_the_api_score_and_labels_the_fused_value(
     assert re.findall(r'<td class="num score">([0-9.]+)</td>', page) == api
     assert "fused (RRF)" in page and "fused score" not in page
     assert re.findall(r'<td class="num">(0\.[0-9]{4})</td>', listed) == api
+
+
+async def test_the_llama_index_recall_tool_never_returns_the_question_being_answered(
+        htm_factory: Callable[..., HTM]) -> None:
+    """A real ``FunctionAgent`` with ``HTMMemory``: the model calls ``recall`` while the
+    question is stored and its answer is not; a second session asks the same words."""
+    pytest.importorskip("llama_index.core")
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+    from htm_integrations.llama_index import HTMMemory
+    from htm_integrations.llama_index import htm_tools as llama_tools
+
+    def respond(messages: Any, **kwargs: Any) -> ChatMessage:
+        results = [m for m in messages if m.role == MessageRole.TOOL]
+        if not results:
+            return ChatMessage(role=MessageRole.ASSISTANT, blocks=[ToolCallBlock(
+                tool_call_id="c1", tool_name="recall", tool_kwargs={"query": "locker code"})])
+        return ChatMessage(role=MessageRole.ASSISTANT, content=f"Found: {results[-1].content}")
+
+    htm = htm_factory(robot="librarian")
+    agent = FunctionAgent(llm=MockFunctionCallingLLM(response_generator=respond),
+                          tools=llama_tools(htm, user_id="ada"))
+    first = HTMMemory.from_defaults(htm=htm, user_id="ada", session_id="one")
+    await agent.run(user_msg="My locker code is 4711", memory=first)
+    second = HTMMemory.from_defaults(htm=htm, user_id="ada", session_id="two")
+    answer = str(await agent.run(user_msg="What is my locker code?", memory=second))
+    assert "My locker code is 4711" in answer
+    assert "What is my locker code?" not in answer
+    third = HTMMemory.from_defaults(htm=htm, user_id="ada", session_id="three")
+    again = str(await agent.run(user_msg="What is my locker code?", memory=third))
+    assert again.count("What is my locker code?") == 1  # session two's, not this one
