@@ -195,11 +195,15 @@ def test_the_ui_shows_the_api_score_and_labels_the_fused_value(
             page = client.get("/recall", params={"q": "green tea morning", "limit": 5}).text
             listed = client.get("/memories", params={"q": "green tea morning",
                                                      "limit": 5}).text
+            today = client.get("/recall", params={"q": "green tea today"}).text
     finally:
         app.state.ui.close()
     assert re.findall(r'<td class="num score">([0-9.]+)</td>', page) == api
     assert "fused (RRF)" in page and "fused score" not in page
     assert re.findall(r'<td class="num">(0\.[0-9]{4})</td>', listed) == api
+    # every memory is from today: the window is read, and no @time arm runs
+    assert "every candidate is inside it: no @time arms" in today
+    assert 'id="arm-vector@time"' not in today
 
 
 async def test_the_llama_index_recall_tool_never_returns_the_question_being_answered(
