@@ -7,8 +7,9 @@ no access is counted, nothing is logged. It returns
 
 - each arm's ranked list (``vector``, ``fulltext`` and, when the query names a time, the
   time-window arms ``vector@time`` and ``fulltext@time``), with each hit's score in that arm;
-- the fused list recall would return, each hit with its rank in every arm that found it
-  and its fused score (a hit lifted by a better neighbour shows the arm ``neighbor``);
+- the fused list recall would return, each hit with its rank in every arm that found it,
+  its fused (RRF) score and its relevance, the 0..1 score recall returns as ``Hit.score``
+  (a hit lifted by a better neighbour shows the arm ``neighbor``);
 - the timeframe the recall filters by and the time expression read from the query;
 - what entering working memory would evict, in the order recall's log would list it (worked
   out on a copy of the robot's working memory; a hit pushed out again by a better one
