@@ -16,8 +16,9 @@ on one scale, the one :attr:`htm_core.models.Hit.score` carries:
   holding every word scores 0.8 plus a share of its similarity, and only identical text
   reaches 1. A word found in at least 80% of five or more hits (a speaker's name in a
   chat log) does not count, unless it is the query's only word;
-- in hybrid recall, a memory next to a hit (the reply after a question, see neighbour
-  context) is credited ``neighbor_weight ** distance`` of that hit's evidence;
+- a memory's score is its own evidence: neighbour context (the reply ranked next to the
+  question it answers) moves it in the ranking, but lends it no score, so in a store of
+  notes the notes written just before and after a match do not score like matches;
 - the ranking stays the strategy's, and scores strictly decrease down the list: a hit
   whose evidence is not above the score of the hit after it (the ranking put it above a
   better match) scores a hair above that hit (:data:`TIE_STEP` of the way from it to the
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from ._coverage import _share, _sharer, _stem, _stems_of
@@ -147,22 +148,6 @@ def evidence_of(query: str, content: str, cosine: float | None) -> float:
     return _combined(cosine or 0.0, _share(stems, runs, content))
 
 
-def _lent(evidence: dict[int, float], known: Mapping[int, _Known],
-          config: RetrievalConfig) -> dict[int, float]:
-    """Neighbour credit: a memory next to a hit gets weight ** distance × its evidence."""
-    n, gap = config.neighbors, timedelta(seconds=config.neighbor_gap)
-    out = dict(evidence)
-    for mid in evidence:
-        memory = known.get(mid)
-        for d in range(-n, n + 1):
-            other = known.get(mid + d)
-            if d == 0 or memory is None or other is None or mid + d not in evidence:
-                continue
-            if other.robot == memory.robot and abs(other.created_at - memory.created_at) <= gap:
-                out[mid] = max(out[mid], config.neighbor_weight ** abs(d) * evidence[mid + d])
-    return out
-
-
 Reranker = Callable[[str, Sequence[RankedId], Mapping[int, _Known]], list[RankedId]]
 
 
@@ -181,8 +166,6 @@ def finish(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known], 
         if when is not None:
             text = query.replace(when.phrase, " ")
     evidence = _evidence(text, ranked, known, strategy)
-    if strategy == "hybrid" and config.neighbors:
-        evidence = _lent(evidence, known, config)
     scored = relevance_floor(ranked, evidence)
     if rerank is not None:
         scored = rerank(query, scored, known)

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from htm_core import HTM, FrozenClock
+from htm_core.scoring import DEFAULT_MIN_SCORE
 from htm_core.store._text import parse_query
 
 #: A fresh store of one day: every memory is from "today".
@@ -108,3 +109,14 @@ def test_a_negation_in_the_question_prefers_the_memory_that_holds_it(
     assert by_key["cant"] > by_key["can"] + 0.1, by_key
     by_key = {h.memory.key: h.score for h in htm.recall("Priya not early meetings", limit=4)}
     assert by_key["not"] > by_key["likes"], by_key
+
+
+def test_notes_written_next_to_a_match_do_not_score_like_matches(
+        htm_factory: Callable[..., HTM], clock: FrozenClock) -> None:
+    """Neighbour context ranks the turn after a match higher; it lends it no score, so the
+    default cut-off leaves out the unrelated notes stored a minute before and after."""
+    htm = _today_store(htm_factory, clock)
+    hits = htm.recall("billing", limit=7)
+    assert {h.memory.key for h in hits[:2]} == {"t1", "t3"}
+    assert [h.memory.key for h in hits if h.score >= DEFAULT_MIN_SCORE] == \
+        [h.memory.key for h in hits[:2]]
