@@ -1,6 +1,12 @@
 """Word coverage: the share of a query's words that a memory's text holds, the measure
 hybrid fusion scales full-text hits by (:mod:`htm_core.retrieval`) and hits' relevance
-is made of (:mod:`htm_core.scoring`), written once for both."""
+is made of (:mod:`htm_core.scoring`), written once for both.
+
+A word is its Snowball English stem (PyStemmer), the stemmer family the full-text arms
+use (Porter in SQLite's FTS5, Snowball English in PostgreSQL), so coverage, near-duplicate
+grouping and the full-text search agree on when two words are one: "painted" and
+"painting" are "paint", "adoption" and "adopted" are "adopt".
+"""
 
 from __future__ import annotations
 
@@ -8,24 +14,29 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 
+import Stemmer
+
 from .store._text import fold, is_cjk
 
 __all__ = ["coverage"]
 
 _WORD = re.compile(r"[^\W_]+")
+_STEMMER = Stemmer.Stemmer("english")
 #: A contraction in n't, as a word of its own besides its parts ("can't": can, t, can't).
 _CONTRACTION = re.compile(r"(?<![^\W_])([^\W_]+n)'t(?![^\W_])")
 
 
+@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    """The first five letters; a contraction keeps its ``'t`` (``shouldn't``: ``shoul't``)."""
-    return word[:-2][:5] + "'t" if word.endswith("'t") else word[:5]
+    """The Snowball English stem of a folded word (``"painted"`` → ``"paint"``); a
+    contraction (``"can't"``) is its own stem."""
+    return word if word.endswith("'t") else str(_STEMMER.stemWord(word))
 
 
 def coverage(query_words: Sequence[str], content: str) -> float:
     """The share of ``query_words`` in ``content``: a word counts when a word of the
-    content shares its first five letters (case and Latin diacritics ignored); a CJK run
-    counts when the content holds it.
+    content has its stem (case and Latin diacritics ignored); a CJK run counts when the
+    content holds it.
 
     >>> coverage(["adopted", "beagle", "puppy"], "We adopt a beagle")
     0.6666666666666666
@@ -42,10 +53,10 @@ def _stems_of(content: str) -> frozenset[str]:
     """The stems of a memory's text; cached, as the same memories come up recall after
     recall (coverage, then the hits' scores)."""
     folded = fold(content)
-    stems = frozenset(w[:5] for w in _WORD.findall(folded))  # _stem, inlined: hot
+    stems = frozenset(_STEMMER.stemWords(_WORD.findall(folded)))  # one call: hot
     if "'" not in folded and "\u2019" not in folded:
         return stems
-    return stems | {m[:5] + "'t" for m in _CONTRACTION.findall(folded.replace("\u2019", "'"))}
+    return stems | {m + "'t" for m in _CONTRACTION.findall(folded.replace("\u2019", "'"))}
 
 
 def _share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:

@@ -9,8 +9,8 @@ on one scale, the one :attr:`htm_core.models.Hit.score` carries:
   plain cosine; ``hybrid``: the cosine to the centred query, what the memory shares with
   the query beyond what every memory shares, less the typicality penalty of
   :class:`~htm_core.retrieval.RetrievalConfig`), clamped to [0, 1], and its **coverage**
-  ``v``, the share of the query's words it contains (first five letters, case and
-  diacritics ignored; the query's time phrase, such as "today", is not one of its words;
+  ``v``, the share of the query's words it contains (by stem, :mod:`htm_core._coverage`;
+  case and diacritics ignored; the query's time phrase, such as "today", is not one of its words;
   ``fulltext`` uses coverage alone). Either is evidence on its own, and both together
   more: ``evidence = 1 - (1 - c) * (1 - 0.8 v)`` (:data:`COVERAGE_WEIGHT`), so a memory
   holding every word scores 0.8 plus a share of its similarity, and only identical text
