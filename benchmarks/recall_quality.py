@@ -466,15 +466,19 @@ NEVER_STORED = ["What is my favourite opera?", "Did {P} ever go skydiving?",
                 "Which submarine did {P} serve on?", "What colour is {P}'s canoe?",
                 "Who won the chess tournament {P} organised?", "What is the wifi password?",
                 "Which telescope did {P} buy for astronomy?"]
-THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
+THRESHOLDS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 
 
 def score_report(data: dict[str, Any], embedder: CachedEmbedder, conversations: int = 2) -> str:
     """How ``min_score`` separates: per threshold, the share of questions whose evidence
-    survives in the top 10 (R@10 with the floor) and the share of never-stored questions
-    that come back empty, default hybrid, the first ``conversations`` conversations."""
+    survives in the top 10 (R@10 with the floor), how many of the top-10 hits that are
+    evidence it drops and how many that are not it removes, and the share of never-stored
+    questions that come back empty; default hybrid, the first ``conversations``
+    conversations."""
     kept: dict[float, list[float]] = {t: [] for t in (0.0, *THRESHOLDS)}
     empty: dict[float, list[float]] = {t: [] for t in THRESHOLDS}
+    cut = {t: [0, 0] for t in THRESHOLDS}  # evidence hits dropped, other hits removed
+    seen = [0, 0]  # evidence hits, other hits (top 10, no floor)
     with tempfile.TemporaryDirectory(prefix="htm-scores-") as tmp:
         for conv in data["conversations"][:conversations]:
             clock = FrozenClock(datetime.fromisoformat(conv["sessions"][-1]["date"]))
@@ -488,6 +492,11 @@ def score_report(data: dict[str, Any], embedder: CachedEmbedder, conversations: 
                     for t in kept:
                         ranked = [h.memory.metadata["turn"] for h in hits if h.score >= t]
                         kept[t].append(recall_at(ranked, q["evidence"], 10))
+                    for h in hits:
+                        relevant = h.memory.metadata["turn"] in q["evidence"]
+                        seen[not relevant] += 1
+                        for t in THRESHOLDS:
+                            cut[t][not relevant] += h.score < t
                 for text in NEVER_STORED:
                     if person == "User":  # the assistant set: the user asks about themself
                         text = text.replace("{P}'s", "my").replace("{P}", "I")
@@ -495,12 +504,15 @@ def score_report(data: dict[str, Any], embedder: CachedEmbedder, conversations: 
                     for t in THRESHOLDS:
                         empty[t].append(float(not [h for h in hits if h.score >= t]))
             embedder.save()
-    lines = ["\n**min_score** (default hybrid; R@10 of the questions with the floor; share of "
+    lines = ["\n**min_score** (default hybrid; R@10 of the questions with the floor; of the "
+             f"top-10 hits of the answerable questions, {seen[0]} evidence and {seen[1]} "
+             "other: how many the floor drops; share of "
              f"{len(NEVER_STORED)} never-stored questions per conversation returning nothing)\n",
-             "| min_score | R@10 | never-stored: empty |", "|---:|---:|---:|",
-             f"| none | {statistics.fmean(kept[0.0]):.3f} | 0.000 |"]
-    lines += [f"| {t} | {statistics.fmean(kept[t]):.3f} | {statistics.fmean(empty[t]):.3f} |"
-              for t in THRESHOLDS]
+             "| min_score | R@10 | evidence hits dropped | other hits removed "
+             "| never-stored: empty |", "|---:|---:|---:|---:|---:|",
+             f"| none | {statistics.fmean(kept[0.0]):.3f} | 0 | 0 | 0.000 |"]
+    lines += [f"| {t} | {statistics.fmean(kept[t]):.3f} | {cut[t][0]} | {cut[t][1]} "
+              f"| {statistics.fmean(empty[t]):.3f} |" for t in THRESHOLDS]
     return "\n".join(lines) + "\n"
 
 

@@ -22,12 +22,15 @@ __all__ = ["coverage"]
 
 _WORD = re.compile(r"[^\W_]+")
 _STEMMER = Stemmer.Stemmer("english")
+#: A contraction in n't, as a word of its own besides its parts ("can't": can, t, can't).
+_CONTRACTION = re.compile(r"(?<![^\W_])([^\W_]+n)'t(?![^\W_])")
 
 
 @functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    """The Snowball English stem of a folded word (``"painted"`` → ``"paint"``)."""
-    return str(_STEMMER.stemWord(word))
+    """The Snowball English stem of a folded word (``"painted"`` → ``"paint"``); a
+    contraction (``"can't"``) is its own stem."""
+    return word if word.endswith("'t") else str(_STEMMER.stemWord(word))
 
 
 def coverage(query_words: Sequence[str], content: str) -> float:
@@ -49,7 +52,11 @@ def coverage(query_words: Sequence[str], content: str) -> float:
 def _stems_of(content: str) -> frozenset[str]:
     """The stems of a memory's text; cached, as the same memories come up recall after
     recall (coverage, then the hits' scores)."""
-    return frozenset(_STEMMER.stemWords(_WORD.findall(fold(content))))  # one call: hot
+    folded = fold(content)
+    stems = frozenset(_STEMMER.stemWords(_WORD.findall(folded)))  # one call: hot
+    if "'" not in folded and "\u2019" not in folded:
+        return stems
+    return stems | {m + "'t" for m in _CONTRACTION.findall(folded.replace("\u2019", "'"))}
 
 
 def _share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:

@@ -217,14 +217,17 @@ def _cmd_recall(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         check_topic_tags(args.tags, name="--tag"))
     with _open_htm(args) as htm:
         hits = htm.recall(args.query, timeframe=args.timeframe, limit=args.limit,
-                          strategy=args.strategy, tags=tags, robot=args.filter_robot)
+                          strategy=args.strategy, tags=tags, robot=args.filter_robot,
+                          min_score=args.min_score)
         now = datetime.now(timezone.utc)
     if args.json:
         for hit in hits:
             out.write(json.dumps(hit_to_dict(hit, compact=True), ensure_ascii=False) + "\n")
         return 0
     if not hits:
-        err.write("no memories matched\n")
+        err.write(f"no memories matched (none scored {args.min_score:g} or more; "
+                  "--min-score 0 lists every hit)\n" if args.min_score else
+                  "no memories matched\n")
         return 0
     rows = [(f"{h.score:.4f}", _age(h.memory.created_at, now), f"{h.memory.importance:g}",
              h.memory.robot, h.memory.content) for h in hits]

@@ -10,6 +10,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from .scoring import DEFAULT_MIN_SCORE
+
 __all__ = ["build_parser", "parse_args", "server_argv"]
 
 RECALL_STRATEGIES = ("hybrid", "vector", "fulltext")
@@ -111,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--robot", dest="filter_robot", metavar="NAME",
                    help="only memories written by this robot (the acting robot is set with "
                         "--robot before the subcommand, or $HTM_ROBOT)")
+    p.add_argument("--min-score", type=float, default=DEFAULT_MIN_SCORE, metavar="SCORE",
+                   help="leave out hits scoring below this, 0 to 1 (default "
+                        f"{DEFAULT_MIN_SCORE}; 0 lists every hit)")
     p.add_argument("--json", action="store_true", help="one JSON object per hit")
 
     p = add("context", "print working memory assembled for a prompt", scope=True)

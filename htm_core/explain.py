@@ -7,8 +7,9 @@ no access is counted, nothing is logged. It returns
 
 - each arm's ranked list (``vector``, ``fulltext`` and, when the query names a time, the
   time-window arms ``vector@time`` and ``fulltext@time``), with each hit's score in that arm;
-- the fused list recall would return, each hit with its rank in every arm that found it
-  and its fused score (a hit lifted by a better neighbour shows the arm ``neighbor``);
+- the fused list recall would return, each hit with its rank in every arm that found it,
+  its fused (RRF) score and its relevance, the 0..1 score recall returns as ``Hit.score``
+  (a hit lifted by a better neighbour shows the arm ``neighbor``);
 - the timeframe the recall filters by and the time expression read from the query;
 - what entering working memory would evict, in the order recall's log would list it (worked
   out on a copy of the robot's working memory; a hit pushed out again by a better one
@@ -35,7 +36,7 @@ from . import _intake
 from .clock import to_timestamp
 from .errors import MemoryTooLargeError
 from .models import Memory
-from .querytime import QueryTime, query_timeframe
+from .querytime import QueryTime, query_timeframe, without_idle_time_arms
 from .retrieval import hybrid_arms, search
 from .scoring import finish
 from .store._text import parse_query
@@ -112,7 +113,8 @@ def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 
         arms = {name: got[:arm_depth] for name, got in arms.items()}
     ids = {r.id for r in ranked} | {mid for got in arms.values() for mid, _ in got}
     by_id = {m.id: m for m in store.get_many(sorted(ids))}
-    scored = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit)
+    scored = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
+                    now=now)
     fused = [FusedHit(n, r.score, by_id[r.id], dict(r.ranks), relevance=r.relevance)
              for n, r in enumerate(scored, start=1)]
     evict, too_large, tokens = _would_evict(htm, [h.memory for h in fused], now)
@@ -150,7 +152,8 @@ def _arm_lists(htm: HTM, query: str, vector: Callable[[], list[float]], strategy
             vector(), limit=limit, filters=filters) if s >= config.no_terms_floor]}
     asked, _when = hybrid_arms(store, query, vector, limit=limit, filters=filters,
                                config=config, now=now)
-    return dict(zip(asked, store.search_arms(list(asked.values())), strict=True))
+    return without_idle_time_arms(
+        dict(zip(asked, store.search_arms(list(asked.values())), strict=True)))
 
 
 def _would_evict(htm: HTM, hits: Sequence[Memory], now: datetime

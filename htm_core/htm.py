@@ -508,7 +508,7 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
                         filters=filters, config=config, now=now)
         by_id = {m.id: m for m in self._store.get_many([r.id for r in ranked])}
         ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
-                        min_score=floor, rerank=reranker)
+                        min_score=floor, rerank=reranker, now=now)
         with self._lock:
             refused = self._resident.recalled([by_id[r.id] for r in ranked], now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).

@@ -68,7 +68,7 @@ from ._neighbours import lend_to_neighbours
 from ._windows import DEFAULT_WINDOW_WORDS
 from .clock import local_now
 from .errors import UnknownStrategyError, ValidationError
-from .querytime import QueryTime, query_timeframe
+from .querytime import QueryTime, query_timeframe, without_idle_time_arms
 from .store._text import parse_query
 from .store.base import ArmQuery, Brief, Search, SearchFilters
 
@@ -352,7 +352,7 @@ def _coverage_scores(arms: Mapping[str, Sequence[int]], text: str, config: Retri
                      ) -> tuple[list[int], dict[int, float], dict[int, dict[str, int]]]:
     """:func:`_coverage_rrf` as the ids (best first), their scores and their ranks."""
     parsed = parse_query(text)
-    stems = [_stem(w) for w in parsed.flat_words()]
+    stems = [_stem(w) for w in parsed.coverage_words()]
     ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
     known = briefs.fetch(ids)
     of = _sharer(stems, parsed.runs)
@@ -500,7 +500,8 @@ def search(
             if score >= config.no_terms_floor]
     asked, _when = hybrid_arms(store, query, query_vector, limit=limit, filters=filters,
                                config=config, now=now)
-    found = dict(zip(asked, store.search_arms(list(asked.values())), strict=True))
+    found = without_idle_time_arms(
+        dict(zip(asked, store.search_arms(list(asked.values())), strict=True)))
     arms = {name: [mid for mid, _ in hits] for name, hits in found.items()}
     similarity = _similarities(found.get("vector", ()), found.get("vector@time", ()))
     briefs = _Briefs(store, filters)

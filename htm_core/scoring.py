@@ -5,25 +5,29 @@ RRF ranks), and those numbers do not compare: an RRF score of 0.03 says nothing 
 whether the memory answers the question. :func:`finish` gives every hit a **relevance**
 on one scale, the one :attr:`htm_core.models.Hit.score` carries:
 
-- the memory's **evidence** is the larger of its cosine similarity to the query
-  (``vector``: plain cosine; ``hybrid``: the cosine to the centred query, what the memory
-  shares with the query beyond what every memory shares, less the typicality penalty of
-  :class:`~htm_core.retrieval.RetrievalConfig`), clamped to [0, 1], and its
-  **coverage**, the share of the query's words it contains (first five letters, case and
-  diacritics ignored; ``fulltext`` uses coverage alone). A word found in at least 80% of
-  five or more hits (a speaker's name in a chat log) does not count, unless it is the
-  query's only word;
-- in hybrid recall, a memory next to a hit (the reply after a question, see neighbour
-  context) is credited ``neighbor_weight ** distance`` of that hit's evidence;
-- the ranking stays the strategy's: a hit's score is the best evidence of it and every
-  hit ranked after it, so scores never increase down the list, and a hit the ranking put
-  above a strong match is not scored below it.
+- the memory's **evidence** combines its cosine similarity ``c`` to the query (``vector``:
+  plain cosine; ``hybrid``: the cosine to the centred query, what the memory shares with
+  the query beyond what every memory shares, less the typicality penalty of
+  :class:`~htm_core.retrieval.RetrievalConfig`), clamped to [0, 1], and its **coverage**
+  ``v``, the share of the query's words it contains (by stem, :mod:`htm_core._coverage`;
+  case and diacritics ignored; the query's time phrase, such as "today", is not one of its words;
+  ``fulltext`` uses coverage alone). Either is evidence on its own, and both together
+  more: ``evidence = 1 - (1 - c) * (1 - 0.8 v)`` (:data:`COVERAGE_WEIGHT`), so a memory
+  holding every word scores 0.8 plus a share of its similarity, and only identical text
+  reaches 1. A word found in at least 80% of five or more hits (a speaker's name in a
+  chat log) does not count, unless it is the query's only word;
+- a memory's score is its own evidence: neighbour context (the reply ranked next to the
+  question it answers) moves it in the ranking, but lends it no score, so in a store of
+  notes the notes written just before and after a match do not score like matches;
+- the ranking stays the strategy's, and scores strictly decrease down the list: a hit
+  whose evidence is not above the score of the hit after it (the ranking put it above a
+  better match) scores a hair above that hit (:data:`TIE_STEP` of the way from it to the
+  nearer end of the scale), never below it. Only hits at 0 (no evidence) or 1 tie.
 
 So 0 means no evidence at all (no shared word, no similarity), 1 an exact match, and
-``min_score`` cuts the tail of the list after the last hit with enough evidence. With
-MiniLM, 0.2 emptied four in ten (chat) to all (long assistant sessions) of the questions
-about things never stored, at some cost in answerable evidence: the right floor depends on
-the corpus. With a reranker
+``min_score`` cuts the tail of the list after the last hit with enough evidence;
+:data:`DEFAULT_MIN_SCORE` is the cut-off the CLI, the MCP server and the agent tools apply
+unless told otherwise (``HTM.recall`` applies none unless given one). With a reranker
 (``recall(rerank=...)``) the reranker's scores order the hits and become their scores
 (squashed to 0..1 by the logistic function when they fall outside that range).
 docs/recall-quality.md ("Scores and min_score") has the measurements.
@@ -33,15 +37,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from ._coverage import _share, _sharer, _stem, _stems_of
 from .errors import ValidationError
+from .querytime import query_timeframe
 from .retrieval import RankedId, RetrievalConfig
 from .store._text import parse_query
 
-__all__ = ["check_min_score", "evidence_of", "finish", "relevance_floor"]
+__all__ = ["COVERAGE_WEIGHT", "DEFAULT_MIN_SCORE", "TIE_STEP", "check_min_score", "evidence_of",
+           "finish", "relevance_floor"]
+
+#: How much holding every word of the query counts in a hit's evidence, alone (0.8): full
+#: coverage with no similarity scores 0.8, so only identical text reaches 1.
+COVERAGE_WEIGHT = 0.8
+#: A hit ranked above a better match scores this share of the way from that match's score
+#: towards the nearer end of the scale (0 or 1) above it: the list reads best first and
+#: two neighbouring hits never show the same score.
+TIE_STEP = 0.01
+#: The ``min_score`` the CLI, the MCP server and the agent tools apply by default
+#: (docs/recall-quality.md, "Scores and min_score", has the measurements behind it).
+DEFAULT_MIN_SCORE = 0.2
 
 
 class _Known(Protocol):
@@ -71,23 +88,36 @@ def _clamp(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
+def _above(below: float) -> float:
+    """The score of a hit ranked above one scoring ``below`` with no more evidence of its
+    own: :data:`TIE_STEP` of the way from ``below`` to the nearer end of the scale."""
+    return below + TIE_STEP * min(below, 1.0 - below)
+
+
 def relevance_floor(ranked: Sequence[RankedId],
                     relevance: Mapping[int, float] | None = None) -> list[RankedId]:
-    """Make relevance non-increasing down the list: each hit scores at least as much as
-    every hit ranked after it (``relevance``: each id's own, default ``r.relevance``)."""
+    """Make relevance strictly decrease down the list: each hit scores its own
+    (``relevance``: each id's, default ``r.relevance``) or, when that is not above the
+    score of the hit after it, a hair above that score (module doc)."""
     out: list[RankedId] = []
-    best = 0.0
+    below: float | None = None
     for r in reversed(ranked):
-        best = max(best, r.relevance if relevance is None else relevance[r.id])
+        own = r.relevance if relevance is None else relevance[r.id]
+        best = own if below is None or own > below else _above(below)
         out.append(RankedId(r.id, r.score, r.ranks, r.similarity, best))
+        below = best
     return out[::-1]
 
 
+def _combined(cosine: float, cover: float) -> float:
+    """Evidence from a cosine similarity and a coverage (module doc)."""
+    return _clamp(1.0 - (1.0 - _clamp(cosine)) * (1.0 - COVERAGE_WEIGHT * _clamp(cover)))
+
+
 def _query_terms(query: str) -> tuple[list[str], list[str]]:
-    """The query's word stems and its quoted runs, as coverage counts them."""
+    """The query's word stems and its CJK runs, as coverage counts them."""
     parsed = parse_query(query)
-    return ([_stem(w) for w in parsed.flat_words()] if parsed else [],
-            list(parsed.runs) if parsed else [])
+    return [_stem(w) for w in parsed.coverage_words()], list(parsed.runs)
 
 
 def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known],
@@ -106,32 +136,16 @@ def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known
         memory = known.get(r.id)
         cover = 0.0 if memory is None else share(memory.content)
         cosine = 0.0 if strategy == "fulltext" or r.similarity is None else r.similarity
-        out[r.id] = _clamp(max(cosine, cover))
+        out[r.id] = _combined(cosine, cover)
     return out
 
 
 def evidence_of(query: str, content: str, cosine: float | None) -> float:
     """One memory's evidence on the 0..1 scale, alone (no list to discount common words in):
-    the larger of ``cosine`` (None: not compared by vector) and the share of the query's
-    words ``content`` contains. Used for hits ranked outside a recall's list (history)."""
+    ``cosine`` (None: not compared by vector) combined with the share of the query's words
+    ``content`` contains. Used for hits ranked outside a recall's list (history)."""
     stems, runs = _query_terms(query)
-    return _clamp(max(cosine or 0.0, _share(stems, runs, content)))
-
-
-def _lent(evidence: dict[int, float], known: Mapping[int, _Known],
-          config: RetrievalConfig) -> dict[int, float]:
-    """Neighbour credit: a memory next to a hit gets weight ** distance × its evidence."""
-    n, gap = config.neighbors, timedelta(seconds=config.neighbor_gap)
-    out = dict(evidence)
-    for mid in evidence:
-        memory = known.get(mid)
-        for d in range(-n, n + 1):
-            other = known.get(mid + d)
-            if d == 0 or memory is None or other is None or mid + d not in evidence:
-                continue
-            if other.robot == memory.robot and abs(other.created_at - memory.created_at) <= gap:
-                out[mid] = max(out[mid], config.neighbor_weight ** abs(d) * evidence[mid + d])
-    return out
+    return _combined(cosine or 0.0, _share(stems, runs, content))
 
 
 Reranker = Callable[[str, Sequence[RankedId], Mapping[int, _Known]], list[RankedId]]
@@ -139,14 +153,19 @@ Reranker = Callable[[str, Sequence[RankedId], Mapping[int, _Known]], list[Ranked
 
 def finish(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known], *,
            strategy: str, config: RetrievalConfig, limit: int,
-           min_score: float | None = None, rerank: Reranker | None = None) -> list[RankedId]:
+           min_score: float | None = None, rerank: Reranker | None = None,
+           now: datetime | None = None) -> list[RankedId]:
     """Give each of ``ranked`` its relevance (module doc), rerank when asked, drop the hits
     below ``min_score`` and keep ``limit``. ``known`` maps ids to the memories read
-    (ids missing from it are dropped: forgotten since the search)."""
+    (ids missing from it are dropped: forgotten since the search); ``now`` is the time the
+    query's time phrase was read against (hybrid: that phrase is not one of its words)."""
     ranked = [r for r in ranked if r.id in known]
-    evidence = _evidence(query, ranked, known, strategy)
-    if strategy == "hybrid" and config.neighbors:
-        evidence = _lent(evidence, known, config)
+    text = query
+    if strategy == "hybrid" and config.time_boost and now is not None:
+        when = query_timeframe(query, now)
+        if when is not None:
+            text = query.replace(when.phrase, " ")
+    evidence = _evidence(text, ranked, known, strategy)
     scored = relevance_floor(ranked, evidence)
     if rerank is not None:
         scored = rerank(query, scored, known)

@@ -10,7 +10,9 @@ propagate, and the framework wrappers show their message to the model.
   (:meth:`~htm_core.scope.ChatScope.note_key`, the key the MCP server and ``htm add --user``
   give the same note), so the same note said twice by one user (in any of their sessions,
   on any surface) is one memory, and the same words of two users are two;
-- ``recall``: hybrid recall inside the scope, one line per memory with its key;
+- ``recall``: hybrid recall inside the scope, one line per memory with its key, leaving
+  out hits scoring below ``min_score`` and the messages the caller names as already in
+  front of the model (the turn being answered);
 - ``forget``: two steps. Without ``confirm`` it only shows what would be forgotten; with
   ``confirm=True`` it forgets (recoverably: ``htm.restore(key)`` brings it back until
   ``htm.purge``). A key is looked up inside the scope first (``pref-vim`` names the
@@ -20,8 +22,10 @@ propagate, and the framework wrappers show their message to the model.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
+from htm_core.scoring import DEFAULT_MIN_SCORE, check_min_score
 from htm_core.validation import check_importance, check_limit
 
 from ._scope import ChatScope
@@ -43,6 +47,11 @@ DESCRIPTIONS = {
 }
 
 
+#: How many hits more than asked ``recall`` reads, at most, to make up for the ones it
+#: leaves out as already in front of the model.
+_SPARE = 20
+
+
 class MemoryTools:
     """The three tool functions over one :class:`htm_core.HTM`.
 
@@ -51,14 +60,18 @@ class MemoryTools:
         recall_limit: how many memories ``recall`` returns at most (default 5).
         importance: the importance of a remembered note when the model gives none.
         recall_robot: recall only memories written by this robot (default every robot).
+        min_score: ``recall`` leaves out hits scoring below this (0 to 1, default
+            :data:`~htm_core.scoring.DEFAULT_MIN_SCORE`; None or 0 keeps every hit).
     """
 
     def __init__(self, htm: Any, *, recall_limit: int = 5, importance: float = NOTE_IMPORTANCE,
-                 recall_robot: str | None = None) -> None:
+                 recall_robot: str | None = None,
+                 min_score: float | None = DEFAULT_MIN_SCORE) -> None:
         self.htm = htm
         self.recall_limit = check_limit(recall_limit)
         self.importance = check_importance(importance)
         self.recall_robot = recall_robot
+        self.min_score = check_min_score(min_score)
 
     def remember(self, scope: ChatScope, content: str, importance: float | None = None) -> str:
         """Store ``content`` as a note of ``scope``; the reply names its key."""
@@ -70,11 +83,19 @@ class MemoryTools:
             tags=[scope.tag, "chat:role:note"], metadata={"source": "agent-tool"})
         return f"Remembered [{memory.key}]: {memory.content}"
 
-    def recall(self, scope: ChatScope, query: str, limit: int | None = None) -> str:
-        """What hybrid recall finds for ``query`` in ``scope``, one line per memory."""
+    def recall(self, scope: ChatScope, query: str, limit: int | None = None,
+               present: Collection[str] = (), keys: Collection[str] = ()) -> str:
+        """What hybrid recall finds for ``query`` in ``scope``, one line per memory, leaving
+        out the stored turns of the messages whose ids are in ``present`` (the messages
+        in front of the model, among them the question being answered) and the memories
+        under ``keys``."""
         limit = self.recall_limit if limit is None else min(check_limit(limit), self.recall_limit)
-        hits = self.htm.recall(query, limit=limit, tags=scope.filter_tags(),
-                               robot=self.recall_robot)
+        spare = min(len(present) + len(keys), _SPARE)
+        hits = self.htm.recall(query, limit=min(limit + spare, 10_000),
+                               tags=scope.filter_tags(), robot=self.recall_robot,
+                               min_score=self.min_score)
+        hits = [h for h in hits if h.memory.metadata.get("message_id") not in present
+                and h.memory.key not in keys][:limit]
         if not hits:
             return f"Nothing in memory matches {query!r}."
         return "\n".join(f"- [{h.memory.key}] {h.memory.content} "

@@ -12,6 +12,14 @@ find the same memories:
   by side. Stop words are dropped from the ends of a phrase (``Ana's`` is ``ana``).
 - **Stop words** (:data:`STOPWORDS`, which include every word PostgreSQL's English
   dictionary drops) are never search terms.
+- **Negations** are words all the same: a contraction in ``n't`` (``can't``, ``won't``,
+  ``didn't``) and the stop words :data:`NEGATIONS` (``not``, ``no``, ``nor``) are kept as
+  :attr:`TextQuery.negations`. PostgreSQL's index leaves them out, so on neither backend
+  do they select candidates; they count in coverage (the share of the query's words a
+  memory holds), which weighs full-text hits in hybrid fusion and makes a hit's score,
+  so "what can't Priya stand" prefers "Priya can't stand cilantro" to "Priya can stand
+  on her hands". ``never``, ``cannot`` and ``nothing`` are not stop words: they are
+  search terms like any other word.
 - **CJK runs** (Chinese, Japanese, Korean characters, which are written without spaces)
   are matched as substrings of the content: ``绿茶`` finds "我喜欢喝绿茶".
 - A query with none of these (stop words only, emoji, punctuation) has no terms.
@@ -34,6 +42,7 @@ __all__ = [
     "CJK_GLOB",
     "CJK_REGEX",
     "MAX_TERMS",
+    "NEGATIONS",
     "PG_INDEX_TEXT",
     "STOPWORDS",
     "TextQuery",
@@ -70,6 +79,9 @@ STOPWORDS = frozenset(
     """.split()
 )
 
+#: Stop words that negate: kept as :attr:`TextQuery.negations` (module doc).
+NEGATIONS = frozenset({"no", "nor", "not"})
+
 #: Scripts written without spaces between words, matched as substrings: Hangul Jamo,
 #: CJK symbols' letters (々〆〇), Hiragana, Katakana, Hangul compatibility Jamo, CJK
 #: ideographs (extension A, unified, compatibility), Hangul syllables, half-width
@@ -101,6 +113,9 @@ PG_INDEX_TEXT = (
 #: At most this many terms (words, phrases and CJK runs) of a query are searched.
 MAX_TERMS = 32
 
+#: A contraction in n't (group 1: the word before the apostrophe) or a negating stop word.
+_NEGATION = re.compile(r"(?<![^\W_])(?:([^\W_]+n)'t|(" + "|".join(sorted(NEGATIONS)) +
+                       r"))(?![^\W_])")
 _DIACRITICS = re.compile("([A-Za-z])[\u0300-\u036f]+")
 _PART = re.compile(f"[{_CJK_CLASS}]+|[^\\W_{_CJK_CLASS}]+")
 _CJK = re.compile(f"[{_CJK_CLASS}]")
@@ -129,6 +144,7 @@ class TextQuery:
 
     words: tuple[str, ...] = ()
     runs: tuple[str, ...] = ()
+    negations: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.words or self.runs)
@@ -136,6 +152,10 @@ class TextQuery:
     def flat_words(self) -> list[str]:
         """Every word of ``words`` (phrases split), in order, without repeats."""
         return list(dict.fromkeys(w for term in self.words for w in term.split()))
+
+    def coverage_words(self) -> list[str]:
+        """The words coverage counts: :meth:`flat_words` and the negations."""
+        return list(dict.fromkeys([*self.flat_words(), *self.negations]))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -147,13 +167,17 @@ def parse_query(query: str) -> TextQuery:
     ``NEAR``, ``*``, ``-``, parentheses) can reach the database.
 
     >>> parse_query("Kenji don't like v2.1 绿茶!")
-    TextQuery(words=('kenji', 'like', 'v2 1'), runs=('绿茶',))
+    TextQuery(words=('kenji', 'like', 'v2 1'), runs=('绿茶',), negations=("don't",))
     >>> bool(parse_query("what is it? 🎉"))
     False
     """
     words: dict[str, None] = {}
     runs: dict[str, None] = {}
-    for chunk in fold(query).split():
+    folded = fold(query)
+    negations = tuple(dict.fromkeys(
+        m.group(1) + "'t" if m.group(1) else m.group(2)
+        for m in _NEGATION.finditer(folded.replace("\u2019", "'"))))[:MAX_TERMS]
+    for chunk in folded.split():
         if len(words) + len(runs) >= MAX_TERMS:
             break
         parts: list[str] = []
@@ -167,7 +191,7 @@ def parse_query(query: str) -> TextQuery:
                 parts.append(part)
         _add_phrase(words, parts)
     kept = tuple(words)[:MAX_TERMS]  # the last chunk may have added several
-    return TextQuery(kept, tuple(runs)[:MAX_TERMS - len(kept)])
+    return TextQuery(kept, tuple(runs)[:MAX_TERMS - len(kept)], negations)
 
 
 def _add_phrase(words: dict[str, None], parts: list[str]) -> None:

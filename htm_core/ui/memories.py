@@ -94,7 +94,7 @@ def browse(ui: UI, request: Request, form: dict[str, str]) -> Response:
         why = explain_recall(htm, query, timeframe=timeframe, limit=limit,
                              strategy="hybrid" if mode == "list" else mode,
                              tags=tag, robot=robot, arm_depth=0)
-        rows = [{"memory": h.memory, "score": h.score, "ranks": h.ranks} for h in why.fused]
+        rows = [{"memory": h.memory, "score": h.relevance, "ranks": h.ranks} for h in why.fused]
     else:
         memories, next_cursor = _page(htm, robot=robot, tags=tag, timeframe=timeframe,
                                       forgotten=forgotten, order=order, descending=descending,

@@ -9,7 +9,9 @@
 
 - ``remember(content, importance=None)`` stores a note (importance 5 unless the model
   gives one); the same note twice in one scope is one memory;
-- ``recall(query, limit=None)`` returns one line per memory, each with its ``[key]``;
+- ``recall(query, limit=None)`` returns one line per memory, each with its ``[key]``,
+  leaving out hits scoring below ``min_score`` and the turns of the run's own messages
+  (the question being answered is in front of the model already);
 - ``forget(key, confirm=False)`` first only shows what it would forget; with
   ``confirm=True`` it forgets, recoverably (``htm.restore(key)``). Leave it out with
   ``forget=False``, or put it behind LangChain's ``HumanInTheLoopMiddleware``
@@ -28,10 +30,11 @@ htm's errors (an empty note, say) come back to the model as the tool's answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any
 
 from htm_core.errors import HTMError, missing_extra
+from htm_core.scoring import DEFAULT_MIN_SCORE
 
 from .._memory_tools import DESCRIPTIONS, NOTE_IMPORTANCE, MemoryTools
 from ._agent_scope import AgentScope
@@ -49,6 +52,14 @@ __all__ = ["htm_tools"]
 _Runtime = ToolRuntime[Any, Any]
 
 
+def _present(runtime: Any) -> frozenset[str]:
+    """The ids of the run's messages (its state's), which the model has in front of it."""
+    state = getattr(runtime, "state", None)
+    messages = state.get("messages") if isinstance(state, Mapping) else \
+        getattr(state, "messages", None)
+    return frozenset(m.id for m in messages or () if isinstance(getattr(m, "id", None), str))
+
+
 def _tool(name: str, sync: Callable[..., str], coroutine: Callable[..., Any]) -> BaseTool:
     return StructuredTool.from_function(sync, coroutine=coroutine, name=name,
                                         description=DESCRIPTIONS[name], handle_tool_error=True)
@@ -58,7 +69,8 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
               user_key: str = "user_id", shared: bool = False,
               shared_tags: Iterable[str] | str | None = None, recall_limit: int = 5,
               importance: float = NOTE_IMPORTANCE, recall_robot: str | None = None,
-              forget: bool = True) -> list[BaseTool]:
+              forget: bool = True,
+              min_score: float | None = DEFAULT_MIN_SCORE) -> list[BaseTool]:
     """LangChain tools ``remember``, ``recall`` and ``forget`` over ``htm``.
 
     Args:
@@ -69,6 +81,8 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
         importance: a note's importance when the model gives none (default 5).
         recall_robot: recall only memories of this robot (default every robot).
         forget: include the ``forget`` tool (default True).
+        min_score: ``recall`` leaves out hits scoring below this (0 to 1, default
+            :data:`~htm_core.scoring.DEFAULT_MIN_SCORE`; None or 0 keeps every hit).
 
     Example:
         >>> from htm_core import HTM
@@ -76,13 +90,13 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
         >>> remember, recall, forget = htm_tools(htm, user_id="ada")
         >>> remember.invoke({"content": "Ada prefers Vim"}).startswith("Remembered")
         True
-        >>> "Ada prefers Vim" in recall.invoke({"query": "editor"})
+        >>> "Ada prefers Vim" in recall.invoke({"query": "Vim"})
         True
     """
     scope = AgentScope.of(user_id=user_id, session_id=session_id, user_key=user_key,
                           shared=shared, shared_tags=shared_tags)
     work = MemoryTools(htm, recall_limit=recall_limit, importance=importance,
-                       recall_robot=recall_robot)
+                       recall_robot=recall_robot, min_score=min_score)
 
     def guarded(action: Callable[..., str]) -> Callable[..., str]:
         def call(runtime: Any, *args: Any) -> str:
@@ -109,11 +123,11 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
                limit: Annotated[int | None, "how many memories at most"] = None,
                runtime: _Runtime = None) -> str:  # type: ignore[assignment]
         """Recall memories."""
-        return do_recall(runtime, query, limit)
+        return do_recall(runtime, query, limit, _present(runtime))
 
     async def arecall(query: str, limit: int | None = None,
                       runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        return await asyncio.to_thread(do_recall, runtime, query, limit)
+        return await asyncio.to_thread(do_recall, runtime, query, limit, _present(runtime))
 
     def forget_(key: Annotated[str, "the [key] recall showed"],
                 confirm: Annotated[bool, "true to forget; false only shows it"] = False,

@@ -10,7 +10,10 @@
 The same three tools as the LangChain ones (:mod:`htm_integrations._memory_tools`):
 ``remember(content, importance=None)``, ``recall(query, limit=None)`` and
 ``forget(key, confirm=False)``, which forgets only on a second call with ``confirm=True``
-(recoverably: ``htm.restore(key)``). The scope is fixed when the tools are made: a user
+(recoverably: ``htm.restore(key)``). ``recall`` leaves out hits scoring below
+``min_score`` and, when the scope's newest chat message stored by
+:class:`~htm_integrations.llama_index.HTMMemory` is the user's (the question an agent is
+answering), that message. The scope is fixed when the tools are made: a user
 (``user_id``) and/or a session (``session_id``; ``"default"`` when neither is given), the
 same tags as every other htm adapter, so notes an agent remembers for a user are recalled
 by that user's LangChain agents and chat memories too. Every key they write carries the
@@ -25,6 +28,7 @@ from collections.abc import Iterable
 from typing import Annotated, Any
 
 from htm_core.errors import missing_extra
+from htm_core.scoring import DEFAULT_MIN_SCORE
 
 from .._memory_tools import DESCRIPTIONS, NOTE_IMPORTANCE, MemoryTools
 from .._scope import ChatScope
@@ -38,10 +42,26 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 __all__ = ["htm_tools"]
 
 
+def _question_being_answered(htm: Any, scope: ChatScope) -> frozenset[str]:
+    """The key of the scope's newest chat message stored by :class:`HTMMemory
+    <htm_integrations.llama_index.HTMMemory>` when it is the user's: while an agent works
+    on a question, the question is stored and its answer not yet."""
+    page = htm.list(tags=[scope.tag], order="created_at", descending=True, limit=_LOOK_BACK)
+    newest = next((m for m in page.memories if m.metadata.get("source") == "llama_index"
+                   and m.metadata.get("role") in ("user", "assistant")), None)
+    return frozenset({newest.key}) if newest and newest.metadata["role"] == "user" else frozenset()
+
+
+#: How many of the scope's newest memories are read to find its newest chat message (notes
+#: the agent remembered meanwhile come after it).
+_LOOK_BACK = 20
+
+
 def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = None,
               shared: bool = False, shared_tags: Iterable[str] | str | None = None,
               recall_limit: int = 5, importance: float = NOTE_IMPORTANCE,
-              recall_robot: str | None = None, forget: bool = True) -> list[FunctionTool]:
+              recall_robot: str | None = None, forget: bool = True,
+              min_score: float | None = DEFAULT_MIN_SCORE) -> list[FunctionTool]:
     """LlamaIndex tools ``remember``, ``recall`` and ``forget`` over ``htm``.
 
     Args:
@@ -53,6 +73,8 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
         importance: a note's importance when the model gives none (default 5).
         recall_robot: recall only memories of this robot (default every robot).
         forget: include the ``forget`` tool (default True).
+        min_score: ``recall`` leaves out hits scoring below this (0 to 1, default
+            :data:`~htm_core.scoring.DEFAULT_MIN_SCORE`; None or 0 keeps every hit).
 
     Example:
         >>> from htm_core import HTM
@@ -64,7 +86,7 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
     scope = ChatScope.of(session_id=session_id if session_id or user_id else "default",
                          user_id=user_id, shared=shared, shared_tags=shared_tags)
     work = MemoryTools(htm, recall_limit=recall_limit, importance=importance,
-                       recall_robot=recall_robot)
+                       recall_robot=recall_robot, min_score=min_score)
 
     def remember(content: Annotated[str, Field(description="the fact, one sentence")],
                  importance: Annotated[float | None, Field(description="0 to 10")] = None
@@ -77,7 +99,7 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
     def recall(query: Annotated[str, Field(description="what to look for")],
                limit: Annotated[int | None, Field(description="how many at most")] = None
                ) -> str:
-        return work.recall(scope, query, limit)
+        return work.recall(scope, query, limit, keys=_question_being_answered(htm, scope))
 
     async def arecall(query: str, limit: int | None = None) -> str:
         return await asyncio.to_thread(recall, query, limit)

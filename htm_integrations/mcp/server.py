@@ -12,8 +12,10 @@ or over streamable HTTP on a loopback port (``http://127.0.0.1:8765/mcp``)::
 Tools: ``remember``, ``recall``, ``retrieve``, ``forget`` (needs ``confirm: true``),
 ``restore``, ``create_context``, ``stats``, ``list_robots``, ``tags``. Resources:
 ``htm://context`` (the working memory assembled with the ``balanced`` strategy) and
-``htm://context/{strategy}``. Every :class:`~htm_core.errors.HTMError` becomes a tool error
-result (``isError: true``) carrying the error's name and message; the server keeps running.
+``htm://context/{strategy}``. ``recall`` leaves out hits scoring below ``min_score``
+(default :data:`htm_core.scoring.DEFAULT_MIN_SCORE`; 0 keeps every hit). Every
+:class:`~htm_core.errors.HTMError` becomes a tool error result (``isError: true``) carrying
+the error's name and message; the server keeps running.
 
 A server works in one user's memory: ``--user`` (default ``$HTM_USER``, else the login
 name of the account running it), optionally one ``--session``. What it remembers carries
@@ -44,6 +46,7 @@ from htm_core import __version__ as htm_version
 from htm_core.errors import MissingDependencyError, install_hint, missing_extra
 from htm_core.models import Context
 from htm_core.scope import check_topic_tags, login_user, scope_user
+from htm_core.scoring import DEFAULT_MIN_SCORE
 from htm_core.serialize import (
     context_to_dict,
     hit_to_dict,
@@ -188,10 +191,14 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
                                                             "tags (or a tag below one).")] = None,
         robot: Annotated[str | None, Field(description="Only memories written by this robot; "
                                                        "default every robot.")] = None,
+        min_score: Annotated[float, Field(description="Leave out memories scoring below this "
+                                                      "(0 to 1; 0 keeps every hit).")
+                             ] = DEFAULT_MIN_SCORE,
     ) -> dict[str, Any]:
         """Find the memories most relevant to a query (they enter working memory)."""
         hits = htm.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
-                          tags=scope.topic_filter(check_topic_tags(tags)), robot=robot)
+                          tags=scope.topic_filter(check_topic_tags(tags)), robot=robot,
+                          min_score=min_score)
         return {"count": len(hits),
                 "hits": [hit_to_dict(hit) for hit in hits]}
 

@@ -83,7 +83,8 @@ def test_documents_carry_memory_metadata(htm_factory: Callable[..., HTM]) -> Non
         "importance": 1.0, "created_at": "2024-05-15T12:00:00+00:00", "robot": stored.robot,
         "tags": ["user:preferences"],
     }
-    assert top.metadata["score"] > docs[1].metadata["score"] > 0
+    # the second shares no word with the query (the hashing embedder): its own score is low
+    assert top.metadata["score"] > docs[1].metadata["score"] >= 0
     assert datetime.fromisoformat(top.metadata["created_at"]).tzinfo is not None
 
 
