@@ -30,7 +30,8 @@ def _dots(matrix: FloatArray, query: FloatArray) -> FloatArray:
     if vecdot is not None:
         out: FloatArray = vecdot(matrix, query)
         return out
-    return np.einsum("ij,j->i", matrix, query)
+    scores: FloatArray = np.einsum("ij,j->i", matrix, query)
+    return scores
 
 
 class WindowIndex:
