@@ -40,6 +40,7 @@ __all__ = [
     "Embedder",
     "HashingEmbedder",
     "LocalEmbedder",
+    "WindowEmbedder",
     "embedder_name",
     "local_available",
     "resolve_embedder",
@@ -58,6 +59,24 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> list[float]:
         """The vector for one search query."""
+        ...
+
+
+@runtime_checkable
+class WindowEmbedder(Protocol):
+    """An embedder that also makes the window vectors of a long text from its own pass
+    over the text (an optional capability: htm uses it when an embedder has it).
+
+    A long memory is embedded whole and in windows (``docs/recall-quality.md``,
+    "Windows"). An embedder without ``embed_windows`` embeds every window as a text of its
+    own; one with it returns them with the whole vector, as cheaply as it can (the
+    bundled MiniLM pools the token vectors of the whole text's pass over each window).
+    """
+
+    def embed_windows(self, texts: list[str], spans: list[list[tuple[int, int]]]
+                      ) -> tuple[list[list[float]], list[list[list[float]]]]:
+        """For each text, its vector (as ``embed_documents`` makes it), and one vector per
+        ``(start, end)`` character span of it, in order."""
         ...
 
 
@@ -199,6 +218,8 @@ class LocalEmbedder:
         self._path = model_path
         self._device = device
         self.batch_size = batch_size
+        #: How many sequences this embedder has run through the model (a model pass each).
+        self.passes = 0
 
     def load(self) -> Any:
         """The sentence-transformers model, loaded now if it was not (once per process)."""
@@ -243,6 +264,7 @@ class LocalEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
+        self.passes += len(texts)
         small = self._small() if len(texts) <= self.SMALL_BATCH else None
         if small is not None:
             vectors = small.encode(list(texts))
@@ -251,6 +273,28 @@ class LocalEmbedder:
                                          normalize_embeddings=True, convert_to_numpy=True,
                                          show_progress_bar=False)
         return [list(map(float, v)) for v in vectors]
+
+    def embed_windows(self, texts: list[str], spans: list[list[tuple[int, int]]]
+                      ) -> tuple[list[list[float]], list[list[list[float]]]]:
+        """Each text's vector and its windows' (``spans``: character offsets): the mean of
+        each window's token vectors from the text's own pass, normalised (one pass per
+        text, and one more per 254 tokens of windows past the model's reach). Without the
+        numpy network (another device, another model type) each window is embedded alone.
+        """
+        small = self._small()
+        if small is None:
+            whole = self.embed_documents(texts)
+            windows = self.embed_documents([t[a:b] for t, s in zip(texts, spans, strict=True)
+                                            for a, b in s])
+            out, at = [], 0
+            for s in spans:
+                out.append(windows[at:at + len(s)])
+                at += len(s)
+            return whole, out
+        before = small.passes
+        vectors, pooled = small.encode_windows(list(texts), spans)
+        self.passes += small.passes - before
+        return [v.tolist() for v in vectors], [p.tolist() for p in pooled]
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
