@@ -6,6 +6,7 @@
     python -m benchmarks.recall_quality --quick    # one conversation, a few questions
     python -m benchmarks.recall_quality --ablation # each hybrid option switched off in turn
     python -m benchmarks.recall_quality --postgres # htm's arms on a throwaway PostgreSQL
+    python -m benchmarks.recall_quality --locomo DIR --ablation  # + LoCoMo conversations in DIR
 
 Every conversation of ``benchmarks/data/devset.json`` goes into its own SQLite store
 through :meth:`htm_core.HTM.add_many` (one memory per turn, ``"Speaker: text"``,
@@ -16,7 +17,8 @@ top k, averaged) and hit@10 (at least one evidence turn in the top 10), per ques
 plus the mean and p95 recall latency. Arms: htm's ``vector`` and ``fulltext`` strategies,
 plain RRF of the two (:meth:`RetrievalConfig.plain`), htm's default ``hybrid``, and as
 today's baselines LangChain ``InMemoryVectorStore`` and LlamaIndex ``VectorStoreIndex``
-over the same embeddings.
+over the same embeddings. ``--locomo DIR`` adds real conversations (LoCoMo, read from DIR,
+never copied here: :mod:`benchmarks.locomo`), reported per category with standard errors.
 
 Embeddings are cached in ``benchmarks/data/cache/`` (one ``.npz`` per embedder), so only
 the first run pays for MiniLM (about 5 ms per text on two cores).
@@ -51,12 +53,17 @@ KS = (5, 10, 25)
 KINDS = ("single-hop", "multi-hop", "temporal", "paraphrased")
 #: Every kind of both sets, in report order.
 ALL_KINDS = ("single-hop", "single-fact", "multi-hop", "multi-session", "temporal",
-             "paraphrased", "latest-value", "preference")
+             "open-domain", "paraphrased", "latest-value", "preference", "adversarial")
+#: Kinds reported apart, never in the ``all`` row (LoCoMo's category 5: the question names
+#: the wrong speaker, so its "evidence" is what the other person said).
+APART = ("adversarial",)
 #: The kinds compared across the two sets (the goals of issue 24 are on their mean).
 GROUPS = {"single": ("single-hop", "single-fact"), "multi": ("multi-hop", "multi-session"),
           "temporal": ("temporal",), "paraphrased": ("paraphrased",),
           "latest-value": ("latest-value",), "preference": ("preference",), "all": ("all",)}
 SETS = ("dev", "assistant")
+#: The LoCoMo kinds, in report order (categories 1-4; ``all`` is these together).
+LOCOMO_KINDS = ("multi-hop", "temporal", "open-domain", "single-hop")
 
 __all__ = ["CachedEmbedder", "evaluate", "load_set", "main", "mean_of_sets", "recall_at",
            "summarise"]
@@ -177,17 +184,24 @@ class ArmResult:
     seconds: list[float] = field(default_factory=list)
 
 
+def _in_row(kind: str, question: dict[str, Any]) -> bool:
+    return question["kind"] == kind or (kind == "all" and question["kind"] not in APART)
+
+
 def summarise(result: ArmResult, questions: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Mean R@5/10/25 and hit@10 per kind (and ``all``) for one arm."""
+    """Mean R@5/10/25 and hit@10 per kind (and ``all``, without the :data:`APART` kinds)
+    for one arm, with ``se@10``, the standard error of R@10 over the questions."""
     out: dict[str, dict[str, float]] = {}
     for kind in (*ALL_KINDS, "all"):
-        qs = [q for q in questions if kind in ("all", q["kind"]) and q["id"] in result.ranked]
+        qs = [q for q in questions if _in_row(kind, q) and q["id"] in result.ranked]
         if not qs:
             continue
         row = {f"R@{k}": statistics.fmean(recall_at(result.ranked[q["id"]], q["evidence"], k)
                                           for q in qs) for k in KS}
         row["hit@10"] = statistics.fmean(hit_at(result.ranked[q["id"]], q["evidence"], 10)
                                          for q in qs)
+        at10 = [recall_at(result.ranked[q["id"]], q["evidence"], 10) for q in qs]
+        row["se@10"] = statistics.stdev(at10) / len(qs) ** 0.5 if len(qs) > 1 else 0.0
         row["n"] = len(qs)
         out[kind] = row
     return out
@@ -197,13 +211,15 @@ def summarise(result: ArmResult, questions: Sequence[dict[str, Any]]) -> dict[st
 
 
 def _turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
+    """One memory per turn; the turns of a session ``turn_seconds`` apart (default 30)."""
+    step = timedelta(seconds=conv.get("turn_seconds", 30))
     items = []
     for session in conv["sessions"]:
         start = datetime.fromisoformat(session["date"])
         for i, turn in enumerate(session["turns"]):
             items.append({
                 "content": f"{turn['speaker']}: {turn['text']}", "key": turn["id"],
-                "created_at": start + timedelta(seconds=30 * i),
+                "created_at": start + step * i,
                 "metadata": {"conversation": conv["id"], "session": session["id"],
                              "turn": turn["id"], "speaker": turn["speaker"]},
             })
@@ -452,6 +468,27 @@ def _margins(summaries: dict[str, dict[str, dict[str, float]]], arm: str) -> str
     return f"\n{arm} R@10 minus the better single arm: " + ", ".join(parts) + "\n"
 
 
+def option_table(per_set: dict[str, dict[str, dict[str, dict[str, float]]]]) -> str:
+    """R@10 ± its standard error per arm: LoCoMo overall and per category (when run), then
+    each generated set overall (the table of docs/recall-quality.md)."""
+    heads: list[tuple[str, str, str]] = []
+    if "locomo" in per_set:
+        heads += [("locomo", "all", "locomo all")]
+        heads += [("locomo", k, k) for k in (*LOCOMO_KINDS, "adversarial")]
+    heads += [(name, "all", f"{name} all") for name in SETS if name in per_set]
+    arms = [a for a in next(iter(per_set.values())) if all(a in s for s in per_set.values())]
+    lines = ["\n**R@10 ± standard error (over questions), per option**\n",
+             "| arm | " + " | ".join(h for _, _, h in heads) + " |",
+             "|---|" + "---:|" * len(heads)]
+    for arm in arms:
+        cells = []
+        for name, kind, _ in heads:
+            row = per_set[name][arm].get(kind)
+            cells.append(f"{row['R@10']:.3f} ± {row['se@10']:.3f}" if row else "-")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 #: Questions about things neither generator ever mentions (for ``--scores``).
 NEVER_STORED = ["What is my favourite opera?", "Did {P} ever go skydiving?",
                 "Which violin concerto did {P} perform at the conservatory?",
@@ -497,8 +534,18 @@ def score_report(data: dict[str, Any], embedder: CachedEmbedder, conversations: 
     return "\n".join(lines) + "\n"
 
 
-def load_set(name: str, devset: Path = DEVSET, seed: int | None = None) -> dict[str, Any]:
-    """``"dev"`` (the committed chat set) or ``"assistant"`` (built from its seed)."""
+def load_set(name: str, devset: Path = DEVSET, seed: int | None = None,
+             locomo: Path | None = None) -> dict[str, Any]:
+    """``"dev"`` (the committed chat set), ``"assistant"`` (built from its seed) or
+    ``"locomo"`` (the LoCoMo conversations in the folder ``locomo``)."""
+    if name == "locomo":
+        if locomo is None:
+            raise ValueError("the locomo set is read from a folder: pass --locomo DIR")
+        from .locomo import load_locomo
+
+        data, repairs = load_locomo(locomo)
+        print(f"# LoCoMo from {locomo}: {repairs.summary()}")
+        return data
     if name == "dev":
         data: dict[str, Any] = json.loads(devset.read_text(encoding="utf-8"))
         return data
@@ -516,9 +563,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
     parser.add_argument("--ablation", action="store_true", help="also run hybrid with each option "
                         "changed")
     parser.add_argument("--no-baselines", action="store_true", help="skip LangChain and LlamaIndex")
-    parser.add_argument("--set", choices=(*SETS, "both"), default="both", help="dev: the "
-                        "committed chat set; assistant: long user-assistant sessions built from "
-                        "a seed (benchmarks/data/assistant.py); both (default) and their mean")
+    parser.add_argument("--set", choices=(*SETS, "both", "none"), default="both", help="dev: "
+                        "the committed chat set; assistant: long user-assistant sessions built "
+                        "from a seed (benchmarks/data/assistant.py); both (default) and their "
+                        "mean; none: only the LoCoMo set of --locomo")
+    parser.add_argument("--locomo", type=Path, metavar="DIR", help="also run the LoCoMo "
+                        "conversations in DIR (one <id>.json each, benchmarks/locomo.py)")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--devset", type=Path, default=DEVSET)
     parser.add_argument("--assistant-seed", type=int, help="seed of the assistant set (default 11)")
@@ -540,7 +590,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
 
         _common.COMMON_TERM_SHARE = 2.0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sets = SETS if args.set == "both" else (args.set,)
+    generated = SETS if args.set == "both" else () if args.set == "none" else (args.set,)
+    sets = (*generated, "locomo") if args.locomo else generated
+    if not sets:
+        parser.error("--set none needs --locomo DIR")
     embedder = make_embedder(args.embedder, args.cache, pooled=not args.window_texts)
     out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     with ExitStack() as stack:
@@ -554,7 +607,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
             def database(_conversation: str) -> AbstractContextManager[str]:
                 return fresh_database(server, prefix="htm_recall")
         for name in sets:
-            data = load_set(name, args.devset, args.assistant_seed)
+            data = load_set(name, args.devset, args.assistant_seed, args.locomo)
             t0 = time.perf_counter()
             computed = embedder.computed
             questions, results = evaluate(data, embedder=embedder, quick=args.quick,
@@ -570,9 +623,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
             print(_margins(out[name], "htm hybrid (default)"))
             if args.scores:
                 print(score_report(data, embedder, 1 if args.quick else 2))
-    if len(sets) > 1:
-        out["mean"] = mean_of_sets({name: out[name] for name in sets})
-        print(_mean_markdown(out["mean"], sets))
+    if len(generated) > 1:
+        out["mean"] = mean_of_sets({name: out[name] for name in generated})
+        print(_mean_markdown(out["mean"], generated))
+    print(option_table({name: out[name] for name in sets}))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     sys.stdout.flush()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import locomo
 from benchmarks import recall_quality as rq
 from benchmarks.data import assistant, generate
 from htm_core import HTM, FrozenClock, HashingEmbedder, RetrievalConfig
@@ -195,6 +196,109 @@ def test_benchmark_quick_run_on_postgres(tmp_path: Path, small_devset: dict[str,
     assert set(on_postgres) == {"htm vector", "htm fulltext", "plain RRF", "htm hybrid (default)"}
     assert on_postgres["htm vector"]["all"]["R@25"] == pytest.approx(
         on_sqlite["htm vector"]["all"]["R@25"], abs=0.1)
+
+
+# -- LoCoMo conversations (a made-up one in the same layout: the real files stay outside) --
+
+
+def _made_up_locomo() -> dict[str, Any]:
+    """Two people, three dated sessions (one without turns), an image shared, and the
+    evidence quirks of the real files: a missing ``D`` digit, a leading zero, two ids in
+    one string, a bare ``D``, a turn that does not exist, a question with no evidence."""
+    def turn(speaker: str, dia: str, text: str, **extra: Any) -> dict[str, Any]:
+        return {"speaker": speaker, "dia_id": dia, "text": text, **extra}
+
+    return {
+        "speaker_a": "Ada", "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [turn("Ada", "D1:1", "I adopted a beagle called Biscuit!"),
+                      turn("Bo", "D1:2", "Look at my new bike.", img_url=["x"],
+                           blip_caption="a photo of a red bicycle", query="bike")],
+        "session_2_date_time": "10:00 am on 20 May, 2023",
+        "session_2": [],
+        "session_3_date_time": "7:30 pm on 1 June, 2023",
+        "session_3": [turn("Bo", "D3:1", "I ran my first marathon in Lisbon."),
+                      turn("Ada", "D3:2", "Biscuit chewed my running shoes.")],
+        "session_4_date_time": "9:00 am on 2 July, 2023",
+        "events_session_1": [],
+        "qa": [
+            {"question": "What did Ada name the beagle?", "answer": "Biscuit",
+             "evidence": ["D1:1"], "category": 4},
+            {"question": "When did Bo run a marathon?", "answer": "June 2023",
+             "evidence": ["D:3:1"], "category": 2},
+            {"question": "What pets and sports?", "answer": "x",
+             "evidence": ["D1:01; D3:1", "D3:9"], "category": 1},
+            {"question": "Would Ada like dogs?", "answer": "yes", "evidence": [], "category": 3},
+            {"question": "What did Bo name the beagle?", "adversarial_answer": "Biscuit",
+             "evidence": ["D1:1", "D"], "category": 5},
+            {"question": "What is Bo's bike like?", "answer": "red",
+             "evidence": ["D1:2"], "category": 3},
+        ],
+    }
+
+
+@pytest.fixture
+def locomo_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "locomo"
+    folder.mkdir()
+    (folder / "7.json").write_text(json.dumps(_made_up_locomo()), encoding="utf-8")
+    return folder
+
+
+def test_locomo_loader_reads_turns_as_the_held_out_measurement_does(locomo_dir: Path) -> None:
+    data, repairs = locomo.load_locomo(locomo_dir)
+    (conv,) = data["conversations"]
+    assert conv["speakers"] == ["Ada", "Bo"]
+    assert [s["id"] for s in conv["sessions"]] == ["S1", "S3"]  # S2 has no turns
+    items = rq._turns(conv)
+    assert [i["key"] for i in items] == ["D1:1", "D1:2", "D3:1", "D3:2"]
+    assert items[1]["content"] == ("Bo: Look at my new bike. [shares image: a photo of a red "
+                                   "bicycle]")
+    # Every turn of a session at the session's date and time.
+    assert [i["created_at"] for i in items] == [datetime(2023, 5, 8, 13, 56)] * 2 + [
+        datetime(2023, 6, 1, 19, 30)] * 2
+    by_question = {q["question"]: q for q in data["questions"]}
+    assert by_question["When did Bo run a marathon?"]["evidence"] == ["D3:1"]
+    assert by_question["What pets and sports?"]["evidence"] == ["D1:1", "D3:1"]
+    assert by_question["What did Bo name the beagle?"]["evidence"] == ["D1:1"]
+    assert [q["kind"] for q in data["questions"]] == ["single-hop", "temporal", "multi-hop",
+                                                      "adversarial", "open-domain"]
+    assert {q["now"] for q in data["questions"]} == {"2023-06-01T19:30:00"}
+    assert repairs.repaired == {"7": ["D:3:1", "D1:01; D3:1", "D"]}
+    assert repairs.dropped == {"7": ["D3:9"]}
+    assert repairs.no_evidence == {"7": 1}
+    assert repairs.summary() == ("3 malformed evidence ids repaired, 1 dropped (no such "
+                                 "turn), 1 questions without evidence skipped")
+
+
+def test_locomo_loader_needs_conversation_files(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no LoCoMo conversation"):
+        locomo.load_locomo(tmp_path)
+
+
+def test_adversarial_questions_are_reported_apart() -> None:
+    arm = rq.ArmResult("x", ranked={"q1": ["a"], "q2": ["b"], "q3": ["z"]})
+    questions = [{"id": "q1", "kind": "single-hop", "evidence": ["a"]},
+                 {"id": "q2", "kind": "temporal", "evidence": ["z"]},
+                 {"id": "q3", "kind": "adversarial", "evidence": ["z"]}]
+    summary = rq.summarise(arm, questions)
+    assert summary["all"]["n"] == 2 and summary["all"]["R@10"] == 0.5
+    assert summary["adversarial"]["R@10"] == 1.0
+    assert summary["all"]["se@10"] == pytest.approx(0.5)  # stdev 0.707 over sqrt(2)
+
+
+def test_benchmark_runs_the_locomo_set_from_a_folder(locomo_dir: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    result = rq.main(["--set", "none", "--locomo", str(locomo_dir), "--embedder", "hashing",
+                      "--no-baselines"])
+    printed = capsys.readouterr().out
+    assert set(result) == {"locomo"}
+    hybrid = result["locomo"]["htm hybrid (default)"]
+    assert hybrid["all"]["n"] == 4 and hybrid["adversarial"]["n"] == 1
+    # Four turns: every evidence turn is in the top 10.
+    assert hybrid["all"]["R@10"] == 1.0
+    assert "1 questions without evidence skipped" in printed
+    assert "| htm hybrid (default) | 1.000 ± 0.000 |" in printed
 
 
 def test_cached_embedder_reuses_vectors_across_instances(tmp_path: Path) -> None:
