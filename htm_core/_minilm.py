@@ -18,13 +18,13 @@ from __future__ import annotations
 import bisect
 import importlib.util
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["NumpyMiniLM", "available"]
+__all__ = ["Hidden", "NumpyMiniLM", "available"]
 
 _FILES = ("config.json", "model.safetensors", "tokenizer.json", "modules.json",
           "1_Pooling/config.json")
@@ -74,6 +74,10 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
     out: np.ndarray = (x - mean) / np.sqrt(var + eps) * weight + bias
     return out
+
+
+#: Token ids of each sequence to its last layer's token vectors (one pass each).
+Hidden = Callable[[Sequence[Sequence[int]]], list[np.ndarray]]
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -145,6 +149,7 @@ class NumpyMiniLM:
         encodings = self.tokenizer.encode_batch(texts)
         for i, hidden in enumerate(self._hidden([e.ids for e in encodings], batch_size)):
             out[i] = _unit(hidden.mean(axis=0))
+        self.passes += len(texts)
         return out
 
     def _hidden(self, sequences: Sequence[Sequence[int]], batch_size: int) -> list[np.ndarray]:
@@ -164,15 +169,18 @@ class NumpyMiniLM:
             hidden = self._forward(ids, mask)
             for row, i in enumerate(part):
                 out[i] = hidden[row, :len(sequences[i])]
-        self.passes += len(sequences)
         return out
 
     def encode_windows(self, texts: list[str], spans: Sequence[Sequence[tuple[int, int]]],
-                       batch_size: int = 32) -> tuple[np.ndarray, list[np.ndarray]]:
+                       batch_size: int = 32, hidden: Hidden | None = None
+                       ) -> tuple[np.ndarray, list[np.ndarray]]:
         """Each text's unit vector (as :meth:`encode` makes it) and, for each of its
         character ``spans``, the normalised mean of the span's token vectors taken from a
         pass over the whole text: one pass per text, plus one per further stretch of
-        ``max_length`` tokens that holds windows the first pass did not read."""
+        ``max_length`` tokens that holds windows the first pass did not read.
+
+        ``hidden`` runs the passes instead of this network (the same model in torch, for
+        large batches): token ids of each sequence to its last layer's token vectors."""
         sequences: list[list[int]] = []
         plans: list[list[tuple[int, int, int]]] = []
         for text, text_spans in zip(texts, spans, strict=True):
@@ -180,13 +188,15 @@ class NumpyMiniLM:
                                        self.max_length - 2, len(sequences))
             sequences.extend(segments)
             plans.append(plan)
-        hidden = self._hidden(sequences, batch_size)
+        hidden_states = (hidden(sequences) if hidden is not None
+                         else self._hidden(sequences, batch_size))
+        self.passes += len(sequences)
         whole = np.zeros((len(texts), self.dim), dtype=np.float32)
         windows: list[np.ndarray] = []
         for n, plan in enumerate(plans):
-            first = hidden[plan[0][0]] if plan else None
+            first = hidden_states[plan[0][0]] if plan else None
             whole[n] = _unit(first.mean(axis=0)) if first is not None else 0.0
-            rows = [_unit(hidden[seq][a:b].mean(axis=0)) for seq, a, b in plan[1:]]
+            rows = [_unit(hidden_states[seq][a:b].mean(axis=0)) for seq, a, b in plan[1:]]
             windows.append(np.array(rows, dtype=np.float32).reshape(len(rows), self.dim))
         return whole, windows
 

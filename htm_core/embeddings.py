@@ -292,9 +292,35 @@ class LocalEmbedder:
                 at += len(s)
             return whole, out
         before = small.passes
-        vectors, pooled = small.encode_windows(list(texts), spans)
+        vectors, pooled = small.encode_windows(
+            list(texts), spans,
+            hidden=self._torch_hidden if len(texts) > self.SMALL_BATCH else None)
         self.passes += small.passes - before
         return [v.tolist() for v in vectors], [p.tolist() for p in pooled]
+
+    def _torch_hidden(self, sequences: Sequence[Sequence[int]]) -> list[Any]:
+        """The last layer's token vectors of each sequence of token ids, from the
+        sentence-transformers model's own transformer (torch: faster than numpy on large
+        batches), longest first in batches of ``batch_size``."""
+        import torch
+
+        bert = self.load()[0].auto_model
+        out: list[Any] = [None] * len(sequences)
+        order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                part = order[start:start + self.batch_size]
+                width = len(sequences[part[0]])
+                ids = torch.zeros((len(part), width), dtype=torch.long)
+                mask = torch.zeros((len(part), width), dtype=torch.long)
+                for row, i in enumerate(part):
+                    ids[row, :len(sequences[i])] = torch.tensor(list(sequences[i]))
+                    mask[row, :len(sequences[i])] = 1
+                hidden = bert(input_ids=ids.to(bert.device), attention_mask=mask.to(
+                    bert.device)).last_hidden_state.float().cpu().numpy()
+                for row, i in enumerate(part):
+                    out[i] = hidden[row, :len(sequences[i])]
+        return out
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]

@@ -73,3 +73,13 @@ def test_windows_past_the_models_reach_get_a_second_pass_and_find_the_fact(
     assert int(np.argmax(np.asarray(pooled[0]) @ query)) == len(spans) - 1
     own = np.asarray(minilm.embed_documents(windows))
     assert int(np.argmax(own @ query)) == len(spans) - 1
+
+
+def test_large_batches_pool_the_same_vectors_through_torch(minilm: LocalEmbedder) -> None:
+    texts = [SHORT.replace("talk", f"talk number {i}") for i in range(minilm.SMALL_BATCH + 1)]
+    spans = [window_plan(t, 20)[1] for t in texts]
+    whole, windows = minilm.embed_windows(texts, spans)  # through torch
+    small_whole, small_windows = minilm.embed_windows(texts[:2], spans[:2])  # numpy
+    assert np.abs(np.asarray(whole[:2]) - np.asarray(small_whole)).max() < 1e-4
+    for got, want in zip(windows[:2], small_windows, strict=True):
+        assert np.abs(np.asarray(got) - np.asarray(want)).max() < 1e-4
