@@ -365,9 +365,11 @@ class EmbeddingService:
     @property
     def pools_windows(self) -> bool:
         """Whether window vectors come from the embedder's pass over the whole text
-        (it has ``embed_windows``: :class:`~htm_core.embeddings.WindowEmbedder`)."""
-        return self.window_words is not None and callable(
-            getattr(self.embedder, "embed_windows", None))
+        (it has ``embed_windows``: :class:`~htm_core.embeddings.WindowEmbedder`, and
+        does not set ``pool_windows = False``)."""
+        return (self.window_words is not None
+                and callable(getattr(self.embedder, "embed_windows", None))
+                and getattr(self.embedder, "pool_windows", True) is not False)
 
     def _embed_part(self, part: Sequence[tuple[str, str]], tokens: Sequence[int | None]
                     ) -> list[Vector]:

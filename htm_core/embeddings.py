@@ -71,6 +71,7 @@ class WindowEmbedder(Protocol):
     "Windows"). An embedder without ``embed_windows`` embeds every window as a text of its
     own; one with it returns them with the whole vector, as cheaply as it can (the
     bundled MiniLM pools the token vectors of the whole text's pass over each window).
+    An embedder whose ``pool_windows`` attribute is False is treated as one without it.
     """
 
     def embed_windows(self, texts: list[str], spans: list[list[tuple[int, int]]]
@@ -156,6 +157,9 @@ class HashingEmbedder:
 
 _MODEL_CACHE: dict[tuple[str, str], Any] = {}
 
+#: :class:`LocalEmbedder`'s default for ``pool_windows`` (docs/recall-quality.md, "Windows").
+POOL_WINDOWS = True
+
 
 @contextlib.contextmanager
 def _quiet_loading() -> Iterator[None]:
@@ -195,13 +199,16 @@ class LocalEmbedder:
         model_path: a sentence-transformers model folder; default the bundled MiniLM.
         device: torch device, ``"cpu"`` by default.
         batch_size: texts per forward pass.
+        pool_windows: make the window vectors of long memories by pooling the tokens of
+            the pass over the whole text (:meth:`embed_windows`) instead of embedding
+            each window's text.
     """
 
     #: Batches up to this size go through the numpy network when it can run the model.
     SMALL_BATCH = 16
 
     def __init__(self, model_path: str | None = None, *, device: str = "cpu",
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, pool_windows: bool = POOL_WINDOWS) -> None:
         import importlib.util
 
         if importlib.util.find_spec("sentence_transformers") is None:
@@ -220,6 +227,10 @@ class LocalEmbedder:
         self.batch_size = batch_size
         #: How many sequences this embedder has run through the model (a model pass each).
         self.passes = 0
+        #: Whether htm makes the window vectors of long memories with
+        #: :meth:`embed_windows` (pooled from the pass over the whole text), rather than
+        #: embedding each window's text.
+        self.pool_windows = pool_windows
 
     def load(self) -> Any:
         """The sentence-transformers model, loaded now if it was not (once per process)."""

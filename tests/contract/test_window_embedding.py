@@ -95,6 +95,16 @@ def test_embed_windows_makes_a_long_texts_vector_and_windows_in_one_call(htm_fac
     assert _vector_keys(htm, "cat named pixel")[0] == "lines"
 
 
+def test_pool_windows_false_turns_the_capability_off(htm_factory):
+    embedder = PooledBag()
+    embedder.pool_windows = False  # type: ignore[attr-defined]
+    htm = htm_factory(embedder=embedder)
+    htm.add_many(_items())
+    assert embedder.window_calls == []
+    assert set(split_windows(LONG, 20)) <= set(embedder.texts)
+    assert _vector_keys(htm, QUERY)[0] == "long"
+
+
 def test_windows_made_in_the_background_come_from_embed_windows(htm_factory):
     embedder = PooledBag()
     htm = htm_factory(embedder=embedder, background_embeddings=True)
@@ -121,7 +131,7 @@ def test_set_windows_writes_a_batch_at_once_skips_stale_rows_and_refuses_other_d
     first, second = htm.add_many([LONG, LINES])
     store, dim = htm.store, BagOfWords().dim
     assert store.window_count() == 0
-    with pytest.raises(DimensionMismatchError, match="store.s dimension"):
+    with pytest.raises(DimensionMismatchError, match=r"store's dimension"):
         store.set_windows([(first.id, first.content_hash, [[1.0] * dim]),
                            (second.id, second.content_hash, [[1.0] * (dim + 1)])])
     assert store.window_count() == 0  # nothing half written
