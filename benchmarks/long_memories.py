@@ -300,8 +300,9 @@ def run_passes(n: int, batch: int) -> dict[str, Any]:
     items = assistant_messages(n)
     words = statistics.mean(len(i["content"].split()) for i in items)
     rows = {}
-    for name, embedder in (("windows pooled (embed_windows)", LocalEmbedder()),
-                           ("each window a text", _WindowTexts(LocalEmbedder()))):
+    for name, embedder in (("windows pooled (pool_windows=True)",
+                            LocalEmbedder(pool_windows=True)),
+                           ("each window a text (the default)", _WindowTexts(LocalEmbedder()))):
         folder = Path(tempfile.mkdtemp(prefix="htm-passes-"))
         try:
             rows[name] = _embed_run(items, embedder, folder, batch)

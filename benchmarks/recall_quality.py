@@ -145,16 +145,18 @@ class CachedWindowEmbedder(CachedEmbedder):
                  for k, s in zip(keys, spans, strict=True)])
 
 
-def make_embedder(kind: str, cache_dir: Path | None, *, pooled: bool = True) -> CachedEmbedder:
-    """``"minilm"`` (htm's LocalEmbedder) or ``"hashing"``, behind the cache; MiniLM's
-    window vectors pooled from its pass over the whole text unless ``pooled`` is False
-    (then each window is embedded as a text of its own)."""
+def make_embedder(kind: str, cache_dir: Path | None, *, pooled: bool = False) -> CachedEmbedder:
+    """``"minilm"`` (htm's LocalEmbedder) or ``"hashing"``, behind the cache; with
+    ``pooled``, MiniLM's window vectors are pooled from its pass over the whole text
+    (``LocalEmbedder(pool_windows=True)``) instead of each window embedded as a text."""
     if kind == "hashing":
         return CachedEmbedder(HashingEmbedder, embedder_name(HashingEmbedder()), None)
     from htm_core.embeddings import LocalEmbedder
 
-    cls = CachedWindowEmbedder if pooled else CachedEmbedder
-    return cls(LocalEmbedder, "sentence-transformers:all-MiniLM-L6-v2", cache_dir)
+    if pooled:
+        return CachedWindowEmbedder(lambda: LocalEmbedder(pool_windows=True),
+                                    "sentence-transformers:all-MiniLM-L6-v2", cache_dir)
+    return CachedEmbedder(LocalEmbedder, "sentence-transformers:all-MiniLM-L6-v2", cache_dir)
 
 
 # -- metrics -------------------------------------------------------------------------
@@ -576,9 +578,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
     parser.add_argument("--json", type=Path, help="also write the summaries here")
     parser.add_argument("--scores", action="store_true", help="also measure how min_score "
                         "separates answerable from never-stored questions")
-    parser.add_argument("--window-texts", action="store_true", help="embed each window of a "
-                        "long memory as a text of its own (as for an embedder without "
-                        "embed_windows), not pooled from MiniLM's pass over the whole text")
+    parser.add_argument("--pooled-windows", action="store_true", help="MiniLM's window "
+                        "vectors pooled from its pass over the whole text "
+                        "(LocalEmbedder(pool_windows=True)), not each window embedded alone")
     parser.add_argument("--keep-common-terms", action="store_true", help="ablation: keep query "
                         "words found in most memories (speaker names) in the full-text arm")
     parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
@@ -594,7 +596,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
     sets = (*generated, "locomo") if args.locomo else generated
     if not sets:
         parser.error("--set none needs --locomo DIR")
-    embedder = make_embedder(args.embedder, args.cache, pooled=not args.window_texts)
+    embedder = make_embedder(args.embedder, args.cache, pooled=args.pooled_windows)
     out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     with ExitStack() as stack:
         database: Callable[[str], AbstractContextManager[str]] | None = None

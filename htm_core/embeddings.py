@@ -157,8 +157,9 @@ class HashingEmbedder:
 
 _MODEL_CACHE: dict[tuple[str, str], Any] = {}
 
-#: :class:`LocalEmbedder`'s default for ``pool_windows`` (docs/recall-quality.md, "Windows").
-POOL_WINDOWS = True
+#: :class:`LocalEmbedder`'s default for ``pool_windows``: off, pooled windows cost recall
+#: (docs/recall-quality.md, "Windows").
+POOL_WINDOWS = False
 
 
 @contextlib.contextmanager
@@ -201,7 +202,8 @@ class LocalEmbedder:
         batch_size: texts per forward pass.
         pool_windows: make the window vectors of long memories by pooling the tokens of
             the pass over the whole text (:meth:`embed_windows`) instead of embedding
-            each window's text.
+            each window's text: fewer model passes, lower recall on long messages
+            (docs/recall-quality.md, "Windows"); off by default.
     """
 
     #: Batches up to this size go through the numpy network when it can run the model.

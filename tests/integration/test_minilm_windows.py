@@ -33,8 +33,13 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def test_local_embedder_declares_the_capability(minilm: LocalEmbedder) -> None:
+def test_local_embedder_declares_the_capability_and_pools_only_when_asked(
+        minilm: LocalEmbedder) -> None:
+    """Pooled windows cost recall on long messages (docs/recall-quality.md, "Windows"):
+    htm pools MiniLM's windows only with ``pool_windows=True``."""
     assert isinstance(minilm, WindowEmbedder)
+    assert minilm.pool_windows is False
+    assert LocalEmbedder(pool_windows=True).pool_windows is True
 
 
 def test_the_whole_vector_is_embed_documents_and_one_pass_holds_every_window(
