@@ -120,12 +120,42 @@ class CachedEmbedder:
         self._dirty = False
 
 
-def make_embedder(kind: str, cache_dir: Path | None) -> CachedEmbedder:
-    """``"minilm"`` (htm's LocalEmbedder) or ``"hashing"``, behind the cache."""
+class CachedWindowEmbedder(CachedEmbedder):
+    """:class:`CachedEmbedder` of an embedder with ``embed_windows`` (MiniLM), which it
+    passes on: a text's window vectors are cached under the text and its spans."""
+
+    def embed_windows(self, texts: list[str], spans: list[list[tuple[int, int]]]
+                      ) -> tuple[list[list[float]], list[list[list[float]]]]:
+        keys = [self._key(f"windows {s}\n{t}") for t, s in zip(texts, spans, strict=True)]
+        todo = [i for i, k in enumerate(keys) if k + ":0" not in self._vectors
+                or self._key(texts[i]) not in self._vectors]
+        if todo:
+            if self._inner is None:
+                self._inner = self._factory()
+            whole, windows = self._inner.embed_windows([texts[i] for i in todo],
+                                                       [spans[i] for i in todo])
+            for i, vec, rows in zip(todo, whole, windows, strict=True):
+                self._vectors[self._key(texts[i])] = np.asarray(vec, dtype=np.float32)
+                for n, row in enumerate(rows):
+                    self._vectors[f"{keys[i]}:{n}"] = np.asarray(row, dtype=np.float32)
+            self.computed += len(todo)
+            self._dirty = True
+        return ([self._vectors[self._key(t)].tolist() for t in texts],
+                [[self._vectors[f"{k}:{n}"].tolist() for n in range(len(s))]
+                 for k, s in zip(keys, spans, strict=True)])
+
+
+def make_embedder(kind: str, cache_dir: Path | None, *, pooled: bool = False) -> CachedEmbedder:
+    """``"minilm"`` (htm's LocalEmbedder) or ``"hashing"``, behind the cache; with
+    ``pooled``, MiniLM's window vectors are pooled from its pass over the whole text
+    (``LocalEmbedder(pool_windows=True)``) instead of each window embedded as a text."""
     if kind == "hashing":
         return CachedEmbedder(HashingEmbedder, embedder_name(HashingEmbedder()), None)
     from htm_core.embeddings import LocalEmbedder
 
+    if pooled:
+        return CachedWindowEmbedder(lambda: LocalEmbedder(pool_windows=True),
+                                    "sentence-transformers:all-MiniLM-L6-v2", cache_dir)
     return CachedEmbedder(LocalEmbedder, "sentence-transformers:all-MiniLM-L6-v2", cache_dir)
 
 
@@ -558,6 +588,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
     parser.add_argument("--json", type=Path, help="also write the summaries here")
     parser.add_argument("--scores", action="store_true", help="also measure how min_score "
                         "separates answerable from never-stored questions")
+    parser.add_argument("--pooled-windows", action="store_true", help="MiniLM's window "
+                        "vectors pooled from its pass over the whole text "
+                        "(LocalEmbedder(pool_windows=True)), not each window embedded alone")
     parser.add_argument("--keep-common-terms", action="store_true", help="ablation: keep query "
                         "words found in most memories (speaker names) in the full-text arm")
     parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
@@ -573,7 +606,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
     sets = (*generated, "locomo") if args.locomo else generated
     if not sets:
         parser.error("--set none needs --locomo DIR")
-    embedder = make_embedder(args.embedder, args.cache)
+    embedder = make_embedder(args.embedder, args.cache, pooled=args.pooled_windows)
     out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     with ExitStack() as stack:
         database: Callable[[str], AbstractContextManager[str]] | None = None

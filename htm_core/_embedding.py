@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ._windows import DEFAULT_WINDOW_WORDS, fill_windows_once, is_long, windows_for
+from ._windows import DEFAULT_WINDOW_WORDS, Span, fill_windows_once, is_long, window_plan, windows_for
 from .background import EmbeddingWorker
 from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
 from .enrich.documents import embed_text
@@ -184,6 +184,9 @@ class EmbeddingService:
         self._counter = counter
         self._metrics = metrics
         self._cache: OrderedDict[str, Vector] = OrderedDict()
+        #: Window vectors made with their text's vector (an embedder with
+        #: ``embed_windows``), by the text's hash, until the windows are written.
+        self._windowed: OrderedDict[str, list[Vector]] = OrderedDict()
         self._lock = threading.Lock()
         self._fill_lock = threading.RLock()
         self.worker: EmbeddingWorker | None = None
@@ -348,7 +351,7 @@ class EmbeddingService:
         size = self.batch_size
         for start in range(0, len(pending), size):
             part = pending[start:start + size]
-            vectors = self.call([text for _, text in part], [counted[h] for h, _ in part])
+            vectors = self._embed_part(part, [counted[h] for h, _ in part])
             if len(vectors) != len(part):
                 raise EmbeddingError(
                     f"embedder {self.name} returned {len(vectors)} vectors for "
@@ -358,6 +361,82 @@ class EmbeddingService:
                     out[h] = vec
                     self._remember(h, vec)
         return [out[h] for h in hashes]
+
+    @property
+    def pools_windows(self) -> bool:
+        """Whether window vectors come from the embedder's pass over the whole text
+        (it has ``embed_windows``: :class:`~htm_core.embeddings.WindowEmbedder`, and
+        does not set ``pool_windows = False``)."""
+        return (self.window_words is not None
+                and callable(getattr(self.embedder, "embed_windows", None))
+                and getattr(self.embedder, "pool_windows", True) is not False)
+
+    def _embed_part(self, part: Sequence[tuple[str, str]], tokens: Sequence[int | None]
+                    ) -> list[Vector]:
+        """Vectors for ``(hash, text)`` pairs: one call; the long texts' through
+        ``embed_windows`` when the embedder has it, their windows kept for
+        :meth:`window_vectors`."""
+        texts = [text for _, text in part]
+        spans = ([window_plan(t, self.window_words)[1] for t in texts]
+                 if self.pools_windows and self.window_words is not None else [])
+        long = [i for i, s in enumerate(spans) if s]
+        if not long:
+            return self.call(texts, tokens)
+        short = [i for i in range(len(part)) if not spans[i]]
+        out: list[Vector] = [None] * len(part)
+        if short:
+            for i, v in zip(short, self.call([texts[i] for i in short],
+                                             [tokens[i] for i in short]), strict=True):
+                out[i] = v
+        whole, windows = self.call_windows([texts[i] for i in long], [spans[i] for i in long],
+                                           [tokens[i] for i in long])
+        with self._lock:
+            for i, v, w in zip(long, whole, windows, strict=True):
+                out[i] = v
+                self._windowed[part[i][0]] = w
+                self._windowed.move_to_end(part[i][0])
+            while len(self._windowed) > EMBED_CACHE_SIZE:
+                self._windowed.popitem(last=False)
+        return out
+
+    def call_windows(self, texts: list[str], spans: list[list[Span]],
+                     tokens: Sequence[int | None] | None = None
+                     ) -> tuple[list[Vector], list[list[Vector]]]:
+        """One ``embed_windows`` call: each text's vector and its windows', checked."""
+        try:
+            whole, windows = self.embedder.embed_windows(texts, spans)
+        except HTMError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(
+                f"embedder {self.name} failed: {exc}; check it is reachable and "
+                "configured, nothing was stored") from exc
+        with self._lock:
+            self.calls += 1
+        known = tokens if tokens is not None else [None] * len(texts)
+        self._metrics.embedded(tokens=sum(self._counter.count(t) if n is None else n
+                                          for t, n in zip(texts, known, strict=False)))
+        if len(whole) != len(texts) or len(windows) != len(texts) or any(
+                len(w) != len(s) for w, s in zip(windows, spans, strict=True)):
+            raise EmbeddingError(
+                f"embedder {self.name} returned vectors that do not match the "
+                f"{len(texts)} texts and their windows; nothing was stored")
+        return self._checked_rows(whole), [self._checked_rows(w) for w in windows]
+
+    def window_vectors(self, texts: list[str], spans: list[list[Span]]) -> list[list[Vector]]:
+        """The window vectors of ``texts`` (``spans``: their windows' character offsets):
+        those made with the text's vector, else from ``embed_windows`` now."""
+        out: list[list[Vector] | None] = []
+        with self._lock:
+            for text in texts:
+                out.append(self._windowed.pop(content_hash(text), None))
+        todo = [i for i, got in enumerate(out) if got is None]
+        for start in range(0, len(todo), self.batch_size):
+            part = todo[start:start + self.batch_size]
+            _, windows = self.call_windows([texts[i] for i in part], [spans[i] for i in part])
+            for i, w in zip(part, windows, strict=True):
+                out[i] = w
+        return [w if w is not None else [] for w in out]
 
     def _remember(self, h: str, vec: Vector) -> None:
         """Put a vector in the LRU cache (call with ``_lock`` held)."""
@@ -430,7 +509,8 @@ class EmbeddingService:
             if self.mismatch or self.window_words is None or self._windows_checked:
                 return 0
             done = fill_windows_once(self._store, self.documents, self.window_words, limit,
-                                     probe=lambda: self.call([PROBE_TEXT]))
+                                     probe=lambda: self.call([PROBE_TEXT]),
+                                     pooled=self.window_vectors if self.pools_windows else None)
             self._windows_checked = done == 0
             return done
 
@@ -445,8 +525,9 @@ class EmbeddingService:
         if not long:
             return
         try:
-            self._store.set_windows(windows_for(long, self.documents, words,
-                                                probe=lambda: self.call([PROBE_TEXT])))
+            self._store.set_windows(windows_for(
+                long, self.documents, words, probe=lambda: self.call([PROBE_TEXT]),
+                pooled=self.window_vectors if self.pools_windows else None))
         except (EmbeddingError, StoreError) as exc:  # the memories are stored already
             logger.warning("windows of %d new memories not made now (the catch-up makes "
                            "them): %s", len(long), exc)
@@ -487,6 +568,7 @@ class EmbeddingService:
             self.mismatch = False
             with self._lock:  # vectors cached under this name may be from an old model
                 self._cache.clear()
+                self._windowed.clear()
         total = self._store.counts(robot).missing_embeddings
         bar: Any = None
         if progress:

@@ -15,14 +15,16 @@ refuses folders that are not a mean-pooled, normalised BERT.
 
 from __future__ import annotations
 
+import bisect
 import importlib.util
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["NumpyMiniLM", "available"]
+__all__ = ["Hidden", "NumpyMiniLM", "available"]
 
 _FILES = ("config.json", "model.safetensors", "tokenizer.json", "modules.json",
           "1_Pooling/config.json")
@@ -74,6 +76,39 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     return out
 
 
+#: Token ids of each sequence to its last layer's token vectors (one pass each).
+Hidden = Callable[[Sequence[Sequence[int]]], list[np.ndarray]]
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    out: np.ndarray = (v / max(float(np.linalg.norm(v)), 1e-12)).astype(np.float32)
+    return out
+
+
+def _segments(encoding: Any, spans: Sequence[tuple[int, int]], room: int, first: int
+              ) -> tuple[list[tuple[int, int, int]], list[list[int]]]:
+    """The sequences to run for one text (its first ``room`` tokens, then a stretch from
+    each window the ones before did not hold) and where each pooled vector lies: the
+    whole text's ``(sequence, 0, length)`` first, then per span ``(sequence, start, end)``
+    in token rows of that sequence (``first``: the index of the text's first sequence)."""
+    ids, offsets = encoding.ids, encoding.offsets
+    cls, sep = ids[0], ids[-1]
+    content, starts = ids[1:-1], [o[0] for o in offsets[1:-1]]
+    segments = [[cls, *content[:room], sep]]
+    plan = [(first, 0, len(segments[0]))]
+    begin = 0
+    last = max(len(content) - 1, 0)
+    for a, b in spans:
+        i = min(bisect.bisect_left(starts, a), last)
+        j = max(bisect.bisect_left(starts, b), min(i + 1, len(content)))
+        if j > begin + room:  # past what the current stretch read: a new pass from here
+            begin = i
+            segments.append([cls, *content[begin:begin + room], sep])
+        j = min(j, begin + room)
+        plan.append((first + len(segments) - 1, 1 + i - begin, 1 + max(j, i + 1) - begin))
+    return plan, segments
+
+
 class NumpyMiniLM:
     """A sentence-transformers BERT folder (mean pooling, normalised) run with numpy."""
 
@@ -99,6 +134,11 @@ class NumpyMiniLM:
         self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_length)
+        self._whole_tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self._whole_tokenizer.no_padding()
+        self._whole_tokenizer.no_truncation()
+        #: How many sequences went through the network (a model pass each).
+        self.passes = 0
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Unit vectors (float32 rows) for ``texts``, as sentence-transformers makes them:
@@ -107,22 +147,58 @@ class NumpyMiniLM:
         if not texts:
             return out
         encodings = self.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
+        for i, hidden in enumerate(self._hidden([e.ids for e in encodings], batch_size)):
+            out[i] = _unit(hidden.mean(axis=0))
+        self.passes += len(texts)
+        return out
+
+    def _hidden(self, sequences: Sequence[Sequence[int]], batch_size: int) -> list[np.ndarray]:
+        """The last layer's token vectors of each sequence of token ids (one pass each):
+        longest first in batches of ``batch_size``, each padded to its longest sequence."""
+        out: list[np.ndarray] = [np.zeros((0, self.dim), dtype=np.float32)] * len(sequences)
+        order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
         for start in range(0, len(order), batch_size):
             part = order[start:start + batch_size]
-            width = len(encodings[part[0]].ids)
+            width = len(sequences[part[0]])
             ids = np.zeros((len(part), width), dtype=np.int64)
             mask = np.zeros((len(part), width), dtype=np.float32)
             for row, i in enumerate(part):
-                got = encodings[i].ids
+                got = sequences[i]
                 ids[row, :len(got)] = got
                 mask[row, :len(got)] = 1.0
             hidden = self._forward(ids, mask)
-            pooled = (hidden * mask[:, :, None]).sum(axis=1) / np.maximum(
-                mask.sum(axis=1, keepdims=True), 1e-9)
-            norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            out[part] = pooled / norms
+            for row, i in enumerate(part):
+                out[i] = hidden[row, :len(sequences[i])]
         return out
+
+    def encode_windows(self, texts: list[str], spans: Sequence[Sequence[tuple[int, int]]],
+                       batch_size: int = 32, hidden: Hidden | None = None
+                       ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each text's unit vector (as :meth:`encode` makes it) and, for each of its
+        character ``spans``, the normalised mean of the span's token vectors taken from a
+        pass over the whole text: one pass per text, plus one per further stretch of
+        ``max_length`` tokens that holds windows the first pass did not read.
+
+        ``hidden`` runs the passes instead of this network (the same model in torch, for
+        large batches): token ids of each sequence to its last layer's token vectors."""
+        sequences: list[list[int]] = []
+        plans: list[list[tuple[int, int, int]]] = []
+        for text, text_spans in zip(texts, spans, strict=True):
+            plan, segments = _segments(self._whole_tokenizer.encode(text), text_spans,
+                                       self.max_length - 2, len(sequences))
+            sequences.extend(segments)
+            plans.append(plan)
+        hidden_states = (hidden(sequences) if hidden is not None
+                         else self._hidden(sequences, batch_size))
+        self.passes += len(sequences)
+        whole = np.zeros((len(texts), self.dim), dtype=np.float32)
+        windows: list[np.ndarray] = []
+        for n, plan in enumerate(plans):
+            first = hidden_states[plan[0][0]] if plan else None
+            whole[n] = _unit(first.mean(axis=0)) if first is not None else 0.0
+            rows = [_unit(hidden_states[seq][a:b].mean(axis=0)) for seq, a, b in plan[1:]]
+            windows.append(np.array(rows, dtype=np.float32).reshape(len(rows), self.dim))
+        return whole, windows
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w = self.w

@@ -27,7 +27,7 @@ from .errors import EmbeddingError
 from .store.base import Windows
 
 __all__ = ["DEFAULT_WINDOW_WORDS", "fill_windows_once", "is_long", "split_windows",
-           "windows_for"]
+           "window_plan", "windows_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,48 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
+Span = tuple[int, int]
+
+
+def _packed(sizes: Sequence[int], window_words: int) -> list[tuple[int, int]]:
+    """Runs ``[start, end)`` of sentences of ``sizes`` words packed into windows."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    while start < len(sizes):
+        end, words = start, 0
+        while end < len(sizes) and (end == start or words + sizes[end] <= window_words):
+            words += sizes[end]
+            end += 1
+        runs.append((start, end))
+        if end >= len(sizes):
+            break
+        start = max(start + 1, end - 1)
+    return runs if len(runs) > 1 else []
+
+
+def window_plan(text: str, window_words: int) -> tuple[list[str], list[Span]]:
+    """The windows of ``text`` (:func:`split_windows`) and where each lies in ``text``:
+    ``(start, end)`` character offsets from its first sentence's first character to its
+    last sentence's last (the text between its sentences may hold newlines where the
+    window's own text has a space).
+
+    >>> window_plan("One two three. Four five. Six seven eight nine.", 6)[1]
+    [(0, 25), (15, 47)]
+    """
+    if not is_long(text, window_words):
+        return [], []
+    sentences = _sentences(text)
+    spans: list[Span] = []
+    at = 0
+    for sentence in sentences:  # each a stripped piece of text, in order
+        begin = text.find(sentence, at)
+        spans.append((begin, begin + len(sentence)))
+        at = begin + len(sentence)
+    runs = _packed([len(s.split()) for s in sentences], window_words)
+    return ([" ".join(sentences[a:b]) for a, b in runs],
+            [(spans[a][0], spans[b - 1][1]) for a, b in runs])
+
+
 def split_windows(text: str, window_words: int) -> list[str]:
     """The windows of ``text``: whole sentences packed up to ``window_words`` words, each
     window starting with the last sentence of the one before; empty when the text is not
@@ -69,29 +111,21 @@ def split_windows(text: str, window_words: int) -> list[str]:
     >>> split_windows("One two three. Four five. Six seven eight nine.", 6)
     ['One two three. Four five.', 'Four five. Six seven eight nine.']
     """
-    if not is_long(text, window_words):
-        return []
-    sentences = _sentences(text)
-    sizes = [len(s.split()) for s in sentences]
-    windows: list[str] = []
-    start = 0
-    while start < len(sentences):
-        end, words = start, 0
-        while end < len(sentences) and (end == start or words + sizes[end] <= window_words):
-            words += sizes[end]
-            end += 1
-        windows.append(" ".join(sentences[start:end]))
-        if end >= len(sentences):
-            break
-        start = max(start + 1, end - 1)
-    return windows if len(windows) > 1 else []
+    return window_plan(text, window_words)[0]
+
+
+#: Window vectors of texts from their spans: ``(texts, spans of each) -> vectors of each``
+#: (:meth:`~htm_core._embedding.EmbeddingService.window_vectors`).
+Pooled = Callable[[list[str], list[list[Span]]], Sequence[Sequence[Any]]]
 
 
 def windows_for(items: Sequence[tuple[int, str, str, dict[str, Any]]], embed: Embed,
-                window_words: int, *, probe: Callable[[], Any] | None = None
-                ) -> list[tuple[int, str, list[Any]]]:
+                window_words: int, *, probe: Callable[[], Any] | None = None,
+                pooled: Pooled | None = None) -> list[tuple[int, str, list[Any]]]:
     """``(id, content hash, window vectors)`` for each ``(id, content hash, content,
-    metadata)`` whose content is long; the windows of all of them embedded in one call.
+    metadata)`` whose content is long; the windows of all of them embedded in one call:
+    ``embed`` of every window's text, or ``pooled`` of the texts and their windows' spans
+    when given (an embedder that makes window vectors from its pass over the whole text).
 
     A text that makes a single window gets an empty list (the store marks it as needing
     none, so the catch-up does not try it again). When the embedder rejects the batch,
@@ -99,11 +133,12 @@ def windows_for(items: Sequence[tuple[int, str, str, dict[str, Any]]], embed: Em
     list too (its whole vector alone scores it) unless ``probe`` fails as well: then the
     embedder is down and the error is raised, nothing is written.
     """
-    plans = [(mid, digest, split_windows(embed_text(content, metadata), window_words))
-             for mid, digest, content, metadata in items if is_long(content, window_words)]
-    texts = [t for _, _, windows in plans for t in windows]
+    plans = [(mid, digest, text, *window_plan(text, window_words))
+             for mid, digest, text in ((mid, digest, embed_text(content, metadata))
+                                       for mid, digest, content, metadata in items
+                                       if is_long(content, window_words))]
     try:
-        vectors = list(embed(texts)) if texts else []
+        groups = _embedded(plans, embed, pooled)
     except EmbeddingError:
         if len(plans) == 1:
             if probe is not None:
@@ -113,20 +148,35 @@ def windows_for(items: Sequence[tuple[int, str, str, dict[str, Any]]], embed: Em
             return [(plans[0][0], plans[0][1], [])]
         return [row for mid, digest, content, metadata in items
                 for row in windows_for([(mid, digest, content, metadata)], embed, window_words,
-                                       probe=probe)]
+                                       probe=probe, pooled=pooled)]
+    return [(mid, digest, vectors) for (mid, digest, *_), vectors in zip(plans, groups,
+                                                                        strict=True)]
+
+
+def _embedded(plans: Sequence[tuple[int, str, str, list[str], list[Span]]], embed: Embed,
+              pooled: Pooled | None) -> list[list[Any]]:
+    """The window vectors of each plan ``(id, hash, text, windows, spans)``, in one call."""
+    windowed = [p for p in plans if p[3]]
+    if pooled is not None:
+        made = iter(list(pooled([p[2] for p in windowed], [p[4] for p in windowed]))
+                    if windowed else [])
+        return [list(next(made)) if p[3] else [] for p in plans]
+    texts = [t for p in windowed for t in p[3]]
+    vectors = list(embed(texts)) if texts else []
     out, at = [], 0
-    for mid, digest, windows in plans:
-        out.append((mid, digest, vectors[at:at + len(windows)]))
-        at += len(windows)
+    for p in plans:
+        out.append(vectors[at:at + len(p[3])])
+        at += len(p[3])
     return out
 
 
 def fill_windows_once(store: Windows, embed: Embed, window_words: int, limit: int, *,
-                      probe: Callable[[], Any] | None = None) -> int:
+                      probe: Callable[[], Any] | None = None,
+                      pooled: Pooled | None = None) -> int:
     """Give up to ``limit`` long memories that have a vector but no windows their windows;
     return how many got them."""
     batch = store.missing_windows(window_words=window_words, limit=limit)
     if not batch:
         return 0
-    done = windows_for(batch, embed, window_words, probe=probe)
+    done = windows_for(batch, embed, window_words, probe=probe, pooled=pooled)
     return store.set_windows(done)

@@ -40,6 +40,7 @@ __all__ = [
     "Embedder",
     "HashingEmbedder",
     "LocalEmbedder",
+    "WindowEmbedder",
     "embedder_name",
     "local_available",
     "resolve_embedder",
@@ -58,6 +59,25 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> list[float]:
         """The vector for one search query."""
+        ...
+
+
+@runtime_checkable
+class WindowEmbedder(Protocol):
+    """An embedder that also makes the window vectors of a long text from its own pass
+    over the text (an optional capability: htm uses it when an embedder has it).
+
+    A long memory is embedded whole and in windows (``docs/recall-quality.md``,
+    "Windows"). An embedder without ``embed_windows`` embeds every window as a text of its
+    own; one with it returns them with the whole vector, as cheaply as it can (the
+    bundled MiniLM pools the token vectors of the whole text's pass over each window).
+    An embedder whose ``pool_windows`` attribute is False is treated as one without it.
+    """
+
+    def embed_windows(self, texts: list[str], spans: list[list[tuple[int, int]]]
+                      ) -> tuple[list[list[float]], list[list[list[float]]]]:
+        """For each text, its vector (as ``embed_documents`` makes it), and one vector per
+        ``(start, end)`` character span of it, in order."""
         ...
 
 
@@ -137,6 +157,10 @@ class HashingEmbedder:
 
 _MODEL_CACHE: dict[tuple[str, str], Any] = {}
 
+#: :class:`LocalEmbedder`'s default for ``pool_windows``: off, pooled windows cost recall
+#: (docs/recall-quality.md, "Windows").
+POOL_WINDOWS = False
+
 
 @contextlib.contextmanager
 def _quiet_loading() -> Iterator[None]:
@@ -176,13 +200,17 @@ class LocalEmbedder:
         model_path: a sentence-transformers model folder; default the bundled MiniLM.
         device: torch device, ``"cpu"`` by default.
         batch_size: texts per forward pass.
+        pool_windows: make the window vectors of long memories by pooling the tokens of
+            the pass over the whole text (:meth:`embed_windows`) instead of embedding
+            each window's text: fewer model passes, lower recall on long messages
+            (docs/recall-quality.md, "Windows"); off by default.
     """
 
     #: Batches up to this size go through the numpy network when it can run the model.
     SMALL_BATCH = 16
 
     def __init__(self, model_path: str | None = None, *, device: str = "cpu",
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, pool_windows: bool = POOL_WINDOWS) -> None:
         import importlib.util
 
         if importlib.util.find_spec("sentence_transformers") is None:
@@ -199,6 +227,12 @@ class LocalEmbedder:
         self._path = model_path
         self._device = device
         self.batch_size = batch_size
+        #: How many sequences this embedder has run through the model (a model pass each).
+        self.passes = 0
+        #: Whether htm makes the window vectors of long memories with
+        #: :meth:`embed_windows` (pooled from the pass over the whole text), rather than
+        #: embedding each window's text.
+        self.pool_windows = pool_windows
 
     def load(self) -> Any:
         """The sentence-transformers model, loaded now if it was not (once per process)."""
@@ -243,6 +277,7 @@ class LocalEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
+        self.passes += len(texts)
         small = self._small() if len(texts) <= self.SMALL_BATCH else None
         if small is not None:
             vectors = small.encode(list(texts))
@@ -251,6 +286,54 @@ class LocalEmbedder:
                                          normalize_embeddings=True, convert_to_numpy=True,
                                          show_progress_bar=False)
         return [list(map(float, v)) for v in vectors]
+
+    def embed_windows(self, texts: list[str], spans: list[list[tuple[int, int]]]
+                      ) -> tuple[list[list[float]], list[list[list[float]]]]:
+        """Each text's vector and its windows' (``spans``: character offsets): the mean of
+        each window's token vectors from the text's own pass, normalised (one pass per
+        text, and one more per 254 tokens of windows past the model's reach). Without the
+        numpy network (another device, another model type) each window is embedded alone.
+        """
+        small = self._small()
+        if small is None:
+            whole = self.embed_documents(texts)
+            windows = self.embed_documents([t[a:b] for t, s in zip(texts, spans, strict=True)
+                                            for a, b in s])
+            out, at = [], 0
+            for s in spans:
+                out.append(windows[at:at + len(s)])
+                at += len(s)
+            return whole, out
+        before = small.passes
+        vectors, pooled = small.encode_windows(
+            list(texts), spans,
+            hidden=self._torch_hidden if len(texts) > self.SMALL_BATCH else None)
+        self.passes += small.passes - before
+        return [v.tolist() for v in vectors], [p.tolist() for p in pooled]
+
+    def _torch_hidden(self, sequences: Sequence[Sequence[int]]) -> list[Any]:
+        """The last layer's token vectors of each sequence of token ids, from the
+        sentence-transformers model's own transformer (torch: faster than numpy on large
+        batches), longest first in batches of ``batch_size``."""
+        import torch
+
+        bert = self.load()[0].auto_model
+        out: list[Any] = [None] * len(sequences)
+        order = sorted(range(len(sequences)), key=lambda i: -len(sequences[i]))
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                part = order[start:start + self.batch_size]
+                width = len(sequences[part[0]])
+                ids = torch.zeros((len(part), width), dtype=torch.long)
+                mask = torch.zeros((len(part), width), dtype=torch.long)
+                for row, i in enumerate(part):
+                    ids[row, :len(sequences[i])] = torch.tensor(list(sequences[i]))
+                    mask[row, :len(sequences[i])] = 1
+                hidden = bert(input_ids=ids.to(bert.device), attention_mask=mask.to(
+                    bert.device)).last_hidden_state.float().cpu().numpy()
+                for row, i in enumerate(part):
+                    out[i] = hidden[row, :len(sequences[i])]
+        return out
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]

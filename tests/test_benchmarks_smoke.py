@@ -130,3 +130,14 @@ def test_e2e_postgres_quick(tmp_path: Path, what: list[str]) -> None:
         assert "working memory off" in out
     rows = table_rows(out)
     assert rows[2][0] == "300" and rows[2][-1].replace(".", "", 1).isdigit()
+
+
+@pytest.mark.parametrize("what", ["longturns", "add"])
+def test_long_memories_quick(tmp_path: Path, what: str) -> None:
+    """The windows of long memories: recall over long turns, add_many of short texts."""
+    rows = table_rows(run("long_memories", what, "--quick", cache=tmp_path))
+    assert len(rows) >= 3 and all(len(r) == len(rows[0]) for r in rows)
+    if what == "longturns":
+        assert [r[1] for r in rows[2:]] == ["100", "100", "600"]
+    else:
+        assert rows[2][-1] != "0"  # 30-word texts make windows

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from ...errors import DimensionMismatchError
 from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
 from ..base import ArmQuery, SearchFilters
-from ..vector_index import normalise
+from ..vector_index import normalise, unit_rows
 from ..window_index import WindowIndex
 from ..window_role import Recentre
 from ._history import _SQLiteHistory
@@ -37,6 +37,23 @@ def merge_best(hits: list[tuple[int, float]], windows: list[tuple[int, float]],
     return sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
 
 
+def _window_rows(todo: Sequence[tuple[int, Sequence[Sequence[float]]]], dim: int | None
+                 ) -> list[dict[str, Any]]:
+    """The ``memory_windows`` rows of ``(memory id, window vectors)``: unit float32 blobs
+    made at once; a vector of another dimension than the store's is refused."""
+    for mid, vectors in todo:
+        if any(dim is None or len(v) != dim for v in vectors):
+            raise DimensionMismatchError(
+                f"window vectors of memory {mid} do not have the store's dimension "
+                f"({dim}); use the store's embedder")
+    owners = [(mid, n) for mid, vectors in todo for n in range(len(vectors))]
+    if not owners:
+        return []
+    matrix = unit_rows([v for _, vectors in todo for v in vectors],
+                       lambda row: f"window {owners[row][1]} of memory {owners[row][0]}")
+    return [{"m": mid, "n": n, "e": matrix[k].tobytes()} for k, (mid, n) in enumerate(owners)]
+
+
 class _SQLiteWindows(_SQLiteHistory):
     """:class:`~htm_core.store.base.Windows` on SQLite, and the window arm of the search."""
 
@@ -47,28 +64,25 @@ class _SQLiteWindows(_SQLiteHistory):
     def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
         if not items:
             return 0
-        done = 0
         with self._write() as conn:
             dim = self._meta(conn, "embedding_dim")
             owners = {int(r[0]): (str(r[1]), bool(r[2])) for r in conn.execute(text(
                 OWNERS_SQL.format(ids=", ".join(str(int(mid)) for mid, _, _ in items))))}
-            for mid, digest, vectors in items:
-                if owners.get(int(mid)) != (digest, True):
-                    continue  # updated, purged or without a vector meanwhile
-                units = [normalise(v) for v in vectors]
-                if any(dim is None or u.shape[0] != int(dim) for u in units):
-                    raise DimensionMismatchError(
-                        f"window vectors of memory {mid} do not have the store's dimension "
-                        f"({dim}); use the store's embedder")
-                conn.execute(text("DELETE FROM memory_windows WHERE memory_id = :m"), {"m": mid})
-                if units:
-                    conn.execute(text("INSERT INTO memory_windows(memory_id, n, embedding) "
-                                      "VALUES (:m, :n, :e)"),
-                                 [{"m": mid, "n": n, "e": u.tobytes()} for n, u in enumerate(units)])
-                else:
-                    conn.execute(text(NONE_SQL), {"m": mid})
-                done += 1
-        return done
+            # updated, purged or without a vector meanwhile: skipped
+            todo = [(int(mid), vectors) for mid, digest, vectors in items
+                    if owners.get(int(mid)) == (digest, True)]
+            if not todo:
+                return 0
+            rows = _window_rows(todo, None if dim is None else int(dim))
+            conn.execute(text("DELETE FROM memory_windows WHERE memory_id IN ({})".format(
+                ", ".join(str(mid) for mid, _ in todo))))
+            if rows:
+                conn.execute(text("INSERT INTO memory_windows(memory_id, n, embedding) "
+                                  "VALUES (:m, :n, :e)"), rows)
+            none = [{"m": mid} for mid, vectors in todo if not len(vectors)]
+            if none:
+                conn.execute(text(NONE_SQL), none)
+        return len(todo)
 
     def missing_windows(self, *, window_words: int, limit: int
                         ) -> list[tuple[int, str, str, dict[str, Any]]]:
