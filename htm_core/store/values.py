@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..errors import ValidationError
+from ..errors import DatabaseCorruptError, ValidationError
 from ..models import Memory
 from .vector_index import FloatArray, unit_rows
 from .window_role import Recentre
@@ -49,6 +49,17 @@ def _plain_defaults(cls: type) -> dict[str, Any]:
 def content_hash(content: str) -> str:
     """SHA-256 of the content, hex."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def check_stored_text(key: str, memory_id: int, content: str, stored_hash: str,
+                      where: str) -> None:
+    """Raise :class:`DatabaseCorruptError` when a memory's text read from the database
+    ``where`` no longer matches the hash stored with it: damaged text is never served."""
+    if content_hash(content) != stored_hash:
+        raise DatabaseCorruptError(
+            f"memory {key!r} (id {memory_id}) in {where} does not match its stored "
+            "checksum: its text was damaged and is not served; run `htm check` to list every "
+            "damaged memory, then restore them from an export")
 
 
 def generated_key(robot: str, content: str) -> str:

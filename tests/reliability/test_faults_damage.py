@@ -124,6 +124,23 @@ def test_text_changed_behind_htms_back_is_not_exported_from_postgres(
     assert not (tmp_path / "backup.jsonl").exists()
 
 
+def test_text_changed_behind_htms_back_is_refused_by_get_and_recall_on_postgres(
+        pg_url: str) -> None:
+    """PostgreSQL checks what it serves as SQLite does: a text that no longer matches its
+    stored checksum is a ``DatabaseCorruptError`` naming the key, never a memory."""
+    with HTM(database_url=pg_url, embedder=HashingEmbedder()) as htm:
+        htm.add_many([{"content": f"memory {i}", "key": f"k{i}"} for i in range(20)])
+    admin = make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("UPDATE memories SET content = 'memory 99' WHERE key = 'k9'")
+    with HTM(robot="reader", database_url=pg_url, embedder=HashingEmbedder()) as htm:
+        assert htm.get("k8") is not None
+        with pytest.raises(DatabaseCorruptError, match="'k9'.*htm check"):
+            htm.get("k9")
+        with pytest.raises(DatabaseCorruptError, match="'k9'"):
+            htm.recall("memory 99", strategy="fulltext")
+
+
 def test_a_key_index_that_lost_entries_is_never_read_as_absence(db: Path) -> None:
     _lose_key_index_entries(db)
     store = open_store(db)

@@ -7,7 +7,6 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from hashlib import sha256
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +24,7 @@ from .._vectors import (
     EmbeddingFailure,
     list_failures,
 )
+from ..values import check_stored_text
 from ._engine import _SQLiteEngine
 from ._errors import read_error
 from ._schema import _HASH_INDEX_EXISTS, _HASH_PREFIX, _MEMORY_COLUMNS
@@ -204,11 +204,7 @@ class _SQLiteRecords(_SQLiteEngine):
         """``row``: the columns of ``_MEMORY_COLUMNS``, in order."""
         (mid, key, content, content_hash, robot, importance, token_count, created_at,
          last_accessed, access_count, metadata, embedder, forgotten_at, version) = row[:14]
-        if sha256(content.encode("utf-8")).hexdigest() != content_hash:
-            raise DatabaseCorruptError(
-                f"memory {key!r} (id {mid}) in SQLite database {self.url} does not match its "
-                "stored checksum: its text was damaged on disk and is not served; run `htm "
-                "check` to list every damaged memory, then restore them from an export")
+        check_stored_text(key, mid, content, content_hash, f"SQLite database {self.url}")
         return Memory(
             id=mid, key=key, content=content, content_hash=content_hash,
             robot=robot, importance=importance, token_count=token_count,
