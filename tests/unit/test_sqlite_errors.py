@@ -74,3 +74,33 @@ def test_a_file_that_is_not_a_database_cannot_be_opened(tmp_path: Path) -> None:
     with pytest.raises(DatabaseCorruptError, match="htm check") as info:
         SQLiteStore(path)
     assert str(path) in str(info.value)
+
+
+def test_a_read_only_failure_names_leftover_log_files_this_user_cannot_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's own read-only error, met on a real file, names the ``-wal``/``-shm`` files
+    beside the store that this user cannot write (another user's leftovers block every
+    write). The suite runs as root, for whom every file is writable, so ``os.access`` stands
+    in for a user without write permission on those two files; everything else is real."""
+    import os
+
+    from htm_core.errors import ReadOnlyError
+    from htm_core.store.sqlite._errors import sqlite_error
+
+    db = tmp_path / "htm.db"
+    sqlite3.connect(db).execute("CREATE TABLE t (x)").connection.close()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        conn.execute("INSERT INTO t VALUES (1)")
+    conn.close()
+    url = f"sqlite:///{db}"
+    plain = sqlite_error(caught.value, url, "adding")
+    assert isinstance(plain, ReadOnlyError) and "-wal" not in str(plain)
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"htm.db{suffix}").write_bytes(b"")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: (
+        False if str(p).endswith(("-wal", "-shm")) else real_access(p, mode)))
+    named = sqlite_error(caught.value, url, "adding")
+    assert isinstance(named, ReadOnlyError)
+    assert f"{db}-wal and {db}-shm" in str(named) and "remove them" in str(named)

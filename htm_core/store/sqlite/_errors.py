@@ -7,6 +7,7 @@ reported the same way whichever method met it, always naming the file and what t
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,9 +53,9 @@ def sqlite_error(exc: BaseException, url: str, what: str) -> StoreError:
                              "free disk space on the volume that holds the database (a disk "
                              "I/O error can also be a failing disk) and retry")
     if "readonly" in low or "read-only" in low:
-        return ReadOnlyError(f"SQLite {what} failed on {url}: {message}; the file (or its "
-                             "folder, or the medium) is read-only: check its permissions, or "
-                             "open it with HTM(..., read_only=True) to read it")
+        return ReadOnlyError(f"SQLite {what} failed on {url}: {message}; "
+                             f"{_read_only_cause(url)}, or open it with "
+                             "HTM(..., read_only=True) to read it")
     if "malformed" in low or "not a database" in low or "corrupt" in low:
         return DatabaseCorruptError(
             f"SQLite {what} failed on {url}: {message}; the file is damaged or not an htm "
@@ -65,6 +66,22 @@ def sqlite_error(exc: BaseException, url: str, what: str) -> StoreError:
             f"cannot open SQLite database {url} ({what}): {message}; check the path exists "
             "and is writable")
     return StoreError(f"SQLite {what} failed on {url}: {message}")
+
+
+def _read_only_cause(url: str) -> str:
+    """What to check for a read-only failure on ``url``: the write-ahead log files beside
+    the database when they are there and this user cannot write them (a leftover of another
+    user's process blocks every write), else the file, its folder and the medium."""
+    path = url.removeprefix("sqlite:///")
+    if not path or path == url:
+        return "the file (or its folder, or the medium) is read-only: check its permissions"
+    blocked = [p for p in (f"{path}-wal", f"{path}-shm")
+               if os.path.exists(p) and not os.access(p, os.W_OK)]
+    if blocked:
+        return (f"this user cannot write {' and '.join(blocked)} (the store's write-ahead "
+                "log, left by another user's process): make them writable, or remove them "
+                "once no process has the store open")
+    return "the file (or its folder, or the medium) is read-only: check its permissions"
 
 
 @contextmanager
