@@ -83,7 +83,8 @@ class WindowIndex:
             if self._groups is None:
                 order = np.argsort(self._owners, kind="stable")
                 owners = self._owners[order]
-                starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+                starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]
+                                        if owners.size else owners)
                 self._groups = (order, starts, owners[starts])
             return (self._matrix, *self._groups)
 

@@ -109,3 +109,17 @@ def test_windows_the_embedder_rejects_fall_back_to_the_whole_vector_unless_it_is
 
     with pytest.raises(EmbeddingError, match="still down"):
         windows_for(items, down, 20, probe=probe)
+
+
+def test_an_empty_window_index_finds_nothing() -> None:
+    """A store whose windows are all gone (damage, a purge) searches an empty index: no
+    window, no hit, and no error from grouping zero windows by memory."""
+    import numpy as np
+
+    from htm_core.store.vector_index import VectorIndex
+    from htm_core.store.window_index import WindowIndex
+
+    windows = WindowIndex(4)
+    query = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    assert windows.best(query, 5, VectorIndex(4), start=None, end=None, robot=None,
+                        allowed_ids=None) == []
