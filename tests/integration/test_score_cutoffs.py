@@ -93,7 +93,7 @@ async def test_the_mcp_recall_tool_cuts_below_the_default(sqlite_url: str) -> No
             got = (await client.call_tool("recall", {"query": "green tea"})).structured_content
             assert got is not None
             scores = [h["score"] for h in got["hits"]]
-            assert [h["key"] for h in got["hits"]][:1] == ["tea"]
+            assert [h["key"] for h in got["hits"]][:1] == ["chat:user:ada:key:tea"]
             assert scores and min(scores) >= DEFAULT_MIN_SCORE
             every = (await client.call_tool("recall", {"query": "green tea",
                                                        "min_score": 0})).structured_content

@@ -16,6 +16,7 @@ from sqlalchemy import text
 from htm_core import HTM, FrozenClock
 from htm_core.errors import NotFoundError, StoreError
 from htm_core.store.base import SCHEMA_VERSION
+from htm_core.store.values import content_hash
 
 SECRET = "the admin password is hunter2"
 
@@ -238,9 +239,9 @@ def test_schema_upgrade_from_version_1_keeps_working_memory_and_ids(store_url: s
         for n, key, offset in [(1, "one", 30), (2, "two", 10), (3, "three", 20)]:
             conn.execute(text(
                 "INSERT INTO memories(key, content, content_hash, robot_id, token_count, "
-                "created_at, last_accessed, access_count) VALUES (:k, :c, 'h', "
+                "created_at, last_accessed, access_count) VALUES (:k, :c, :h, "
                 f"(SELECT id FROM robots), 3, {ago(offset)}, {ago(offset)}, :n)"),
-                {"k": key, "c": f"memory {key}", "n": n})
+                {"k": key, "c": f"memory {key}", "h": content_hash(f"memory {key}"), "n": n})
         for key, offset in [("one", 3), ("two", 1), ("three", 2)]:
             conn.execute(text(
                 "INSERT INTO working_memory(robot_id, memory_id, added_at) SELECT robot_id, id, "

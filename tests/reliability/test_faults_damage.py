@@ -135,7 +135,7 @@ def test_text_changed_behind_htms_back_is_refused_by_get_and_recall_on_postgres(
         conn.execute("UPDATE memories SET content = 'memory 99' WHERE key = 'k9'")
     with HTM(robot="reader", database_url=pg_url, embedder=HashingEmbedder()) as htm:
         assert htm.get("k8") is not None
-        with pytest.raises(DatabaseCorruptError, match="'k9'.*htm check"):
+        with pytest.raises(DatabaseCorruptError, match=r"'k9'.*htm check"):
             htm.get("k9")
         with pytest.raises(DatabaseCorruptError, match="'k9'"):
             htm.recall("memory 99", strategy="fulltext")
