@@ -11,42 +11,22 @@ in alternating rounds of one run, and prints the median ratio (checked / uncheck
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+import htm_core.store.sqlite._records as sqlite_records
 from htm_core import HTM, HashingEmbedder
-from htm_core.clock import utc_from_timestamp
-from htm_core.models import Memory
-from htm_core.store.sqlite._records import _SQLiteRecords
 
 WORDS = ("kernel garden invoice violin sailing pasta tennis printer espresso glacier "
          "lantern harbor quartz meadow ferry canyon").split()
 
 
-def _unchecked(self: Any, row: Sequence[Any], tags: Sequence[str],
-               embedding: bytes | None = None) -> Memory:
-    """``_SQLiteRecords._to_memory`` without the checksum comparison (the baseline)."""
-    (mid, key, content, content_hash, robot, importance, token_count, created_at,
-     last_accessed, access_count, metadata, embedder, forgotten_at, version) = row[:14]
-    return Memory(
-        id=mid, key=key, content=content, content_hash=content_hash,
-        robot=robot, importance=importance, token_count=token_count,
-        created_at=utc_from_timestamp(created_at),
-        last_accessed=utc_from_timestamp(last_accessed),
-        access_count=access_count, tags=tuple(tags),
-        metadata=json.loads(metadata) if metadata != "{}" else {},
-        embedder=embedder,
-        embedding=np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
-        forgotten_at=utc_from_timestamp(forgotten_at) if forgotten_at else None,
-        version=int(version),
-    )
+def _unchecked(key: str, memory_id: int, content: str, stored_hash: str, where: str) -> None:
+    """``check_stored_text`` that checks nothing (the baseline)."""
 
 
 def _time(fn: Callable[[int], Any], calls: int) -> float:
@@ -61,7 +41,7 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
-    checked = _SQLiteRecords._to_memory
+    checked = sqlite_records.check_stored_text
     with tempfile.TemporaryDirectory() as folder:
         db = Path(folder) / "htm.db"
         with HTM(database_url=str(db), embedder=HashingEmbedder(),
@@ -82,10 +62,10 @@ def main() -> None:
                 for r in range(args.rounds):
                     measured = {}
                     for variant in (("off", "on") if r % 2 else ("on", "off")):  # both orders
-                        _SQLiteRecords._to_memory = (  # type: ignore[method-assign]
+                        sqlite_records.check_stored_text = (
                             checked if variant == "on" else _unchecked)
                         measured[variant] = _time(fn, calls)
-                    _SQLiteRecords._to_memory = checked  # type: ignore[method-assign]
+                    sqlite_records.check_stored_text = checked
                     ratios[name].append(measured["on"] / measured["off"])
                     times[name].append((measured["off"], measured["on"]))
     for name in work:

@@ -30,7 +30,7 @@ import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -49,6 +49,7 @@ __all__ = ["PROBE_TEXT", "EmbeddingService", "check_batch_size", "embed_isolatin
            "failure_reason", "fill_once"]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 #: What the embedder is asked to embed to find out whether it works at all.
 PROBE_TEXT = "htm embedder check"
@@ -269,8 +270,16 @@ class EmbeddingService:
         ``tokens`` are the texts' token counts where the caller already has them (the
         metrics count the rest), so no text is counted twice.
         """
+        vectors = self._model_call(lambda: self.embedder.embed_documents(texts), texts, tokens)
+        return self._checked_rows(vectors)
+
+    def _model_call(self, run: Callable[[], _T], texts: list[str],
+                    tokens: Sequence[int | None] | None) -> _T:
+        """``run()``, one call of the model for ``texts``: its failure an
+        :class:`EmbeddingError`, its success counted (calls, and the texts' tokens in the
+        metrics, counting only those ``tokens`` does not give)."""
         try:
-            vectors = self.embedder.embed_documents(texts)
+            out = run()
         except HTMError:
             raise
         except Exception as exc:
@@ -282,7 +291,7 @@ class EmbeddingService:
         known = tokens if tokens is not None else [None] * len(texts)
         self._metrics.embedded(tokens=sum(self._counter.count(t) if n is None else n
                                           for t, n in zip(texts, known, strict=False)))
-        return self._checked_rows(vectors)
+        return out
 
     def _checked_rows(self, vectors: Sequence[Sequence[float]]) -> list[Vector]:
         """``vectors`` as float32 rows, checked in one pass: non-empty, one length, finite."""
@@ -403,19 +412,8 @@ class EmbeddingService:
                      tokens: Sequence[int | None] | None = None
                      ) -> tuple[list[Vector], list[list[Vector]]]:
         """One ``embed_windows`` call: each text's vector and its windows', checked."""
-        try:
-            whole, windows = self.embedder.embed_windows(texts, spans)
-        except HTMError:
-            raise
-        except Exception as exc:
-            raise EmbeddingError(
-                f"embedder {self.name} failed: {exc}; check it is reachable and "
-                "configured, nothing was stored") from exc
-        with self._lock:
-            self.calls += 1
-        known = tokens if tokens is not None else [None] * len(texts)
-        self._metrics.embedded(tokens=sum(self._counter.count(t) if n is None else n
-                                          for t, n in zip(texts, known, strict=False)))
+        whole, windows = self._model_call(
+            lambda: self.embedder.embed_windows(texts, spans), texts, tokens)
         if len(whole) != len(texts) or len(windows) != len(texts) or any(
                 len(w) != len(s) for w, s in zip(windows, spans, strict=True)):
             raise EmbeddingError(
