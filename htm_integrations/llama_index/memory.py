@@ -236,7 +236,7 @@ class HTMMemory(BaseMemory):
         metadata = {"role": role, "session_id": self.session_id, "source": "llama_index"}
         if self.user_id is not None:
             metadata["user_id"] = self.user_id
-        return {"content": text, "key": f"llama_index:{uuid.uuid4().hex}",
+        return {"content": text, "key": f"{self._scope.tag}:llama_index:{uuid.uuid4().hex}",
                 "importance": self.importance, "tags": [self._scope.tag, *self.tags],
                 "metadata": metadata}
 
