@@ -57,7 +57,7 @@ from mcp import Client
 from htm_core import HTM, HashingEmbedder
 from htm_core.cli import main as htm_main
 from htm_core.scope import ChatScope, id_slug
-from htm_integrations.langchain import HTMChatMessageHistory, HTMRetriever, htm_tools
+from htm_integrations.langchain import HTMChatMessageHistory, HTMRetriever, HTMStore, htm_tools
 from htm_integrations.llama_index import HTMMemory, HTMVectorStore
 from htm_integrations.mcp.server import build_server
 
@@ -156,6 +156,7 @@ class ScopesMachine(RuleBasedStateMachine):
         self.s = Surfaces(next(self._url_source))
         self.model = Model()
         self.processes = 0
+        self.items: dict[tuple[str, str], str] = {}  # LangGraph items: (user, key) -> text
 
     def teardown(self) -> None:
         self.s.close()
@@ -164,14 +165,14 @@ class ScopesMachine(RuleBasedStateMachine):
     # -- writes ---------------------------------------------------------------------------
 
     def _write(self, user: str, key: str | None, content: str,
-               do: Callable[[], tuple[bool, Any]]) -> None:
+               do: Callable[[], tuple[bool, Any]], given: str | None = None) -> None:
         """Run a write of ``content`` (under ``key`` in the scope, if known beforehand) and
         check it against the model: a key holding other text refuses, else it is stored."""
         held = self.model.of(user).get(key) if key is not None else None
         ok, got = do()
         if held is not None and held[0] != content:
             assert not ok and "DuplicateKeyError" in got, got
-            self._no_foreign(user, got, given=(content,))
+            self._no_foreign(user, got, given=(content, *([given] if given else [])))
             return
         assert ok, got
         stored = got if key is None else key
@@ -188,7 +189,7 @@ class ScopesMachine(RuleBasedStateMachine):
         def do() -> tuple[bool, Any]:
             ok, got = self.s.mcp(user, "remember", args)
             return ok, (got["key"] if ok else got)
-        self._write(user, stored, text, do)
+        self._write(user, stored, text, do, given=key)
 
     @rule(user=st.sampled_from(USERS), n=st.integers(0, len(SENTENCES) - 1))
     def tool_remember(self, user: str, n: int) -> None:
@@ -211,7 +212,7 @@ class ScopesMachine(RuleBasedStateMachine):
             code, out, err = self.s.cli("add", text, "--user", user,
                                         *(("--key", key) if key is not None else ()))
             return code == 0, (out.strip() if code == 0 else err)
-        self._write(user, stored, text, do)
+        self._write(user, stored, text, do, given=key)
 
     @rule(user=st.sampled_from(USERS), n=st.integers(0, len(SENTENCES) - 1))
     def vector_add(self, user: str, n: int) -> None:
@@ -251,6 +252,18 @@ class ScopesMachine(RuleBasedStateMachine):
         for text in [m.content for m in history.messages] + \
                 [m.content for m in memory.get_all()]:
             assert isinstance(text, str) and text in alive, (user, session, text)
+
+    @rule(user=st.sampled_from(USERS), key=st.sampled_from(["pref", "Pref"]),
+          n=st.integers(0, len(SENTENCES) - 1), delete=st.booleans())
+    def langgraph_put(self, user: str, key: str, n: int, delete: bool) -> None:
+        """LangGraph's store, one namespace per user: a put over an item is an update."""
+        store = HTMStore(htm=self.s.app)
+        if delete:
+            store.delete(("users", user), key)
+            self.items.pop((user, key), None)
+        else:
+            store.put(("users", user), key, {"text": SENTENCES[n]})
+            self.items[(user, key)] = SENTENCES[n]
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -397,6 +410,16 @@ class ScopesMachine(RuleBasedStateMachine):
             tagged = self.s.app.list(tags=[scope.recall_tag], include_forgotten=True,
                                      limit=10_000)
             assert {m.key for m in tagged.memories} == set(expected), user
+            for memory in tagged.memories:  # no other scope's tag merged in
+                chat = [t for t in memory.tags if t.split(":", 1)[0] == "chat"]
+                assert all(t.startswith("chat:role:") or t == scope.recall_tag
+                           or t.startswith(scope.key_prefix) for t in chat), memory.tags
+
+    @invariant()
+    def every_namespace_holds_exactly_its_items(self) -> None:
+        found = HTMStore(htm=self.s.app).search(("users",), limit=1000)
+        assert {(i.namespace[1], i.key): i.value["text"] for i in found} == self.items
+        assert all(len(i.namespace) == 2 for i in found)
 
 
 def _run(make_url: Callable[[], Iterator[str]]) -> None:
