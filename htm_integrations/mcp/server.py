@@ -20,8 +20,9 @@ name of the account running it), optionally one ``--session``. What it remembers
 the user's scope tag (``chat:user:<user>``, as the LangChain and LlamaIndex adapters
 write) and a key in the user's scope (``chat:user:<user>:key:<key>`` for a key given,
 ``chat:user:<user>:note:<hash>`` otherwise; see :mod:`htm_core.scope`), so two users never
-share a memory. Recall, retrieve, forget, restore, the contexts and the tag list see only
-memories in that scope, plus those under any ``--shared-tag``. A topic tag given to
+share a memory. Recall, retrieve, forget, restore, the contexts, the tag list and the
+counts of ``stats`` and ``list_robots`` see only memories in that scope, plus those under
+any ``--shared-tag``. A topic tag given to
 ``remember`` (``ops``) is also stored inside the scope (``chat:user:<user>:tag:ops``), so
 ``recall(tags=["ops"])`` runs inside it; a tag in the scopes' own ``chat`` namespace is
 refused. ``--shared`` serves the whole store instead (writes are still scoped).
