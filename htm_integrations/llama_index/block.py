@@ -131,7 +131,7 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
             if self.user_id is not None:
                 metadata["user_id"] = self.user_id
             tag = self.scope(None if session is None else str(session)).tag
-            items.append({"content": text, "key": f"llama_index:{uuid.uuid4().hex}",
+            items.append({"content": text, "key": f"{tag}:llama_index:{uuid.uuid4().hex}",
                           "importance": self.importance, "tags": [tag], "metadata": metadata})
         if items:
             await self.htm.aadd_many(items)

@@ -7,8 +7,9 @@ own: htm is the conversation.
 
 - ``put`` stores each user and assistant message with text as an htm memory: content = the
   text, ``metadata={"role", "session_id", "source": "llama_index"}``, tag
-  ``chat:session:<session_id>`` (``chat:user:<user_id>:session:<session_id>`` with a user).
-  Tool calls and tool results are not stored: the agent keeps them for its run.
+  ``chat:session:<session_id>`` (``chat:user:<user_id>:session:<session_id>`` with a user),
+  key ``<that tag>:llama_index:<uuid>`` (inside the scope). Tool calls and tool results are
+  not stored: the agent keeps them for its run.
 - ``get(input=...)`` is one :meth:`htm_core.HTM.create_context`: what htm recalls for
   ``input`` (default: the latest user message), then htm's working memory in ``recent``
   order, scoped to the conversation, within ``token_limit`` (default: the working-memory
@@ -236,7 +237,7 @@ class HTMMemory(BaseMemory):
         metadata = {"role": role, "session_id": self.session_id, "source": "llama_index"}
         if self.user_id is not None:
             metadata["user_id"] = self.user_id
-        return {"content": text, "key": f"llama_index:{uuid.uuid4().hex}",
+        return {"content": text, "key": f"{self._scope.tag}:llama_index:{uuid.uuid4().hex}",
                 "importance": self.importance, "tags": [self._scope.tag, *self.tags],
                 "metadata": metadata}
 

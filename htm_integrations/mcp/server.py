@@ -22,8 +22,9 @@ name of the account running it), optionally one ``--session``. What it remembers
 the user's scope tag (``chat:user:<user>``, as the LangChain and LlamaIndex adapters
 write) and a key in the user's scope (``chat:user:<user>:key:<key>`` for a key given,
 ``chat:user:<user>:note:<hash>`` otherwise; see :mod:`htm_core.scope`), so two users never
-share a memory. Recall, retrieve, forget, restore, the contexts and the tag list see only
-memories in that scope, plus those under any ``--shared-tag``. A topic tag given to
+share a memory. Recall, retrieve, forget, restore, the contexts, the tag list and the
+counts of ``stats`` and ``list_robots`` see only memories in that scope, plus those under
+any ``--shared-tag``. A topic tag given to
 ``remember`` (``ops``) is also stored inside the scope (``chat:user:<user>:tag:ops``), so
 ``recall(tags=["ops"])`` runs inside it; a tag in the scopes' own ``chat`` namespace is
 refused. ``--shared`` serves the whole store instead (writes are still scoped).
@@ -34,17 +35,19 @@ Build a server around an ``HTM`` you already have with :func:`build_server`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from htm_core import HTM, HTMError
 from htm_core import __version__ as htm_version
 from htm_core.errors import MissingDependencyError, install_hint, missing_extra
-from htm_core.models import Context
+from htm_core.models import Context, Memory, Robot, Stats
 from htm_core.scope import check_topic_tags, login_user, scope_user
 from htm_core.scoring import DEFAULT_MIN_SCORE
 from htm_core.serialize import (
@@ -83,6 +86,49 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 def default_user() -> str:
     """The user a server works for when none is given: ``$HTM_USER``, else the login name."""
     return scope_user() or login_user()
+
+
+def _in_scope(htm: HTM, scope: ChatScope) -> list[Memory]:
+    """Every memory ``scope`` sees, forgotten ones included (a walk of ``htm.list``)."""
+    found: list[Memory] = []
+    cursor: str | None = None
+    while True:
+        page = htm.list(tags=scope.visible, include_forgotten=True, limit=10_000,
+                        cursor=cursor)
+        found.extend(page.memories)
+        cursor = page.next_cursor
+        if cursor is None:
+            return found
+
+
+def scoped_stats(htm: HTM, scope: ChatScope) -> Stats:
+    """``htm.stats()`` with every count of memories taken inside ``scope``: long-term
+    totals, forgotten, robots, and the working memory's count and tokens. Unchanged for
+    a shared scope (the whole store)."""
+    stats = htm.stats()
+    if scope.visible is None:
+        return stats
+    memories = _in_scope(htm, scope)
+    alive = [m for m in memories if m.forgotten_at is None]
+    keys = {m.key for m in alive}
+    resident = [item for item in htm.working_memory.items() if item.key in keys]
+    return dataclasses.replace(
+        stats, long_term_total=len(alive),
+        long_term_robot=sum(m.robot == htm.robot for m in alive),
+        forgotten=len(memories) - len(alive), robots=len({m.robot for m in alive}),
+        working_memory_count=len(resident),
+        working_memory_tokens=sum(item.token_count for item in resident))
+
+
+def scoped_robots(htm: HTM, scope: ChatScope) -> list[Robot]:
+    """``htm.robots()``, inside ``scope``: the robots that wrote a memory it sees, each
+    with the number of those memories (not forgotten) as ``memory_count``."""
+    robots = htm.robots()
+    if scope.visible is None:
+        return robots
+    counts = Counter(m.robot for m in _in_scope(htm, scope) if m.forgotten_at is None)
+    return [dataclasses.replace(r, memory_count=counts[r.name])
+            for r in robots if counts[r.name]]
 
 
 def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING",
@@ -246,14 +292,14 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
     @server.tool(annotations=read_only)
     @guarded
     def stats() -> dict[str, Any]:
-        """Working-memory and long-term figures, embedding use and latency percentiles."""
-        return stats_to_dict(htm.stats())
+        """Figures of the memories this server sees, embedding use and latency percentiles."""
+        return stats_to_dict(scoped_stats(htm, scope))
 
     @server.tool(annotations=read_only)
     @guarded
     def list_robots() -> dict[str, Any]:
-        """Every robot writing to this memory store."""
-        return {"robots": [robot_to_dict(r) for r in htm.robots()]}
+        """The robots that wrote memories this server sees, with how many each wrote."""
+        return {"robots": [robot_to_dict(r) for r in scoped_robots(htm, scope)]}
 
     @server.tool(annotations=read_only)
     @guarded
