@@ -27,6 +27,7 @@ from htm_core.errors import DimensionMismatchError, DuplicateKeyError, StoreErro
 from htm_core.models import Memory
 from htm_core.store import AddResult, NewMemory, SearchFilters
 from htm_core.store.postgres import PostgresStore
+from htm_core.store.values import content_hash
 from tests.pg import fresh_database
 
 pytestmark = pytest.mark.postgres
@@ -269,8 +270,8 @@ def commit_key_on_first_lookup(store: PostgresStore, url: str, key: str, content
             with admin(url) as conn:
                 conn.execute(
                     "INSERT INTO memories(key, content, content_hash, robot_id, token_count, "
-                    "created_at, last_accessed) SELECT %s, %s, 'h', id, 1, now(), now() "
-                    "FROM robots ORDER BY id LIMIT 1", (key, content))
+                    "created_at, last_accessed) SELECT %s, %s, %s, id, 1, now(), now() "
+                    "FROM robots ORDER BY id LIMIT 1", (key, content, content_hash(content)))
 
     event.listen(store.engine, "after_cursor_execute", insert)
     return insert
