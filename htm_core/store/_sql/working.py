@@ -18,7 +18,39 @@ from ...models import Memory
 from ..base import WorkingResult, WorkingRow, WorkingState
 from .records import SQLRecordChanges
 
-__all__ = ["SQLWorkingSet", "recall_check_answer", "recall_check_sql"]
+__all__ = ["SQLWorkingSet", "admit_named", "recall_check_answer", "recall_check_sql",
+           "sort_entries"]
+
+
+def sort_entries(put: Sequence[WorkingState], held: Mapping[str, int]
+                 ) -> tuple[dict[str, int], dict[int, WorkingState], list[str]]:
+    """The entries of ``put`` by how they may enter working memory: those the add of this
+    transaction holds (``held``: key -> memory id) enter (key -> id); those naming a memory
+    id (id -> entry) enter only while that memory exists and is not forgotten; the keys of
+    those naming none are looked up by key."""
+    entering: dict[str, int] = {}
+    by_id: dict[int, WorkingState] = {}
+    by_key: list[str] = []
+    for state in put:
+        mine = held.get(state.key)
+        if mine is not None and state.memory_id in (0, mine):
+            entering[state.key] = mine
+        elif state.memory_id:
+            by_id[int(state.memory_id)] = state
+        else:
+            by_key.append(state.key)
+    return entering, by_id, by_key
+
+
+def admit_named(rows: Iterable[Any], by_id: Mapping[int, WorkingState],
+                entering: dict[str, int], stale: set[str]) -> None:
+    """Enter the entries of ``by_id`` whose memory ``rows`` (id, version; existing and not
+    forgotten) shows, marking stale those whose memory is at another version than named."""
+    for mid, version in rows:
+        state = by_id[int(mid)]
+        entering[state.key] = int(mid)
+        if state.version and state.version != int(version):
+            stale.add(state.key)
 
 
 class SQLWorkingSet(SQLRecordChanges):

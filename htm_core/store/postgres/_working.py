@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from ...models import Memory
 from .._sql.catalogue import VISIBLE as _VISIBLE
-from .._sql.working import recall_check_answer, recall_check_sql
+from .._sql.working import admit_named, recall_check_answer, recall_check_sql, sort_entries
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._codec import _COPY_WORKING, _COPY_WORKING_TYPES
 from ._engine import _aware, _copy_rows, _rows
@@ -202,26 +202,12 @@ def _entering(conn: Connection, put: Sequence[WorkingState], held: Mapping[str, 
     entry the add of this transaction holds (``held``) enters; one naming a memory id
     enters only while that memory exists and is not forgotten; one naming none, while a
     visible memory has its key."""
-    visible: dict[str, int] = {}
+    visible, by_id, by_key = sort_entries(put, held)
     stale: set[str] = set()
-    by_id: dict[int, WorkingState] = {}
-    by_key: list[str] = []
-    for state in put:
-        mine = held.get(state.key)
-        if mine is not None and state.memory_id in (0, mine):
-            visible[state.key] = mine
-        elif state.memory_id:
-            by_id[int(state.memory_id)] = state
-        else:
-            by_key.append(state.key)
     if by_id:
-        for mid, version in conn.execute(text(
-                "SELECT id, version FROM memories WHERE id = ANY(:ids) AND forgotten_at IS NULL "
-                "ORDER BY id FOR SHARE"), {"ids": sorted(by_id)}):
-            state = by_id[int(mid)]
-            visible[state.key] = int(mid)
-            if state.version and state.version != int(version):
-                stale.add(state.key)
+        admit_named(conn.execute(text(
+            "SELECT id, version FROM memories WHERE id = ANY(:ids) AND forgotten_at IS NULL "
+            "ORDER BY id FOR SHARE"), {"ids": sorted(by_id)}), by_id, visible, stale)
     if by_key:
         visible.update((str(r[0]), int(r[1])) for r in conn.execute(text(
             "SELECT key, id FROM memories WHERE key = ANY(ARRAY(SELECT "

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from ...clock import to_timestamp, utc_from_timestamp
 from ...models import Memory
 from .._common import chunks
-from .._sql.working import recall_check_answer, recall_check_sql
+from .._sql.working import admit_named, recall_check_answer, recall_check_sql, sort_entries
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._records import _SQLiteRecords
 
@@ -235,26 +235,12 @@ def _entering(cur: Any, put: Sequence[WorkingState], known: Mapping[str, tuple[i
     no memory id (found by key, visible, by the caller). An entry the add of this
     transaction wrote (``known``) enters; one naming a memory id enters only while that
     memory exists and is not forgotten."""
-    entering: dict[str, int] = {}
+    entering, by_id, by_key = sort_entries(put, {k: mid for k, (mid, _) in known.items()})
     stale: set[str] = set()
-    by_id: dict[int, WorkingState] = {}
-    by_key: list[str] = []
-    for state in put:
-        mine = known.get(state.key)
-        if mine is not None and state.memory_id in (0, mine[0]):
-            entering[state.key] = mine[0]
-        elif state.memory_id:
-            by_id[int(state.memory_id)] = state
-        else:
-            by_key.append(state.key)
     for part in chunks(list(by_id), 500):
-        for mid, version in cur.execute(
-                "SELECT id, version FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
-                "AND forgotten_at IS NULL", (json.dumps(part),)):
-            state = by_id[int(mid)]
-            entering[state.key] = int(mid)
-            if state.version and state.version != int(version):
-                stale.add(state.key)
+        admit_named(cur.execute(
+            "SELECT id, version FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
+            "AND forgotten_at IS NULL", (json.dumps(part),)), by_id, entering, stale)
     return entering, frozenset(stale), by_key
 
 
