@@ -110,6 +110,26 @@ _SET_VERSION = ("INSERT INTO htm_meta(key, value) VALUES ('schema_version', :v) 
                 "WHERE CAST(htm_meta.value AS INTEGER) < CAST(excluded.value AS INTEGER)")
 
 
+def use_wal(cur: sqlite3.Cursor, busy_timeout_ms: float) -> None:
+    """Put the file in WAL mode, waiting (bounded) for a process that holds it.
+
+    WAL mode is kept in the file, so once any process has set it the others only read it.
+    Switching takes the file's exclusive lock, and SQLite does not always wait for it with
+    the busy handler (several processes opening one new file at once): a locked switch is
+    tried again until ``busy_timeout_ms`` has passed, then the lock error is raised.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            if cur.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_locked(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 class _SQLiteEngine(SQLWorkingSet):
     """The SQLite connection, its transactions and the catalogue every other part uses."""
 
@@ -168,9 +188,9 @@ class _SQLiteEngine(SQLWorkingSet):
         def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
-            if not memory_db:
-                cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA busy_timeout={int(busy)}")
+            if not memory_db:
+                use_wal(cur, busy)
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
