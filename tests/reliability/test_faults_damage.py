@@ -89,6 +89,26 @@ def test_a_damaged_text_is_refused_by_get_and_recall(db: Path) -> None:
         htm.recall("memory 17 about cats", limit=5, strategy="fulltext")
 
 
+def test_a_text_damaged_after_it_was_read_is_refused_by_the_open_store(db: Path) -> None:
+    """A store remembers the texts that passed (a re-read compares text instead of hashing):
+    text damaged after a read that passed is still refused, by the same open store."""
+    store = open_store(db)
+    try:
+        assert store.get("k17").content == "memory 17 about cats and dogs"  # type: ignore[union-attr]
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE memories SET content = 'memory 17 about bats and dogs' "
+                         "WHERE key = 'k17'")
+        with pytest.raises(DatabaseCorruptError, match="'k17'"):
+            store.get("k17")
+        with sqlite3.connect(db) as conn:  # the text back, its stored hash damaged instead
+            conn.execute("UPDATE memories SET content = 'memory 17 about cats and dogs', "
+                         "content_hash = 'f' || substr(content_hash, 2) WHERE key = 'k17'")
+        with pytest.raises(DatabaseCorruptError, match="'k17'"):
+            store.get("k17")
+    finally:
+        store.close()
+
+
 def test_a_damaged_text_never_reaches_a_backup(db: Path, tmp_path: Path) -> None:
     backup = tmp_path / "backup.jsonl"
     store = open_store(db)

@@ -19,7 +19,6 @@ from .._vectors import (
     EmbeddingFailure,
     list_failures,
 )
-from ..values import check_stored_text
 from ._engine import _PostgresEngine, _rows, _utc
 from ._schema import _MEMORY_COLUMNS
 
@@ -30,8 +29,7 @@ class _PostgresRecords(_PostgresEngine):
     # -- reading ---------------------------------------------------------------------
 
     def _to_memory(self, row: Any, include_embedding: bool) -> Memory:
-        check_stored_text(row.key, int(row.id), row.content, row.content_hash,
-                          f"PostgreSQL database {self.url}")
+        self._check_text(row.key, int(row.id), row.content, row.content_hash)
         return Memory(
             id=int(row.id), key=row.key, content=row.content, content_hash=row.content_hash,
             robot=row.robot, importance=float(row.importance), token_count=int(row.token_count),

@@ -40,6 +40,7 @@ from .._vectors import (
 from ..base import (
     SCHEMA_VERSION,
 )
+from ..values import StoredTextCheck
 from ..vector_index import VectorIndex
 from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
 from ._files import (
@@ -136,6 +137,7 @@ class _SQLiteEngine(SQLWorkingSet):
     _url: str
     url: str
     _memory_db: bool
+    _check_text: StoredTextCheck
     _busy_timeout_ms: int
     _lock: threading.RLock
     _robot_ids: dict[str, int]

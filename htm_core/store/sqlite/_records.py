@@ -24,7 +24,6 @@ from .._vectors import (
     EmbeddingFailure,
     list_failures,
 )
-from ..values import check_stored_text
 from ._engine import _SQLiteEngine
 from ._errors import read_error
 from ._schema import _HASH_INDEX_EXISTS, _HASH_PREFIX, _MEMORY_COLUMNS
@@ -204,7 +203,7 @@ class _SQLiteRecords(_SQLiteEngine):
         """``row``: the columns of ``_MEMORY_COLUMNS``, in order."""
         (mid, key, content, content_hash, robot, importance, token_count, created_at,
          last_accessed, access_count, metadata, embedder, forgotten_at, version) = row[:14]
-        check_stored_text(key, mid, content, content_hash, f"SQLite database {self.url}")
+        self._check_text(key, mid, content, content_hash)
         return Memory(
             id=mid, key=key, content=content, content_hash=content_hash,
             robot=robot, importance=importance, token_count=token_count,
