@@ -181,6 +181,21 @@ def test_a_key_index_that_lost_entries_is_never_read_as_absence(db: Path) -> Non
         store.close()
 
 
+def test_an_add_through_a_key_index_that_lost_entries_writes_no_second_memory(db: Path) -> None:
+    """k7 is one of the memories the damaged index lost: adding k7 again (another text) must
+    not write a second memory under its key, and nothing of the batch is written."""
+    _lose_key_index_entries(db)
+    with HTM(database_url=str(db), embedder=HashingEmbedder(), robot="other") as htm:
+        with pytest.raises(DatabaseCorruptError, match="72 of its 82"):
+            htm.add_many([{"content": "a new note", "key": "fresh"},
+                          {"content": "another text for k7", "key": "k7"}])
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT key, count(*) FROM memories NOT INDEXED "
+                            "WHERE key IN ('k7', 'fresh') GROUP BY key").fetchall()
+        total = conn.execute("SELECT count(*) FROM memories NOT INDEXED").fetchone()[0]
+    assert rows == [("k7", 1)] and total == N
+
+
 def test_a_sound_key_index_keeps_misses_as_none(db: Path) -> None:
     store = open_store(db)
     try:

@@ -243,25 +243,34 @@ class _SQLiteRecords(_SQLiteEngine):
         return [self._to_memory(r, sorted(json.loads(r[15])) if r[15] != "[]" else (), r[14])
                 for r in rows]
 
-    def _check_key_index(self) -> None:
-        """On the first miss by key (``get``), whether the index of keys holds every memory (one
-        count through it, one of the table); raises :class:`DatabaseCorruptError` on this
-        and every later miss if it does not, since a miss may then be a memory the index
-        lost. Checked once per store: a sound index costs nothing more."""
+    def _check_key_index(self, cur: Any = None) -> None:
+        """On the first miss by key (``get``, or an add of a key the index does not hold),
+        whether the index of keys holds every memory (one count through it, one of the
+        table), read through ``cur`` or a read cursor; raises :class:`DatabaseCorruptError`
+        on this and every later miss if it does not, since a miss may then be a memory the
+        index lost (and an add would write a second memory under its key). Checked once
+        per store: a sound index costs nothing more."""
         if self._key_index_damage is None:
-            with self._cursor("checking the index of keys") as cur:
-                try:
-                    indexed = cur.execute(_COUNT_KEYS_INDEXED).fetchone()[0]
-                except sqlite3.OperationalError:  # no such index: nothing to check
-                    indexed = None
-                rows = cur.execute("SELECT count(*) FROM memories NOT INDEXED").fetchone()[0]
-            self._key_index_damage = "" if indexed in (None, rows) else (
-                f"the index of keys of SQLite database {self.url} holds {indexed} of its "
-                f"{rows} memories, so a lookup by key can miss a memory that exists; run "
-                "`htm check`, then rebuild the index (`REINDEX memories` in the sqlite3 "
-                "shell) or restore the store from an export")
+            if cur is None:
+                with self._cursor("checking the index of keys") as read:
+                    self._key_index_damage = self._count_key_index(read)
+            else:
+                self._key_index_damage = self._count_key_index(cur)
         if self._key_index_damage:
             raise DatabaseCorruptError(self._key_index_damage)
+
+    def _count_key_index(self, cur: Any) -> str:
+        """"" when the index of keys holds every memory, else what is wrong with it."""
+        try:
+            indexed = cur.execute(_COUNT_KEYS_INDEXED).fetchone()[0]
+        except sqlite3.OperationalError:  # no such index: nothing to check
+            indexed = None
+        rows = cur.execute("SELECT count(*) FROM memories NOT INDEXED").fetchone()[0]
+        return "" if indexed in (None, rows) else (
+            f"the index of keys of SQLite database {self.url} holds {indexed} of its "
+            f"{rows} memories, so a lookup by key can miss a memory that exists; run "
+            "`htm check`, then rebuild the index (`REINDEX memories` in the sqlite3 "
+            "shell) or restore the store from an export")
 
     def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
                  include_forgotten: bool = False) -> list[Memory]:

@@ -156,6 +156,8 @@ class _SQLiteWriter(_SQLiteSearch):
                         (json.dumps(part),)):
                     existing[row[0]] = (row[1], row[2], row[3])
                     stored[row[1]] = Merged(float(row[4]), as_dict(row[5]), set())
+            if len(existing) < len(keys) and self._key_index_damage != "":
+                self._check_key_index(cur)  # new keys: would the index let a duplicate in?
             # Ids are never reused: past the newest row and past every purged one.
             next_id = int(cur.execute(
                 "SELECT max(coalesce((SELECT max(id) FROM memories), 0), coalesce((SELECT "
