@@ -6,8 +6,9 @@ check) and without writing anything it keeps:
 * **file**: SQLite's ``PRAGMA integrity_check`` (pages, b-trees, indexes);
 * **full text**: FTS5's ``integrity-check`` of ``memories_fts`` against the memories
   (run in a transaction that is rolled back; skipped when the file cannot be written);
-* **content**: every memory's text against its stored SHA-256 (``content_hash``), which
-  catches a silently altered memory (a flipped bit in its text);
+* **content**: every memory's text against its stored SHA-256 (``content_hash``) and
+  CRC-32 (``content_crc``, which reads compare), which catches a silently altered memory
+  (a flipped bit in its text or in a checksum);
 * **records**: every memory's metadata is a JSON object and its times are numbers;
 * **vectors**: every stored vector has the store's dimension and embedder;
 * **vector graph**: the HNSW sidecar ``<db>-vectors.usearch``, if any, is intact (a damaged
@@ -38,6 +39,7 @@ from pathlib import Path
 from .errors import DatabaseCorruptError
 from .store import is_postgres_url
 from .store.base import content_hash
+from .store.values import content_crc
 
 __all__ = ["CheckReport", "Finding", "check_store"]
 
@@ -167,13 +169,22 @@ def _check_fts(path: Path, found: list[Finding]) -> None:
         conn.close()
 
 
+def _damaged(content: object, stored_hash: str, stored_crc: int | None) -> bool:
+    """Whether a memory's text disagrees with either checksum stored with it."""
+    return not isinstance(content, str) or content_hash(content) != stored_hash or (
+        stored_crc is not None and content_crc(content) != stored_crc)
+
+
 def _check_content(conn: sqlite3.Connection, found: list[Finding]) -> None:
     bad: list[str] = []
     count = 0
     try:
-        for key, content, stored in conn.execute("SELECT key, content, content_hash FROM memories"):
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(memories)")}
+        crc = "content_crc" if "content_crc" in columns else "NULL"  # before version 7
+        for key, content, stored, stored_crc in conn.execute(
+                f"SELECT key, content, content_hash, {crc} FROM memories"):
             count += 1
-            if not isinstance(content, str) or content_hash(content) != stored:
+            if _damaged(content, stored, stored_crc):
                 bad.append(repr(key))
     except (sqlite3.Error, UnicodeError) as exc:
         found.append(Finding("content", False, f"memories cannot be read: {exc}"))
@@ -254,6 +265,8 @@ def _check_graph(path: Path, found: list[Finding]) -> None:
 
 
 def _check_through_store(url: str) -> CheckReport:
+    from sqlalchemy import text
+
     from .transfer import open_source
 
     store = open_source(url)
@@ -261,11 +274,13 @@ def _check_through_store(url: str) -> CheckReport:
     try:
         bad: list[str] = []
         count = 0
-        for batch in store.iter_memories(batch_size=2000, include_forgotten=True):
-            for memory in batch:
+        with store.engine.connect() as conn:  # type: ignore[attr-defined]
+            rows = conn.execution_options(yield_per=2000).execute(text(
+                "SELECT key, content, content_hash, content_crc FROM memories ORDER BY id"))
+            for key, content, stored, stored_crc in rows:
                 count += 1
-                if memory.content_hash and content_hash(memory.content) != memory.content_hash:
-                    bad.append(repr(memory.key))
+                if _damaged(content, stored, stored_crc):
+                    bad.append(repr(key))
         _content_finding(report.findings, count, bad)
     finally:
         store.close()

@@ -84,7 +84,7 @@ __all__ = [
 ]
 
 #: The schema version this code writes and understands.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: The orders :meth:`Records.list_memories` (and ``HTM.list``) take; ties go by id.
 LIST_ORDERS = ("created_at", "key", "importance")

@@ -7,7 +7,7 @@ and keys that every backend shares."""
 from __future__ import annotations
 
 import hashlib
-import threading
+import zlib
 from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
@@ -52,50 +52,28 @@ def content_hash(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
-class StoredTextCheck:
-    """Refuses text read from the database ``where`` that no longer matches the SHA-256
-    stored with it (:class:`DatabaseCorruptError`): damaged text is never served.
+def content_crc(content: str) -> int:
+    """CRC-32 of the content's UTF-8 bytes: the cheap checksum every read compares."""
+    return zlib.crc32(content.encode("utf-8"))
 
-    The first read of a memory hashes its text. Text that passed is then kept with the
-    memory's id and stored hash (up to ``kept_chars`` characters in all; the oldest are
-    dropped first), and a later read of the same memory compares the text it read with the
-    kept text, which costs a fraction of a hash and catches the same damage.
+
+def check_stored_text(key: str, memory_id: int, content: str, stored_crc: int | None,
+                      stored_hash: str, url: str) -> None:
+    """Raise :class:`DatabaseCorruptError` when a memory's text read from the database at
+    ``url`` no longer matches the checksum stored with it: damaged text is never served.
+
+    A read compares the CRC-32 of the text with ``content_crc``, a fraction of the cost of
+    a SHA-256: every change of up to 32 bits, and all but one in 2**32 larger ones, gives
+    another CRC. A row without one (written by PostgreSQL before schema version 7) is
+    checked against ``content_hash``, the SHA-256 that ``htm check`` always compares.
     """
-
-    def __init__(self, where: str, kept_chars: int = 4_000_000) -> None:
-        self.where = where
-        self._limit = self._room = kept_chars
-        self._passed: dict[int, tuple[str, str]] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, key: str, memory_id: int, content: str, stored_hash: str) -> None:
-        kept = self._passed.get(memory_id)
-        if kept is not None and kept[0] == content and kept[1] == stored_hash:
-            return
-        if hashlib.sha256(content.encode("utf-8")).hexdigest() != stored_hash:
-            raise DatabaseCorruptError(
-                f"memory {key!r} (id {memory_id}) in {self.where} does not match its stored "
-                "checksum: its text was damaged and is not served; run `htm check` to list "
-                "every damaged memory, then restore them from an export")
-        with self._lock:
-            self._keep(memory_id, content, stored_hash)
-
-    def _keep(self, memory_id: int, content: str, stored_hash: str) -> None:
-        """Keep this text, dropping the oldest kept texts to make room."""
-        if memory_id not in self._passed and len(content) <= self._room:
-            self._passed[memory_id] = (content, stored_hash)
-            self._room -= len(content)
-            return
-        old = self._passed.pop(memory_id, None)
-        if old is not None:
-            self._room += len(old[0])
-        if len(content) > self._limit:
-            return
-        while self._passed and self._room < len(content):
-            dropped = self._passed.pop(next(iter(self._passed)))
-            self._room += len(dropped[0])
-        self._passed[memory_id] = (content, stored_hash)
-        self._room -= len(content)
+    if (content_crc(content) == stored_crc if stored_crc is not None
+            else content_hash(content) == stored_hash):
+        return
+    raise DatabaseCorruptError(
+        f"memory {key!r} (id {memory_id}) in the database {url} does not match its stored checksum: "
+        "its text was damaged and is not served; run `htm check` to list every damaged "
+        "memory, then restore them from an export")
 
 
 def generated_key(robot: str, content: str) -> str:
@@ -135,6 +113,10 @@ class NewMemory:
     @cached_property
     def content_hash(self) -> str:  # worked out once (the embedding cache and the writer)
         return content_hash(self.content)
+
+    @property
+    def content_crc(self) -> int:
+        return content_crc(self.content)
 
 
 def unit_embeddings(records: Sequence[NewMemory]) -> tuple[list[int], FloatArray]:

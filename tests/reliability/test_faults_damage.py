@@ -90,8 +90,8 @@ def test_a_damaged_text_is_refused_by_get_and_recall(db: Path) -> None:
 
 
 def test_a_text_damaged_after_it_was_read_is_refused_by_the_open_store(db: Path) -> None:
-    """A store remembers the texts that passed (a re-read compares text instead of hashing):
-    text damaged after a read that passed is still refused, by the same open store."""
+    """Text changed behind an open store's back after a read that passed, or a damaged
+    checksum beside sound text, is refused on the next read by the same store."""
     store = open_store(db)
     try:
         assert store.get("k17").content == "memory 17 about cats and dogs"  # type: ignore[union-attr]
@@ -100,9 +100,9 @@ def test_a_text_damaged_after_it_was_read_is_refused_by_the_open_store(db: Path)
                          "WHERE key = 'k17'")
         with pytest.raises(DatabaseCorruptError, match="'k17'"):
             store.get("k17")
-        with sqlite3.connect(db) as conn:  # the text back, its stored hash damaged instead
+        with sqlite3.connect(db) as conn:
             conn.execute("UPDATE memories SET content = 'memory 17 about cats and dogs', "
-                         "content_hash = 'f' || substr(content_hash, 2) WHERE key = 'k17'")
+                         "content_crc = content_crc + 1 WHERE key = 'k17'")
         with pytest.raises(DatabaseCorruptError, match="'k17'"):
             store.get("k17")
     finally:
@@ -185,10 +185,10 @@ def test_an_add_through_a_key_index_that_lost_entries_writes_no_second_memory(db
     """k7 is one of the memories the damaged index lost: adding k7 again (another text) must
     not write a second memory under its key, and nothing of the batch is written."""
     _lose_key_index_entries(db)
-    with HTM(database_url=str(db), embedder=HashingEmbedder(), robot="other") as htm:
-        with pytest.raises(DatabaseCorruptError, match="72 of its 82"):
-            htm.add_many([{"content": "a new note", "key": "fresh"},
-                          {"content": "another text for k7", "key": "k7"}])
+    with HTM(database_url=str(db), embedder=HashingEmbedder(), robot="other") as htm, \
+            pytest.raises(DatabaseCorruptError, match="72 of its 82"):
+        htm.add_many([{"content": "a new note", "key": "fresh"},
+                      {"content": "another text for k7", "key": "k7"}])
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT key, count(*) FROM memories NOT INDEXED "
                             "WHERE key IN ('k7', 'fresh') GROUP BY key").fetchall()

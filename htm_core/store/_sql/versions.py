@@ -200,9 +200,10 @@ class SQLVersions(SQLWorkingSet):
         sets = ["version = version + 1"]
         params: dict[str, Any] = {"id": mid}
         if "content" in changes:
-            sets += ["content = :c", "content_hash = :h", "token_count = :n",
-                     "embedding = NULL", "embedder = NULL"]
-            params |= {"c": record.content, "h": record.content_hash, "n": record.token_count}
+            sets += ["content = :c", "content_hash = :h", "content_crc = :crc",
+                     "token_count = :n", "embedding = NULL", "embedder = NULL"]
+            params |= {"c": record.content, "h": record.content_hash,
+                       "crc": record.content_crc, "n": record.token_count}
         if "importance" in changes:
             sets.append("importance = :i")
             params["i"] = float(record.importance)

@@ -38,7 +38,6 @@ from .._vectors import (
 from ..base import (
     SCHEMA_VERSION,
 )
-from ..values import StoredTextCheck
 from ._codec import _JSONB_OID, _BinaryPassDumper, _JsonTextDumper
 from ._errors import map_postgres_errors, postgres_error, sqlstate
 from ._schema import _BULK_MARKER, _DIMENSION_LOCK, _HNSW_INDEX, _MIGRATE_LOCK, _MIGRATIONS
@@ -179,7 +178,6 @@ class _PostgresEngine(SQLWorkingSet):
     """The PostgreSQL connection pool, its transactions and the catalogue every other part uses."""
 
     _url: str
-    _check_text: StoredTextCheck
     url: str
     hnsw_m: int
     hnsw_ef_construction: int

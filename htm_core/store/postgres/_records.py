@@ -19,6 +19,7 @@ from .._vectors import (
     EmbeddingFailure,
     list_failures,
 )
+from ..values import check_stored_text
 from ._engine import _PostgresEngine, _rows, _utc
 from ._schema import _MEMORY_COLUMNS
 
@@ -29,7 +30,8 @@ class _PostgresRecords(_PostgresEngine):
     # -- reading ---------------------------------------------------------------------
 
     def _to_memory(self, row: Any, include_embedding: bool) -> Memory:
-        self._check_text(row.key, int(row.id), row.content, row.content_hash)
+        check_stored_text(row.key, int(row.id), row.content, row.content_crc,
+                          row.content_hash, self.url)
         return Memory(
             id=int(row.id), key=row.key, content=row.content, content_hash=row.content_hash,
             robot=row.robot, importance=float(row.importance), token_count=int(row.token_count),

@@ -190,15 +190,20 @@ _V6_EXACT = [
     'CREATE INDEX IF NOT EXISTS memories_key_c ON memories (key COLLATE "C")',
 ]
 
+#: Version 7, the CRC-32 of each memory's text (:func:`~htm_core.store.values.content_crc`),
+#: which every read compares. Rows written before have none (filling it would rewrite
+#: every row and its generated full-text vector): their reads compare the SHA-256.
+_V7_CRC = ["ALTER TABLE memories ADD COLUMN IF NOT EXISTS content_crc bigint"]
+
 #: Version 5 changed SQLite's embedding-cache index only; PostgreSQL keeps its layout.
 _MIGRATIONS: dict[int, list[str]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS], 5: [], 6: [*_V6_EXACT]}
+    4: [*_V4_WINDOWS], 5: [], 6: [*_V6_EXACT], 7: [*_V7_CRC]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
     "m.created_at, m.last_accessed, m.access_count, m.metadata, m.embedder, m.forgotten_at, "
-    "m.version, "
+    "m.version, m.content_crc, "
     "ARRAY(SELECT t.name FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
     "WHERE mt.memory_id = m.id ORDER BY t.name) AS tags"
 )

@@ -252,22 +252,24 @@ class _PostgresWriter(_PostgresSearch):
                           robot_ids: dict[str, int]) -> dict[str, int]:
         """Insert ``records`` as arrays of parameters; key -> id of the rows inserted."""
         rows = conn.execute(text(
-            "INSERT INTO memories(key, content, content_hash, robot_id, importance, "
-            "token_count, created_at, last_accessed, access_count, metadata, embedding, "
-            "embedder, forgotten_at) "
-            "SELECT k, c, h, rid, imp, tok, created, accessed, cnt, CAST(meta AS jsonb), "
+            "INSERT INTO memories(key, content, content_hash, content_crc, robot_id, "
+            "importance, token_count, created_at, last_accessed, access_count, metadata, "
+            "embedding, embedder, forgotten_at) "
+            "SELECT k, c, h, crc, rid, imp, tok, created, accessed, cnt, CAST(meta AS jsonb), "
             "emb, embn, forgotten FROM unnest("
             "CAST(:keys AS text[]), CAST(:contents AS text[]), CAST(:hashes AS text[]), "
+            "CAST(:crcs AS bigint[]), "
             "CAST(:rids AS bigint[]), CAST(:imps AS double precision[]), "
             "CAST(:toks AS integer[]), CAST(:created AS timestamptz[]), "
             "CAST(:accessed AS timestamptz[]), CAST(:counts AS integer[]), "
             "CAST(:metas AS text[]), CAST(:embs AS vector[]), CAST(:embns AS text[]), "
-            "CAST(:forgotten AS timestamptz[])) WITH ORDINALITY AS v(k, c, h, rid, imp, tok, "
+            "CAST(:forgotten AS timestamptz[])) WITH ORDINALITY AS v(k, c, h, crc, rid, imp, tok, "
             "created, accessed, cnt, meta, emb, embn, forgotten, ord) ORDER BY ord "
             "ON CONFLICT (key) DO NOTHING RETURNING id, key"),
             {"keys": [r.key for r in records],
              "contents": [r.content for r in records],
              "hashes": [r.content_hash for r in records],
+             "crcs": [r.content_crc for r in records],
              "rids": [robot_ids[r.robot] for r in records],
              "imps": [float(r.importance) for r in records],
              "toks": [int(r.token_count) for r in records],
@@ -305,7 +307,8 @@ class _PostgresWriter(_PostgresSearch):
                 for mid, r, h, vector in zip(ids[at:at + _COPY_CHUNK], part,
                                              hashes[at:at + _COPY_CHUNK],
                                              _vectors_binary(_units(part)), strict=True):
-                    yield (mid, r.key, r.content, h, robot_ids[r.robot], float(r.importance),
+                    yield (mid, r.key, r.content, h, r.content_crc, robot_ids[r.robot],
+                           float(r.importance),
                            int(r.token_count), r.created_at, r.last_accessed or r.created_at,
                            int(r.access_count),
                            json.dumps(r.metadata) if r.metadata else _EMPTY_JSON, vector,

@@ -19,7 +19,6 @@ from ...errors import (
 )
 from .._common import mask_url
 from .._sql.schema import needs_migration
-from ..values import StoredTextCheck
 from ._codec import register_vectors
 from ._engine import _check_int, logger, postgres_url
 from ._errors import map_postgres_errors
@@ -88,7 +87,6 @@ class PostgresStore(_PostgresWindows):
     ) -> None:
         self._url = postgres_url(url)
         self.url = mask_url(self._url)
-        self._check_text = StoredTextCheck(f"PostgreSQL database {self.url}")
         self.hnsw_m = _check_int("hnsw_m", hnsw_m, 2, 100)
         self.hnsw_ef_construction = _check_int("hnsw_ef_construction", hnsw_ef_construction,
                                                4, 1000)

@@ -40,7 +40,6 @@ from .._vectors import (
 from ..base import (
     SCHEMA_VERSION,
 )
-from ..values import StoredTextCheck
 from ..vector_index import VectorIndex
 from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
 from ._files import (
@@ -137,7 +136,6 @@ class _SQLiteEngine(SQLWorkingSet):
     _url: str
     url: str
     _memory_db: bool
-    _check_text: StoredTextCheck
     _busy_timeout_ms: int
     _lock: threading.RLock
     _robot_ids: dict[str, int]
@@ -471,8 +469,11 @@ class _SQLiteEngine(SQLWorkingSet):
             current = self._version_in(conn)
             if needs_migration(self.url, current, migrate=True):
                 for version in range(current + 1, SCHEMA_VERSION + 1):
-                    for statement in _MIGRATIONS[version]:
-                        conn.exec_driver_sql(statement)
+                    for step in _MIGRATIONS[version]:
+                        if isinstance(step, str):
+                            conn.exec_driver_sql(step)
+                        else:
+                            step(conn)
                     self._log(conn, "migrate", robot_id=None, detail={"to": version})
                 conn.execute(text(_SET_VERSION), {"v": str(SCHEMA_VERSION)})
                 logger.info("migrated %s from schema version %d to %d", self.url, current,

@@ -24,6 +24,7 @@ from .._vectors import (
     EmbeddingFailure,
     list_failures,
 )
+from ..values import check_stored_text
 from ._engine import _SQLiteEngine
 from ._errors import read_error
 from ._schema import _HASH_INDEX_EXISTS, _HASH_PREFIX, _MEMORY_COLUMNS
@@ -202,8 +203,9 @@ class _SQLiteRecords(_SQLiteEngine):
                    embedding: bytes | None = None) -> Memory:
         """``row``: the columns of ``_MEMORY_COLUMNS``, in order."""
         (mid, key, content, content_hash, robot, importance, token_count, created_at,
-         last_accessed, access_count, metadata, embedder, forgotten_at, version) = row[:14]
-        self._check_text(key, mid, content, content_hash)
+         last_accessed, access_count, metadata, embedder, forgotten_at, version,
+         crc) = row[:15]
+        check_stored_text(key, mid, content, crc, content_hash, self.url)
         return Memory(
             id=mid, key=key, content=content, content_hash=content_hash,
             robot=robot, importance=importance, token_count=token_count,
@@ -240,7 +242,7 @@ class _SQLiteRecords(_SQLiteEngine):
             f"FROM memories m JOIN robots r ON r.id = m.robot_id WHERE {where}",
             params).fetchall()
         # Python's order of str is SQLite's BINARY order of their UTF-8 bytes.
-        return [self._to_memory(r, sorted(json.loads(r[15])) if r[15] != "[]" else (), r[14])
+        return [self._to_memory(r, sorted(json.loads(r[16])) if r[16] != "[]" else (), r[15])
                 for r in rows]
 
     def _check_key_index(self, cur: Any = None) -> None:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.engine import Connection
+
 from .._text import CJK_GLOB
 from .._vectors import (
     FAILURES_DDL,
 )
+from ..values import content_crc
+
+#: A schema step: a statement, or a function of the migrating connection.
+Step = str | Callable[[Connection], None]
 
 #: While this ``htm_meta`` key exists the FTS insert trigger stands aside. The add path sets
 #: it inside its write transaction, inserts a batch of rows, indexes the whole batch with one
@@ -223,12 +231,28 @@ _V5_HASH_INDEX = ["DROP INDEX IF EXISTS memories_hash", _HASH_INDEX]
 #: folded names goes.
 _V6_EXACT = ["DROP INDEX IF EXISTS tags_name_folded"]
 
-_MIGRATIONS: dict[int, list[str]] = {
+def _add_crc_column(conn: Connection) -> None:
+    """Add ``memories.content_crc`` unless it is there (SQLite has no ``IF NOT EXISTS``
+    for columns) and fill it for every row that has none."""
+    columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(memories)")}
+    if "content_crc" not in columns:
+        conn.exec_driver_sql("ALTER TABLE memories ADD COLUMN content_crc INTEGER")
+    conn.connection.driver_connection.create_function(  # type: ignore[union-attr]
+        "htm_crc32", 1, content_crc, deterministic=True)
+    conn.exec_driver_sql(
+        "UPDATE memories SET content_crc = htm_crc32(content) WHERE content_crc IS NULL")
+
+
+#: Version 7, the CRC-32 of each memory's text (:func:`~htm_core.store.values.content_crc`),
+#: which every read compares; existing rows get theirs here.
+_V7_CRC: list[Step] = [_add_crc_column]
+
+_MIGRATIONS: dict[int, Sequence[Step]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS], 5: [*_V5_HASH_INDEX], 6: [*_V6_EXACT]}
+    4: [*_V4_WINDOWS], 5: [*_V5_HASH_INDEX], 6: [*_V6_EXACT], 7: [*_V7_CRC]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
     "m.created_at, m.last_accessed, m.access_count, m.metadata, m.embedder, m.forgotten_at, "
-    "m.version"
+    "m.version, m.content_crc"
 )

@@ -34,7 +34,7 @@ from ..base import (
     WorkingChange,
     WorkingResult,
 )
-from ..values import unit_embeddings
+from ..values import content_crc, unit_embeddings
 from ..vector_index import finite_unit
 from ._schema import _FTS_BATCH_KEY, _LARGE_BATCH, _LARGE_BATCH_CACHE_KIB
 from ._search import _SQLiteSearch
@@ -233,8 +233,9 @@ class _SQLiteWriter(_SQLiteSearch):
             digest = rec.content_hash
             tags = rec.tags
             new_rows.append((
-                mid, key, content, digest, rid, rec.importance, rec.token_count,
-                created, accessed, rec.access_count, metadata, blob, embedder_name, forgotten_ts,
+                mid, key, content, digest, content_crc(content), rid, rec.importance,
+                rec.token_count, created, accessed, rec.access_count, metadata, blob,
+                embedder_name, forgotten_ts,
             ))
             made[mid] = Memory(
                 id=mid, key=key, content=content, content_hash=digest,
@@ -300,9 +301,10 @@ class _SQLiteWriter(_SQLiteSearch):
                     cur.execute("INSERT OR REPLACE INTO htm_meta(key, value) VALUES (?, '1')",
                                 (_FTS_BATCH_KEY,))
                 cur.executemany(
-                    "INSERT INTO memories(id, key, content, content_hash, robot_id, importance, "
-                    "token_count, created_at, last_accessed, access_count, metadata, embedding, "
-                    "embedder, forgotten_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO memories(id, key, content, content_hash, content_crc, "
+                    "robot_id, importance, token_count, created_at, last_accessed, "
+                    "access_count, metadata, embedding, embedder, forgotten_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     new_rows)
                 if batched:
                     cur.execute("INSERT INTO memories_fts(rowid, content) SELECT id, content "

@@ -13,7 +13,6 @@ from ...errors import (
 from .._common import mask_url
 from .._sql.schema import needs_migration
 from ..ann import ApproximateIndex
-from ..values import StoredTextCheck
 from ..vector_index import VectorIndex
 from ._engine import logger, sqlite_url
 from ._windows import _SQLiteWindows
@@ -45,7 +44,6 @@ class SQLiteStore(_SQLiteWindows):
     ) -> None:
         self._url = sqlite_url(database)
         self.url = mask_url(self._url)
-        self._check_text = StoredTextCheck(f"SQLite database {self.url}")
         self._memory_db = self._url in ("sqlite://", "sqlite:///:memory:")
         self._busy_timeout_ms = busy_timeout_ms
         self._lock = threading.RLock()
