@@ -38,12 +38,13 @@ from ._windows import DEFAULT_WINDOW_WORDS, Span, fill_windows_once, is_long, wi
 from .background import EmbeddingWorker
 from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
 from .enrich.documents import embed_text
-from .errors import EmbedderMismatchError, EmbeddingError, HTMError, InvalidBudgetError, StoreError
+from .errors import EmbedderMismatchError, EmbeddingError, HTMError, StoreError
 from .models import Memory
 from .observability import Metrics
 from .store.base import LongTermStore, NewMemory, content_hash
 from .store.values import checked_instance
 from .tokens import TokenCounter
+from .validation import check_int
 
 __all__ = ["PROBE_TEXT", "EmbeddingService", "check_batch_size", "embed_isolating",
            "failure_reason", "fill_once"]
@@ -152,9 +153,7 @@ def float32_rows(vectors: Sequence[Any]) -> np.ndarray | None:
 
 def check_batch_size(value: Any, *, name: str = "embed_batch_size") -> int:
     """``value`` if it is a positive integer, else :class:`~htm_core.errors.InvalidBudgetError`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidBudgetError(f"{name} must be a positive integer, got {value!r}")
-    return value
+    return check_int(name, value)
 
 
 class EmbeddingService:

@@ -24,7 +24,6 @@ from .enrich.attach import FacadeEnrichment
 from .errors import (
     ConfirmationRequiredError,
     DuplicateKeyError,
-    InvalidBudgetError,
     InvalidContentError,
     StoreError,
     ValidationError,
@@ -38,6 +37,7 @@ from .tokens import TokenCounter
 from .validation import (
     check_content,
     check_importance,
+    check_int,
     check_key,
     check_limit,
     check_name,
@@ -198,17 +198,12 @@ def recall_args(query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any
 
 def check_neighbors(neighbors: Any) -> int:
     """``recall``'s ``neighbors``: an integer from 0 to 20."""
-    if isinstance(neighbors, bool) or not isinstance(neighbors, int) \
-            or not 0 <= neighbors <= 20:
-        raise ValidationError(f"neighbors must be an integer from 0 to 20, got {neighbors!r}")
-    return neighbors
+    return check_int("neighbors", neighbors, 0, 20, error=ValidationError)
 
 
 def check_include_summaries(value: Any) -> int:
     """``create_context``'s ``include_summaries``: an integer from 0 to 50."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 50:
-        raise InvalidBudgetError(
-            f"include_summaries must be an integer from 0 to 50, got {value!r}")
+    return check_int("include_summaries", value, 0, 50)
     return value
 
 

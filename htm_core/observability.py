@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, ParamSpec, TypeVar
 
-from .errors import InvalidBudgetError, missing_extra
+from .errors import missing_extra
+from .validation import check_int
 
 __all__ = [
     "COUNTERS",
@@ -101,10 +102,7 @@ class LatencyRecorder:
     """
 
     def __init__(self, capacity: int = 10_000, *, seed: int = 0) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise InvalidBudgetError(
-                f"latency_samples must be a positive integer, got {capacity!r}")
-        self._capacity = capacity
+        self._capacity = check_int("latency_samples", capacity)
         self._random = random.Random(seed)
         self._samples: list[float] = []
         self._count = 0

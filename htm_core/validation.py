@@ -26,7 +26,9 @@ __all__ = [
     "MAX_CONTENT_BYTES",
     "MAX_KEY_LENGTH",
     "check_content",
+    "check_float",
     "check_importance",
+    "check_int",
     "check_key",
     "check_key_prefix",
     "check_limit",
@@ -169,20 +171,48 @@ def check_tags(tags: Iterable[str] | str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+def check_int(name: str, value: Any, low: int = 1, high: int | None = None, *,
+              error: type[ValidationError] = InvalidBudgetError) -> int:
+    """``value`` if it is an int (not a bool) from ``low`` to ``high`` (no upper bound when
+    None), else ``error`` naming ``name``, the range and the value given."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
+            high is not None and value > high):
+        if high is not None:
+            wanted = f"an integer from {low} to {high}"
+        else:
+            wanted = "a positive integer" if low == 1 else f"an integer of at least {low}"
+        raise error(f"{name} must be {wanted}, got {value!r}")
+    return value
+
+
+def check_float(name: str, value: Any, low: float, high: float | None = None, *,
+                above: bool = False, what: str = "a number",
+                error: type[ValidationError] = InvalidBudgetError) -> float:
+    """``float(value)`` if it is a finite real number (not a bool) of at least ``low`` (more
+    than ``low`` when ``above``) and at most ``high``, else ``error`` naming ``name``, the
+    range (``what`` says what the number is) and the value given."""
+    number = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
+    ok = math.isfinite(number) and (number > low if above else number >= low) and (
+        high is None or number <= high)
+    if not ok:
+        if high is not None:
+            wanted = f"{what} from {low:g} to {high:g}"
+        elif above and low == 0:
+            wanted = f"a positive {what.removeprefix('a ')}"
+        else:
+            wanted = f"{what} {'above' if above else 'of at least'} {low:g}"
+        raise error(f"{name} must be {wanted}, got {value!r}")
+    return number
+
+
 def check_max_tokens(max_tokens: Any, *, name: str = "max_tokens") -> int:
     """A token budget must be a positive integer."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
-        raise InvalidBudgetError(f"{name} must be a positive integer, got {max_tokens!r}")
-    return max_tokens
+    return check_int(name, max_tokens)
 
 
 def check_limit(limit: Any, *, maximum: int = 10_000) -> int:
     """A result limit must be an integer from 1 to ``maximum``."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
-        raise InvalidBudgetError(
-            f"limit must be an integer from 1 to {maximum}, got {limit!r}"
-        )
-    return limit
+    return check_int("limit", limit, 1, maximum)
 
 
 def check_margin(margin: Any) -> float:

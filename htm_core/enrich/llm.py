@@ -24,8 +24,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from ..errors import InvalidBudgetError, InvalidTagError, ValidationError, missing_extra
-from ..validation import check_importance, check_tags
+from ..errors import InvalidTagError, ValidationError, missing_extra
+from ..validation import check_importance, check_int, check_tags
 from .errors import InvalidModelOutputError, ModelCallError
 from .ratelimit import TokenBucket
 
@@ -172,9 +172,7 @@ class LLMEnricher:
 
     def __init__(self, chat_model: Any = None, *, max_retries: int = 2,
                  limiter: TokenBucket | None = None, usage: LLMUsage | None = None) -> None:
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) \
-                or not 0 <= max_retries <= 10:
-            raise InvalidBudgetError(f"max_retries must be an integer from 0 to 10, got {max_retries!r}")
+        check_int("max_retries", max_retries, 0, 10)
         self.chat_model = chat_model if chat_model is not None else ollama_chat_model()
         if not callable(getattr(self.chat_model, "invoke", None)):
             raise ValidationError(
@@ -357,11 +355,9 @@ class LLMTagger(LLMEnricher):
                  max_hint_tags: int = 50, max_tags: int = 5, max_depth: int = 4,
                  limiter: TokenBucket | None = None, usage: LLMUsage | None = None) -> None:
         super().__init__(chat_model, max_retries=max_retries, limiter=limiter, usage=usage)
-        for label, value in (("max_hint_tags", max_hint_tags), ("max_tags", max_tags),
-                             ("max_depth", max_depth)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if label ==
-                                                                                  "max_hint_tags" else 1):
-                raise InvalidBudgetError(f"{label} must be a positive integer, got {value!r}")
+        check_int("max_hint_tags", max_hint_tags, 0)
+        check_int("max_tags", max_tags)
+        check_int("max_depth", max_depth)
         self._existing = existing_tags if callable(existing_tags) else list(check_tags(existing_tags))
         self.max_hint_tags = max_hint_tags
         self.max_tags = max_tags

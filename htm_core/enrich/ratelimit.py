@@ -8,12 +8,11 @@ the sleep are replaceable, so tests can check the limit on a fake clock without 
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
 
-from ..errors import InvalidBudgetError
+from ..validation import check_float
 
 __all__ = ["TokenBucket"]
 
@@ -40,14 +39,9 @@ class TokenBucket:
     def __init__(self, rate: float, burst: float = 1.0, *,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) \
-                or rate <= 0:
-            raise InvalidBudgetError(f"rate must be a positive number of requests per second, got {rate!r}")
-        if isinstance(burst, bool) or not isinstance(burst, (int, float)) or not math.isfinite(burst) \
-                or burst < 1:
-            raise InvalidBudgetError(f"burst must be a number of at least 1, got {burst!r}")
-        self.rate = float(rate)
-        self.burst = float(burst)
+        self.rate = check_float("rate", rate, 0, above=True,
+                                what="a number of requests per second")
+        self.burst = check_float("burst", burst, 1)
         self._clock = clock
         self._sleep = sleep
         self._tokens = self.burst

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import HTMError, InvalidBudgetError, ValidationError
+from ..validation import check_int
 from .errors import UnknownJobKindError
 from .jobqueue import FAILED, PENDING, RUNNING, Job, JobQueue, _check_kind
 from .llm import LLMUsage
@@ -72,10 +73,9 @@ class JobRunner:
                  max_attempts: int = 5, initial_backoff: float = 1.0, max_backoff: float = 300.0,
                  lease: float = 300.0, poll_interval: float = 1.0, usage: LLMUsage | None = None,
                  name: str = "htm-enrich") -> None:
-        for label, value, low, high in (("workers", workers, 1, 32), ("batch_size", batch_size, 1, 1000),
-                                        ("max_attempts", max_attempts, 1, 100)):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise InvalidBudgetError(f"{label} must be an integer from {low} to {high}, got {value!r}")
+        check_int("workers", workers, 1, 32)
+        check_int("batch_size", batch_size, 1, 1000)
+        check_int("max_attempts", max_attempts, 1, 100)
         if not (0 < initial_backoff <= max_backoff) or lease <= 0 or poll_interval <= 0:
             raise InvalidBudgetError(
                 "need 0 < initial_backoff <= max_backoff, lease > 0 and poll_interval > 0")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidBudgetError, InvalidContentError
-from ..validation import check_content
+from ..validation import check_content, check_int
 from .llm import LLMEnricher, LLMUsage, Rejected, strip_fence
 from .ratelimit import TokenBucket
 
@@ -48,10 +48,8 @@ class Summariser(LLMEnricher):
                  max_retries: int = 2, limiter: TokenBucket | None = None,
                  usage: LLMUsage | None = None) -> None:
         super().__init__(chat_model, max_retries=max_retries, limiter=limiter, usage=usage)
-        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 40:
-            raise InvalidBudgetError(f"max_chars must be an integer of at least 40, got {max_chars!r}")
-        if isinstance(max_input_chars, bool) or not isinstance(max_input_chars, int) \
-                or max_input_chars < max_chars:
+        check_int("max_chars", max_chars, 40)
+        if check_int("max_input_chars", max_input_chars, 40) < max_chars:
             raise InvalidBudgetError(
                 f"max_input_chars must be an integer of at least max_chars, got {max_input_chars!r}")
         self.max_chars = max_chars

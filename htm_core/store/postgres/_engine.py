@@ -168,12 +168,6 @@ def _copy_rows(conn: Connection, statement: str, types: Sequence[str],
         raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
 
 
-def _check_int(name: str, value: int, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValidationError(f"{name} must be an integer from {low} to {high}, got {value!r}")
-    return value
-
-
 class _PostgresEngine(SQLWorkingSet):
     """The PostgreSQL connection pool, its transactions and the catalogue every other part uses."""
 

@@ -16,6 +16,7 @@ from ...errors import (
     SchemaError,
     ValidationError,
 )
+from ...validation import check_int
 from .. import _common
 from .._text import CJK_REGEX, TextQuery, parse_query
 from ..base import (
@@ -24,7 +25,7 @@ from ..base import (
     SearchFilters,
 )
 from ..vector_index import normalise, not_finite
-from ._engine import _PARAM, _check_int, _rows
+from ._engine import _PARAM, _rows
 from ._working import PostgresWorkingSet
 
 T = TypeVar("T")
@@ -255,7 +256,7 @@ class _PostgresSearch(PostgresWorkingSet):
         raised to ``limit`` when smaller). When the approximate search returns fewer than
         ``limit`` rows (a selective filter, or a small store), it is re-run exactly.
         """
-        ef = _check_int("ef_search", ef_search if ef_search is not None else self.ef_search,
+        ef = check_int("ef_search", ef_search if ef_search is not None else self.ef_search,
                         1, 1000)
         return self._search([ArmQuery(vector=vector, limit=limit, filters=filters,
                                       windows=windows)], ef)[0]

@@ -17,10 +17,11 @@ from ...errors import (
     StoreError,
     ValidationError,
 )
+from ...validation import check_int
 from .._common import mask_url
 from .._sql.schema import needs_migration
 from ._codec import register_vectors
-from ._engine import _check_int, logger, postgres_url
+from ._engine import logger, postgres_url
 from ._errors import map_postgres_errors
 from ._schema import (
     _BULK_LOCK,
@@ -87,15 +88,15 @@ class PostgresStore(_PostgresWindows):
     ) -> None:
         self._url = postgres_url(url)
         self.url = mask_url(self._url)
-        self.hnsw_m = _check_int("hnsw_m", hnsw_m, 2, 100)
-        self.hnsw_ef_construction = _check_int("hnsw_ef_construction", hnsw_ef_construction,
+        self.hnsw_m = check_int("hnsw_m", hnsw_m, 2, 100)
+        self.hnsw_ef_construction = check_int("hnsw_ef_construction", hnsw_ef_construction,
                                                4, 1000)
         if self.hnsw_ef_construction < 2 * self.hnsw_m:
             raise ValidationError(
                 f"hnsw_ef_construction ({hnsw_ef_construction}) must be at least 2 * hnsw_m "
                 f"({2 * hnsw_m}); pgvector refuses a smaller one")
-        self.ef_search = _check_int("ef_search", ef_search, 1, 1000)
-        self.copy_min_rows = _check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
+        self.ef_search = check_int("ef_search", ef_search, 1, 1000)
+        self.copy_min_rows = check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
         self._robot_ids: dict[str, int] = {}
         # (newest id, monotonic time, embedder, centroid) of vector_centroid's last estimate.
         self._centroid: tuple[int, float, str | None, list[float] | None] | None = None
@@ -107,11 +108,11 @@ class PostgresStore(_PostgresWindows):
         self._raw_info: dict[str, Any] = {}
         self._engine: Engine = create_engine(
             self._url,
-            pool_size=_check_int("pool_size", pool_size, 1, 1000),
-            max_overflow=_check_int("max_overflow", max_overflow, 0, 1000),
+            pool_size=check_int("pool_size", pool_size, 1, 1000),
+            max_overflow=check_int("max_overflow", max_overflow, 0, 1000),
             pool_timeout=pool_timeout,
             pool_recycle=1800,
-            connect_args={"connect_timeout": _check_int("connect_timeout", connect_timeout, 1, 3600),
+            connect_args={"connect_timeout": check_int("connect_timeout", connect_timeout, 1, 3600),
                           "application_name": "htm"},
         )
         register_vectors(self._engine)
@@ -149,8 +150,8 @@ class PostgresStore(_PostgresWindows):
                 for batch in batches:          # lists of NewMemory, e.g. 10,000 each
                     store.add_many(batch)
         """
-        memory = _check_int("maintenance_work_mem_mb", maintenance_work_mem_mb, 1, 2**31 - 1)
-        workers = None if parallel_workers is None else _check_int(
+        memory = check_int("maintenance_work_mem_mb", maintenance_work_mem_mb, 1, 2**31 - 1)
+        workers = None if parallel_workers is None else check_int(
             "parallel_workers", parallel_workers, 0, 1024)
 
         def start(conn: Connection) -> None:
@@ -204,8 +205,8 @@ class PostgresStore(_PostgresWindows):
         :meth:`bulk_load` calls this on its way out; call it yourself after a load was
         interrupted. Clears the bulk-load marker unless another load is still running.
         """
-        memory = _check_int("maintenance_work_mem_mb", maintenance_work_mem_mb, 1, 2**31 - 1)
-        workers = None if parallel_workers is None else _check_int(
+        memory = check_int("maintenance_work_mem_mb", maintenance_work_mem_mb, 1, 2**31 - 1)
+        workers = None if parallel_workers is None else check_int(
             "parallel_workers", parallel_workers, 0, 1024)
         return self._run("rebuilding the search indexes",
                          lambda conn: self._rebuild(conn, memory, workers, abandoned_only=False))
