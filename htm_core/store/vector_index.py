@@ -320,6 +320,18 @@ class VectorIndex:
             mask &= np.isin(self._ids[:n], allowed_ids)
         return mask
 
+    def passing(self, ids: IntArray, *, start: float | None, end: float | None,
+                robot: int | None, allowed_ids: IntArray | None) -> npt.NDArray[np.bool_]:
+        """Which of ``ids`` are alive memories of this index that pass the filters of
+        :meth:`search`, read at one instant (false for ids the index does not hold)."""
+        with self._lock:
+            mask = self._mask(self._n, start, end, robot, allowed_ids)
+            rows = self.rows_of(ids)
+        known = rows >= 0
+        out = np.zeros(ids.shape, dtype=bool)
+        out[known] = mask[rows[known]]
+        return out
+
     def _top(self, rows: IntArray | None, query: FloatArray, limit: int, n: int
              ) -> list[tuple[int, float]]:
         """Exact top ``limit`` among ``rows`` (all first ``n`` rows when None), best first.

@@ -105,14 +105,8 @@ class WindowIndex:
         matrix, order, starts, ids = self._grouped()
         if ids.size == 0 or limit <= 0:
             return []
-        with memories._lock:
-            n = memories._n
-            mask = memories._mask(n, start, end, robot, allowed_ids)
-            rows = memories.rows_of(ids)
-        known = rows >= 0
-        visible = np.zeros(ids.shape, dtype=bool)
-        visible[known] = mask[rows[known]]
-        picked = np.flatnonzero(visible)
+        picked = np.flatnonzero(memories.passing(ids, start=start, end=end, robot=robot,
+                                                 allowed_ids=allowed_ids))
         if picked.size == 0:
             return []
         scores = _dots(matrix, np.asarray(query, dtype=np.float32))
