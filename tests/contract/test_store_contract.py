@@ -1,375 +1,50 @@
-"""The LongTermStore protocol, checked the same way on every backend (``store_url``)."""
+"""The store conformance suite (``htm_core.testing``) on every backend (``store_url``) and
+on the in-memory store, and what only the SQL backends have."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from htm_core.embeddings import HashingEmbedder
-from htm_core.errors import (
-    ConfirmationRequiredError,
-    DimensionMismatchError,
-    DuplicateKeyError,
-    NotFoundError,
-    SchemaError,
-    ValidationError,
-)
-from htm_core.store import SCHEMA_VERSION, ArmQuery, NewMemory, SearchFilters, open_store
-from htm_core.store.base import generated_key
-
-T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
-EMB = HashingEmbedder(dim=64)
+from htm_core.errors import SchemaError
+from htm_core.store import LongTermStore, open_store
+from htm_core.testing import InMemoryStore, StoreConformance
+from htm_core.testing.conformance import rec
 
 
-def rec(content: str, *, key: str | None = None, robot: str = "r1", when: datetime = T0,
-        tags: tuple[str, ...] = (), importance: float = 1.0, embed: bool = True,
-        **extra) -> NewMemory:
-    return NewMemory(
-        key=key or generated_key(robot, content), content=content, robot=robot,
-        importance=importance, token_count=len(content.split()), created_at=when, tags=tags,
-        metadata={"n": len(content)}, embedding=EMB.embed_query(content) if embed else None,
-        embedder=EMB.name if embed else None, explicit_key=key is not None, **extra)
+class TestBackends(StoreConformance):
+    capabilities = frozenset({"reopen"})
+
+    @pytest.fixture
+    def store_factory(self, store_url: str) -> Callable[[], LongTermStore]:
+        return lambda: open_store(store_url)
 
 
-@pytest.fixture
-def store(store_url):
-    s = open_store(store_url)
-    s.ensure_robot("r1")
-    yield s
-    s.close()
+class TestInMemoryStore(StoreConformance):
+    @pytest.fixture
+    def store_factory(self, tmp_path: Path) -> Callable[[], LongTermStore]:
+        made: list[InMemoryStore] = []
+
+        def make() -> InMemoryStore:
+            assert not made, "an in-memory store is opened once per test"
+            made.append(InMemoryStore())
+            return made[0]
+
+        return make
 
 
-def test_schema_version_and_migrate_is_idempotent(store):
-    assert store.schema_version() == SCHEMA_VERSION
-    assert store.migrate() == SCHEMA_VERSION
-    assert store.schema_version() == SCHEMA_VERSION
-
-
-def test_add_get_roundtrip(store):
-    [result] = store.add_many([rec("Alice likes green tea", key="tea", tags=("user:drinks",),
-                                   importance=7.5)])
-    assert result.created
-    m = store.get("tea")
-    assert m is not None and m.id == result.memory.id
-    assert (m.content, m.robot, m.importance, m.tags) == ("Alice likes green tea", "r1", 7.5,
-                                                          ("user:drinks",))
-    assert m.created_at == T0 and m.created_at.tzinfo is not None
-    assert m.metadata == {"n": 21} and m.embedder == EMB.name
-    with_vec = store.get("tea", include_embedding=True)
-    assert with_vec.embedding is not None and len(with_vec.embedding) == 64
-    assert store.get("nope") is None
-    assert [x.key for x in store.get_many([m.id, 999_999])] == ["tea"]
-
-
-def test_batch_is_one_transaction_all_or_nothing(store):
-    store.add_many([rec("existing", key="k1")])
-    with pytest.raises(DuplicateKeyError, match="k1"):
-        store.add_many([rec("first new"), rec("different content", key="k1"), rec("third new")])
-    assert store.counts("r1").total == 1
-    assert store.get(generated_key("r1", "first new")) is None
-
-
-def test_same_content_same_robot_is_deduplicated_and_touched(store):
-    a = store.add_many([rec("repeat me")])[0]
-    b = store.add_many([rec("repeat me")])[0]
-    assert a.created and not b.created and a.memory.id == b.memory.id
-    assert b.memory.access_count == 1
-    both = store.add_many([rec("twice in one batch"), rec("twice in one batch")])
-    assert both[0].memory.id == both[1].memory.id and [r.created for r in both] == [True, False]
-    assert store.counts("r1").total == 2
-    ops = [o.op for o in store.operations(limit=10)]
-    assert "touch" in ops
-
-
-def test_distinct_keys_give_distinct_memories_for_identical_text(store):
-    store.add_many([rec("ok", key="turn-1"), rec("ok", key="turn-2")])
-    assert store.get("turn-1").id != store.get("turn-2").id
-
-
-def test_keys_are_unique_across_robots(store):
-    store.ensure_robot("r2")
-    store.add_many([rec("mine", key="shared", robot="r1")])
-    with pytest.raises(DuplicateKeyError):
-        store.add_many([rec("theirs", key="shared", robot="r2")])
-
-
-def test_imported_history_is_kept(store):
-    seen = T0 + timedelta(days=3)
-    gone = T0 + timedelta(days=4)
-    store.add_many([rec("old fact", key="old", last_accessed=seen, access_count=7,
-                        forgotten_at=gone)])
-    assert store.get("old") is None
-    m = store.get("old", include_forgotten=True)
-    assert (m.last_accessed, m.access_count, m.forgotten_at) == (seen, 7, gone)
-    store.restore("old", robot="r1")
-    hits = store.vector_search(EMB.embed_query("old fact"), limit=1, filters=SearchFilters())
-    assert hits and hits[0][0] == m.id
-
-
-def test_fulltext_search_ranks_and_escapes(store):
-    store.add_many([rec("PostgreSQL indexes with pgvector HNSW"), rec("Cooking pasta carbonara"),
-                    rec("SQLite FTS5 uses bm25 ranking")])
-    hits = store.fulltext_search("how does bm25 ranking work", limit=5, filters=SearchFilters())
-    assert hits and store.get_many([hits[0][0]])[0].content.startswith("SQLite")
-    for hostile in ['"', 'AND(', '*', 'NEAR/', "'; DROP TABLE memories; --", 'a OR', '\\',
-                    "pasta) OR (", "NOT pasta", "pasta*", "-pasta", "^pasta", "pasta:*"]:
-        result = store.fulltext_search(hostile, limit=5, filters=SearchFilters())
-        assert isinstance(result, list)
-    assert store.fulltext_search('"pasta" AND(', limit=5, filters=SearchFilters())
-    assert store.counts("r1").total == 3
-
-
-def test_vector_search_orders_by_cosine(store):
-    store.add_many([rec("the cat sat on the mat"), rec("stock markets fell sharply"),
-                    rec("a cat sitting on a mat")])
-    hits = store.vector_search(EMB.embed_query("cat on mat"), limit=3, filters=SearchFilters())
-    contents = [m.content for m in store.get_many([h[0] for h in hits])]
-    assert set(contents[:2]) == {"the cat sat on the mat", "a cat sitting on a mat"}
-    assert hits[0][1] >= hits[1][1] >= hits[2][1]
-    with pytest.raises(DimensionMismatchError):
-        store.vector_search([0.1] * 65, limit=3, filters=SearchFilters())
-
-
-def test_dimension_is_fixed_per_store(store):
-    store.add_many([rec("first vector")])
-    assert store.embedding_info() == (EMB.name, 64)
-    other = HashingEmbedder(dim=32)
-    bad = NewMemory(key="k32", content="x", robot="r1", importance=1.0, token_count=1,
-                    created_at=T0, embedding=other.embed_query("x"), embedder=other.name)
-    with pytest.raises(DimensionMismatchError, match="dimension"):
-        store.add_many([bad])
-    assert store.get("k32") is None
-
-
-@pytest.mark.parametrize("arm", ["vector", "fulltext"])
-def test_filters_apply_inside_each_arm(store, arm):
-    store.ensure_robot("r2")
-    # Many matching memories outside the window must not starve the few inside it.
-    store.add_many([rec(f"weather report number {i}", when=T0 - timedelta(days=30)) for i in range(40)])
-    store.add_many([rec("weather report in window", when=T0),
-                    rec("weather report other robot", when=T0, robot="r2"),
-                    rec("weather report tagged", when=T0, tags=("topic:weather:daily",))])
-    def run(filters):
-        if arm == "vector":
-            hits = store.vector_search(EMB.embed_query("weather report"), limit=3, filters=filters)
-        else:
-            hits = store.fulltext_search("weather report", limit=3, filters=filters)
-        return {m.content for m in store.get_many([h[0] for h in hits])}
-
-    window = SearchFilters(start=T0 - timedelta(hours=1), end=T0 + timedelta(hours=1))
-    assert run(window) == {"weather report in window", "weather report other robot",
-                           "weather report tagged"}
-    assert run(SearchFilters(start=T0 - timedelta(hours=1), robot="r2")) == {
-        "weather report other robot"}
-    assert run(SearchFilters(tags=("topic",))) == {"weather report tagged"}
-    assert run(SearchFilters(tags=("topic:weather:daily",))) == {"weather report tagged"}
-    assert run(SearchFilters(tags=("topic:weath",))) == set()  # prefix is by whole segments
-    assert run(SearchFilters(robot="nobody")) == set()
-    old = run(SearchFilters(end=T0 - timedelta(days=1)))
-    assert len(old) == 3 and all("number" in c for c in old)
-
-
-def test_tag_filter_escapes_like_wildcards(store):
-    store.add_many([rec("underscore tag", tags=("a_b",)), rec("plain tag", tags=("axb:c",))])
-    hits = store.fulltext_search("tag", limit=5, filters=SearchFilters(tags=("a_b",)))
-    assert [m.content for m in store.get_many([h[0] for h in hits])] == ["underscore tag"]
-
-
-def test_forget_restore_purge(store):
-    m = store.add_many([rec("secret plan", key="plan")])[0].memory
-    store.update_working("r1", add=[m.id], at=T0)
-    forgotten = store.forget("plan", robot="r1", at=T0)
-    assert forgotten.forgotten_at == T0
-    assert store.get("plan") is None
-    assert store.fulltext_search("secret plan", limit=5, filters=SearchFilters()) == []
-    assert store.vector_search(EMB.embed_query("secret plan"), limit=5, filters=SearchFilters()) == []
-    assert store.working_set("r1") == []
-    assert store.counts("r1").forgotten == 1
-    with pytest.raises(ConfirmationRequiredError):
-        store.purge(robot="r1", key=store.add_many([rec("live one", key="live")])[0].memory.key)
-    store.restore("plan", robot="r1")
-    assert store.fulltext_search("secret plan", limit=5, filters=SearchFilters())
-    assert store.vector_search(EMB.embed_query("secret plan"), limit=1, filters=SearchFilters())[0][0] == m.id
-    store.forget("plan", robot="r1", at=T0)
-    assert store.purge(robot="r1") == 1
-    assert store.get("plan", include_forgotten=True) is None
-    with pytest.raises(NotFoundError):
-        store.restore("plan", robot="r1")
-    with pytest.raises(NotFoundError):
-        store.forget("never-existed", robot="r1", at=T0)
-    ops = [o.op for o in store.operations(limit=50)]
-    for op in ("add", "forget", "restore", "purge"):
-        assert op in ops
-
-
-def test_working_membership_per_robot_and_eviction_log(store):
-    store.ensure_robot("r2")
-    ms = [r.memory for r in store.add_many([rec(f"m{i} text") for i in range(3)])]
-    store.update_working("r1", add=[m.id for m in ms], at=T0)
-    store.update_working("r2", add=[ms[0].id], at=T0)
-    store.update_working("r1", remove=[ms[1].id], at=T0)
-    assert [m.key for m in store.working_set("r1")] == [ms[0].key, ms[2].key]
-    assert [m.key for m in store.working_set("r2")] == [ms[0].key]
-    evictions = store.operations(op="evict", robot="r1")
-    assert len(evictions) == 1
-    assert store.clear_working("r1") == 2
-    assert store.working_set("r1") == [] and len(store.working_set("r2")) == 1
-
-
-def test_touch_updates_access(store):
-    m = store.add_many([rec("touch me")])[0].memory
-    later = T0 + timedelta(hours=1)
-    store.touch([m.id], at=later)
-    again = store.get(m.key)
-    assert again.access_count == 1 and again.last_accessed == later
-
-
-def test_robots_tags_counts(store):
-    store.ensure_robot("r2")
-    store.add_many([rec("a", tags=("x:y",)), rec("b", tags=("x:y", "z")), rec("c", robot="r2")])
-    assert {r.name: r.memory_count for r in store.robots()} == {"r1": 2, "r2": 1}
-    assert store.tags() == {"x:y": 2, "z": 1}
-    counts = store.counts("r1")
-    assert (counts.total, counts.robot, counts.robots, counts.forgotten) == (3, 2, 2, 0)
-
-
-def test_embeddings_can_be_filled_later_and_reset(store):
-    ms = [r.memory for r in store.add_many([rec("later one", embed=False),
-                                            rec("later two", embed=False)])]
-    assert {c for _, c, _ in store.missing_embeddings(limit=10)} == {"later one", "later two"}
-    assert store.counts("r1").missing_embeddings == 2
-    store.set_embeddings([(m.id, EMB.embed_query(m.content)) for m in ms], EMB.name)
-    assert store.missing_embeddings(limit=10) == []
-    best = store.vector_search(EMB.embed_query("later two"), limit=1, filters=SearchFilters())
-    assert best[0][0] == ms[1].id
-    assert store.find_embedding(ms[0].content_hash, EMB.name) is not None
-    store.reset_embeddings()
-    assert store.embedding_info() is None and len(store.missing_embeddings(limit=10)) == 2
-
-
-def test_iter_memories_in_batches(store):
-    store.add_many([rec(f"item {i}") for i in range(25)])
-    store.forget(generated_key("r1", "item 3"), robot="r1", at=T0)
-    batches = list(store.iter_memories(batch_size=10))
-    assert [len(b) for b in batches] == [10, 10, 5]
-    assert len([m for b in store.iter_memories(batch_size=10, include_forgotten=False)
-                for m in b]) == 24
-    resumed = [m for b in store.iter_memories(batch_size=10, after_id=batches[1][-1].id) for m in b]
-    assert len(resumed) == 5
-
-
-def test_reopen_sees_everything(store_url):
-    s = open_store(store_url)
-    s.add_many([rec("durable fact", key="durable")])
-    s.close()
-    s2 = open_store(store_url)
-    try:
-        assert s2.get("durable").content == "durable fact"
-        hits = s2.vector_search(EMB.embed_query("durable fact"), limit=1, filters=SearchFilters())
-        assert hits and hits[0][0] == s2.get("durable").id
-    finally:
-        s2.close()
-
-
-def test_unmigrated_store_without_migrate_is_an_error(store_url):
+def test_unmigrated_store_without_migrate_is_an_error(store_url: str) -> None:
     with pytest.raises(SchemaError, match="migrate"):
         open_store(store_url, migrate=False)
 
 
-def test_enrichment_writes_tags_and_importance(store):
-    store.add_many([rec("postgres tuning notes", key="note", tags=("user:given",))])
-    tagged = store.add_tags("note", ["database:postgresql", "user:given"], robot="r1")
-    assert tagged.tags == ("database:postgresql", "user:given")
-    assert store.set_importance("note", 8.5, robot="r1").importance == 8.5
-    hits = store.fulltext_search("tuning", limit=5, filters=SearchFilters(tags=("database",)))
-    assert [h[0] for h in hits] == [tagged.id]
-    ops = [(o.op, o.detail) for o in store.operations(limit=3)]
-    assert ("importance", {"importance": 8.5}) in ops
-    assert ("tag", {"tags": ["database:postgresql", "user:given"]}) in ops
-    with pytest.raises(NotFoundError):
-        store.add_tags("missing", ["x"], robot="r1")
-    with pytest.raises(NotFoundError):
-        store.set_importance("missing", 1.0, robot="r1")
-
-
-def test_keys_with_prefix_and_engine(store):
-    store.add_many([rec("a", key="doc:1:a"), rec("b", key="doc:1:b"), rec("c", key="doc:10:c"),
-                    rec("d", key="doc_1:d"), rec("e", key="other")])
-    store.forget("doc:1:b", robot="r1", at=T0)
-    assert store.keys_with_prefix("doc:1:") == ["doc:1:a"]
-    assert store.keys_with_prefix("doc:1:", include_forgotten=True) == ["doc:1:a", "doc:1:b"]
-    assert store.keys_with_prefix("doc_") == ["doc_1:d"]  # '_' is literal, not a wildcard
-    assert store.engine.dialect.name in ("sqlite", "postgresql")
-
-
-def test_find_embeddings_in_one_lookup(store):
-    ms = [r.memory for r in store.add_many([rec("alpha text"), rec("beta text"),
-                                            rec("gamma text", embed=False)])]
-    found = store.find_embeddings([m.content_hash for m in ms] + ["0" * 64], EMB.name)
-    assert set(found) == {ms[0].content_hash, ms[1].content_hash}
-    assert len(found[ms[0].content_hash]) == 64
-    assert store.find_embeddings([ms[0].content_hash], "another-embedder") == {}
-    assert store.find_embeddings([], EMB.name) == {}
-
-
-def test_briefs_return_visible_memories_that_pass_the_filters(store):
-    store.ensure_robot("r2")
-    made = store.add_many([rec("in window", when=T0), rec("old one", when=T0 - timedelta(days=9)),
-                           rec("other robot", when=T0, robot="r2"),
-                           rec("tagged", when=T0, tags=("topic:x",)), rec("to forget", when=T0)])
-    ids = {r.memory.content: r.memory.id for r in made}
-    store.forget(made[-1].memory.key, robot="r1", at=T0)
-    everything = store.briefs([*ids.values(), 10**9], SearchFilters())
-    assert {b.content for b in everything.values()} == {"in window", "old one", "other robot",
-                                                          "tagged"}
-    brief = everything[ids["other robot"]]
-    assert (brief.id, brief.robot, brief.created_at) == (ids["other robot"], "r2", T0)
-    window = SearchFilters(start=T0 - timedelta(hours=1), robot="r1")
-    assert {b.content for b in store.briefs(list(ids.values()), window).values()} == {
-        "in window", "tagged"}
-    assert set(store.briefs(list(ids.values()), SearchFilters(tags=("topic",)))) == {ids["tagged"]}
-    assert store.briefs([], SearchFilters()) == {}
-
-
-def test_search_arms_answer_as_the_single_searches_do(store):
-    """Several vector and full-text searches at once (PostgreSQL: one statement) return
-    what each search returns alone, in the order asked, filters and limits kept apart."""
-    store.ensure_robot("r2")
-    store.add_many([rec(f"note {i} about topic {i % 7} and colour {i % 3}",
-                        when=T0 + timedelta(minutes=i), robot="r1" if i % 4 else "r2")
-                    for i in range(120)])
-    store.add_many([rec("a note nobody embedded about topic 3", embed=False)])
-    window = SearchFilters(start=T0 + timedelta(minutes=30), end=T0 + timedelta(minutes=60))
-    vector = EMB.embed_query("topic 3 and colour 1")
-    arms = [ArmQuery(vector=vector, limit=12, filters=SearchFilters()),
-            ArmQuery(text="topic 3 colour", limit=9, filters=SearchFilters()),
-            ArmQuery(vector=vector, limit=5, filters=window),
-            ArmQuery(text="topic 3", limit=50, filters=SearchFilters(robot="r2")),
-            ArmQuery(text="???", limit=5, filters=SearchFilters())]
-    got = store.search_arms(arms)
-    assert got == [store.vector_search(vector, limit=12, filters=SearchFilters()),
-                   store.fulltext_search("topic 3 colour", limit=9, filters=SearchFilters()),
-                   store.vector_search(vector, limit=5, filters=window),
-                   store.fulltext_search("topic 3", limit=50, filters=SearchFilters(robot="r2")),
-                   []]
-    assert [len(hits) for hits in got[:3]] == [12, 9, 5]
-    assert 0 < len(got[3]) < 50  # only r2's matches: the filter stayed with its arm
-    assert store.search_arms([]) == []
-    with pytest.raises(ValidationError, match="exactly one"):
-        ArmQuery(limit=3, filters=SearchFilters())
-
-
-def test_vector_centroid_is_the_mean_direction(store):
-    assert store.vector_centroid() is None
-    texts = ["alpha beta", "beta gamma", "gamma delta", "delta alpha epsilon"]
-    store.add_many([rec(t) for t in texts])
-    mean = [sum(col) / len(texts) for col in zip(*(EMB.embed_query(t) for t in texts), strict=True)]
-    norm = sum(x * x for x in mean) ** 0.5
-    got = store.vector_centroid()
-    assert got is not None and len(got) == 64
-    assert got == pytest.approx([x / norm for x in mean], abs=1e-5)
-    store.add_many([rec("zeta eta theta")])  # a small store is re-read as it grows
-    assert store.vector_centroid() != pytest.approx(got, abs=1e-5)
-    store.reset_embeddings()
-    assert store.vector_centroid() is None
+def test_the_sql_backends_expose_their_engine(store_url: str) -> None:
+    store = open_store(store_url)
+    try:
+        store.ensure_robot("r1")
+        store.add_many([rec("a", key="k")])
+        assert store.engine.dialect.name in ("sqlite", "postgresql")  # type: ignore[attr-defined]
+    finally:
+        store.close()

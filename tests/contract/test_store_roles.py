@@ -4,7 +4,7 @@
 two ways: ``isinstance`` against each ``runtime_checkable`` role (members present) on an
 open store of each backend, and a structural comparison of every member's signature
 (parameter names, kinds and defaults) between the role and the class. The fake
-(tests/fake_store.py) then carries a real ``HTM`` and a recall through
+(``htm_core.testing.InMemoryStore``) then carries a real ``HTM`` and a recall through
 ``htm_core.retrieval.search``, which asks only for the ``Search`` role.
 """
 
@@ -35,11 +35,11 @@ from htm_core.store.base import (
 )
 from htm_core.store.postgres import PostgresStore
 from htm_core.store.sqlite import SQLiteStore
-from tests.fake_store import FakeStore
+from htm_core.testing import InMemoryStore
 
 ROLES: tuple[type, ...] = (Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog,
                            Embeddings, BulkLoad, Versions)
-IMPLEMENTATIONS = (SQLiteStore, PostgresStore, FakeStore)
+IMPLEMENTATIONS = (SQLiteStore, PostgresStore, InMemoryStore)
 
 
 def _members(protocol: type) -> dict[str, Any]:
@@ -113,13 +113,13 @@ def test_an_in_memory_store_gets_an_in_process_queue() -> None:
 
 
 def test_the_fake_is_every_role() -> None:
-    fake = FakeStore()
+    fake = InMemoryStore()
     for role in (*ROLES, LongTermStore):
         assert isinstance(fake, role), role.__name__
 
 
 def test_retrieval_needs_only_the_search_role() -> None:
-    fake = FakeStore()
+    fake = InMemoryStore()
     embedder = HashingEmbedder()
     with HTM(store=fake, embedder=embedder) as htm:
         vim = htm.add("User prefers Vim keybindings", key="pref-vim")
@@ -133,7 +133,7 @@ def test_retrieval_needs_only_the_search_role() -> None:
 def test_the_fake_lists_as_the_stores_do(any_store: LongTermStore) -> None:
     """The same memories on the fake and on a real store page the same way."""
     listed = []
-    for store in (FakeStore(), any_store):
+    for store in (InMemoryStore(), any_store):
         with HTM(store=store, embedder=HashingEmbedder()) as htm:
             htm.add_many([{"content": f"note {i}", "key": f"n{i % 7}-{i:02d}",
                            "importance": float(i % 3), "tags": ["a:b" if i % 2 else "c"]}
@@ -153,7 +153,7 @@ def test_the_fake_updates_as_the_stores_do(any_store: LongTermStore) -> None:
     """An update on the fake and on a real store: the same versions, history recall, and a
     second HTM of the robot showing the new text."""
     seen = []
-    for store in (FakeStore(), any_store):
+    for store in (InMemoryStore(), any_store):
         with HTM(store=store, embedder=HashingEmbedder(), robot="r") as htm, \
                 HTM(store=store, embedder=HashingEmbedder(), robot="r") as twin:
             htm.add("Standup is at nine", key="standup")

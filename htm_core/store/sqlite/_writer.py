@@ -128,23 +128,18 @@ class _SQLiteWriter(_SQLiteSearch):
                     self._index.set_alive(mid, False)  # imported forgotten: hidden until restored
         return results, applied
 
-    def _add_many(self, conn: Connection, records: Sequence[NewMemory], made: dict[int, Memory],
-                  revived: list[int]) -> tuple[list[tuple[int, bool]], _NewVectors | None]:
-        """Write the batch on ``conn``; fill ``made`` (new rows) and ``revived`` (restored ids).
+    def _existing_rows(self, conn: Connection, records: Sequence[NewMemory]) -> tuple[
+            dict[str, tuple[int, str, float | None]], dict[int, Merged], int]:
+        """The rows already holding the batch's keys (key -> id, content, forgotten_at),
+        their importance and metadata (for re-adds), and the first id for new rows.
 
-        Returns (id, created) per record and the new rows' vectors for the index.
+        Reads and writes of the add path go through the raw cursor (SQLAlchemy's
+        per-statement overhead is most of a single add otherwise). New rows get their ids
+        here (we hold the write lock, so max(id) + 1 onwards is what SQLite would assign).
         """
-        now = time.time()
-        vectors = batch_embedder(records)  # one embedder and dimension per batch
-        if vectors is not None:
-            self._check_embedding(conn, *vectors)
         keys = list(dict.fromkeys(r.key for r in records))
         existing: dict[str, tuple[int, str, float | None]] = {}
-        stored: dict[int, Merged] = {}  # importance and metadata of existing rows (re-adds)
-        # Reads and writes of the add path go through the raw cursor (SQLAlchemy's
-        # per-statement overhead is most of a single add otherwise). New rows get their
-        # ids here (we hold the write lock, so max(id) + 1 onwards is what SQLite would
-        # assign) and are written with executemany: one statement per table per batch.
+        stored: dict[int, Merged] = {}
         cur = conn.connection.cursor()
         try:
             for part in chunks(keys, 500):
@@ -165,6 +160,19 @@ class _SQLiteWriter(_SQLiteSearch):
             ).fetchone()[0]) + 1
         finally:
             cur.close()
+        return existing, stored, next_id
+
+    def _add_many(self, conn: Connection, records: Sequence[NewMemory], made: dict[int, Memory],
+                  revived: list[int]) -> tuple[list[tuple[int, bool]], _NewVectors | None]:
+        """Write the batch on ``conn``; fill ``made`` (new rows) and ``revived`` (restored ids).
+
+        Returns (id, created) per record and the new rows' vectors for the index.
+        """
+        now = time.time()
+        vectors = batch_embedder(records)  # one embedder and dimension per batch
+        if vectors is not None:
+            self._check_embedding(conn, *vectors)
+        existing, stored, next_id = self._existing_rows(conn, records)
         units = unit_embeddings(records)[1]
         # The rows' bytes at once: a slice of them per row (a row's ``tobytes`` is 3× that).
         blobs, width = units.tobytes(), units.shape[1] * units.itemsize

@@ -1,8 +1,9 @@
-"""A small in-memory long-term store, for tests only: every role of the store protocol.
+"""A small in-memory long-term store for tests: every role of the store protocol.
 
-It keeps memories in a dict and searches by brute force (cosine for vectors, shared words
-for full text). It is not a third backend: it exists to show that the role protocols in
-``htm_core.store.base`` are all a consumer needs (tests/contract/test_store_roles.py).
+It keeps memories in dicts and searches by brute force (cosine for vectors, shared words
+for full text). It is not a backend to keep memories in: nothing survives ``close``, and
+it is for one process. It shows that the role protocols in ``htm_core.store.base`` are all
+a consumer needs, and it passes :class:`~htm_core.testing.StoreConformance`.
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from htm_core.enrich.jobs import InMemoryJobQueue, JobQueue
-from htm_core.errors import DuplicateKeyError, NotFoundError
-from htm_core.models import Memory, Operation, Robot
-from htm_core.store._sql.versions import merge_update
-from htm_core.store.base import (
+from ..enrich.jobs import InMemoryJobQueue, JobQueue
+from ..errors import (
+    ConfirmationRequiredError,
+    DimensionMismatchError,
+    DuplicateKeyError,
+    NotFoundError,
+)
+from ..models import Memory, Operation, Robot
+from ..store._sql.versions import merge_update
+from ..store.base import (
     SCHEMA_VERSION,
     UPDATE_FIELDS,
     AddResult,
@@ -44,11 +50,11 @@ def _words(text: str) -> set[str]:
     return {w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split()}
 
 
-class FakeStore:
+class InMemoryStore:
     """Every ``LongTermStore`` role over plain Python objects (one process, no threads)."""
 
-    backend = "fake"
-    url = "fake://"
+    backend = "memory"
+    url = "memory://"
 
     def __init__(self) -> None:
         self._memories: dict[int, Memory] = {}
@@ -63,6 +69,7 @@ class FakeStore:
         #: Window vectors by memory id, with the content hash they were made of (a window
         #: of another content, or of a memory without a vector, is gone).
         self._windows: dict[int, tuple[str, list[list[float]]]] = {}
+        self._next_id = 1  # ids are never reused, also after a purge
 
     # -- Lifecycle ---------------------------------------------------------------------
     def schema_version(self) -> int:
@@ -107,29 +114,45 @@ class FakeStore:
                 for r in self._robots.values()]
 
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
-        for record in records:
-            old = self._by_key(record.key)
-            if old is not None and old.content != record.content:
-                raise DuplicateKeyError(f"key {record.key!r} holds different content")
+        self._check_batch(records)
         results = []
         for record in records:
             old = self._by_key(record.key)
             if old is not None:
+                self._record("restore" if old.forgotten_at else "touch", record.robot, old.key)
                 old.forgotten_at = None
+                old.access_count += 1
                 results.append(AddResult(old, False))
                 continue
             self.ensure_robot(record.robot)
             memory = Memory(
-                id=len(self._memories) + 1, key=record.key, content=record.content,
+                id=self._next_id, key=record.key, content=record.content,
                 robot=record.robot, importance=record.importance, token_count=record.token_count,
-                created_at=record.created_at, last_accessed=record.created_at, tags=record.tags,
-                metadata=dict(record.metadata), content_hash=record.content_hash,
-                embedder=record.embedder,
+                created_at=record.created_at, last_accessed=record.last_accessed or record.created_at,
+                access_count=record.access_count, forgotten_at=record.forgotten_at,
+                tags=record.tags, metadata=dict(record.metadata),
+                content_hash=record.content_hash, embedder=record.embedder,
                 embedding=None if record.embedding is None else list(record.embedding))
+            self._next_id += 1
+            if memory.embedding is not None:
+                self._embedder = self._embedder or (str(record.embedder), len(memory.embedding))
             self._memories[memory.id] = memory
             self._record("add", record.robot, record.key)
             results.append(AddResult(memory, True))
         return results
+
+    def _check_batch(self, records: Sequence[NewMemory]) -> None:
+        """Refuse the whole batch (nothing written) for a key holding other content or a
+        vector of another dimension than the store's."""
+        dims = {len(r.embedding) for r in records if r.embedding is not None}
+        if self._embedder is not None:
+            dims.add(self._embedder[1])
+        if len(dims) > 1:
+            raise DimensionMismatchError(f"vectors of dimension {sorted(dims)} in one store")
+        for record in records:
+            old = self._by_key(record.key)
+            if old is not None and old.content != record.content:
+                raise DuplicateKeyError(f"key {record.key!r} holds different content")
 
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         for mid in ids:
@@ -145,11 +168,13 @@ class FakeStore:
     def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
         memory = self._existing(key)
         memory.tags = tuple(sorted({*memory.tags, *tags}))
+        self._record("tag", robot, key, tags=sorted(set(tags)))
         return memory
 
     def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
         memory = self._existing(key)
         memory.importance = importance
+        self._record("importance", robot, key, importance=importance)
         return memory
 
     def get(self, key: str, *, include_forgotten: bool = False,
@@ -215,6 +240,9 @@ class FakeStore:
 
     def vector_search(self, vector: Sequence[float], *, limit: int,
                       filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
+        if self._embedder is not None and len(vector) != self._embedder[1]:
+            raise DimensionMismatchError(f"a query of dimension {len(vector)}; the store's "
+                                         f"vectors have dimension {self._embedder[1]}")
         norm = math.sqrt(sum(x * x for x in vector)) or 1.0
 
         def cosine(other: Sequence[float]) -> float:
@@ -247,7 +275,14 @@ class FakeStore:
                 if (m := self._memories.get(i)) is not None and self._visible(m, filters)}
 
     def vector_centroid(self) -> list[float] | None:
-        return None
+        vectors = [m.embedding for m in self._memories.values()
+                   if m.embedding is not None and self._visible(m)]
+        if not vectors:
+            return None
+        units = [[x / (math.sqrt(sum(y * y for y in v)) or 1.0) for x in v] for v in vectors]
+        mean = [sum(column) / len(units) for column in zip(*units, strict=True)]
+        norm = math.sqrt(sum(x * x for x in mean)) or 1.0
+        return [x / norm for x in mean]
 
     # -- Forgetting --------------------------------------------------------------------
     def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
@@ -263,13 +298,17 @@ class FakeStore:
         if memory is None:
             raise NotFoundError(f"no memory with key {key!r}")
         memory.forgotten_at = None
+        self._record("restore", robot, key)
         return memory
 
     def purge(self, *, robot: str, key: str | None = None) -> int:
+        live = None if key is None else self._by_key(key)
+        if live is not None and live.forgotten_at is None:
+            raise ConfirmationRequiredError(f"memory {key!r} is not forgotten; forget it first")
         gone = [i for i, m in self._memories.items()
                 if m.forgotten_at is not None and (key is None or m.key == key)]
         for i in gone:
-            del self._memories[i]
+            self._record("purge", robot, self._memories.pop(i).key)
             self._history.pop(i, None)
         return len(gone)
 
@@ -329,7 +368,8 @@ class FakeStore:
             states[mid] = WorkingState(key=self._memories[mid].key, last_accessed=at,
                                        access_count=0, seq=seq, access_seq=seq)
         for mid in remove:
-            states.pop(mid, None)
+            if states.pop(mid, None) is not None:
+                self._record("evict", robot, self._memories[mid].key)
         self._versions[robot] = self.working_version(robot) + 1
 
     def clear_working(self, robot: str) -> int:
