@@ -12,7 +12,8 @@ Each "never" of docs/architecture.md ("Seams: Layers import downwards only") is 
 - The working memory (``memory.py``, ``eviction.py``, ``context.py``) never imports a store:
   ``resident.py`` is the one place it meets the store. Stores never import working memory.
 - Adapters never import a private part of ``htm_core`` (a module or name starting with
-  ``_``): they use its public API.
+  ``_``), nor read another object's private attribute (``ADAPTER_PRIVATE_READS`` lists
+  today's and may only shrink): they use its public API.
 - A private module (``_x``) is never imported from outside the package that holds it
   (``PRIVATE_CROSSINGS`` lists today's crossings and may only shrink).
 - A framework is never imported outside its adapter package: LangChain and LangGraph only in
@@ -61,6 +62,12 @@ PRIVATE_CROSSINGS = frozenset({
     ("htm_core.cli", "htm_core.store.sqlite._files"),
     ("htm_core.transfer", "htm_core.store.sqlite._files"),
     ("htm_core.transfer", "htm_core.store._vectors"),
+})
+
+#: ``(adapter module, expression)`` where an adapter reads a private attribute of an object
+#: not its own today. May only shrink.
+ADAPTER_PRIVATE_READS = frozenset({
+    ("htm_integrations.ui.app", "self.htm._clock"),  # HTM has no public clock
 })
 
 #: Each framework's top-level import name and the one package allowed to import it.
@@ -323,3 +330,23 @@ def test_frameworks_are_never_imported_outside_their_adapter(name: str, imported
     outside = sorted(i for i in imported if i.split(".")[0] in FRAMEWORKS
                      and not _within(name, (FRAMEWORKS[i.split(".")[0]],)))
     assert not outside, f"{name} imports {outside} outside its adapter package"
+
+
+def private_reads(source: str) -> list[str]:
+    """``x._name`` expressions in ``source`` whose ``x`` is not ``self`` or ``cls``."""
+    return sorted(ast.unparse(node) for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                  and not node.attr.startswith("__")
+                  and ast.unparse(node.value) not in ("self", "cls"))
+
+
+def test_the_private_read_check_sees_one() -> None:
+    assert private_reads("self._a\ncls._b\nhtm._clock\nself.htm._store.x\nx.__class__\n") == [
+        "htm._clock", "self.htm._store"]
+
+
+def test_adapters_never_read_private_attributes_of_other_objects() -> None:
+    found = {(name, read) for name, source, _ in SOURCES if _within(name, ("htm_integrations",))
+             for read in private_reads(source)}
+    assert found - ADAPTER_PRIVATE_READS == set(), "adapters use htm_core's public API"
+    assert ADAPTER_PRIVATE_READS - found == set(), "gone: remove these from ADAPTER_PRIVATE_READS"
