@@ -32,11 +32,13 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, TextIO
 
 from .cli_args import _opt, build_parser, parse_args, server_argv
+from .cli_commands import CommandRun, Handler
 from .config import Settings
-from .errors import ConfirmationRequiredError, HTMError, ValidationError, missing_extra
+from .errors import ConfirmationRequiredError, HTMError, ValidationError
 from .scope import ChatScope, check_topic_tags, scope_user
 from .secrets import mask_text
 from .serialize import hit_to_dict, stats_to_dict
@@ -425,35 +427,6 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-MCP_SERVER = "htm_integrations.mcp.server"
-"""The adapter ``htm mcp`` runs, loaded by name: ``htm_core`` never imports an adapter."""
-
-
-def _cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import importlib
-    import importlib.util
-
-    if importlib.util.find_spec("mcp") is None:
-        raise missing_extra("mcp", "mcp")
-    try:
-        server_main = importlib.import_module(MCP_SERVER).main
-    except ImportError as exc:
-        raise missing_extra(f"the MCP server ({exc.name or exc})", "mcp") from None
-    try:
-        return int(server_main(server_argv(args)) or 0)
-    except SystemExit as exc:  # the server's own --help and usage errors
-        return exc.code if isinstance(exc.code, int) else 2
-
-
-def _cmd_ui(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import importlib
-
-    ui = importlib.import_module("htm_core.ui")  # loaded only here: starlette is an extra
-    with _open_htm(args) as htm:
-        ui.serve(htm, host=args.host, port=args.port, token=args.token, out=out)
-    return 0
-
-
 def _cmd_backup(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .errors import ValidationError
     from .store import is_postgres_url
@@ -473,9 +446,19 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
     "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate,
     "reembed": _cmd_reembed, "copy": _cmd_copy, "check": _cmd_check,
-    "log": _cmd_log, "demo": _cmd_demo, "mcp": _cmd_mcp, "ui": _cmd_ui,
+    "log": _cmd_log, "demo": _cmd_demo,
     "backup": _cmd_backup,
 }
+
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run one of the core's commands, or a provided one (:mod:`htm_core.cli_commands`)."""
+    if args.command in COMMANDS:
+        return COMMANDS[args.command](args, out, err)
+    handler: Handler = args.provided
+    passthrough = args.command in args.passthrough_commands
+    return handler(args, CommandRun(out=out, err=err, open_htm=partial(_open_htm, args),
+                                    argv=server_argv(args) if passthrough else []))
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
@@ -494,7 +477,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
     except SystemExit as exc:  # --help (0) and usage errors (2)
         return exc.code if isinstance(exc.code, int) else 2
     try:
-        return COMMANDS[args.command](args, out, err)
+        return _run(args, out, err)
     except HTMError as exc:
         err.write(f"htm {args.command}: error: {_printable(mask_text(str(exc)))}\n")
         return 1

@@ -1,4 +1,6 @@
-"""The ``htm`` command line's grammar: the parser, global options, and the ``mcp`` split.
+"""The ``htm`` command line's grammar: the parser, global options, the subcommands other
+packages provide (:mod:`htm_core.cli_commands`) and the split of a pass-through command
+such as ``htm mcp``.
 
 :func:`parse_args` is what :func:`htm_core.cli.main` runs; the documented command lines
 are parsed through it by the suite (tests/test_cli_command_lines.py).
@@ -10,6 +12,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from .cli_commands import provided_commands
 from .scoring import DEFAULT_MIN_SCORE
 
 __all__ = ["build_parser", "parse_args", "server_argv"]
@@ -179,16 +182,41 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("demo", "a guided tour on a throwaway database (no server, no network)")
     p.add_argument("--fast", action="store_true", help="no pauses between steps")
 
-    add("mcp", "run the MCP server (needs the mcp extra); every option after `mcp` is the "
-               "server's (`htm mcp --help` lists them)")
-
-    p = add("ui", "serve the inspector and recall debugger in the browser (needs the ui extra)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (default 127.0.0.1; any other needs a token)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
-    p.add_argument("--token", help="access token for a non-loopback --host (default: a new "
-                                   "one, printed with the address)")
+    _add_provided(parser, sub, common)
     return parser
+
+
+class _Adder:
+    """The :class:`~htm_core.cli_commands.AddCommand` one provider gets: it adds that
+    provider's subcommand (once) and remembers its parser and whether it passes through."""
+
+    def __init__(self, sub: Any, common: argparse.ArgumentParser, name: str) -> None:
+        self._sub, self._common, self.name = sub, common, name
+        self.parser: argparse.ArgumentParser | None = None
+        self.passthrough = False
+
+    def __call__(self, help: str, *, passthrough: bool = False) -> argparse.ArgumentParser:
+        if self.parser is None:
+            self.parser = self._sub.add_parser(self.name, parents=[self._common], help=help,
+                                               description=help)
+        self.passthrough = passthrough
+        return self.parser
+
+
+def _add_provided(parser: argparse.ArgumentParser, sub: Any,
+                  common: argparse.ArgumentParser) -> None:
+    """The subcommands of the ``htm.commands`` entry points after the core's own: each
+    parser carries its handler (default ``provided``); the top parser's default
+    ``passthrough_commands`` names those that take every token after them as given."""
+    passthrough = set()
+    for command in provided_commands(frozenset(sub.choices)):
+        add = _Adder(sub, common, command.name)
+        handler = command.load()(add)
+        made = add.parser or add(f"provided by {command.origin}")
+        made.set_defaults(provided=handler)
+        if add.passthrough:
+            passthrough.add(command.name)
+    parser.set_defaults(passthrough_commands=frozenset(passthrough))
 
 
 class _Probe(argparse.ArgumentParser):
@@ -198,22 +226,24 @@ class _Probe(argparse.ArgumentParser):
         raise ValueError(message)
 
 
-def _split_mcp(argv: list[str]) -> tuple[list[str], list[str]] | None:
-    """``(global options, server options)`` when the subcommand is ``mcp``, else None.
+def _split_passthrough(argv: list[str], names: frozenset[str]
+                       ) -> tuple[list[str], str, list[str]] | None:
+    """``(global options, subcommand, its tokens)`` when the subcommand is one of ``names``
+    (those that pass every token through, such as ``mcp``), else None.
 
-    The subcommand is the first ``mcp`` token before which only global options stand.
-    Everything after it belongs to the server, verbatim and in order: argparse would
+    The subcommand is the first such token before which only global options stand.
+    Everything after it belongs to the command, verbatim and in order: argparse would
     otherwise part ``--port 8765`` into an unknown option and a stray value.
     """
     probe = _Probe(add_help=False, parents=[_global_options(suppress=False)])
     for i, token in enumerate(argv):
-        if token != "mcp":
+        if token not in names:
             continue
         try:
             probe.parse_args(argv[:i])
         except ValueError:
             continue
-        return argv[:i], argv[i + 1:]
+        return argv[:i], token, argv[i + 1:]
     return None
 
 
@@ -223,27 +253,29 @@ def _split_mcp(argv: list[str]) -> tuple[list[str], list[str]] | None:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     """The command line ``argv`` parsed (``SystemExit`` on a usage error or ``--help``).
 
-    For ``mcp``, ``server_args`` holds every option after the subcommand, as given.
+    For a pass-through command such as ``mcp``, ``server_args`` holds every token after
+    the subcommand, as given.
     """
     parser = build_parser()
     argv = list(argv)
-    mcp = _split_mcp(argv)
-    if mcp is None:
+    split = _split_passthrough(argv, parser.get_default("passthrough_commands"))
+    if split is None:
         return parser.parse_args(argv)
-    args = parser.parse_args([*mcp[0], "mcp"])
-    args.server_args = mcp[1]
+    before, command, after = split
+    args = parser.parse_args([*before, command])
+    args.server_args = after
     return args
 
 
 def server_argv(args: argparse.Namespace) -> list[str]:
-    """The MCP server's command line for parsed ``htm ... mcp ...`` arguments: the global
-    options given before ``mcp``, then everything after it."""
+    """The command line a pass-through command (``htm ... mcp ...``) hands on: the global
+    options given before the subcommand, then everything after it."""
     forwarded: list[str] = []
     for name in ("db", "robot", "embedder", "working_memory_tokens"):
         value = _opt(args, name)
         if value is not None:
             forwarded += [f"--{name.replace('_', '-')}", str(value)]
-    return forwarded + [a for a in args.server_args if a != "--"]
+    return forwarded + [a for a in getattr(args, "server_args", []) if a != "--"]
 
 
 def _opt(args: argparse.Namespace, name: str) -> Any:

@@ -183,7 +183,7 @@ def test_the_llama_index_tools_take_a_min_score(htm_factory: Callable[..., HTM])
 def test_the_ui_shows_the_api_score_and_labels_the_fused_value(
         htm_factory: Callable[..., HTM]) -> None:
     pytest.importorskip("starlette")
-    from htm_core.ui import create_app
+    from htm_integrations.ui import create_app
     from tests.ui.conftest import loopback_client
 
     htm = htm_factory()

@@ -83,7 +83,7 @@ def test_read_only_reads_and_refuses_writes(tmp_path: Path) -> None:
 def test_ui_takes_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``htm ui --read-only`` hands the server a read-only ``HTM`` (the server itself is not
     started: ``serve`` is replaced by a recorder, the one stand-in here)."""
-    import htm_core.ui as ui
+    import htm_integrations.ui as ui
 
     assert _cli("--db", "s.db", "add", "hello cats", "--key", "k1")[0] == 0
     seen: list[str] = []

@@ -22,7 +22,7 @@ pytest.importorskip("starlette", reason="htm ui needs the ui extra")
 
 from starlette.testclient import TestClient
 
-from htm_core.ui import create_app
+from htm_integrations.ui import create_app
 
 CHROMIUM = "/usr/bin/chromium"
 INJECTION = '<script>window.__pwned = 1; alert("pwned")</script><img src=x onerror="window.__pwned=2">'

@@ -11,7 +11,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 from htm_core import HTM, FrozenClock, HashingEmbedder
-from htm_core.ui import create_app
+from htm_integrations.ui import create_app
 
 from .conftest import CHROMIUM, Served, fill
 

@@ -17,7 +17,7 @@ import pytest
 
 from htm_core import HTM, FrozenClock, HashingEmbedder
 from htm_core.explain import explain_recall
-from htm_core.ui import create_app
+from htm_integrations.ui import create_app
 
 from .conftest import Served, fill
 

@@ -10,7 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from htm_core import HTM
-from htm_core.ui import create_app
+from htm_integrations.ui import create_app
 
 from .conftest import INJECTION, csrf_of, loopback_client
 

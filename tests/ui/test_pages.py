@@ -9,7 +9,7 @@ from html import unescape
 from starlette.testclient import TestClient
 
 from htm_core import HTM, FrozenClock
-from htm_core.ui import create_app
+from htm_integrations.ui import create_app
 
 from .conftest import loopback_client
 

@@ -15,8 +15,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from htm_core import HTM
-from htm_core.ui import create_app
-from htm_core.ui.security import local_path
+from htm_integrations.ui import create_app
+from htm_integrations.ui.security import local_path
 
 TOKEN = "s3cret-token-of-this-test"
 BASE = "http://192.0.2.1:8765"

@@ -1,12 +1,25 @@
 """The layers import only downwards, checked by parsing every import in the source.
 
-Rules (docs/architecture.md, "Seams"):
+Each "never" of docs/architecture.md ("Seams: Layers import downwards only") is a test here:
 
-- ``htm_core`` never imports ``htm_integrations`` (adapters sit on the core, not in it);
-  ``htm mcp`` loads its server by module name at run time.
-- The stores, working memory, retrieval, enrichment and the services the facade holds
-  (``_embedding``, ``_intake``) never import the facade
-  (``htm_core.htm``), nor the package root ``htm_core``, which re-exports it.
+- ``htm_core`` never imports ``htm_integrations``, nor names one of its modules in a string
+  (``importlib.import_module``, ``find_spec``): the adapters' subcommands come from the
+  ``htm.commands`` entry points.
+- The stores, working memory, retrieval, enrichment and the services the facade holds never
+  import the facade (``htm_core.htm``) nor the package root ``htm_core``, which re-exports
+  it; the facade's services not even for type checking, except ``_async`` (and the ones in
+  ``FACADE_FOR_TYPES``, an allow-list that may only shrink).
+- The working memory (``memory.py``, ``eviction.py``, ``context.py``) never imports a store:
+  ``resident.py`` is the one place it meets the store. Stores never import working memory.
+- Adapters never import a private part of ``htm_core`` (a module or name starting with
+  ``_``), nor read another object's private attribute (``ADAPTER_PRIVATE_READS`` lists
+  today's and may only shrink): they use its public API.
+- A private module (``_x``) is never imported from outside the package that holds it
+  (``PRIVATE_CROSSINGS`` lists today's crossings and may only shrink).
+- A framework is never imported outside its adapter package: LangChain and LangGraph only in
+  ``htm_integrations.langchain``, LlamaIndex only in ``htm_integrations.llama_index``, the
+  MCP SDK only in ``htm_integrations.mcp``, the web stack only in ``htm_integrations.ui``
+  (so ``htm_core`` imports none of them).
 
 Every ``import`` and ``from ... import`` counts, including ones inside functions and under
 ``TYPE_CHECKING``; relative imports are resolved against the importing module.
@@ -15,16 +28,62 @@ Every ``import`` and ``from ... import`` counts, including ones inside functions
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CORE = ROOT / "htm_core"
+PACKAGES = ("htm_core", "htm_integrations")
 
 BELOW_THE_FACADE = ("htm_core.store", "htm_core.working", "htm_core.retrieval",
                     "htm_core.enrich", "htm_core._embedding", "htm_core._intake")
+FACADE_SERVICES = ("htm_core._listing", "htm_core._versions", "htm_core._forgetting",
+                   "htm_core._introspection", "htm_core._async")
 FACADE = ("htm_core.htm",)
+
+#: Facade services that import the facade for type checking (they reach it through a
+#: ``cast`` of ``self``); ``_async`` is the one the architecture allows. May only shrink.
+FACADE_FOR_TYPES = frozenset({"htm_core._listing", "htm_core._versions",
+                              "htm_core._forgetting", "htm_core._introspection"})
+
+#: The working memory that knows nothing of storage (``working.resident`` is where the two meet).
+WORKING_MEMORY = ("htm_core.working.memory", "htm_core.working.eviction",
+                  "htm_core.working.context")
+
+#: ``(importer, private module)`` pairs where a private module is used outside its package
+#: today. May only shrink: an entry no longer needed fails the test until it is removed.
+PRIVATE_CROSSINGS = frozenset({
+    ("htm_core._coverage", "htm_core.store._text"),
+    ("htm_core.explain", "htm_core.store._text"),
+    ("htm_core.retrieval", "htm_core.store._text"),
+    ("htm_core.scoring", "htm_core.store._text"),
+    ("htm_core.check", "htm_core.store.sqlite._files"),
+    ("htm_core.cli", "htm_core.store.sqlite._files"),
+    ("htm_core.transfer", "htm_core.store.sqlite._files"),
+    ("htm_core.transfer", "htm_core.store._vectors"),
+})
+
+#: ``(adapter module, expression)`` where an adapter reads a private attribute of an object
+#: not its own today. May only shrink.
+ADAPTER_PRIVATE_READS = frozenset({
+    ("htm_integrations.ui.app", "self.htm._clock"),  # HTM has no public clock
+})
+
+#: Each framework's top-level import name and the one package allowed to import it.
+FRAMEWORKS = {
+    "langchain": "htm_integrations.langchain",
+    "langchain_core": "htm_integrations.langchain",
+    "langchain_classic": "htm_integrations.langchain",
+    "langgraph": "htm_integrations.langchain",
+    "llama_index": "htm_integrations.llama_index",
+    "mcp": "htm_integrations.mcp",
+    "starlette": "htm_integrations.ui",
+    "jinja2": "htm_integrations.ui",
+    "uvicorn": "htm_integrations.ui",
+}
+
+ADAPTER_NAME = re.compile(r"htm_integrations(\.|:|$)")
 
 
 def _module_name(path: Path) -> tuple[str, bool]:
@@ -35,16 +94,41 @@ def _module_name(path: Path) -> tuple[str, bool]:
     return ".".join(parts), False
 
 
-def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
-    """Every module ``source`` (the text of ``module``) imports, as absolute dotted names.
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is a module or package of this project's source tree."""
+    path = ROOT.joinpath(*name.split("."))
+    return path.is_dir() or path.with_suffix(".py").is_file()
 
-    ``from a import b`` yields both ``a`` and ``a.b`` (``b`` may be a submodule).
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """The ids of the nodes under an ``if TYPE_CHECKING:`` block."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for statement in node.body:
+                inside.update(id(child) for child in ast.walk(statement))
+    return inside
+
+
+def imports(source: str, module: str, is_package: bool = False) -> dict[str, bool]:
+    """Every module ``source`` (the text of ``module``) imports, as absolute dotted names,
+    each with whether it is imported only for type checking.
+
+    ``from a import b`` yields ``a.b`` when that is one of this project's modules, else both
+    ``a`` and ``a.b`` (``b`` may be a name or a submodule of a package not in this tree).
     """
     package = module if is_package else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    typing_only = _type_checking_nodes(tree)
+    found: dict[str, bool] = {}
+
+    def add(name: str, node: ast.AST) -> None:
+        found[name] = found.get(name, True) and id(node) in typing_only
+
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            for alias in node.names:
+                add(alias.name, node)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -52,24 +136,80 @@ def imported_modules(source: str, module: str, is_package: bool = False) -> set[
                 target = ".".join([*base, *([node.module] if node.module else [])])
             else:
                 target = node.module or ""
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)
+            names = [f"{target}.{alias.name}" for alias in node.names]
+            for name in names:
+                add(name, node)
+            if not all(_is_module(name) for name in names):
+                add(target, node)
     return found
 
 
-def _core_modules() -> list[tuple[str, set[str]]]:
+def imported_modules(source: str, module: str, is_package: bool = False) -> set[str]:
+    """The names :func:`imports` finds, type checking or not."""
+    return set(imports(source, module, is_package))
+
+
+def adapter_names_in_strings(source: str) -> list[str]:
+    """String constants (not prose) that name an ``htm_integrations`` module or object."""
+    return sorted(node.value for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and ADAPTER_NAME.match(node.value.strip()) and " " not in node.value.strip())
+
+
+def _source_modules() -> list[tuple[str, str, dict[str, bool]]]:
     out = []
-    for path in sorted(CORE.rglob("*.py")):
-        name, is_package = _module_name(path)
-        out.append((name, imported_modules(path.read_text(encoding="utf-8"), name, is_package)))
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name, is_package = _module_name(path)
+            source = path.read_text(encoding="utf-8")
+            out.append((name, source, imports(source, name, is_package)))
     return out
-
-
-MODULES = _core_modules()
 
 
 def _within(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+SOURCES = _source_modules()
+SOURCES_BY_NAME = {name: found for name, _, found in SOURCES}
+MODULES = [(name, set(found)) for name, _, found in SOURCES]
+CORE = [(name, found) for name, found in MODULES if _within(name, ("htm_core",))]
+ADAPTERS = [(name, found) for name, found in MODULES if _within(name, ("htm_integrations",))]
+
+
+def _ids(rows: list[tuple[str, set[str]]]) -> list[str]:
+    return [name for name, _ in rows]
+
+
+def _private_owner(name: str) -> str | None:
+    """The package a private part of ``name`` belongs to (None when nothing in it is
+    private): ``a.b._c`` belongs to ``a.b`` when that is a package, else to ``a``."""
+    parts = name.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            owner = ".".join(parts[:i])
+            return owner if (ROOT.joinpath(*parts[:i])).is_dir() else ".".join(parts[:i - 1])
+    return None
+
+
+def private_crossings() -> set[tuple[str, str]]:
+    """``(importer, private module)`` for every private module imported from outside its
+    package (the private module named up to its private part)."""
+    found = set()
+    for name, imported in MODULES:
+        for target in imported:
+            owner = _private_owner(target)
+            if owner is None or _within(name, (owner,)):
+                continue
+            parts = target.split(".")
+            private = next(i for i, p in enumerate(parts) if p.startswith("_")
+                           and not p.startswith("__"))
+            module = ".".join(parts[:private + 1])
+            found.add((name, module if _is_module(module) else ".".join(parts[:private])))
+    return found
+
+
+# -- the parser sees what it must -----------------------------------------------------
 
 
 def test_the_parser_sees_every_kind_of_import() -> None:
@@ -81,29 +221,132 @@ def test_the_parser_sees_every_kind_of_import() -> None:
         "    from htm_core import HTM\n"
         "if TYPE_CHECKING:\n"
         "    from htm_core.htm import HTM\n"
+        "    from htm_core.models import Memory\n"
     )
-    found = imported_modules(source, "htm_core.store.sqlite")
-    assert {"htm_integrations.mcp", "htm_core.htm", "htm_core", "htm_core.htm.HTM"} <= found
+    found = imports(source, "htm_core.store.sqlite")
+    assert {"htm_integrations.mcp", "htm_core.htm", "htm_core", "htm_core.htm.HTM"} <= set(found)
+    assert found["htm_core.models.Memory"] is True
+    assert found["htm_core.htm"] is False  # imported at run time as well
     assert "htm_core.htm" in imported_modules("from . import htm\n", "htm_core", True)
+    assert imported_modules("from . import _intake\n", "htm_core._forgetting") == {
+        "htm_core._intake"}
+
+
+def test_the_string_check_sees_an_adapter_loaded_by_name() -> None:
+    source = ('"""Loads htm_integrations.mcp at run time."""\n'
+              'import importlib\n'
+              'MCP = "htm_integrations.mcp.server"\n'
+              'importlib.import_module("htm_integrations." + "ui")\n'
+              'POINT = "htm_integrations.commands:ui"\n')
+    assert adapter_names_in_strings(source) == [
+        "htm_integrations.", "htm_integrations.commands:ui", "htm_integrations.mcp.server"]
+
+
+def test_the_private_check_knows_whose_a_private_part_is() -> None:
+    assert _private_owner("htm_core.store._text") == "htm_core.store"
+    assert _private_owner("htm_core.store.sqlite._files.backup_database") == "htm_core.store.sqlite"
+    assert _private_owner("htm_core.cli_args._opt") == "htm_core"
+    assert _private_owner("htm_core.store.base") is None
+    assert _private_owner("htm_core.__version__") is None
 
 
 def test_the_rules_cover_the_layers() -> None:
-    names = {name for name, _ in MODULES}
-    for prefix in BELOW_THE_FACADE:
+    names = set(_ids(MODULES))
+    for prefix in (*BELOW_THE_FACADE, *FACADE_SERVICES, *WORKING_MEMORY, *FRAMEWORKS.values()):
         assert any(_within(name, (prefix,)) for name in names), f"{prefix} not found"
-    assert "htm_core.htm" in names
+    assert {"htm_core.htm", "htm_core.cli", "htm_integrations.commands"} <= names
 
 
-@pytest.mark.parametrize("name,imports", MODULES, ids=[name for name, _ in MODULES])
-def test_core_never_imports_an_adapter(name: str, imports: set[str]) -> None:
-    adapters = sorted(i for i in imports if _within(i, ("htm_integrations",)))
+# -- the rules -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,imported", CORE, ids=_ids(CORE))
+def test_core_never_imports_an_adapter(name: str, imported: set[str]) -> None:
+    adapters = sorted(i for i in imported if _within(i, ("htm_integrations",)))
     assert not adapters, f"{name} imports {adapters}; htm_core must not depend on adapters"
 
 
+@pytest.mark.parametrize("name,source", [(n, s) for n, s, _ in SOURCES if n.startswith("htm_core")],
+                         ids=[n for n, _, _ in SOURCES if n.startswith("htm_core")])
+def test_core_never_names_an_adapter_to_load_it(name: str, source: str) -> None:
+    """No module name in a string either (``importlib.import_module("htm_integrations...")``):
+    an adapter's command reaches the core through the ``htm.commands`` entry points."""
+    assert adapter_names_in_strings(source) == [], f"{name} names an adapter module"
+
+
 @pytest.mark.parametrize(
-    "name,imports",
-    [(n, i) for n, i in MODULES if _within(n, BELOW_THE_FACADE)],
-    ids=[n for n, _ in MODULES if _within(n, BELOW_THE_FACADE)])
-def test_layers_below_the_facade_never_import_it(name: str, imports: set[str]) -> None:
-    facade = sorted(i for i in imports if i == "htm_core" or _within(i, FACADE))
+    "name,imported",
+    [(n, i) for n, i in MODULES if _within(n, BELOW_THE_FACADE + FACADE_SERVICES)],
+    ids=[n for n, _ in MODULES if _within(n, BELOW_THE_FACADE + FACADE_SERVICES)])
+def test_layers_below_the_facade_never_import_it(name: str, imported: set[str]) -> None:
+    typing_only = SOURCES_BY_NAME[name]
+    facade = sorted(i for i in imported if (i == "htm_core" or _within(i, FACADE))
+                    and not (typing_only[i] and _within(name, FACADE_SERVICES)))
     assert not facade, f"{name} imports {facade}; only the facade's callers may import it"
+
+
+def test_facade_services_import_it_only_for_type_checking_and_only_as_listed() -> None:
+    """``_async`` names ``HTM`` in its annotations; any other service that does is listed in
+    ``FACADE_FOR_TYPES`` (it reaches the facade through ``cast(self)``), and a listed one that
+    no longer does must leave the list."""
+    typed = {name for name, _, found in SOURCES if _within(name, FACADE_SERVICES)
+             and any(_within(i, FACADE) for i in found)}
+    assert typed - {"htm_core._async"} == FACADE_FOR_TYPES
+
+
+
+@pytest.mark.parametrize("name,imported", [(n, i) for n, i in MODULES if _within(n, WORKING_MEMORY)],
+                         ids=[n for n, _ in MODULES if _within(n, WORKING_MEMORY)])
+def test_working_memory_never_imports_a_store(name: str, imported: set[str]) -> None:
+    stores = sorted(i for i in imported if _within(i, ("htm_core.store",)))
+    assert not stores, f"{name} imports {stores}; only working/resident.py meets the store"
+
+
+@pytest.mark.parametrize("name,imported", [(n, i) for n, i in MODULES
+                                           if _within(n, ("htm_core.store",))],
+                         ids=[n for n, _ in MODULES if _within(n, ("htm_core.store",))])
+def test_stores_never_import_working_memory(name: str, imported: set[str]) -> None:
+    working = sorted(i for i in imported if _within(i, ("htm_core.working",)))
+    assert not working, f"{name} imports {working}; stores know nothing of working memory"
+
+
+@pytest.mark.parametrize("name,imported", ADAPTERS, ids=_ids(ADAPTERS))
+def test_adapters_never_import_a_private_part_of_the_core(name: str, imported: set[str]) -> None:
+    private = sorted(i for i in imported
+                     if _within(i, ("htm_core",)) and _private_owner(i) is not None)
+    assert not private, f"{name} imports {private}; adapters use htm_core's public API"
+
+
+def test_private_modules_are_never_imported_from_outside_their_package() -> None:
+    found = private_crossings()
+    assert found - PRIVATE_CROSSINGS == set(), (
+        "a private module used outside its package: make what it offers public, or move "
+        "the caller in")
+    assert PRIVATE_CROSSINGS - found == set(), "gone: remove these from PRIVATE_CROSSINGS"
+
+
+@pytest.mark.parametrize("name,imported", MODULES, ids=_ids(MODULES))
+def test_frameworks_are_never_imported_outside_their_adapter(name: str, imported: set[str]) -> None:
+    outside = sorted(i for i in imported if i.split(".")[0] in FRAMEWORKS
+                     and not _within(name, (FRAMEWORKS[i.split(".")[0]],)))
+    assert not outside, f"{name} imports {outside} outside its adapter package"
+
+
+def private_reads(source: str) -> list[str]:
+    """``x._name`` expressions in ``source`` whose ``x`` is not ``self`` or ``cls``."""
+    return sorted(ast.unparse(node) for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                  and not node.attr.startswith("__")
+                  and ast.unparse(node.value) not in ("self", "cls"))
+
+
+def test_the_private_read_check_sees_one() -> None:
+    assert private_reads("self._a\ncls._b\nhtm._clock\nself.htm._store.x\nx.__class__\n") == [
+        "htm._clock", "self.htm._store"]
+
+
+def test_adapters_never_read_private_attributes_of_other_objects() -> None:
+    found = {(name, read) for name, source, _ in SOURCES if _within(name, ("htm_integrations",))
+             for read in private_reads(source)}
+    assert found - ADAPTER_PRIVATE_READS == set(), "adapters use htm_core's public API"
+    assert ADAPTER_PRIVATE_READS - found == set(), "gone: remove these from ADAPTER_PRIVATE_READS"

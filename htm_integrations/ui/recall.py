@@ -6,8 +6,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..explain import explain_recall
-from ..retrieval import STRATEGIES
+from htm_core.explain import explain_recall
+from htm_core.retrieval import STRATEGIES
+
 from .app import UI
 from .memories import choice_arg, int_arg, text_arg
 

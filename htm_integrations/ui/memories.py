@@ -10,10 +10,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ..errors import NotFoundError, ValidationError
-from ..explain import explain_recall
-from ..models import Memory, Operation
-from ..serialize import memory_to_dict
+from htm_core.errors import NotFoundError, ValidationError
+from htm_core.explain import explain_recall
+from htm_core.models import Memory, Operation
+from htm_core.serialize import memory_to_dict
+
 from .actions import DONE
 from .app import UI
 

@@ -15,7 +15,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..models import Operation
+from htm_core.models import Operation
+
 from .app import UI
 from .memories import int_arg, text_arg
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import importlib.util
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import ValidationError, missing_extra
+from htm_core.errors import ValidationError, missing_extra
+
 from .app import create_app
 from .security import is_loopback, new_token
 
 if TYPE_CHECKING:
-    from ..htm import HTM
+    from htm_core import HTM
 
 __all__ = ["address", "serve"]
 

@@ -14,9 +14,9 @@ assets from the internet) over one :class:`~htm_core.HTM`:
 - **Timeline**: the operations log over time and each robot's evictions;
 - **Actions**: forget (confirmed), restore, purge (typed confirmation), importance, tags.
 
-Safety rules: :mod:`htm_core.ui.security`. Run it with ``htm ui`` (see docs/ui.md), or::
+Safety rules: :mod:`htm_integrations.ui.security`. Run it with ``htm ui`` (see docs/ui.md), or::
 
-    from htm_core.ui import create_app
+    from htm_integrations.ui import create_app
     app = create_app(htm)          # any ASGI server; loopback requests only without a token
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from ..errors import missing_extra
+from htm_core.errors import missing_extra
 
 for _module in ("starlette", "jinja2"):
     if importlib.util.find_spec(_module) is None:

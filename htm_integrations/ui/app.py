@@ -2,7 +2,7 @@
 
 Every page is a plain function ``view(ui, request, form) -> Response`` run in a worker
 thread (``HTM`` does blocking I/O); :func:`_endpoint` wraps each one with the safety rules
-of :mod:`htm_core.ui.security` and turns htm's errors into message pages: a
+of :mod:`htm_integrations.ui.security` and turns htm's errors into message pages: a
 :class:`~htm_core.errors.NotFoundError` is a 404, any other
 :class:`~htm_core.errors.HTMError` a 400, never a traceback.
 """
@@ -24,7 +24,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ..errors import HTMError, NotFoundError, ValidationError
+from htm_core.errors import HTMError, NotFoundError, ValidationError
+
 from .security import (
     CSRF_COOKIE,
     SECURITY_HEADERS,
@@ -38,7 +39,7 @@ from .security import (
 )
 
 if TYPE_CHECKING:
-    from ..htm import HTM
+    from htm_core import HTM
 
 __all__ = ["UI", "View", "create_app"]
 
@@ -58,7 +59,7 @@ class UI:
     def __init__(self, htm: HTM, guard: Guard) -> None:
         self.htm = htm
         self.guard = guard
-        self.env = Environment(loader=PackageLoader("htm_core.ui", "templates"),
+        self.env = Environment(loader=PackageLoader("htm_integrations.ui", "templates"),
                                autoescape=select_autoescape(default=True, default_for_string=True),
                                undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters["when"] = _when
@@ -77,7 +78,7 @@ class UI:
             if name not in {r.name for r in self.htm.robots()}:
                 raise NotFoundError(f"no robot named {name!r} on this store; pick one from the "
                                     "Working memory page")
-            from ..htm import HTM
+            from htm_core import HTM
 
             wm = self.htm.working_memory
             made = HTM(robot=name, store=self.htm.store, working_memory_tokens=wm.max_tokens,
@@ -212,7 +213,7 @@ def create_app(htm: HTM, *, token: str | None = None) -> Starlette:
     """The ``htm ui`` web app over ``htm`` (which it does not close).
 
     Without ``token`` it answers loopback requests only; with one, every request must
-    carry it (see :mod:`htm_core.ui.security`).
+    carry it (see :mod:`htm_integrations.ui.security`).
     """
     from . import actions, memories, recall, timeline, working
 

@@ -22,9 +22,10 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ..errors import ConfirmationRequiredError, ConflictError, NotFoundError, ValidationError
-from ..models import Memory
-from ..validation import check_importance, check_key, check_tags
+from htm_core.errors import ConfirmationRequiredError, ConflictError, NotFoundError, ValidationError
+from htm_core.models import Memory
+from htm_core.validation import check_importance, check_key, check_tags
+
 from .app import UI
 
 __all__ = ["forget", "importance", "purge", "restore", "tags"]

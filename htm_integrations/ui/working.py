@@ -13,8 +13,9 @@ from datetime import datetime, timezone
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..serialize import context_to_dict
-from ..working.context import STRATEGIES as CONTEXT_STRATEGIES
+from htm_core.serialize import context_to_dict
+from htm_core.working.context import STRATEGIES as CONTEXT_STRATEGIES
+
 from .app import UI
 from .memories import text_arg
 
