@@ -9,6 +9,11 @@ block (``PAGES``); a made-up server address is replaced by a test server's (``HO
 PostgreSQL test server, and a loopback stand-in for Ollama that answers ``/api/embed`` with
 hashing vectors and ``/api/chat`` with a JSON tag list (no Ollama server runs here).
 
+The ``htm`` command lines of the pages' shell blocks run too, page by page, in order, in
+process (``htm_core.cli.main``) as a shell in a fresh home directory would run them (the
+default database in the user data directory, the hashing embedder), except the servers and
+what needs a model this machine lacks (``SKIP_COMMANDS``, each with its reason).
+
 A block that cannot run here is marked in the page, on the line before its fence, with the
 reason: ``<!-- not run: needs ... -->``. A page whose blocks another test runs is listed in
 ``RUN_ELSEWHERE``. :func:`test_every_python_block_is_run_or_marked` fails when a page gains
@@ -19,9 +24,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import io
 import json
 import logging
+import os
 import re
+import shlex
 import sys
 import threading
 import types
@@ -34,6 +42,8 @@ from typing import Any
 import pytest
 
 from htm_core import HTM, HashingEmbedder
+from htm_core.cli import main
+from tests.test_cli_command_lines import SHELL, argv_of
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES_ON_DISK = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -181,7 +191,7 @@ FRESH_DATABASE_PER_BLOCK = {"docs/embeddings.md"}
 
 #: made-up addresses in the pages -> the test servers' (filled in by the fixtures)
 HOSTS = {
-    "postgres": re.compile(r"postgresql://htm:secret@db\.internal(?::5432)?/htm"),
+    "postgres": re.compile(r"postgresql://(?:htm:secret@db\.internal(?::5432)?|localhost)/htm"),
     "ollama": re.compile(r"http://gpu-box:11434"),
 }
 
@@ -274,3 +284,89 @@ def test_the_collector_reads_indented_fences_and_marks(tmp_path: Path) -> None:
                     "```py\ny = 2\n```\n\n```bash\nhtm stats\n```\n")
     blocks = python_blocks(page)
     assert [(b.code, b.not_run) for b in blocks] == [("x = 1\n", None), ("y = 2\n", "needs a GPU")]
+
+
+# --- the pages' command lines -------------------------------------------------------------
+
+#: command lines not run here: (a test on the words of the line, why)
+SKIP_COMMANDS: list[tuple[Callable[[list[str]], bool], str]] = [
+    (lambda argv: bool({"ui", "mcp"} & set(argv)),
+     "serves until stopped; tests/ui and tests/integration/test_mcp*.py run the servers"),
+    (lambda argv: "local" in argv,
+     "the local extra's model (all-MiniLM-L6-v2) is not installed in the test environment"),
+]
+
+
+def command_lines(path: Path) -> list[tuple[int, list[str]]]:
+    """``(line, argv)`` of every ``htm`` command in the shell blocks of *path* (continuation
+    lines joined, comments and redirections dropped), in page order."""
+    found = []
+    for block in code_blocks(path):
+        if block.language not in SHELL or block.not_run:
+            continue
+        body = re.sub(r"\\\n\s*", " ", block.code)
+        for line in body.splitlines():
+            line = line.strip().removeprefix("$ ")
+            if line.startswith("htm ") and "COMMAND" not in line:
+                found.append((block.line, argv_of(line)))
+    return found
+
+
+def _damaged_export(cwd: Path) -> None:
+    """``damaged.jsonl``: the page's export cut in the middle of its last record."""
+    whole = (cwd / "backup.jsonl").read_bytes()
+    (cwd / "damaged.jsonl").write_bytes(whole[: len(whole) - 20])
+
+
+def _readers_database(cwd: Path) -> None:
+    """``memories.db``: the reader's own database, with a memory in it."""
+    with HTM(database_url=str(cwd / "memories.db"), embedder=HashingEmbedder()) as htm:
+        htm.add("User prefers Vim keybindings", key="pref-vim")
+
+
+#: files a page's commands read that an earlier command of the page does not write
+GIVEN_FILES: dict[str, Callable[[Path], None]] = {"damaged.jsonl": _damaged_export,
+                                                  "memories.db": _readers_database}
+
+
+def _skipped(argv: list[str]) -> bool:
+    return any(skip(argv) for skip, _ in SKIP_COMMANDS)
+
+
+SHELL_PAGES = [str(p.relative_to(ROOT)) for p in PAGES_ON_DISK
+               if any(not _skipped(argv) for _, argv in command_lines(p))]
+
+
+@pytest.fixture
+def shell_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_ollama: str) -> Path:
+    for name in [n for n in os.environ if n.startswith("HTM_")] + ["XDG_DATA_HOME",
+                                                                    "OLLAMA_HOST"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HTM_EMBEDDER", "hashing")
+    monkeypatch.setenv("HTM_OLLAMA_URL", fake_ollama)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("page", SHELL_PAGES)
+def test_page_command_lines_run(page: str, shell_home: Path, pg_url: str) -> None:
+    for line, argv in command_lines(ROOT / page):
+        if _skipped(argv):
+            continue
+        words = [os.path.expanduser(w) for w in argv]
+        words = [HOSTS["postgres"].sub(pg_url, w) if w.startswith("postgresql://") else w
+                 for w in words]
+        for word in words:
+            if word in GIVEN_FILES and not (shell_home / word).exists():
+                GIVEN_FILES[word](shell_home)
+        out, err = io.StringIO(), io.StringIO()
+        code = main(words, stdout=out, stderr=err)
+        assert code == 0, f"{page}:{line}: htm {shlex.join(argv)}\n{err.getvalue()}"
+
+
+def test_the_command_lines_are_found() -> None:
+    """The collector finds the pages' commands (a broken pattern would pass vacuously)."""
+    assert {"README.md", "docs/cli.md", "docs/getting-started.md", "docs/mcp.md"} <= \
+        set(SHELL_PAGES)
+    assert sum(len(command_lines(ROOT / p)) for p in SHELL_PAGES) >= 30
