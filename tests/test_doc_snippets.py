@@ -23,6 +23,7 @@ Python blocks that no test runs.
 from __future__ import annotations
 
 import ast
+import doctest
 import inspect
 import io
 import json
@@ -218,14 +219,23 @@ def _close_everything(namespace: dict[str, Any]) -> None:
             value.stop()
 
 
-async def run_page(page: str, substitutions: dict[str, str],
-                   monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def _run_session(code: str, namespace: dict[str, Any], name: str) -> None:
+    test = doctest.DocTestParser().get_doctest(code, namespace, name, name, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = io.StringIO()
+    runner.run(test, out=report.write, clear_globs=False)
+    assert runner.failures == 0, report.getvalue()
+
+
+async def run_page(page: str, substitutions: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                   path: Path | None = None) -> dict[str, Any]:
+    """Run the Python blocks of ``page`` (read from ``path``, default the page itself)."""
     module = types.ModuleType("docs_page")  # dataclasses look their module up
     monkeypatch.setitem(sys.modules, module.__name__, module)
     namespace: dict[str, Any] = module.__dict__
     given: list[dict[str, Any]] = []
     try:
-        for block in python_blocks(ROOT / page):
+        for block in python_blocks(path or ROOT / page):
             if block.not_run:
                 continue
             if page in FRESH_DATABASE_PER_BLOCK:
@@ -237,6 +247,9 @@ async def run_page(page: str, substitutions: dict[str, str],
             code = block.code
             for name, pattern in HOSTS.items():
                 code = pattern.sub(substitutions.get(name, r"\g<0>"), code)
+            if block.language == "pycon":  # a session: its outputs are checked too
+                _run_session(code, namespace, f"{page}:{block.line}")
+                continue
             compiled = compile(code, f"{page}:{block.line}", "exec",
                                flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
             result = eval(compiled, namespace)  # the page's own example
@@ -276,6 +289,17 @@ def test_every_python_block_is_run_or_marked() -> None:
     marked = [b for p in PAGES_ON_DISK for b in python_blocks(p) if b.not_run]
     assert len(marked) <= MAX_NOT_RUN, [f"{b.page}:{b.line}: {b.not_run}" for b in marked]
     assert all(b.page not in RUN_ELSEWHERE for b in marked), "that test runs every block"
+
+
+async def test_a_session_block_checks_its_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 reader_env: Path) -> None:
+    page = tmp_path / "session.md"
+    monkeypatch.setitem(PAGES, "session.md", [])
+    page.write_text("```pycon\n>>> 1 + 1\n3\n```\n")
+    with pytest.raises(AssertionError, match="Expected:"):
+        await run_page("session.md", {}, monkeypatch, page)
+    page.write_text("```pycon\n>>> 1 + 1\n2\n```\n")
+    await run_page("session.md", {}, monkeypatch, page)
 
 
 def test_the_collector_reads_indented_fences_and_marks(tmp_path: Path) -> None:
