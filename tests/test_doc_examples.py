@@ -1,4 +1,4 @@
-"""Every documented example finds what it just added, run as written (issue 19).
+"""Every documented example finds what it just added, run as written.
 
 The README's and docs/cli.md's command lines run in-process through ``htm_core.cli.main``
 (a fresh SQLite file, the hashing embedder, the real clock); the Python examples of

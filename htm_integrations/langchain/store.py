@@ -29,20 +29,38 @@ How LangGraph's model maps onto htm:
   never neither); ``updated_at`` is when the current version was written. The same value
   again writes nothing; over a deleted item it restores, then updates.
 - **delete** is ``forget(confirm=True)``: recoverable with ``htm.restore`` until a purge.
+- **TTL** (``HTMStore(ttl={"default_ttl": minutes, ...})``, ``put(..., ttl=minutes)``): an
+  item expires ``ttl`` minutes after its last write or refreshing read (the memory's
+  ``last_accessed``); an expired item is forgotten, never purged, when a read or
+  :meth:`HTMStore.sweep_ttl` finds it, and is not returned; :meth:`HTMStore.restore` brings
+  it back with a fresh TTL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import logging
+import math
 import operator
 import re
+import threading
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from concurrent.futures import Future
+from datetime import datetime, timedelta
 from typing import Any
 
-from htm_core.errors import ConflictError, InvalidBudgetError, ValidationError, missing_extra
+from htm_core.clock import Clock, local_now
+from htm_core.errors import (
+    ConflictError,
+    HTMError,
+    InvalidBudgetError,
+    NotFoundError,
+    ValidationError,
+    missing_extra,
+)
 from htm_core.identity import has_prefix
 from htm_core.models import Memory
 from htm_core.tags import carries_tag
@@ -60,6 +78,7 @@ try:
         Result,
         SearchItem,
         SearchOp,
+        TTLConfig,
         validate_op_namespace,
     )
     from langgraph.store.base.embed import get_text_at_path
@@ -68,8 +87,11 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 __all__ = ["HTMStore", "decode_label", "encode_label", "namespace_tag"]
 
+logger = logging.getLogger(__name__)
+
 ROOT_TAG = "lgstore"
-_OPTIONS = ("htm", "robot", "fields", "importance")
+_OPTIONS = ("htm", "robot", "fields", "importance", "ttl", "clock")
+_TTL_KEYS = ("default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired")
 #: How often a put reads and writes again when another put landed in between.
 _PUT_ATTEMPTS = 5
 _PLAIN = re.compile(r"[A-Za-z0-9_\-]")
@@ -119,6 +141,36 @@ def _matches(value: dict[str, Any], conditions: dict[str, Any] | None) -> bool:
     return True
 
 
+def _minutes(value: Any, what: str) -> float | None:
+    """A TTL or interval in minutes: ``None`` or a positive finite number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or value <= 0:
+        raise ValidationError(f"{what} must be a positive number of minutes (None: no expiry), "
+                              f"got {value!r}")
+    return float(value)
+
+
+def _ttl_config(ttl: Any) -> TTLConfig | None:
+    """LangGraph's ``TTLConfig``, checked: known keys, minutes positive, flags booleans."""
+    if ttl is None:
+        return None
+    if not isinstance(ttl, dict):
+        raise ValidationError(f"ttl must be a TTLConfig dict such as {{'default_ttl': 60}}, got "
+                              f"{type(ttl).__name__}")
+    unknown = sorted(set(ttl) - set(_TTL_KEYS))
+    if unknown:
+        raise ValidationError(f"unknown ttl settings {unknown}; TTLConfig takes "
+                              f"{', '.join(_TTL_KEYS)}")
+    _minutes(ttl.get("default_ttl"), "default_ttl")
+    _minutes(ttl.get("sweep_interval_minutes"), "sweep_interval_minutes")
+    for flag in ("refresh_on_read", "omit_expired"):
+        if not isinstance(ttl.get(flag, True), bool):
+            raise ValidationError(f"ttl {flag} must be True or False, got {ttl[flag]!r}")
+    return TTLConfig(**ttl)  # type: ignore[typeddict-item]
+
+
 def _namespace_matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
     """LangGraph's prefix/suffix match, where ``"*"`` matches any one label."""
     path = tuple(condition.path)
@@ -139,6 +191,11 @@ class HTMStore(BaseStore):
         fields: JSON paths of the value to make the searchable text of each item (as
             LangGraph's ``index={"fields": [...]}``); default the whole value as JSON.
         importance: the importance of stored items (0 to 10, default 1.0).
+        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes, for puts that give no
+            ``ttl``), ``refresh_on_read`` (default True), ``sweep_interval_minutes`` (for
+            :meth:`start_ttl_sweeper`); expired items are always omitted (``omit_expired``).
+        clock: where expiry reads the time (default the local clock); give the ``HTM``'s
+            clock when it has one.
 
     Example:
         >>> from htm_core import HTM
@@ -148,10 +205,11 @@ class HTMStore(BaseStore):
         {'text': 'Ada prefers tea'}
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(self, *, htm: Any, robot: str | None = None, fields: list[str] | None = None,
-                 importance: float = 1.0, **unknown: Any) -> None:
+                 importance: float = 1.0, ttl: TTLConfig | None = None,
+                 clock: Clock | None = None, **unknown: Any) -> None:
         if unknown:
             hint = " (give the fields to index as fields=[...])" if "index" in unknown else ""
             raise ValidationError(f"HTMStore got unknown options {sorted(unknown)}{hint}; it "
@@ -160,6 +218,9 @@ class HTMStore(BaseStore):
         self.robot = robot
         self.fields = list(fields) if fields else None
         self.importance = check_importance(importance)
+        self.ttl_config = _ttl_config(ttl)
+        self.clock: Clock = clock or local_now
+        self._sweeper: tuple[threading.Event, Future[None]] | None = None
 
     def __repr__(self) -> str:
         return f"HTMStore(robot={self.htm.robot!r}, store={self.htm.store.url!r})"
@@ -200,11 +261,107 @@ class HTMStore(BaseStore):
     def _is_item(memory: Memory, tag: str) -> bool:
         return isinstance(memory.metadata.get("lgstore"), dict) and carries_tag(memory.tags, [tag])
 
+    # -- expiry ----------------------------------------------------------------------
+
+    @staticmethod
+    def _expired(memory: Memory, now: datetime) -> bool:
+        """Whether the item's TTL ran out: ``ttl`` minutes after its last access."""
+        minutes = memory.metadata["lgstore"].get("ttl")
+        return minutes is not None and memory.last_accessed + timedelta(minutes=minutes) <= now
+
+    def _unexpired(self, memories: Iterable[Memory], now: datetime) -> list[Memory]:
+        """The items whose TTL has not run out; the others are forgotten (never purged)."""
+        live = []
+        for memory in memories:
+            if not self._expired(memory, now):
+                live.append(memory)
+                continue
+            with contextlib.suppress(NotFoundError):  # purged meanwhile
+                self.htm.forget(memory.key, confirm=True)
+        return live
+
+    def _refresh(self, memories: Iterable[Memory], now: datetime) -> None:
+        """A read of items with a TTL: their access time moves to ``now``."""
+        ids = [m.id for m in memories if m.metadata["lgstore"].get("ttl") is not None]
+        if ids:
+            self.htm.store.touch(ids, at=now)
+
+    def sweep_ttl(self) -> int:
+        """Forget every expired item of this store's robot scope; return how many.
+
+        Expired items are forgotten, never purged: ``htm.restore`` (or :meth:`restore`)
+        brings one back until ``htm.purge``.
+        """
+        now, count, cursor = self.clock(), 0, None
+        while True:
+            page = self.htm.list(tags=[ROOT_TAG], robot=self.robot, order="created_at",
+                                 limit=1_000, cursor=cursor)
+            items = [m for m in page.memories if self._is_item(m, ROOT_TAG)]
+            count += len(items) - len(self._unexpired(items, now))
+            if page.next_cursor is None:
+                return count
+            cursor = page.next_cursor
+
+    async def asweep_ttl(self) -> int:
+        """Async :meth:`sweep_ttl` (runs in a worker thread)."""
+        return await asyncio.to_thread(self.sweep_ttl)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default the
+        ``TTLConfig``'s, else 5) in a daemon thread until :meth:`stop_ttl_sweeper`. Without a
+        ``ttl`` config nothing starts and the future is already done."""
+        if self._sweeper is not None:
+            return self._sweeper[1]
+        done: Future[None] = Future()
+        if self.ttl_config is None:
+            done.set_result(None)
+            return done
+        minutes = _minutes(sweep_interval_minutes or self.ttl_config.get(
+            "sweep_interval_minutes") or 5, "sweep_interval_minutes") or 5.0
+        stop = threading.Event()
+
+        def sweep() -> None:
+            while not stop.wait(minutes * 60):
+                try:
+                    self.sweep_ttl()
+                except HTMError:
+                    logger.exception("TTL sweep failed; the next one is in %s minutes", minutes)
+            done.set_result(None)
+
+        self._sweeper = (stop, done)
+        threading.Thread(target=sweep, name="htm-lgstore-ttl-sweeper", daemon=True).start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True when it has stopped within ``timeout`` seconds."""
+        if self._sweeper is None:
+            return True
+        stop, done = self._sweeper
+        stop.set()
+        try:
+            done.exception(timeout=timeout)
+        except TimeoutError:
+            return False
+        self._sweeper = None
+        return True
+
+    def restore(self, namespace: tuple[str, ...], key: str) -> Item:
+        """Bring back a deleted or expired item (``htm.restore``); its TTL starts again now.
+        ``NotFoundError`` when there is no such item (never stored, or purged)."""
+        memory = self.htm.restore(self.memory_key(namespace, key))
+        self._refresh([memory], self.clock())
+        return Item(**self._fields(memory))
+
     # -- operations ------------------------------------------------------------------
 
     def _get(self, op: GetOp) -> Item | None:
         memory = self.htm.get(self.memory_key(op.namespace, op.key))
-        return None if memory is None else Item(**self._fields(memory))
+        now = self.clock()
+        if memory is None or not self._unexpired([memory], now):
+            return None
+        if op.refresh_ttl:
+            self._refresh([memory], now)
+        return Item(**self._fields(memory))
 
     def _put(self, op: PutOp) -> None:
         key = self.memory_key(op.namespace, op.key)
@@ -212,9 +369,7 @@ class HTMStore(BaseStore):
             if self.htm.get(key) is not None:
                 self.htm.forget(key, confirm=True)
             return
-        if op.ttl is not None:
-            raise ValidationError("HTMStore does not expire items (htm never forgets on its own); "
-                                  "put without ttl")
+        ttl = _minutes(op.ttl, "ttl")
         if not isinstance(op.value, dict):
             raise ValidationError(f"a LangGraph store value must be a dict, got "
                                   f"{type(op.value).__name__}")
@@ -227,31 +382,36 @@ class HTMStore(BaseStore):
         content = check_content(self._content(op.value, op.index))
         for attempt in range(_PUT_ATTEMPTS):
             try:
-                self._write(key, content, op)
+                self._write(key, content, op, ttl)
                 return
             except ConflictError:  # another put landed between the read and the write
                 if attempt == _PUT_ATTEMPTS - 1:
                     raise
 
-    def _write(self, key: str, content: str, op: PutOp) -> None:
+    def _write(self, key: str, content: str, op: PutOp, ttl: float | None) -> None:
         """Write ``op``'s value as the item's new version, over the version read here (a
         put replaces the value whole: the last put wins, as in LangGraph's own stores)."""
         existing = self.htm.get(key, include_forgotten=True)
         record: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key,
                                   "value": op.value}
+        if ttl is not None:
+            record["ttl"] = ttl
         fields = {"importance": self.importance, "tags": [namespace_tag(op.namespace)]}
         if existing is None:
-            self.htm.add(content, key=key, metadata={"lgstore": record}, **fields)
+            self._refresh([self.htm.add(content, key=key, metadata={"lgstore": record},
+                                        **fields)], self.clock())
             return
         previous = existing.metadata.get("lgstore") or {}
         if previous.get("created_at"):  # an item written before puts were updates
             record["created_at"] = previous["created_at"]
         if existing.forgotten_at is not None:
             self.htm.restore(key)
-        elif existing.content == content and previous.get("value") == op.value:
+        elif existing.content == content and previous == record:
+            self._refresh([existing], self.clock())  # a write: the TTL starts again
             return
-        self.htm.update(key, content, metadata={"lgstore": record},
-                        expected_version=existing.version, **fields)
+        self._refresh([self.htm.update(key, content, metadata={"lgstore": record},
+                                       expected_version=existing.version, **fields)],
+                      self.clock())
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         for name, value in (("limit", op.limit), ("offset", op.offset)):
@@ -259,25 +419,31 @@ class HTMStore(BaseStore):
                 raise InvalidBudgetError(f"search {name} must be a non-negative integer, "
                                          f"got {value!r}")
         tag = namespace_tag(op.namespace_prefix)
-        wanted = op.offset + op.limit
+        wanted, now = op.offset + op.limit, self.clock()
         matching: list[tuple[Memory, float | None]] = []
         if op.query:
             limit = min(10_000, wanted * (4 if op.filter else 1))
-            hits = self.htm.recall(op.query, tags=[tag], limit=limit, robot=self.robot)
-            matching = [(h.memory, h.score) for h in hits if self._is_item(h.memory, tag)
-                        and _matches(h.memory.metadata["lgstore"]["value"], op.filter)]
+            hits = [h for h in self.htm.recall(op.query, tags=[tag], limit=limit, robot=self.robot)
+                    if self._is_item(h.memory, tag)
+                    and _matches(h.memory.metadata["lgstore"]["value"], op.filter)]
+            live = {m.id for m in self._unexpired([h.memory for h in hits], now)}
+            matching = [(h.memory, h.score) for h in hits if h.memory.id in live]
         else:  # pages of the namespace, newest first, until enough items match
             cursor: str | None = None
             size = min(10_000, wanted if not op.filter else max(wanted * 4, 100))
             while len(matching) < wanted:
                 page = self.htm.list(tags=[tag], robot=self.robot, order="created_at",
                                      descending=True, limit=size, cursor=cursor)
-                matching += [(m, None) for m in page.memories if self._is_item(m, tag)
-                             and _matches(m.metadata["lgstore"]["value"], op.filter)]
+                items = [m for m in page.memories if self._is_item(m, tag)
+                         and _matches(m.metadata["lgstore"]["value"], op.filter)]
+                matching += [(m, None) for m in self._unexpired(items, now)]
                 if page.next_cursor is None:
                     break
                 cursor = page.next_cursor
-        return [SearchItem(**self._fields(m), score=s) for m, s in matching[op.offset:wanted]]
+        found = matching[op.offset:wanted]
+        if op.refresh_ttl:
+            self._refresh([m for m, _ in found], now)
+        return [SearchItem(**self._fields(m), score=s) for m, s in found]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         prefix = ROOT_TAG + ":"

@@ -184,8 +184,8 @@ def test_bad_input(htm_factory: Callable[..., HTM]) -> None:
     store = HTMStore(htm=htm)
     with pytest.raises(ValidationError, match="must be a dict"):
         store.batch([PutOp(("n",), "a", ["not", "a", "dict"])])  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="ttl"):
-        store.batch([PutOp(("n",), "a", {"x": 1}, ttl=5.0)])
+    with pytest.raises(ValidationError, match="ttl must be a positive number of minutes"):
+        store.batch([PutOp(("n",), "a", {"x": 1}, ttl=-5.0)])
     with pytest.raises(InvalidNamespaceError):
         store.batch([GetOp(("a.b",), "k")])
     with pytest.raises(ValidationError):
