@@ -146,9 +146,13 @@ class Operation:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class Stats:
-    """Figures for one robot's working memory and the shared long-term store."""
+    """Figures for one robot's working memory and the shared long-term store.
+
+    ``print(stats)`` shows the main figures in a few lines, ``repr`` in one;
+    :meth:`to_dict` has every field as plain JSON values.
+    """
 
     robot: str
     backend: str
@@ -179,3 +183,50 @@ class Stats:
         if self.working_memory_max_tokens <= 0:
             return 0.0
         return self.working_memory_tokens / self.working_memory_max_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field by name plus ``working_memory_utilisation`` (0 to 1, six decimals),
+        as values :func:`json.dumps` takes: ``extra`` is copied with its times as ISO 8601
+        strings, tuples and sets as lists, keys as strings and any other object as its
+        ``str``."""
+        out = {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}
+        out["working_memory_utilisation"] = round(self.working_memory_utilisation, 6)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"<Stats robot={self.robot!r} working={self.working_memory_count} "
+                f"tokens={self.working_memory_tokens}/{self.working_memory_max_tokens} "
+                f"long_term={self.long_term_total} forgotten={self.forgotten} "
+                f"robots={self.robots} database={self.database!r}>")
+
+    def __str__(self) -> str:
+        return "\n".join([
+            f"Stats for robot {self.robot!r}",
+            f"  working memory  {_count(self.working_memory_count, 'memory', 'memories')}, "
+            f"{self.working_memory_tokens:,} of {self.working_memory_max_tokens:,} tokens "
+            f"({self.working_memory_utilisation:.1%}), {self.eviction_policy} eviction, "
+            f"{_count(self.evictions, 'eviction', 'evictions')}",
+            f"  long-term       {_count(self.long_term_total, 'memory', 'memories')} "
+            f"({self.long_term_robot:,} by this robot), {self.forgotten:,} forgotten, "
+            f"{_count(self.robots, 'robot', 'robots')}",
+            f"  embedder        {self.embedder}, {self.pending_embeddings:,} pending, "
+            f"{self.failed_embeddings:,} failed",
+            f"  store           {self.backend} {self.database} (schema {self.schema_version})",
+        ])
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON data: containers copied, times in ISO 8601, other objects as text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    return str(value)

@@ -67,7 +67,8 @@ _DETERMINER_BEFORE = re.compile(
 _NEXT_WORD = re.compile(r"\s*([A-Za-z]+)")
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("rolling", re.compile(rf"\b(?:(?:in|over|during)\s+)?(?:the\s+)?(?:last|past)\s+"
+    ("rolling", re.compile(rf"\b(?:(?:in|over|during)\s+)?(?:the\s+)?"
+                           rf"(?:last|past|previous)\s+"
                            rf"({_NUMBER_RE})\s+(hour|day|week|month|year)s\b|"
                            r"\b(?:(?:in|over|during)\s+)?(?:the\s+(?:last|past)|past)\s+"
                            r"(week|month|year)\b(?!\s+of\b)", re.I)),
@@ -81,12 +82,14 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("year", re.compile(rf"\b(?:(?:in|during)|(?:spring|summer|autumn|fall|winter|end|start|"
                         rf"beginning|middle|rest)\s+of)\s+({_YEAR_RE})\b", re.I)),
     ("named", re.compile(r"\b(yesterday|today|last weekend|this weekend|last week|this week|"
-                         r"last month|this month|last year|this year)\b", re.I)),
+                         r"last month|this month|last year|this year|"
+                         r"previous week|previous month|previous year)\b", re.I)),
 ]
 
 #: Words one of which every match of a pattern holds, as a whole word (a cue, a month or a
 #: season); a year is the other way in. See :func:`_may_hold_time`.
-_CUES = frozenset({"last", "past", "this", "ago", "yesterday", "today", *_SEASONS, *_MONTHS})
+_CUES = frozenset({"last", "past", "previous", "this", "ago", "yesterday", "today", *_SEASONS,
+                   *_MONTHS})
 _LETTERS = re.compile(r"[a-z]+")
 _YEAR_DIGITS = re.compile(r"(?:19|20)\d{2}")
 
@@ -120,7 +123,7 @@ def query_timeframe(query: str, now: datetime) -> QueryTime | None:
 
     Understands month names with a year ("June 2023"), relative months ("last May",
     "in March", "early July"), "N days/weeks/months ago", seasons ("last summer"),
-    "in 2023", "yesterday", "last weekend", "last week/month/year", "this ...", and
+    "in 2023", "yesterday", "last weekend", "last/previous week/month/year", "this ...", and
     rolling windows ending now ("the last 3 days", "the past week").
 
     >>> from datetime import timezone
@@ -176,7 +179,7 @@ def without_idle_time_arms(found: Mapping[str, _Hits]) -> dict[str, _Hits]:
 def _is_time_phrase(kind: str, m: re.Match[str], query: str) -> bool:
     """Whether the match ``m`` of pattern ``kind`` is a time phrase in its sentence."""
     first = m.group(0).split()[0].lower()
-    if first in ("last", "past", "this") and \
+    if first in ("last", "past", "previous", "this") and \
             _DETERMINER_BEFORE.search(query, 0, m.start()):
         return False  # "the last year of school", "my last fall"
     rest = query[m.end():]

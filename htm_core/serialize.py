@@ -170,11 +170,12 @@ def context_to_dict(context: Context) -> dict[str, Any]:
 def stats_to_dict(stats: Stats, *, utilisation: bool = True) -> dict[str, Any]:
     """Every field of :meth:`HTM.stats <htm_core.HTM.stats>`, by name, plus
     ``working_memory_utilisation`` (0 to 1, six decimals) unless ``utilisation=False``
-    (``htm stats --json`` prints the fields alone). ``extra`` is passed through as it is.
+    (``htm stats --json`` prints the fields alone): :meth:`Stats.to_dict
+    <htm_core.models.Stats.to_dict>`, plain JSON values.
     """
-    out = {name: getattr(stats, name) for name in stats.__dataclass_fields__}
-    if utilisation:
-        out["working_memory_utilisation"] = round(stats.working_memory_utilisation, 6)
+    out = stats.to_dict()
+    if not utilisation:
+        del out["working_memory_utilisation"]
     return out
 
 

@@ -13,8 +13,12 @@ Accepted forms (phrases are case-insensitive and computed in the clock's time zo
 - **rolling** windows, ending now (a memory dated in the future is outside them): a
   ``timedelta``; ``"last N hours"``, ``"last N days"``, ``"last N weeks"`` (exact
   durations, ``N × 24`` real hours a day whatever the clocks do), ``"last N months"``,
-  ``"last N years"`` (from the same local time N months back); ``"past"`` works as
-  ``"last"`` and ``"the last 7 days"`` as ``"last 7 days"``
+  ``"last N years"`` (from the same local time N months back); ``"past"`` and
+  ``"previous"`` work as ``"last"``, and ``"the last 7 days"`` as ``"last 7 days"``;
+  without a count, ``"past week"`` (``"the past week"``, ``"the last week"``; also hour,
+  day, month, year) is one unit back from now, as in a query
+- ``"previous"`` works as ``"last"`` in the calendar phrases too: ``"previous week"`` is
+  ``"last week"``
 - an ISO range ``"2023-05-01..2023-06-01"`` (dates or datetimes, ``Z`` or an offset
   allowed; end exclusive)
 
@@ -38,8 +42,9 @@ Timeframe = tuple[datetime | None, datetime | None]
 
 ACCEPTED_FORMS = (
     "None, a (start, end) pair of datetimes, a timedelta, 'today', 'yesterday', "
-    "'this week|month|year', 'last week|month|year' (calendar), "
-    "'last N hours|days|weeks|months|years' (rolling, ending now), "
+    "'this week|month|year', 'last week|month|year' (calendar; 'previous' works as 'last'), "
+    "'last N hours|days|weeks|months|years', 'past week|month|year' (rolling, ending now; "
+    "'past' and 'previous' work as 'last'), "
     "'May 2023', '2023-05', '2023', '2023-05-01', '2023-05-01..2023-06-01' (years 1 to 9999)"
 )
 
@@ -56,6 +61,10 @@ _MONTHS = {
     for name in names
 }
 _LAST_N = re.compile(r"^(?:the )?(?:last|past) (\d+) (hour|day|week|month|year)s?$")
+#: "past week", "the past week", "the last week": one unit back from now, as a query says it.
+_PAST_ONE = re.compile(r"^(?:(?:the )?past|the last)()? (hour|day|week|month|year)$")
+#: "previous" is "last" in every form ("previous week", "the previous 3 days").
+_PREVIOUS = re.compile(r"^(?:the )?previous ")
 _INSTANT = timedelta(microseconds=1)
 _MONTH_YEAR = re.compile(r"^([a-z]+)\.?\s+(\d{4})$")
 
@@ -178,10 +187,10 @@ def _parse_iso(text: str, tz: tzinfo | None) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=tz)
 
 
-def _parse_phrase(text: str, now: datetime) -> Timeframe | None:
+def _relative_phrase(text: str, now: datetime) -> Timeframe | None:
+    """``today``, ``yesterday``, ``this|last week|month|year`` and the rolling phrases."""
     tz = now.tzinfo
     today = now.date()
-    text = re.sub(r"\s+", " ", text)
     if text == "today":
         return (_midnight(today, tz), _midnight(today + timedelta(days=1), tz))
     if text == "yesterday":
@@ -199,14 +208,24 @@ def _parse_phrase(text: str, now: datetime) -> Timeframe | None:
     if text in ("this year", "last year"):
         year = today.year - (text == "last year")
         return (_midnight(date(year, 1, 1), tz), _midnight(date(year + 1, 1, 1), tz))
-    m = _LAST_N.match(text)
+    m = _LAST_N.match(text) or _PAST_ONE.match(text)
     if m:
-        n, unit = int(m.group(1)), m.group(2)
+        n, unit = int(m.group(1) or 1), m.group(2)
         if n <= 0:
-            return None
+            raise TimeframeError(f"a timeframe of {n} {unit}s covers no time; give a count "
+                                 f"of 1 or more, as in 'last 3 {unit}s'")
         if unit in ("month", "year"):
             return (_shift_months(now, -n * (12 if unit == "year" else 1)), through_now(now))
         return rolling_window(now, timedelta(**{f"{unit}s": n}))
+    return None
+
+
+def _parse_phrase(text: str, now: datetime) -> Timeframe | None:
+    tz = now.tzinfo
+    text = _PREVIOUS.sub("last ", re.sub(r"\s+", " ", text))
+    window = _relative_phrase(text, now)
+    if window is not None:
+        return window
     m = _MONTH_YEAR.match(text)
     if m and m.group(1) in _MONTHS:
         first = date(int(m.group(2)), _MONTHS[m.group(1)], 1)

@@ -132,6 +132,8 @@ class ResidentSet:
         self._evicted: list[tuple[str, str]] = []
         self._on_evicted: Evicted = on_evicted or (lambda pairs: None)
         self._pending: _Pending | None = None
+        #: ``(key, id, version)`` of each memory too large for the budget, logged once
+        self._told_too_large: set[tuple[str, int, int]] = set()
         #: Called with :data:`FLUSH_AFTER_SECONDS` when a read starts a pending change: the
         #: owner then calls :meth:`flush` at the latest that much later (a timer).
         self.on_pending: Callable[[float], None] = on_pending or (lambda delay: None)
@@ -443,7 +445,7 @@ class ResidentSet:
             last_accessed=to_timestamp(accessed) if accessed is not None else None)
         for memory, gone in zip(memories, outcomes, strict=True):
             if isinstance(gone, MemoryTooLargeError):
-                logger.warning("%s", gone)
+                self._tell_too_large(memory, gone)
                 memory.in_working_memory = False
                 continue
             memory.in_working_memory = True
@@ -455,6 +457,13 @@ class ResidentSet:
                 evicted.append((item.key, left.id if left is not None else 0))
                 pairs.append((item.key, item.content))
         return [k for k in entered if k in wm], evicted
+
+    def _tell_too_large(self, memory: Memory, error: MemoryTooLargeError) -> None:
+        """Log ``error`` the first time this memory (this version of it) does not fit."""
+        told = (memory.key, memory.id, memory.version)
+        if told not in self._told_too_large:
+            self._told_too_large.add(told)
+            logger.warning("%s", error)
 
     def stage_touch(self, keys: Sequence[str], *, at: datetime,
                     touch: Sequence[int] = ()) -> WorkingChange:

@@ -20,7 +20,8 @@ in front of the model) are left out, and with ``recall_robot`` those of other ro
 After each model call the run's new user turns and the assistant's answers are stored,
 one memory per message, keyed by the message id, so a re-invoked thread (with a
 checkpointer) never stores a turn twice. Tool calls and tool results are not stored
-unless ``store_tool_messages=True``.
+unless ``store_tool_messages=True``; with ``store_assistant_turns=False`` the answers are
+not stored either, only what the user said.
 
 Memories are scoped to the run's user and thread (see
 :mod:`htm_integrations.langchain._agent_scope`): turns are tagged
@@ -98,6 +99,9 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
         shared: ``True`` builds the block from the whole store (every user).
         shared_tags: memories with one of these tags are visible to every user too.
         store_tool_messages: also store tool calls and tool results (default False).
+        store_assistant_turns: store the assistant's answers (default True); ``False``
+            stores the user's turns only, so answers that repeat tool output or recalled
+            memories never come back in recall.
     """
 
     state_schema = HTMAgentState
@@ -108,7 +112,8 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
                  user_id: str | None = None, session_id: str | None = None,
                  user_key: str = "user_id", shared: bool = False,
                  shared_tags: Iterable[str] | str | None = None,
-                 store_tool_messages: bool = False) -> None:
+                 store_tool_messages: bool = False,
+                 store_assistant_turns: bool = True) -> None:
         super().__init__()
         self.htm = htm
         self.tools = []
@@ -119,10 +124,12 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
         check_strategy(context_strategy)
         self.context_strategy = context_strategy
         self.importance = check_importance(importance)
-        if not isinstance(store_tool_messages, bool):
-            raise ValidationError(
-                f"store_tool_messages must be True or False, got {store_tool_messages!r}")
+        for name, flag in (("store_tool_messages", store_tool_messages),
+                           ("store_assistant_turns", store_assistant_turns)):
+            if not isinstance(flag, bool):
+                raise ValidationError(f"{name} must be True or False, got {flag!r}")
         self.store_tool_messages = store_tool_messages
+        self.store_assistant_turns = store_assistant_turns
         self.scope = AgentScope.of(user_id=user_id, session_id=session_id, user_key=user_key,
                                    shared=shared, shared_tags=shared_tags)
         count = htm.token_counter.count
@@ -202,7 +209,7 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
         if isinstance(message, HumanMessage):
             return True
         if isinstance(message, AIMessage):
-            return self.store_tool_messages or not message.tool_calls
+            return self.store_tool_messages if message.tool_calls else self.store_assistant_turns
         return isinstance(message, ToolMessage) and self.store_tool_messages
 
     def new_turns(self, state: Any, scope: ChatScope) -> list[dict[str, Any]]:

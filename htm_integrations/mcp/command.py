@@ -14,13 +14,22 @@ from typing import Any
 
 from htm_core import HTM, HTMError
 
-__all__ = ["DEFAULT_HTTP_PORT", "LOOPBACK", "main", "parse_args"]
+__all__ = ["DEFAULT_HTTP_PORT", "LOOPBACK", "http_url", "main", "parse_args"]
 
 # the server's log lines keep the logger name they have always had (docs/observability.md)
 logger = logging.getLogger("htm_integrations.mcp.server")
 
 DEFAULT_HTTP_PORT = 8765
 LOOPBACK = "127.0.0.1"
+
+
+def http_url(port: int) -> str:
+    """The address ``htm mcp --http --port PORT`` serves.
+
+    >>> http_url(8765)
+    'http://127.0.0.1:8765/mcp'
+    """
+    return f"http://{LOOPBACK}:{port}/mcp"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,8 +110,10 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"htm mcp: {type(exc).__name__}: {exc}\n")
             return 2
         if args.http:
-            logger.info("htm mcp robot=%s serving http://%s:%d/mcp", htm.robot, LOOPBACK,
-                        args.port)
+            logger.info("htm mcp robot=%s serving %s", htm.robot, http_url(args.port))
+            sys.stderr.write(f"htm mcp on {http_url(args.port)} (robot {htm.robot}, "
+                             "loopback only); Ctrl-C to stop\n")
+            sys.stderr.flush()
             server.run("streamable-http", host=LOOPBACK, port=args.port)
         else:
             logger.info("htm mcp robot=%s serving stdio", htm.robot)

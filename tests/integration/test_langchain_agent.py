@@ -173,6 +173,45 @@ def test_tool_chatter_is_stored_only_when_asked(htm_factory: Callable[..., HTM])
     assert chatty[2] == "Tool: Nothing in memory matches 'tea'."
 
 
+def test_only_user_turns_are_stored_when_asked(htm_factory: Callable[..., HTM]) -> None:
+    """``store_assistant_turns=False``: answers quoting tool output never enter memory, so
+    the next thread's recall finds what the user said, not the assistant's echo of it."""
+    htm = htm_factory(robot="assistant")
+    htm.add("Ada's tea is oolong", tags=["chat:user:Ada"], key="chat:user:Ada:key:tea")
+    model = RecordingChatModel(replies=[
+        tool_call("recall", {"query": "tea"}, "c1"),
+        AIMessage("Your memory says: Ada's tea is oolong (score 0.9)."),
+        AIMessage("Noted, green tea from now on."),
+        AIMessage("Oolong, then green."),
+    ])
+    agent = create_agent(model, tools=htm_tools(htm), context_schema=UserContext,
+                         middleware=[HTMMiddleware(htm, store_assistant_turns=False)],
+                         checkpointer=InMemorySaver())
+    ask(agent, "What tea do I like?", thread="t1", user="Ada")
+    ask(agent, "I switched to green tea", thread="t1", user="Ada")
+    assert stored(htm, "chat:user:Ada:session:t1") == [
+        "Human: What tea do I like?", "Human: I switched to green tea"]
+    assert stored(htm, "chat:user:ada") == []  # another user, by case only
+    ask(agent, "Which tea?", thread="t2", user="Ada")
+    block = block_of(model.system_texts()[-1])
+    assert "Human: I switched to green tea" in block
+    assert "Your memory says" not in block and "AI:" not in block
+
+
+def test_user_turns_only_with_tool_messages(htm_factory: Callable[..., HTM]) -> None:
+    """The two switches are independent: tool chatter kept, the final answer not."""
+    htm = htm_factory(robot="assistant")
+    model = RecordingChatModel(replies=[tool_call("recall", {"query": "tea"}, "c9"),
+                                        AIMessage("Nothing yet.")])
+    agent = create_agent(model, tools=htm_tools(htm), context_schema=UserContext,
+                         middleware=[HTMMiddleware(htm, store_tool_messages=True,
+                                                   store_assistant_turns=False)])
+    ask(agent, "What tea do I like?", user="bob")
+    kept = stored(htm, "chat:user:bob")
+    assert [c.split(":")[0] for c in kept] == ["Human", "AI", "Tool"]
+    assert kept[1] == "AI: (no text)" and "Nothing yet." not in " ".join(kept)
+
+
 def test_forget_needs_confirmation_and_stays_in_scope(htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory(robot="assistant")
     remember, recall, forget = htm_tools(htm, user_id="ada")
@@ -189,7 +228,8 @@ def test_forget_needs_confirmation_and_stays_in_scope(htm_factory: Callable[...,
 
 
 @pytest.mark.parametrize("kwargs", [{"max_tokens": 10}, {"recall_limit": 0},
-                                    {"store_tool_messages": "yes"}, {"user_key": ""}])
+                                    {"store_tool_messages": "yes"},
+                                    {"store_assistant_turns": "no"}, {"user_key": ""}])
 def test_bad_settings_are_refused(htm_factory: Callable[..., HTM],
                                   kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):

@@ -7,6 +7,7 @@ on a real SQLite file with the hashing embedder; nothing touches the network.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -277,6 +278,62 @@ async def test_streamable_http_on_loopback(sqlite_url: str, tmp_path: Path) -> N
     with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), robot="checker") as htm:
         memory = htm.retrieve(login_key("h"))
         assert memory is not None and memory.robot == "web"
+
+
+def start_line(proc: subprocess.Popen[str], deadline: float) -> str:
+    """The server's first stderr line naming its address (log lines before it are skipped)."""
+    assert proc.stderr is not None
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], 0.2)
+        if not ready:
+            assert proc.poll() is None, "".join(seen)
+            continue
+        line = proc.stderr.readline()
+        assert line, f"the server ended without printing its address: {''.join(seen)}"
+        if line.startswith("htm mcp on "):
+            return line
+        seen.append(line)
+    raise AssertionError(f"no address line within 30 s: {''.join(seen)}")
+
+
+def initialize(url: str, deadline: float) -> httpx.Response:
+    """POST an MCP ``initialize`` request to ``url``, retrying while the port is not yet open."""
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "test", "version": "0"}}}
+    while True:
+        try:
+            return httpx.post(url, json=request, timeout=10,
+                              headers={"Accept": "application/json, text/event-stream"})
+        except httpx.ConnectError:
+            assert time.monotonic() < deadline, f"nothing answered on {url} within 30 s"
+            time.sleep(0.1)
+
+
+def test_http_start_prints_the_address_it_serves(sqlite_url: str) -> None:
+    """``--http`` says on stderr, in one line, the URL an MCP client connects to."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "htm_integrations.mcp", "--http", "--port", str(port), "--db",
+         sqlite_url, "--robot", "Ada:web", "--embedder", "hashing"],
+        env=server_env(), cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        deadline = time.monotonic() + 30
+        line = start_line(proc, deadline)
+        assert line.endswith("\n") and line.count("\n") == 1
+        url = line.split()[3]
+        assert url == f"http://127.0.0.1:{port}/mcp"
+        assert "robot Ada:web" in line
+        answer = initialize(url, deadline)
+        assert answer.status_code == 200, answer.text
+        assert '"serverInfo"' in answer.text and '"name":"htm"' in answer.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        assert proc.stderr is not None
+        proc.stderr.close()
 
 
 def test_main_reports_an_unusable_database_and_exits_2(

@@ -38,6 +38,8 @@ NOT_TIME = [
     'This march across the desert was brutal.',
     'The last march of the regiment was in the rain.',
     'Wait a second, where are my keys?',
+    'The previous year of school was the hardest.',
+    'My previous week at the old job was calm.',
     'She finished second in the race.',
     'Can I get a second opinion on the design?',
     'The second chapter was boring.',
@@ -155,6 +157,11 @@ TIME = [
     ('What did we cook in the past year?', 'in the past year', "2023-06-20T15:30", "now"),
     ('Who did I meet past week at the fair?', 'past week', "2024-06-12T15:30", "now"),
     ('What did I promise the last 10 days?', 'the last 10 days', "2024-06-09T15:30", "now"),
+    ('What did Ana say previous week?', 'previous week', "2024-06-10", "2024-06-17"),
+    ('Which bills came previous month?', 'previous month', "2024-05-01", "2024-06-01"),
+    ('Which trips did we take previous year?', 'previous year', "2023-01-01", "2024-01-01"),
+    ('What did I fix in the previous 3 days?', 'in the previous 3 days', "2024-06-16T15:30",
+     "now"),
 ]
 
 
@@ -266,3 +273,15 @@ def test_the_quick_scan_never_changes_the_answer(monkeypatch: pytest.MonkeyPatch
     assert quick == full
     assert sum(w is not None for w in full) > 500  # the sentences do hold time phrases
     assert skipped > 100  # and the scan leaves many out
+
+
+@pytest.mark.parametrize("phrase", ["previous week", "previous month", "previous year",
+                                    "past week", "the last week", "the previous 3 days",
+                                    "past 24 hours"])
+def test_a_phrase_both_readers_know_means_one_window(phrase: str) -> None:
+    """A time phrase in a query and the same words as ``timeframe=`` give the same window."""
+    from htm_core.timeframe import parse_timeframe
+
+    found = query_timeframe(f"What happened {phrase}?", NOW)
+    assert found is not None and found.phrase.endswith(phrase)
+    assert (found.start, found.end) == parse_timeframe(phrase, clock=lambda: NOW)

@@ -277,3 +277,67 @@ def test_iso_ranges_and_rolling_years_at_boundaries() -> None:
     assert start == local(NEW_YORK, 2024, 12, 1, 0, 30)
     start, _ = parse_timeframe("last 1 days", clock=new_year)
     assert start == local(NEW_YORK, 2024, 12, 31, 0, 30)
+
+
+# -- "past" and "previous" ------------------------------------------------------------------
+
+LAST_FORMS = ["last week", "last month", "last year", "last 3 days", "last 5 hours",
+              "last 2 weeks", "last 2 months", "last 1 year", "the last 7 days"]
+BERLIN_SPRING = datetime(2024, 3, 31, 12, tzinfo=ZoneInfo("Europe/Berlin"))  # DST began
+
+
+@pytest.mark.parametrize("now", [NOW, BERLIN_SPRING])
+@pytest.mark.parametrize("phrase", LAST_FORMS)
+def test_previous_means_last_in_every_form(now: datetime, phrase: str) -> None:
+    expected = parse_timeframe(phrase, clock=lambda: now)
+    synonym = phrase.replace("last", "previous")
+    for spelled in (synonym, synonym.upper(), synonym.replace(" ", "  "),
+                    synonym.title()):
+        assert parse_timeframe(spelled, clock=lambda: now) == expected, spelled
+
+
+@pytest.mark.parametrize("now", [NOW, BERLIN_SPRING])
+@pytest.mark.parametrize("phrase", [p for p in LAST_FORMS if any(c.isdigit() for c in p)])
+def test_past_with_a_count_means_last(now: datetime, phrase: str) -> None:
+    expected = parse_timeframe(phrase, clock=lambda: now)
+    assert parse_timeframe(phrase.replace("last", "past"), clock=lambda: now) == expected
+
+
+@pytest.mark.parametrize(("phrase", "same_as"), [
+    ("past week", "last 7 days"), ("the past week", "last 7 days"),
+    ("the last week", "last 7 days"), ("Past Month", "last 1 month"),
+    ("past year", "last 1 year"), ("past day", "last 24 hours"), ("past hour", "last 1 hour"),
+])
+def test_past_without_a_count_is_one_unit_back_from_now(phrase: str, same_as: str) -> None:
+    """As in a query ("what did we discuss in the past week?"): a rolling window."""
+    assert parse_timeframe(phrase, clock=clock) == parse_timeframe(same_as, clock=clock)
+    assert parse_timeframe(phrase, clock=clock)[1] == JUST_AFTER_NOW
+
+
+def test_past_week_in_a_timeframe_and_in_a_query_is_one_window() -> None:
+    from htm_core.querytime import query_timeframe
+
+    found = query_timeframe("What did we discuss in the past week?", NOW)
+    assert found is not None
+    assert parse_timeframe("past week", clock=clock) == (found.start, found.end)
+
+
+@pytest.mark.parametrize("bad", [
+    "past", "previous", "the past", "past weeks", "previous weeks", "past fortnight",
+    "previous fortnight", "next week", "previously", "previous weekend", "previous May",
+    "past week of May", "previous 2023", "previous 2023-05", "past -3 days", "pastweek",
+    "previous 3", "past 3 decades",
+])
+def test_past_and_previous_forms_that_mean_nothing_are_refused(bad: str) -> None:
+    with pytest.raises(TimeframeError) as info:
+        parse_timeframe(bad, clock=clock)
+    message = str(info.value)
+    assert f"cannot understand timeframe {bad!r}" in message
+    assert "'past' and 'previous' work as 'last'" in message
+
+
+@pytest.mark.parametrize("bad", ["past 0 days", "previous 0 weeks", "the last 0 hours",
+                                 "last 0 months"])
+def test_a_count_of_zero_says_to_give_one_or_more(bad: str) -> None:
+    with pytest.raises(TimeframeError, match="covers no time; give a count of 1 or more"):
+        parse_timeframe(bad, clock=clock)
