@@ -53,7 +53,8 @@ MARK = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)(?P<lang>[\w+-]*)[^\n]*$")
 
 #: pages whose Python blocks another test runs, all of them, in order
-RUN_ELSEWHERE = {"docs/llamaindex.md": "tests/test_docs_llamaindex.py"}
+RUN_ELSEWHERE = {"docs/llamaindex.md": "tests/test_docs_llamaindex.py",
+                 "docs/cli.md": "tests/test_cli_commands.py"}
 #: at most this many blocks may be marked as not run
 MAX_NOT_RUN = 4
 
@@ -171,6 +172,7 @@ TURNS = ["The report is due on Friday", "Ada reviews the deadline", "We ship the
 PAGES: dict[str, list[Callable[[], dict[str, Any]]]] = {
     "README.md": [_htm, lambda: {"model": _chat_model()}],
     "docs/api.md": [_with_editor],
+    "docs/backends.md": [],
     "docs/concepts.md": [_htm],
     "docs/embeddings.md": [lambda: {"conversation": TURNS, "turns": TURNS}],
     "docs/enrichment.md": [_htm, lambda: {

@@ -23,7 +23,6 @@ from ..errors import (
     NotFoundError,
 )
 from ..models import Memory, Operation, Robot
-from ..store._sql.versions import merge_update
 from ..store.base import (
     SCHEMA_VERSION,
     UPDATE_FIELDS,
@@ -39,11 +38,7 @@ from ..store.base import (
     WorkingRow,
     WorkingState,
 )
-
-
-def _update_fields(memory: Memory) -> dict[str, Any]:
-    return {"content": memory.content, "importance": float(memory.importance),
-            "tags": frozenset(memory.tags), "metadata": dict(memory.metadata)}
+from ..store.merging import merge_update, update_fields
 
 
 def _words(text: str) -> set[str]:
@@ -474,8 +469,8 @@ class InMemoryStore:
         old = self._existing(record.key)
         seen = [v for v in self._history.get(old.id, []) if v.version == read_version]
         base = seen[0] if seen else (old if read_version in (None, old.version) else None)
-        changes = merge_update(record.key, record, fields, now=_update_fields(old),
-                               base=None if base is None else _update_fields(base),
+        changes = merge_update(record.key, record, fields, now=update_fields(old),
+                               base=None if base is None else update_fields(base),
                                versions=(read_version, old.version), strict=strict)
         if not changes:
             return old

@@ -7,8 +7,9 @@ index follows the row (SQLite's triggers, PostgreSQL's generated ``tsvector``). 
 robot holding the memory in working memory gets its working-set version bumped, so its
 readers fetch the new text; the ``update`` log line names the version superseded. All of
 it is one transaction. It is compare-and-set: the row is read under its lock (SQLite's
-``BEGIN IMMEDIATE``, PostgreSQL's ``FOR UPDATE``) and :func:`merge_update` decides, against
-the version the caller read, which fields to write or whether to refuse.
+``BEGIN IMMEDIATE``, PostgreSQL's ``FOR UPDATE``) and
+:func:`~htm_core.store.merging.merge_update` decides, against the version the caller read,
+which fields to write or whether to refuse.
 
 A backend supplies how a vector is written (``_set_vector``) and how the history is
 searched by vector and by full text (``_history_vector_hits``, ``_history_text_hits``);
@@ -19,21 +20,22 @@ from __future__ import annotations
 
 import json
 from abc import abstractmethod
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ...errors import ConflictError, NotFoundError
+from ...errors import NotFoundError
 from ...models import Memory
 from .._text import parse_query
 from .._vectors import clear_failures
 from ..base import UPDATE_FIELDS, ArmQuery, NewMemory
+from ..merging import merge_update, update_fields
 from .working import SQLWorkingSet
 
-__all__ = ["SQLVersions", "merge_update"]
+__all__ = ["SQLVersions"]
 
 #: The columns of a superseded version, with its memory's (``v``: the version, ``m``, ``r``).
 _VERSION_COLUMNS = (
@@ -41,44 +43,6 @@ _VERSION_COLUMNS = (
     "m.created_at, m.last_accessed, m.access_count, v.metadata, v.tags, v.embedder, "
     "m.forgotten_at, v.version, v.superseded_at, v.id FROM memory_versions v "
     "JOIN memories m ON m.id = v.memory_id JOIN robots r ON r.id = m.robot_id ")
-
-
-def _fields_of(memory: Memory | NewMemory) -> dict[str, Any]:
-    """The fields an update can set, as compared: tags as a set."""
-    return {"content": memory.content, "importance": float(memory.importance),
-            "tags": frozenset(memory.tags), "metadata": dict(memory.metadata)}
-
-
-def merge_update(key: str, record: NewMemory, fields: Collection[str], *,
-                 now: Mapping[str, Any], base: Mapping[str, Any] | None,
-                 versions: tuple[int | None, int], strict: bool) -> set[str]:
-    """The fields of ``record`` an update writes on the memory as it ``now`` is.
-
-    ``versions`` is (the version the update was based on, or None; the version now),
-    ``base`` that version's fields (None when the memory has no such version). When the
-    memory moved on: with ``strict`` (``expected_version``) the update is refused; else a
-    field the update sets that the other writer changed too, to another value, refuses
-    it (:class:`~htm_core.errors.ConflictError`), and every other field the other writer
-    changed is kept.
-
-    >>> from datetime import datetime, timezone
-    >>> rec = NewMemory(key="k", content="a", robot="r", importance=5.0, token_count=1,
-    ...                 created_at=datetime.now(timezone.utc))
-    >>> was = {"content": "a", "importance": 1.0, "tags": frozenset(), "metadata": {}}
-    >>> sorted(merge_update("k", rec, ["importance"], now={**was, "content": "b"}, base=was,
-    ...                     versions=(1, 2), strict=False))
-    ['importance']
-    """
-    read, current = versions
-    wanted = _fields_of(record)
-    if read is not None and read != current:
-        if strict or base is None:
-            raise ConflictError(key, read, current)
-        clash = tuple(f for f in UPDATE_FIELDS if f in fields
-                      and now[f] != base[f] and now[f] != wanted[f])
-        if clash:
-            raise ConflictError(key, read, current, clash)
-    return {f for f in fields if wanted[f] != now[f]}
 
 
 class SQLVersions(SQLWorkingSet):
@@ -127,9 +91,9 @@ class SQLVersions(SQLWorkingSet):
                 conn.execute(text(self._SERIAL_HISTORY))
             mid, version = self._locked_row(conn, key)
             now = self._fetch(conn, "m.id = :id", {"id": mid}, False)[0]
-            base = _fields_of(now) if read_version in (None, version) else \
+            base = update_fields(now) if read_version in (None, version) else \
                 self._version_fields(conn, mid, int(read_version))
-            changes = merge_update(key, record, fields, now=_fields_of(now), base=base,
+            changes = merge_update(key, record, fields, now=update_fields(now), base=base,
                                    versions=(read_version, version), strict=strict)
             if not changes:
                 return now, False
