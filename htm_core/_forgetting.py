@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from threading import RLock
 
-from . import _intake
+from ._intake import confirm_forget, confirm_purge
 from .clock import Clock
 from .models import Memory
 from .store import LongTermStore
@@ -34,7 +34,7 @@ class Forgetter:
         """Hide the memory under ``key`` (once ``confirm`` is True) and drop it from this
         robot's working memory, also when the key is gone; see :meth:`HTM.forget
         <htm_core.HTM.forget>`."""
-        key = _intake.confirm_forget(key, confirm)
+        key = confirm_forget(key, confirm)
         with self._lock:
             try:
                 memory = self._store.forget(key, robot=self._robot, at=self._clock())
@@ -48,4 +48,4 @@ class Forgetter:
 
     def purge(self, *, confirm: bool = False, key: str | None = None) -> int:
         """Delete forgotten memories for good; see :meth:`HTM.purge <htm_core.HTM.purge>`."""
-        return self._store.purge(robot=self._robot, key=_intake.confirm_purge(confirm, key))
+        return self._store.purge(robot=self._robot, key=confirm_purge(confirm, key))
