@@ -33,14 +33,15 @@ def twin(method: Callable[Concatenate[S, P], R], *, listed: str | None = None
     where it was made).
     """
     name = method.__name__
-    bind = functools.partial(_listed_first, method, listed) if listed else None
+    signature = inspect.signature(method) if listed else None
 
     @functools.wraps(method)
     async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        if bind is not None:
-            args, kwargs = bind(self, args, kwargs)  # type: ignore[assignment]
-        call: Callable[P, R] = getattr(self, name)
-        return await asyncio.to_thread(call, *args, **kwargs)
+        call: Callable[..., R] = getattr(self, name)
+        if signature is None or listed is None:
+            return await asyncio.to_thread(call, *args, **kwargs)
+        read_args, read_kwargs = _listed_first(signature, listed, self, args, kwargs)
+        return await asyncio.to_thread(call, *read_args, **read_kwargs)
 
     run.__name__ = f"a{name}"
     run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.a{name}".lstrip(".")
@@ -49,11 +50,11 @@ def twin(method: Callable[Concatenate[S, P], R], *, listed: str | None = None
     return run
 
 
-def _listed_first(method: Callable[..., Any], parameter: str, self: Any,
+def _listed_first(signature: inspect.Signature, parameter: str, self: Any,
                   args: tuple[Any, ...], kwargs: dict[str, Any]
                   ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``args`` and ``kwargs`` with the argument bound to ``parameter`` made a list."""
-    bound = inspect.signature(method).bind(self, *args, **kwargs)
+    bound = signature.bind(self, *args, **kwargs)
     if parameter in bound.arguments:
         bound.arguments[parameter] = list(bound.arguments[parameter])
     return tuple(bound.args[1:]), dict(bound.kwargs)

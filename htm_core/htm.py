@@ -185,8 +185,8 @@ class HTM:
             self._assemble(embedder if embedder is not None and not isinstance(embedder, str)
                            else settings.embedder, batch_size=embed_batch_size,
                            allow_mismatch=allow_embedder_mismatch,
-                           enrichers=(importance_scorer, tagger, summariser),
-                           enrichment_options=enrichment_options)
+                           importance_scorer=importance_scorer, tagger=tagger,
+                           summariser=summariser, enrichment_options=enrichment_options)
         except BaseException:
             if self._owns_store:
                 self._store.close()
@@ -194,17 +194,16 @@ class HTM:
         self._start(background_embeddings)
 
     def _assemble(self, embedder: Any, *, batch_size: int, allow_mismatch: bool,
-                  enrichers: tuple[ImportanceScorer | None, Tagger | None,
-                                   SummaryWriter | None],
+                  importance_scorer: ImportanceScorer | None, tagger: Tagger | None,
+                  summariser: SummaryWriter | None,
                   enrichment_options: Mapping[str, Any] | None) -> None:
         """Make the services over the open store, each given only the parts it uses."""
         store, robot, clock, lock = self._store, self.robot, self._clock, self._lock
         self._embedding = EmbeddingService(
             store, embedder, counter=self._counter, metrics=self.metrics,
             batch_size=batch_size, window_words=self._retrieval.window_words)
-        scorer, tagger, summariser = enrichers
         self._enrichment = FacadeEnrichment(
-            store=store, robot=robot, importance_scorer=scorer, tagger=tagger,
+            store=store, robot=robot, importance_scorer=importance_scorer, tagger=tagger,
             summariser=summariser, add_summary=self._add_summary,
             refresh_importance=self._refresh_importance, options=enrichment_options)
         self._embedding.check_store(allow_mismatch=allow_mismatch)
