@@ -23,6 +23,7 @@ from .enrich.errors import (
 )
 from .errors import (
     DISTRIBUTION,
+    ClosedError,
     ConfirmationRequiredError,
     ConflictError,
     DatabaseCorruptError,
@@ -68,6 +69,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "HTM",
     "CallableCounter",
+    "ClosedError",
     "ConfirmationRequiredError",
     "ConflictError",
     "Context",

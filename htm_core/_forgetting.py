@@ -1,57 +1,51 @@
 """The facade's never-forget calls: forget (recoverable), restore, purge.
 
-:class:`NeverForget` is a part of :class:`~htm_core.htm.HTM` (like
-:class:`~htm_core._listing.Listing`); the rules themselves live in the store
-(``Forgetting`` role) and the coherence of working memories in
-:class:`~htm_core.working.resident.ResidentSet`.
+:class:`Forgetter` is the service ``HTM`` holds for them (its store, robot, resident set,
+lock and clock); the rules themselves live in the store (``Forgetting`` role) and the
+coherence of working memories in :class:`~htm_core.working.resident.ResidentSet`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from threading import RLock
 
-from . import _intake
+from ._intake import confirm_forget, confirm_purge
+from .clock import Clock
 from .models import Memory
-from .observability import instrumented
+from .store import LongTermStore
 from .validation import check_key
+from .working.resident import ResidentSet
 
-if TYPE_CHECKING:
-    from .htm import HTM
+__all__ = ["Forgetter"]
 
 
-class NeverForget:
-    """``forget``, ``restore`` and ``purge`` of :class:`~htm_core.htm.HTM`."""
+class Forgetter:
+    """``forget``, ``restore`` and ``purge`` for one robot."""
 
-    @instrumented("forget")
+    def __init__(self, store: LongTermStore, robot: str, *, resident: ResidentSet,
+                 lock: RLock, clock: Clock) -> None:
+        self._store = store
+        self._robot = robot
+        self._resident = resident
+        self._lock = lock
+        self._clock = clock
+
     def forget(self, key: str, *, confirm: bool = False) -> Memory:
-        """Hide a memory from recall, recoverably (``restore``), until ``purge``.
-
-        Raises :class:`~htm_core.errors.ConfirmationRequiredError` unless ``confirm=True``
-        and :class:`~htm_core.errors.NotFoundError` for an unknown or purged key (the memory
-        is then out of this robot's working memory too). Every working memory holding the
-        memory, in any process, drops it from its next call on.
-        """
-        htm = cast("HTM", self)
-        key = _intake.confirm_forget(key, confirm)
-        with htm._lock:
+        """Hide the memory under ``key`` (once ``confirm`` is True) and drop it from this
+        robot's working memory, also when the key is gone; see :meth:`HTM.forget
+        <htm_core.HTM.forget>`."""
+        key = confirm_forget(key, confirm)
+        with self._lock:
             try:
-                memory = htm._store.forget(key, robot=htm.robot, at=htm._clock())
+                memory = self._store.forget(key, robot=self._robot, at=self._clock())
             finally:  # also when the key is gone (purged by another robot): out of here too
-                htm._resident.forget(key)
+                self._resident.forget(key)
         return memory
 
-
-    @instrumented("restore")
     def restore(self, key: str) -> Memory:
-        """Bring back a forgotten memory. Raises ``NotFoundError`` for an unknown key."""
-        htm = cast("HTM", self)
-        return htm._store.restore(check_key(key), robot=htm.robot)
-
+        """Bring back a forgotten memory; see :meth:`HTM.restore <htm_core.HTM.restore>`."""
+        return self._store.restore(check_key(key), robot=self._robot)
 
     def purge(self, *, confirm: bool = False, key: str | None = None) -> int:
-        """Delete forgotten memories for good (all of them, or only ``key``).
-
-        Only memories already forgotten are purged; returns how many were removed.
-        """
-        htm = cast("HTM", self)
-        return htm._store.purge(robot=htm.robot, key=_intake.confirm_purge(confirm, key))
+        """Delete forgotten memories for good; see :meth:`HTM.purge <htm_core.HTM.purge>`."""
+        return self._store.purge(robot=self._robot, key=confirm_purge(confirm, key))

@@ -1,66 +1,76 @@
 """The facade's introspection: figures, robots, tags and the operations log.
 
-:class:`Introspection` is a part of :class:`~htm_core.htm.HTM` (like
-:class:`~htm_core._listing.Listing`): read-only views of the store and of this
-instance's working memory, written apart so the facade itself only wires.
+:class:`Introspection` is the service ``HTM`` holds for them: read-only views of the store
+and of one robot's working memory, built from the parts it is given (store, resident set,
+lock, embedding service, token counter, metrics, enrichment).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from threading import RLock
 
+from ._embedding import EmbeddingService
+from .enrich.attach import FacadeEnrichment
 from .models import Operation, Robot, Stats
+from .observability import Metrics
+from .store import LongTermStore
+from .tokens import TokenCounter
 from .validation import check_limit
+from .working.resident import ResidentSet
 
-if TYPE_CHECKING:
-    from .htm import HTM
+__all__ = ["Introspection"]
 
 
 class Introspection:
-    """``stats``, ``robots``, ``tags`` and ``operations`` of :class:`~htm_core.htm.HTM`."""
+    """``stats``, ``robots``, ``tags`` and ``operations`` for one robot."""
+
+    def __init__(self, store: LongTermStore, robot: str, *, resident: ResidentSet,
+                 lock: RLock, embedding: EmbeddingService, counter: TokenCounter,
+                 metrics: Metrics, enrichment: FacadeEnrichment) -> None:
+        self._store = store
+        self._robot = robot
+        self._resident = resident
+        self._lock = lock
+        self._embedding = embedding
+        self._counter = counter
+        self._metrics = metrics
+        self._enrichment = enrichment
 
     def stats(self) -> Stats:
-        """Working-memory and long-term figures for this robot and the whole store."""
-        htm = cast("HTM", self)
-        with htm._lock:
-            htm._resident.refresh()
-        counts = htm._store.counts(htm.robot)
-        info = htm._store.embedding_info()
+        """Working-memory and long-term figures, working memory brought up to date first."""
+        with self._lock:
+            self._resident.refresh()
+        store, wm, embedding = self._store, self._resident.wm, self._embedding
+        counts = store.counts(self._robot)
+        info = store.embedding_info()
         return Stats(
-            robot=htm.robot, backend=htm._store.backend, database=htm._store.url,
-            working_memory_count=len(htm._wm), working_memory_tokens=htm._wm.tokens,
-            working_memory_max_tokens=htm._wm.max_tokens, eviction_policy=htm._wm.policy,
+            robot=self._robot, backend=store.backend, database=store.url,
+            working_memory_count=len(wm), working_memory_tokens=wm.tokens,
+            working_memory_max_tokens=wm.max_tokens, eviction_policy=wm.policy,
             long_term_total=counts.total, long_term_robot=counts.robot,
             forgotten=counts.forgotten, robots=counts.robots,
-            embedder=htm._embedding.name, embedding_dim=info[1] if info else None,
-            embedder_choice=htm._embedding.choice, token_counter=htm._counter.name,
+            embedder=embedding.name, embedding_dim=info[1] if info else None,
+            embedder_choice=embedding.choice, token_counter=self._counter.name,
             pending_embeddings=counts.missing_embeddings,
             failed_embeddings=counts.failed_embeddings,
-            embedding_calls=htm._embedding.calls, embedding_cache_hits=htm._embedding.cache_hits,
-            evictions=htm._wm.evictions, schema_version=htm._store.schema_version(),
-            extra={"metrics": htm.metrics.snapshot(), **htm._embedding.worker_figures(),
-                   "enrichment": htm._enrichment.stats(),
-                   **htm._embedding.failure_figures(counts.failed_embeddings)},
+            embedding_calls=embedding.calls, embedding_cache_hits=embedding.cache_hits,
+            evictions=wm.evictions, schema_version=store.schema_version(),
+            extra={"metrics": self._metrics.snapshot(), **embedding.worker_figures(),
+                   "enrichment": self._enrichment.stats(),
+                   **embedding.failure_figures(counts.failed_embeddings)},
         )
-
 
     def robots(self) -> list[Robot]:
         """Every robot on the store."""
-        htm = cast("HTM", self)
-        return htm._store.robots()
-
+        return self._store.robots()
 
     def tags(self) -> dict[str, int]:
         """Every tag with its count of visible memories."""
-        htm = cast("HTM", self)
-        return htm._store.tags()
-
+        return self._store.tags()
 
     def operations(self, *, limit: int = 100, op: str | None = None,
                    robot: str | None = None) -> list[Operation]:
-        """The operations log, newest first (add, touch, evict, forget, restore, purge...),
-        with what this instance's recent reads evicted written first."""
-        htm = cast("HTM", self)
-        with htm._lock:
-            htm._resident.flush()
-        return htm._store.operations(limit=check_limit(limit), robot=robot, op=op)
+        """The operations log, newest first, with this robot's pending reads written first."""
+        with self._lock:
+            self._resident.flush()
+        return self._store.operations(limit=check_limit(limit), robot=robot, op=op)

@@ -1,6 +1,6 @@
 """``HTM.get`` and ``HTM.list``: reading memories as they are (or were), counting no access.
 
-:class:`Listing` is a part of the facade (like :class:`~htm_core._async.AsyncTwins`): exact
+:class:`Lister` is the service ``HTM`` holds for them (a store and a clock): exact
 lookup by key and pages of memories by filters, key prefix and order, done in SQL by the
 store (:meth:`~htm_core.store.base.Records.list_memories`). Neither touches working memory
 nor counts an access. A page's ``next_cursor`` is opaque: base64 of the order, the
@@ -18,19 +18,17 @@ import binascii
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
+from .clock import Clock
 from .errors import ValidationError
 from .models import Memory, Page
-from .store import SearchFilters
+from .store import LongTermStore, SearchFilters
 from .store.base import LIST_ORDERS
 from .timeframe import parse_timeframe
 from .validation import check_key, check_key_prefix, check_limit, check_tags
 
-if TYPE_CHECKING:
-    from .htm import HTM
-
-__all__ = ["Listing", "decode_cursor", "encode_cursor"]
+__all__ = ["Lister", "decode_cursor", "encode_cursor"]
 
 _BAD_CURSOR = ("cursor {!r:.60} is not a next_cursor that list() returned; pass a page's "
                "next_cursor unchanged, or None for the first page")
@@ -76,23 +74,24 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-class Listing:
-    """``HTM``'s ``get`` and ``list``."""
+class Lister:
+    """``get`` and ``list`` over one store: exact lookups and keyset pages, counting no
+    access and leaving working memory alone."""
+
+    def __init__(self, store: LongTermStore, *, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
 
     def get(self, key: str, include_forgotten: bool = False, *,
             version: int | None = None) -> Memory | None:
-        """The memory under ``key`` (exact lookup), or None (a forgotten one only with
-        ``include_forgotten``). Unlike :meth:`retrieve` it counts no access and leaves
-        working memory alone. With ``version`` (1 for the first text), that version of
-        the memory (a superseded one has ``superseded_at`` set), or None when it has no
-        such version; see :meth:`update`."""
-        store = cast("HTM", self).store
+        """The memory (or one version of it) under ``key``; see :meth:`HTM.get
+        <htm_core.HTM.get>`."""
         key = check_key(key)
         if version is None:
-            return store.get(key, include_forgotten=include_forgotten is True)
+            return self._store.get(key, include_forgotten=include_forgotten is True)
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValidationError(f"version must be a whole number from 1, got {version!r}")
-        found = [m for m in store.versions(key) if m.version == version]
+        found = [m for m in self._store.versions(key) if m.version == version]
         if not found or (found[0].forgotten_at is not None and include_forgotten is not True):
             return None
         return found[0]
@@ -101,32 +100,7 @@ class Listing:
              timeframe: Any = None, key_prefix: str | None = None,
              include_forgotten: bool = False, order: str = "created_at",
              descending: bool = False, limit: int = 100, cursor: str | None = None) -> Page:
-        """One page of memories, filtered and ordered in the store; counts no access.
-
-        Args:
-            robot, tags, timeframe: as for :meth:`recall` (a tag matches the tags below it).
-            key_prefix: only keys starting with this (``"doc:"``, a chat session's prefix).
-            include_forgotten: list forgotten memories too.
-            order: ``"created_at"`` (default), ``"key"`` or ``"importance"``; ties by id.
-            descending: the order reversed.
-            limit: memories per page, 1 to 10,000.
-            cursor: ``None`` for the first page, then the ``next_cursor`` of the page
-                before (with the same other arguments).
-
-        Returns:
-            a :class:`~htm_core.models.Page`; ``next_cursor`` is ``None`` on the last page.
-
-        A walk (the first page, then each ``next_cursor``) lists every memory that matches
-        throughout and existed before its first page exactly once, in order, while other
-        writers add, update and forget: no memory is repeated, none whose sort key did not
-        change is skipped. Creation time and key never change. In ``importance`` order
-        each memory is placed by its importance as it was when the walk began, so one that
-        :meth:`update` changed since is listed once, at its old place (showing what it now
-        holds); an importance set in place by an enricher or a re-``add`` moves the memory
-        (it may then be listed again, or missed). A memory added during the walk is listed
-        when its place is still ahead.
-        """
-        htm = cast("HTM", self)
+        """One page of memories; see :meth:`HTM.list <htm_core.HTM.list>`."""
         if order not in LIST_ORDERS:
             raise ValidationError(f"order must be one of {', '.join(LIST_ORDERS)}, "
                                   f"got {order!r}")
@@ -134,7 +108,7 @@ class Listing:
             raise ValidationError("descending and include_forgotten must be True or False")
         limit = check_limit(limit)
         key_prefix = check_key_prefix(key_prefix)
-        start, end = parse_timeframe(timeframe, clock=htm._clock)
+        start, end = parse_timeframe(timeframe, clock=self._clock)
         filters = SearchFilters(start=start, end=end, tags=check_tags(tags),
                                 robot=None if robot is None else check_key(robot))
         after, mark = None, None
@@ -142,11 +116,11 @@ class Listing:
             value, last_id, mark = decode_cursor(cursor, order, descending)
             after = (value, last_id)
         elif order == "importance":
-            mark = htm.store.history_mark()
-        rows = htm.store.list_memories(filters, key_prefix=key_prefix,
-                                       include_forgotten=include_forgotten, order=order,
-                                       descending=descending, limit=limit + 1, after=after,
-                                       as_of=mark)
+            mark = self._store.history_mark()
+        rows = self._store.list_memories(filters, key_prefix=key_prefix,
+                                         include_forgotten=include_forgotten, order=order,
+                                         descending=descending, limit=limit + 1, after=after,
+                                         as_of=mark)
         more = len(rows) > limit
         return Page(tuple(rows[:limit]),
                     encode_cursor(order, descending, rows[limit - 1], mark) if more else None)

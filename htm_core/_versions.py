@@ -1,8 +1,9 @@
 """``HTM.update`` and ``HTM.versions``: a memory's new version, its old ones kept as history.
 
-:class:`Versioning` is a part of the facade (like :class:`~htm_core._listing.Listing`). An
-update keeps the memory's key, id, creation time and working-memory membership and makes
-the new text its current version in one transaction
+:class:`Versions` is the service ``HTM`` holds for them (its store, robot, intake,
+embedding service, resident set, lock and clock). An update keeps the memory's key, id,
+creation time and working-memory membership and makes the new text its current version in
+one transaction
 (:meth:`~htm_core.store.base.Versions.update_memory`): the superseded version (content,
 importance, tags, metadata, vector) is kept as history, the ``update`` log line names it,
 the new text is embedded the way ``add`` embeds (inline, or by the background worker), and
@@ -20,19 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from threading import RLock
+from typing import Any, TypeVar
 
+from ._embedding import EmbeddingService
+from ._intake import Intake
+from .clock import Clock
 from .errors import ConflictError, DuplicateKeyError, NotFoundError, ValidationError
 from .models import Hit, Memory
 from .scoring import evidence_of
 from .store import ArmQuery, LongTermStore, NewMemory, SearchFilters
 from .store.base import UPDATE_FIELDS
 from .validation import check_key
+from .working.resident import ResidentSet
 
-if TYPE_CHECKING:
-    from .htm import HTM
-
-__all__ = ["Versioning", "changed_fields", "check_include_history", "rekey_superseded",
+__all__ = ["Versions", "changed_fields", "check_include_history", "rekey_superseded",
            "with_history", "write_readding"]
 
 T = TypeVar("T")
@@ -72,96 +75,70 @@ def _updatable(key: str, current: Memory | None, expected: int | None) -> Memory
     return current
 
 
-def _write_update(htm: HTM, record: NewMemory, current: Memory, fields: tuple[str, ...], *,
-                  strict: bool) -> Memory:
-    """Write ``fields`` of ``record`` over ``current`` (compare-and-set in the store), with
-    a vector made for a new text, and bring working memory and windows along."""
-    if "content" in fields:
-        record = htm._embedding.with_vectors([record])[0]
-    with htm._lock:
-        memory = htm.store.update_memory(record, robot=htm.robot, at=htm._clock(),
-                                         read_version=current.version, fields=fields,
-                                         strict=strict)
-        htm._resident.refresh()
-        memory.in_working_memory = record.key in htm.working_memory
-    if "content" in fields and memory.content == record.content:
-        htm._embedding.add_windows([memory])  # the trigger dropped the old text's windows
-    htm._embedding.wake()
-    return memory
-
-
 def _missing(key: str) -> NotFoundError:
     return NotFoundError(f"no memory with key {key!r}: it was never stored, or it has been "
                          "purged; add() it instead")
 
 
-class Versioning:
-    """``HTM``'s ``update`` and ``versions``."""
+class Versions:
+    """``update`` and ``versions`` for one robot: new versions written compare-and-set,
+    with their vectors, working memory and windows brought along."""
+
+    def __init__(self, store: LongTermStore, robot: str, *, intake: Intake,
+                 embedding: EmbeddingService, resident: ResidentSet, lock: RLock,
+                 clock: Clock) -> None:
+        self._store = store
+        self._robot = robot
+        self._intake = intake
+        self._embedding = embedding
+        self._resident = resident
+        self._lock = lock
+        self._clock = clock
 
     def update(self, key: str, content: str, *, importance: float | None = None,
                tags: Iterable[str] | str | None = None,
                metadata: Mapping[str, Any] | None = None,
                expected_version: int | None = None) -> Memory:
-        """Replace the memory under ``key`` with a new version; the old one is kept.
-
-        The memory keeps its key, id and creation time and stays in every working memory
-        that holds it (each shows the new text from its next call on). Its previous
-        version is kept as history (:meth:`versions`, ``get(key, version=n)``,
-        ``recall(..., include_history=True)``). The new text is embedded as :meth:`add`
-        embeds. Compare-and-set: only the fields that differ from the version read are
-        written, compared again under the row's lock; a concurrent update of other fields
-        is kept, one of the same fields to another value is a ``ConflictError`` (see
-        docs/api.md, "Compare-and-set updates").
-
-        Args:
-            key: the memory's key.
-            content: the new text (the current one to change only other fields).
-            importance, tags, metadata: the new values (tags and metadata replace the
-                old ones); default: unchanged.
-            expected_version: the version the caller read; when the memory is no longer
-                at it, ``ConflictError`` and nothing is written.
-
-        Returns:
-            The memory as it now is. When nothing differs, no version is made.
-
-        Raises:
-            NotFoundError: an unknown or purged key, or a forgotten memory (``restore``
-                it first). ConflictError: see above. Bad input raises as for :meth:`add`.
-
-        >>> from htm_core import HTM
-        >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
-        ...     _ = htm.add("User prefers Vim", key="editor")
-        ...     htm.update("editor", "User switched to Helix").version
-        ...     [v.content for v in htm.versions("editor")]
-        2
-        ['User prefers Vim', 'User switched to Helix']
-        """
-        htm = cast("HTM", self)
+        """The memory under ``key`` with a new version; see :meth:`HTM.update
+        <htm_core.HTM.update>`."""
         key = check_key(key)
         expected = _check_version(expected_version)
-        current = htm.store.get(key, include_forgotten=True)
-        record = htm._intake.record(
+        current = self._store.get(key, include_forgotten=True)
+        record = self._intake.record(
             content, key=key,
             importance=current.importance if importance is None and current else importance,
             tags=current.tags if tags is None and current else tags,
             metadata=current.metadata if metadata is None and current else metadata)
         current = _updatable(key, current, expected)
         fields = changed_fields(record, current)
-        return _write_update(htm, record, current, fields, strict=expected is not None) \
+        return self._write(record, current, fields, strict=expected is not None) \
             if fields else current
 
     def versions(self, key: str) -> list[Memory]:
-        """Every version of the memory under ``key``, oldest first; the last is the current
-        one, the others have ``superseded_at`` set. Counts no access.
-
-        To bring an old text back, update to it: ``htm.update(key, old.content)`` (a new
-        version; the history keeps every step). ``NotFoundError`` for an unknown key.
-        """
+        """Every version of the memory under ``key``, oldest first; see
+        :meth:`HTM.versions <htm_core.HTM.versions>`."""
         key = check_key(key)
-        found = cast("HTM", self).store.versions(key)
+        found = self._store.versions(key)
         if not found:
             raise _missing(key)
         return found
+
+    def _write(self, record: NewMemory, current: Memory, fields: tuple[str, ...], *,
+               strict: bool) -> Memory:
+        """Write ``fields`` of ``record`` over ``current`` (compare-and-set in the store),
+        with a vector made for a new text, and bring working memory and windows along."""
+        if "content" in fields:
+            record = self._embedding.with_vectors([record])[0]
+        with self._lock:
+            memory = self._store.update_memory(record, robot=self._robot, at=self._clock(),
+                                               read_version=current.version, fields=fields,
+                                               strict=strict)
+            self._resident.refresh()
+            memory.in_working_memory = record.key in self._resident.wm
+        if "content" in fields and memory.content == record.content:
+            self._embedding.add_windows([memory])  # the trigger dropped the old text's windows
+        self._embedding.wake()
+        return memory
 
 
 def check_include_history(value: Any) -> bool:

@@ -25,6 +25,7 @@ are defined in :mod:`htm_core.enrich.errors`::
     ├── NotFoundError (also KeyError)          no memory with that key
     ├── DuplicateKeyError                      key already holds different content
     ├── ConflictError                          update refused: the memory moved on from the version read
+    ├── ClosedError                            HTM used after close()
     ├── StoreError                             the long-term store failed
     │   ├── DatabaseUnavailableError           cannot reach / open the database
     │   ├── SchemaError                        schema newer than this code, or not migrated
@@ -47,6 +48,7 @@ Backend exceptions (sqlite3, psycopg, httpx) are mapped at the boundary with
 from __future__ import annotations
 
 __all__ = [
+    "ClosedError",
     "ConfirmationRequiredError",
     "ConflictError",
     "DatabaseCorruptError",
@@ -185,6 +187,11 @@ class ConflictError(HTMError):
     def __reduce__(self) -> tuple[type[ConflictError], tuple[str, int, int, tuple[str, ...]]]:
         return (type(self), (self.key, self.expected_version, self.current_version,
                              self.fields))
+
+
+class ClosedError(HTMError):
+    """The ``HTM`` was closed; every call but ``close()`` raises this. Open a new ``HTM``
+    on the same store to go on."""
 
 
 class StoreError(HTMError):

@@ -23,6 +23,7 @@ only ``purge(confirm=True)`` removes a forgotten one for good.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import weakref
@@ -30,27 +31,28 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import _intake
-from ._async import AsyncTwins
+from ._async import twin
 from ._embedding import EmbeddingService, check_batch_size
-from ._forgetting import NeverForget
+from ._forgetting import Forgetter
 from ._intake import Intake
 from ._introspection import Introspection
-from ._listing import Listing
+from ._listing import Lister
 from ._rerank import check_min_score, check_rerank, finish, rerank_depth
-from ._versions import Versioning, check_include_history, with_history, write_readding
+from ._versions import Versions, check_include_history, with_history, write_readding
 from .background import FlushTimer
 from .clock import Clock, local_now
 from .config import Settings
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
 from .enrich.base import ImportanceScorer, SummaryWriter, Tagger
 from .enrich.documents import diff_document, plan_document
-from .models import Context, Hit, Memory
+from .errors import ClosedError
+from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
 from .observability import Metrics, instrumented
 from .retrieval import RetrievalConfig, search
-from .store import LongTermStore, open_store
+from .store import LongTermStore, SearchFilters, open_store
 from .tags import tag_filter
 from .tokens import TokenCounter, resolve_counter
 from .validation import check_content, check_key, check_max_tokens, check_name, check_tags
@@ -62,15 +64,35 @@ __all__ = ["HTM"]
 
 logger = logging.getLogger(__name__)
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
+
+def _open(method: Callable[Concatenate[HTM, P], R]) -> Callable[Concatenate[HTM, P], R]:
+    """``method``, raising :class:`~htm_core.errors.ClosedError` once the ``HTM`` is closed."""
+
+    @functools.wraps(method)
+    def call(self: HTM, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self._closed:
+            raise ClosedError(
+                f"HTM(robot={self.robot!r}) is closed; open a new HTM(...) on the store to go "
+                "on (only close() may be called again)")
+        return method(self, *args, **kwargs)
+
+    return call
+
+
+class HTM:
     """A two-tier memory for one robot over a (possibly shared) long-term store.
 
     Async: every public method that does I/O has a twin named ``a<name>`` (``aadd``,
     ``arecall``, ``acreate_context``, ``aclose``...) with exactly its signature, which runs
     the method in a worker thread (``asyncio.to_thread``) so the event loop never waits on
-    the database or the embedder. A new public method gets its twin in
-    :mod:`htm_core._async` (a test compares every pair).
+    the database or the embedder. A new public method gets its twin declared beside it
+    (``a<name> = twin(<name>)``, :mod:`htm_core._async`; a test checks every pair).
+
+    After :meth:`close`, every method but ``close`` raises
+    :class:`~htm_core.errors.ClosedError`.
 
     Args:
         robot: this instance's name. Robots on one store share long-term memory and each
@@ -119,13 +141,13 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
     def __init__(
         self,
         robot: str | None = None,
+        *,
         database_url: str | Path | None = None,
         working_memory_tokens: int | None = None,
         embedder: Any = None,
         token_counter: TokenCounter | Any = None,
         eviction: str | None = None,
         clock: Clock | None = None,
-        *,
         store: LongTermStore | None = None,
         context_margin: float | None = None,
         retrieval: RetrievalConfig | None = None,
@@ -141,15 +163,10 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         tracer_provider: Any = None,
         read_only: bool = False,
     ) -> None:
-        settings = Settings.resolve(
-            robot=robot,
-            database_url=str(database_url) if database_url is not None else None,
-            working_memory_tokens=working_memory_tokens,
-            eviction=eviction,
-            context_margin=context_margin,
-            embedder=embedder if isinstance(embedder, str) else None,
-        )
-        self.settings = settings
+        self.settings = settings = Settings.resolve(
+            robot=robot, database_url=str(database_url) if database_url is not None else None,
+            working_memory_tokens=working_memory_tokens, eviction=eviction,
+            context_margin=context_margin, embedder=embedder if isinstance(embedder, str) else None)
         self.robot = check_name(settings.robot, what="robot name")
         self.metrics = Metrics(robot=self.robot, telemetry=telemetry,
                                meter_provider=meter_provider, tracer_provider=tracer_provider)
@@ -158,34 +175,54 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         self._retrieval = retrieval or RetrievalConfig()
         self._wm = WorkingMemory(
             check_max_tokens(settings.working_memory_tokens, name="working_memory_tokens"),
-            settings.eviction,
-            clock=self._clock,
-            safety_margin=settings.context_margin,
-        )
+            settings.eviction, clock=self._clock, safety_margin=settings.context_margin)
         self._counter = resolve_counter(token_counter)
         check_batch_size(embed_batch_size)
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
             settings.database_url, read_only=read_only)
         try:
-            self._embedding = EmbeddingService(
-                self._store, embedder if embedder is not None and not isinstance(embedder, str)
-                else settings.embedder, counter=self._counter, metrics=self.metrics,
-                batch_size=embed_batch_size, window_words=self._retrieval.window_words)
-            self._enrichment = FacadeEnrichment(
-                store=self._store, robot=self.robot, importance_scorer=importance_scorer,
-                tagger=tagger, summariser=summariser, add_summary=self._add_summary,
-                refresh_importance=self._refresh_importance, options=enrichment_options)
-            self._embedding.check_store(allow_mismatch=allow_embedder_mismatch)
-            self._intake = Intake(self.robot, clock=self._clock, counter=self._counter,
-                                  enrichment=self._enrichment)
-            self._store.ensure_robot(self.robot)
-            self._resident, self._write_behind = self._resident_set()
+            self._assemble(embedder if embedder is not None and not isinstance(embedder, str)
+                           else settings.embedder, batch_size=embed_batch_size,
+                           allow_mismatch=allow_embedder_mismatch,
+                           importance_scorer=importance_scorer, tagger=tagger,
+                           summariser=summariser, enrichment_options=enrichment_options)
         except BaseException:
             if self._owns_store:
                 self._store.close()
             raise
-        self._closed = False
+        self._start(background_embeddings)
+
+    def _assemble(self, embedder: Any, *, batch_size: int, allow_mismatch: bool,
+                  importance_scorer: ImportanceScorer | None, tagger: Tagger | None,
+                  summariser: SummaryWriter | None,
+                  enrichment_options: Mapping[str, Any] | None) -> None:
+        """Make the services over the open store, each given only the parts it uses."""
+        store, robot, clock, lock = self._store, self.robot, self._clock, self._lock
+        self._embedding = EmbeddingService(
+            store, embedder, counter=self._counter, metrics=self.metrics,
+            batch_size=batch_size, window_words=self._retrieval.window_words)
+        self._enrichment = FacadeEnrichment(
+            store=store, robot=robot, importance_scorer=importance_scorer, tagger=tagger,
+            summariser=summariser, add_summary=self._add_summary,
+            refresh_importance=self._refresh_importance, options=enrichment_options)
+        self._embedding.check_store(allow_mismatch=allow_mismatch)
+        self._intake = Intake(robot, clock=clock, counter=self._counter,
+                              enrichment=self._enrichment)
+        store.ensure_robot(robot)
+        self._resident, self._write_behind = self._resident_set()
+        self._lister = Lister(store, clock=clock)
+        self._versions = Versions(store, robot, intake=self._intake, embedding=self._embedding,
+                                  resident=self._resident, lock=lock, clock=clock)
+        self._forgetter = Forgetter(store, robot, resident=self._resident, lock=lock,
+                                    clock=clock)
+        self._introspection = Introspection(
+            store, robot, resident=self._resident, lock=lock, embedding=self._embedding,
+            counter=self._counter, metrics=self.metrics, enrichment=self._enrichment)
+
+    def _start(self, background_embeddings: bool) -> None:
+        """Start the background threads: enrichment, and the embedding worker if asked."""
+        self._closing = self._closed = False
         self._enrichment.start()
         if background_embeddings:
             self._embedding.start_worker(self.robot)
@@ -194,6 +231,7 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
 
     # -- lifecycle -------------------------------------------------------------------
 
+    @_open
     def __enter__(self) -> HTM:
         return self
 
@@ -223,16 +261,21 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         written behind"); a SIGKILL or power loss before then loses that part only. A
         failure to write it here is logged, not raised.
         """
-        if getattr(self, "_closed", True):
+        if getattr(self, "_closing", True):
             return
-        self._closed = True
-        with self._lock:
-            self._resident.close()
-            self._write_behind.close()
-        self._embedding.stop()
-        self._enrichment.stop()
+        self._closing = True
+        try:
+            with self._lock:
+                self._resident.close()
+                self._write_behind.close()
+            self._embedding.stop()
+            self._enrichment.stop()  # a job running until here may still add its summary
+        finally:
+            self._closed = True
         if self._owns_store:
             self._store.close()
+
+    aclose = twin(close)
 
     def __repr__(self) -> str:
         return (f"HTM(robot={self.robot!r}, store={self._store.url!r}, "
@@ -259,12 +302,16 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         """The token counter in use."""
         return self._counter
 
+    @_open
     def migrate(self) -> int:
         """Create or upgrade the store's schema; return the version now in place."""
         return self._store.migrate()
 
+    amigrate = twin(migrate)
+
     # -- embeddings ------------------------------------------------------------------
 
+    @_open
     def retry_failed_embeddings(self) -> int:
         """Give the memories whose embedding failed another try; return how many.
 
@@ -274,11 +321,14 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         """
         return self._embedding.retry_failed()
 
+    aretry_failed_embeddings = twin(retry_failed_embeddings)
+
     @property
     def background_embeddings(self) -> bool:
         """Whether a worker thread computes embeddings after ``add`` returns."""
         return self._embedding.worker is not None
 
+    @_open
     def flush(self, timeout: float | None = None) -> None:
         """Write what recent recalls changed in working memory (access statistics,
         membership, eviction lines: written behind, see docs/reliability.md), then wait
@@ -300,6 +350,9 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
             self._resident.flush()
         self._embedding.flush(timeout)
 
+    aflush = twin(flush)
+
+    @_open
     def reembed(self, *, batch_size: int = 256, progress: bool = True,
                 force: bool = False) -> int:
         """Rebuild the store's vectors with this instance's embedder; return how many.
@@ -322,8 +375,11 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         return self._embedding.reembed(self.robot, batch_size=batch_size, progress=progress,
                                        force=force)
 
+    areembed = twin(reembed)
+
     # -- adding ----------------------------------------------------------------------
 
+    @_open
     def add(
         self,
         content: str,
@@ -359,6 +415,9 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         return self.add_many([{"content": content, "importance": importance, "key": key,
                                "tags": tags, "metadata": metadata, "created_at": created_at}])[0]
 
+    aadd = twin(add)
+
+    @_open
     @instrumented("add", count=len)
     def add_many(self, items: Iterable[str | Mapping[str, Any]], *,
                  working_memory: bool = True) -> list[Memory]:
@@ -372,6 +431,8 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         runs (:func:`htm_core._intake.cycles_paused`).
         """
         return self._add_items(items, working_memory=working_memory)
+
+    aadd_many = twin(add_many, listed="items")
 
     def _add_items(self, items: Iterable[str | Mapping[str, Any]], *, working_memory: bool = True,
                    embed_texts: Sequence[str] | None = None) -> list[Memory]:
@@ -401,10 +462,13 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         self.metrics.evicted(len(pairs))
         self._enrichment.evicted(pairs)
 
+    @_open
     def clear_working_memory(self) -> int:
         """Empty this robot's working memory. Long-term memory is untouched (never-forget)."""
         with self._lock:
             return self._resident.clear()
+
+    aclear_working_memory = twin(clear_working_memory)
 
     # -- enrichment and documents ----------------------------------------------------
 
@@ -423,10 +487,14 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         with self._lock:
             self._resident.reimportance(key, importance)
 
+    @_open
     def flush_enrichment(self, timeout: float | None = None) -> bool:
         """Wait until queued enrichment (tags, importance, summaries) is applied."""
         return self._enrichment.flush(timeout)
 
+    aflush_enrichment = twin(flush_enrichment)
+
+    @_open
     def add_document(self, text: str, *, source: str, chunk_tokens: int = 400,
                      overlap: int = 40, tags: Iterable[str] = (),
                      importance: float | None = None) -> list[Memory]:
@@ -452,8 +520,11 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
             self.forget(key, confirm=True)
         return [m for m in (self._store.get(k) for k in plan.keys) if m is not None]
 
+    aadd_document = twin(add_document)
+
     # -- recall ----------------------------------------------------------------------
 
+    @_open
     @instrumented("recall")
     def recall(
         self,
@@ -498,10 +569,22 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
                                                        robot, clock=self._clock)
         history = check_include_history(include_history)
         strategy = self._embedding.recall_strategy(strategy)
-        config = self._retrieval
-        if neighbors is not None:
-            config = config.with_options(neighbors=_intake.check_neighbors(neighbors))
+        config = self._retrieval if neighbors is None else self._retrieval.with_options(
+            neighbors=_intake.check_neighbors(neighbors))
         floor, reranker = check_min_score(min_score), check_rerank(rerank)
+        hits = self._hits(query, strategy, limit, filters, config, floor, reranker)
+        if history:
+            hits = with_history(self._store, hits, query=query, strategy=strategy, limit=limit,
+                                query_vector=lambda: self._embedding.query(query),
+                                filters=filters, min_score=floor)
+        return hits
+
+    arecall = twin(recall)
+
+    def _hits(self, query: str, strategy: str, limit: int, filters: SearchFilters,
+              config: RetrievalConfig, floor: float | None, reranker: Any) -> list[Hit]:
+        """Search, rank and finish the current memories for ``query``; they enter working
+        memory, and one forgotten since it was read is left out."""
         now = self._clock()  # the query's "now" and the hits' access time: one reading
         ranked = search(self._store, query=query, query_vector=lambda: self._embedding.query(query),
                         strategy=strategy, limit=rerank_depth(limit) if reranker else limit,
@@ -512,14 +595,10 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
         with self._lock:
             refused = self._resident.recalled([by_id[r.id] for r in ranked], now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).
-        hits = [Hit(memory=by_id[r.id], score=r.relevance, ranks=dict(r.ranks))
+        return [Hit(memory=by_id[r.id], score=r.relevance, ranks=dict(r.ranks))
                 for r in ranked if by_id[r.id].key not in refused]
-        if history:
-            hits = with_history(self._store, hits, query=query, strategy=strategy, limit=limit,
-                                query_vector=lambda: self._embedding.query(query),
-                                filters=filters, min_score=floor)
-        return hits
 
+    @_open
     def retrieve(self, key: str) -> Memory | None:
         """The memory under ``key`` (exact lookup), or None; counts as an access."""
         memory = self._store.get(check_key(key))
@@ -527,8 +606,11 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
             self._resident.retrieved(memory, self._clock())
         return memory
 
+    aretrieve = twin(retrieve)
+
     # -- context ---------------------------------------------------------------------
 
+    @_open
     def create_context(self, strategy: str = "balanced", max_tokens: int | None = None, *,
                        include_summaries: int = 0, query: str | None = None,
                        recall_limit: int = 10, recall_strategy: str = "hybrid",
@@ -574,6 +656,182 @@ class HTM(AsyncTwins, Listing, Versioning, Introspection, NeverForget):
                                      separator_tokens=self._counter.count(SEPARATOR))
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)
+
+    acreate_context = twin(create_context)
+
+    # -- versions --------------------------------------------------------------------
+
+    @_open
+    def update(self, key: str, content: str, *, importance: float | None = None,
+               tags: Iterable[str] | str | None = None,
+               metadata: Mapping[str, Any] | None = None,
+               expected_version: int | None = None) -> Memory:
+        """Replace the memory under ``key`` with a new version; the old one is kept.
+
+        The memory keeps its key, id and creation time and stays in every working memory
+        that holds it (each shows the new text from its next call on). Its previous
+        version is kept as history (:meth:`versions`, ``get(key, version=n)``,
+        ``recall(..., include_history=True)``). The new text is embedded as :meth:`add`
+        embeds. Compare-and-set: only the fields that differ from the version read are
+        written, compared again under the row's lock; a concurrent update of other fields
+        is kept, one of the same fields to another value is a ``ConflictError`` (see
+        docs/api.md, "Compare-and-set updates").
+
+        Args:
+            key: the memory's key.
+            content: the new text (the current one to change only other fields).
+            importance, tags, metadata: the new values (tags and metadata replace the
+                old ones); default: unchanged.
+            expected_version: the version the caller read; when the memory is no longer
+                at it, ``ConflictError`` and nothing is written.
+
+        Returns:
+            The memory as it now is. When nothing differs, no version is made.
+
+        Raises:
+            NotFoundError: an unknown or purged key, or a forgotten memory (``restore``
+                it first). ConflictError: see above. Bad input raises as for :meth:`add`.
+
+        >>> from htm_core import HTM
+        >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
+        ...     _ = htm.add("User prefers Vim", key="editor")
+        ...     htm.update("editor", "User switched to Helix").version
+        ...     [v.content for v in htm.versions("editor")]
+        2
+        ['User prefers Vim', 'User switched to Helix']
+        """
+        return self._versions.update(key, content, importance=importance, tags=tags,
+                                     metadata=metadata, expected_version=expected_version)
+
+    aupdate = twin(update)
+
+    @_open
+    def versions(self, key: str) -> list[Memory]:
+        """Every version of the memory under ``key``, oldest first; the last is the current
+        one, the others have ``superseded_at`` set. Counts no access.
+
+        To bring an old text back, update to it: ``htm.update(key, old.content)`` (a new
+        version; the history keeps every step). ``NotFoundError`` for an unknown key.
+        """
+        return self._versions.versions(key)
+
+    aversions = twin(versions)
+
+    # -- never forget ----------------------------------------------------------------
+
+    @_open
+    @instrumented("forget")
+    def forget(self, key: str, *, confirm: bool = False) -> Memory:
+        """Hide a memory from recall, recoverably (``restore``), until ``purge``.
+
+        Raises :class:`~htm_core.errors.ConfirmationRequiredError` unless ``confirm=True``
+        and :class:`~htm_core.errors.NotFoundError` for an unknown or purged key (the memory
+        is then out of this robot's working memory too). Every working memory holding the
+        memory, in any process, drops it from its next call on.
+        """
+        return self._forgetter.forget(key, confirm=confirm)
+
+    aforget = twin(forget)
+
+    @_open
+    @instrumented("restore")
+    def restore(self, key: str) -> Memory:
+        """Bring back a forgotten memory. Raises ``NotFoundError`` for an unknown key."""
+        return self._forgetter.restore(key)
+
+    arestore = twin(restore)
+
+    @_open
+    def purge(self, *, confirm: bool = False, key: str | None = None) -> int:
+        """Delete forgotten memories for good (all of them, or only ``key``).
+
+        Only memories already forgotten are purged; returns how many were removed.
+        """
+        return self._forgetter.purge(confirm=confirm, key=key)
+
+    apurge = twin(purge)
+
+    # -- introspection ---------------------------------------------------------------
+
+    @_open
+    def stats(self) -> Stats:
+        """Working-memory and long-term figures for this robot and the whole store."""
+        return self._introspection.stats()
+
+    astats = twin(stats)
+
+    @_open
+    def robots(self) -> list[Robot]:
+        """Every robot on the store."""
+        return self._introspection.robots()
+
+    arobots = twin(robots)
+
+    @_open
+    def tags(self) -> dict[str, int]:
+        """Every tag with its count of visible memories."""
+        return self._introspection.tags()
+
+    atags = twin(tags)
+
+    @_open
+    def operations(self, *, limit: int = 100, op: str | None = None,
+                   robot: str | None = None) -> list[Operation]:
+        """The operations log, newest first (add, touch, evict, forget, restore, purge...),
+        with what this instance's recent reads evicted written first."""
+        return self._introspection.operations(limit=limit, op=op, robot=robot)
+
+    aoperations = twin(operations)
+
+    # -- reading without access (``list`` last: its name shadows the builtin below it) --
+
+    @_open
+    def get(self, key: str, include_forgotten: bool = False, *,
+            version: int | None = None) -> Memory | None:
+        """The memory under ``key`` (exact lookup), or None (a forgotten one only with
+        ``include_forgotten``). Unlike :meth:`retrieve` it counts no access and leaves
+        working memory alone. With ``version`` (1 for the first text), that version of
+        the memory (a superseded one has ``superseded_at`` set), or None when it has no
+        such version; see :meth:`update`."""
+        return self._lister.get(key, include_forgotten, version=version)
+
+    aget = twin(get)
+
+    @_open
+    def list(self, *, robot: str | None = None, tags: Iterable[str] | str | None = None,
+             timeframe: Any = None, key_prefix: str | None = None,
+             include_forgotten: bool = False, order: str = "created_at",
+             descending: bool = False, limit: int = 100, cursor: str | None = None) -> Page:
+        """One page of memories, filtered and ordered in the store; counts no access.
+
+        Args:
+            robot, tags, timeframe: as for :meth:`recall` (a tag matches the tags below it).
+            key_prefix: only keys starting with this (``"doc:"``, a chat session's prefix).
+            include_forgotten: list forgotten memories too.
+            order: ``"created_at"`` (default), ``"key"`` or ``"importance"``; ties by id.
+            descending: the order reversed.
+            limit: memories per page, 1 to 10,000.
+            cursor: ``None`` for the first page, then the ``next_cursor`` of the page
+                before (with the same other arguments).
+
+        Returns:
+            a :class:`~htm_core.models.Page`; ``next_cursor`` is ``None`` on the last page.
+
+        A walk (the first page, then each ``next_cursor``) lists every memory that matches
+        throughout and existed before its first page exactly once, in order, while other
+        writers add, update and forget: no memory is repeated, none whose sort key did not
+        change is skipped. Creation time and key never change. In ``importance`` order
+        each memory is placed by its importance as it was when the walk began, so one that
+        :meth:`update` changed since is listed once, at its old place (showing what it now
+        holds); an importance set in place by an enricher or a re-``add`` moves the memory
+        (it may then be listed again, or missed). A memory added during the walk is listed
+        when its place is still ahead.
+        """
+        return self._lister.list(robot=robot, tags=tags, timeframe=timeframe,
+                                 key_prefix=key_prefix, include_forgotten=include_forgotten,
+                                 order=order, descending=descending, limit=limit, cursor=cursor)
+
+    alist = twin(list)
 
 
 def _weakly(method: Callable[[list[tuple[str, str]]], None]

@@ -92,3 +92,22 @@ async def test_a_twin_runs_in_another_thread_and_returns_what_the_sync_method_do
 
         assert await htm.atags() == htm.tags()
         assert await htm.arobots() == htm.robots()
+
+
+async def test_aadd_many_reads_its_items_on_the_callers_thread(store_url: str) -> None:
+    """A generator given to ``aadd_many`` (by position or by name) is consumed on the event
+    loop's thread before the worker thread writes the batch."""
+    read_on: list[int] = []
+
+    def items(prefix: str) -> Any:
+        read_on.append(threading.get_ident())
+        yield f"{prefix} kites fly best in a steady wind"
+        yield {"content": f"{prefix} gliders need thermals", "key": f"{prefix}-glide"}
+
+    with HTM(robot="twins", database_url=store_url, embedder="hashing") as htm:
+        by_position = await htm.aadd_many(items("one"), working_memory=False)
+        by_name = await htm.aadd_many(items=items("two"))
+        assert [m.key for m in by_position][1:] == ["one-glide"]
+        assert [m.key for m in by_name][1:] == ["two-glide"]
+        assert not by_position[0].in_working_memory and by_name[0].in_working_memory
+    assert read_on == [threading.get_ident()] * 2

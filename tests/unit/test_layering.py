@@ -7,8 +7,8 @@ Each "never" of docs/architecture.md ("Seams: Layers import downwards only") is 
   ``htm.commands`` entry points.
 - The stores, working memory, retrieval, enrichment and the services the facade holds never
   import the facade (``htm_core.htm``) nor the package root ``htm_core``, which re-exports
-  it; the facade's services not even for type checking, except ``_async`` (and the ones in
-  ``FACADE_FOR_TYPES``, an allow-list that may only shrink).
+  it, not even for type checking; and nothing the facade imports leads back to it (the
+  import graph has no cycle through ``htm_core.htm``).
 - The working memory (``memory.py``, ``eviction.py``, ``context.py``) never imports a store:
   ``resident.py`` is the one place it meets the store. Stores never import working memory.
 - Adapters never import a private part of ``htm_core`` (a module or name starting with
@@ -37,15 +37,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("htm_core", "htm_integrations")
 
 BELOW_THE_FACADE = ("htm_core.store", "htm_core.working", "htm_core.retrieval",
-                    "htm_core.enrich", "htm_core._embedding", "htm_core._intake")
-FACADE_SERVICES = ("htm_core._listing", "htm_core._versions", "htm_core._forgetting",
-                   "htm_core._introspection", "htm_core._async")
+                    "htm_core.enrich", "htm_core._embedding", "htm_core._intake",
+                    "htm_core._listing", "htm_core._versions", "htm_core._forgetting",
+                    "htm_core._introspection", "htm_core._async")
 FACADE = ("htm_core.htm",)
-
-#: Facade services that import the facade for type checking (they reach it through a
-#: ``cast`` of ``self``); ``_async`` is the one the architecture allows. May only shrink.
-FACADE_FOR_TYPES = frozenset({"htm_core._listing", "htm_core._versions",
-                              "htm_core._forgetting", "htm_core._introspection"})
 
 #: The working memory that knows nothing of storage (``working.resident`` is where the two meet).
 WORKING_MEMORY = ("htm_core.working.memory", "htm_core.working.eviction",
@@ -171,7 +166,6 @@ def _within(name: str, prefixes: tuple[str, ...]) -> bool:
 
 
 SOURCES = _source_modules()
-SOURCES_BY_NAME = {name: found for name, _, found in SOURCES}
 MODULES = [(name, set(found)) for name, _, found in SOURCES]
 CORE = [(name, found) for name, found in MODULES if _within(name, ("htm_core",))]
 ADAPTERS = [(name, found) for name, found in MODULES if _within(name, ("htm_integrations",))]
@@ -252,7 +246,7 @@ def test_the_private_check_knows_whose_a_private_part_is() -> None:
 
 def test_the_rules_cover_the_layers() -> None:
     names = set(_ids(MODULES))
-    for prefix in (*BELOW_THE_FACADE, *FACADE_SERVICES, *WORKING_MEMORY, *FRAMEWORKS.values()):
+    for prefix in (*BELOW_THE_FACADE, *WORKING_MEMORY, *FRAMEWORKS.values()):
         assert any(_within(name, (prefix,)) for name in names), f"{prefix} not found"
     assert {"htm_core.htm", "htm_core.cli", "htm_integrations.commands"} <= names
 
@@ -276,23 +270,11 @@ def test_core_never_names_an_adapter_to_load_it(name: str, source: str) -> None:
 
 @pytest.mark.parametrize(
     "name,imported",
-    [(n, i) for n, i in MODULES if _within(n, BELOW_THE_FACADE + FACADE_SERVICES)],
-    ids=[n for n, _ in MODULES if _within(n, BELOW_THE_FACADE + FACADE_SERVICES)])
+    [(n, i) for n, i in MODULES if _within(n, BELOW_THE_FACADE)],
+    ids=[n for n, _ in MODULES if _within(n, BELOW_THE_FACADE)])
 def test_layers_below_the_facade_never_import_it(name: str, imported: set[str]) -> None:
-    typing_only = SOURCES_BY_NAME[name]
-    facade = sorted(i for i in imported if (i == "htm_core" or _within(i, FACADE))
-                    and not (typing_only[i] and _within(name, FACADE_SERVICES)))
+    facade = sorted(i for i in imported if i == "htm_core" or _within(i, FACADE))
     assert not facade, f"{name} imports {facade}; only the facade's callers may import it"
-
-
-def test_facade_services_import_it_only_for_type_checking_and_only_as_listed() -> None:
-    """``_async`` names ``HTM`` in its annotations; any other service that does is listed in
-    ``FACADE_FOR_TYPES`` (it reaches the facade through ``cast(self)``), and a listed one that
-    no longer does must leave the list."""
-    typed = {name for name, _, found in SOURCES if _within(name, FACADE_SERVICES)
-             and any(_within(i, FACADE) for i in found)}
-    assert typed - {"htm_core._async"} == FACADE_FOR_TYPES
-
 
 
 @pytest.mark.parametrize("name,imported", [(n, i) for n, i in MODULES if _within(n, WORKING_MEMORY)],
@@ -350,3 +332,77 @@ def test_adapters_never_read_private_attributes_of_other_objects() -> None:
              for read in private_reads(source)}
     assert found - ADAPTER_PRIVATE_READS == set(), "adapters use htm_core's public API"
     assert ADAPTER_PRIVATE_READS - found == set(), "gone: remove these from ADAPTER_PRIVATE_READS"
+
+
+def module_imports(source: str, module: str, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``source`` (the text of ``module``) imports:
+    ``from a import b`` imports ``a.b`` when that is a module, else ``a``."""
+    found: set[str] = set()
+    for target in imported_modules(source, module):
+        if target in known:
+            found.add(target)
+    # ``a`` was listed for every ``from a import b``; keep it only for a name that is not
+    # a module of its own
+    found = {t for t in found if not any(o.startswith(t + ".") for o in found)
+             or _takes_a_name(source, module, t, known)}
+    # importing ``a.b.c`` runs the packages ``a.b`` and ``a`` first
+    return found | {p for t in found for p in _parents(t) if p in known}
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _takes_a_name(source: str, module: str, package: str, known: set[str]) -> bool:
+    """Whether ``source`` imports from ``package`` a name that is not a module."""
+    names = imported_modules(source, module)
+    return any(n.startswith(package + ".") and "." not in n[len(package) + 1:]
+               and n not in known for n in names)
+
+
+def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    """Each module -> the modules of ``sources`` it imports (every import counts, inside
+    functions and under ``TYPE_CHECKING`` too)."""
+    known = set(sources)
+    return {name: module_imports(text, name, known) for name, text in sources.items()}
+
+
+def _core_sources() -> dict[str, str]:
+    """Every module of ``htm_core`` but the package root (see below) -> its text."""
+    sources = {_module_name(path)[0]: path.read_text(encoding="utf-8")
+               for path in sorted((ROOT / "htm_core").rglob("*.py"))}
+    del sources["htm_core"]
+    return sources
+
+
+def reachable(graph: dict[str, set[str]], start: set[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph.get(name, ()))
+    return seen
+
+
+def test_the_graph_sees_a_cycle() -> None:
+    graph = import_graph({
+        "htm_core.htm": "from . import _listing\nfrom .models import Memory\n",
+        "htm_core._listing": "if TYPE_CHECKING:\n    from .htm import HTM\n",
+        "htm_core.models": "",
+    })
+    assert graph["htm_core.htm"] == {"htm_core._listing", "htm_core.models"}
+    assert "htm_core.htm" in reachable(graph, graph["htm_core.htm"])
+
+
+def test_nothing_the_facade_imports_leads_back_to_it() -> None:
+    """The package root is left out: its re-export of ``HTM`` is the public entry point
+    (every import of a submodule runs it first, before the facade), and
+    :func:`test_layers_below_the_facade_never_import_it` keeps the layers below from
+    importing it."""
+    graph = import_graph(_core_sources())
+    back = sorted(name for name in graph["htm_core.htm"]
+                  if "htm_core.htm" in reachable(graph, {name}))
+    assert not back, f"htm_core.htm imports {back}, which import it back"

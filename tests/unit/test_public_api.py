@@ -12,7 +12,8 @@ import htm_core
 from htm_core import errors
 
 EXPECTED_ERRORS = [
-    "ConfirmationRequiredError", "ConflictError", "DatabaseCorruptError", "DatabaseUnavailableError",
+    "ClosedError", "ConfirmationRequiredError", "ConflictError", "DatabaseCorruptError",
+    "DatabaseUnavailableError",
     "DimensionMismatchError", "DiskFullError", "DuplicateKeyError", "EmbedderMismatchError",
     "EmbeddingError", "EnrichmentError", "HTMError", "IncompleteExportError", "InvalidBudgetError",
     "InvalidContentError", "InvalidImportanceError", "InvalidKeyError", "InvalidMetadataError",
