@@ -2,8 +2,9 @@
 # Build the sdist and the wheel, check them with twine, and install the wheel into a fresh
 # virtualenv per extra (none, ui, mcp, langchain, llamaindex), in parallel, each smoke-tested
 # by scripts/wheel_smoke.py from outside the source tree. uv makes the virtualenvs and
-# installs from its cache, so a run after the first takes seconds. Needs uv and twine (the
-# dev extra). Usage: scripts/wheel_smoke.sh [extra ...]
+# installs from its cache (about a second per virtualenv once cached). Needs uv and twine (the
+# dev extra). Usage: scripts/wheel_smoke.sh [extra ...]; HTM_SMOKE_PYTHON names another
+# interpreter for the virtualenvs (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -12,7 +13,7 @@ extras=("$@")
 work=$(mktemp -d "${TMPDIR:-/tmp}/htm-wheel-smoke.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 unset PYTHONPATH   # the installed wheel, never the source tree
-python=$(python3 -c 'import sys; print(sys.executable)')
+python=$("${HTM_SMOKE_PYTHON:-python3}" -c 'import sys; print(sys.executable)')
 
 # Build from a copy of the files git tracks or would track, so that no build/ or *.egg-info
 # left in the tree by an earlier build can add files the sdist would otherwise miss.

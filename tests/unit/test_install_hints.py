@@ -85,9 +85,10 @@ def test_a_missing_extra_names_the_commands_that_add_it(extra: str, blocked: lis
     assert f"htm_memory-{VERSION}-py3-none-any.whl[{extra}]" in printed
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md", "docs/releasing.md"])
 def test_the_wheel_the_docs_name_is_the_current_version(page: str) -> None:
     """Every wheel file a page tells users to install is the one a build of this tree makes."""
-    named = re.findall(r"htm_memory-([^-\s\"]+)-py3-none-any\.whl", (ROOT / page).read_text())
-    assert named, f"{page} names no wheel"
-    assert set(named) == {VERSION}, f"{page} names {sorted(set(named))}, pyproject.toml {VERSION}"
+    named = re.findall(r"htm_memory-(\d[^-\s\"]*)-py3-none-any\.whl", (ROOT / page).read_text())
+    assert set(named) <= {VERSION}, f"{page} names {sorted(set(named))}, pyproject.toml {VERSION}"
+    if page == "docs/getting-started.md":
+        assert named, "getting-started names no wheel to install"
