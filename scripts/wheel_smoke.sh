@@ -18,7 +18,13 @@ python=$("${HTM_SMOKE_PYTHON:-python3}" -c 'import sys; print(sys.executable)')
 # Build from a copy of the files git tracks or would track, so that no build/ or *.egg-info
 # left in the tree by an earlier build can add files the sdist would otherwise miss.
 mkdir "$work/src"
-git ls-files -z --cached --others --exclude-standard | tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$work/src"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z --cached --others --exclude-standard \
+        | tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$work/src"
+else   # an unpacked sdist or archive: everything but build output and virtualenvs
+    tar --exclude=./build --exclude=./dist --exclude='./*.egg-info' --exclude=./.venv -cf - . \
+        | tar -xf - -C "$work/src"
+fi
 uv build --quiet --python "$python" --out-dir "$work/dist" "$work/src"   # the sdist, then the wheel from it
 twine check --strict "$work"/dist/*
 wheels=("$work"/dist/htm_memory-*-py3-none-any.whl)
