@@ -238,10 +238,41 @@ class MissingDependencyError(HTMError, ImportError):
 #: ``htm_integrations``); every install hint is built from it.
 DISTRIBUTION = "htm-memory"
 
+#: Whether :data:`DISTRIBUTION` can be installed from PyPI yet. Until it is, every install
+#: hint gives the commands that work from a clone of the repository and from a built wheel,
+#: next to the index name (docs/releasing.md says when to turn this on).
+ON_PYPI = False
 
-def install_hint(extra: str) -> str:
-    """The ``pip install`` line that adds *extra*, e.g. ``pip install "htm-memory[local]"``."""
-    return f'pip install "{DISTRIBUTION}[{extra}]"'
+
+def install_hint(extra: str, *, upgrade: bool = False) -> str:
+    """The ``pip install`` command(s) that add *extra* (``-U`` with ``upgrade``).
+
+    Before the first release on PyPI the hint names the clone and the wheel forms first:
+
+    >>> install_hint("local")  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+    'pip install -e ".[local]" from the root of a clone of the repository, or pip install
+    "dist/htm_memory-...-py3-none-any.whl[local]" with a wheel built there
+    (pip install "htm-memory[local]" once htm-memory is published on PyPI)'
+    """
+    pip = "pip install -U" if upgrade else "pip install"
+    published = f'{pip} "{DISTRIBUTION}[{extra}]"'
+    if ON_PYPI:
+        return published
+    wheel = f"dist/{_wheel_stem()}-py3-none-any.whl"
+    return (f'{pip} -e ".[{extra}]" from the root of a clone of the repository, or '
+            f'{pip} "{wheel}[{extra}]" with a wheel built there '
+            f"({published} once {DISTRIBUTION} is published on PyPI)")
+
+
+def _wheel_stem() -> str:
+    """``htm_memory-<version>``: the start of the wheel's file name for the installed version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version(DISTRIBUTION)
+    except PackageNotFoundError:  # a source tree that is not installed
+        installed = "<version>"
+    return f"{DISTRIBUTION.replace('-', '_')}-{installed}"
 
 
 def missing_extra(module: str, extra: str) -> MissingDependencyError:

@@ -16,6 +16,14 @@ if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
     install_chromium >/dev/null || { apt-get update -q >/dev/null && install_chromium >/dev/null; } \
         || echo "could not install chromium; the browser tests will fail in CI" >&2
 fi
+# The wheel smoke (scripts/wheel_smoke.sh) runs beside the lint and the suite, its output kept
+# for the end; HTM_SKIP_WHEEL_SMOKE=1 leaves it out.
+smoke_pid=""
+if [ "${HTM_SKIP_WHEEL_SMOKE:-0}" != 1 ]; then
+    smoke_log=$(mktemp "${TMPDIR:-/tmp}/htm-wheel-smoke-log.XXXXXX")
+    bash scripts/wheel_smoke.sh >"$smoke_log" 2>&1 &
+    smoke_pid=$!
+fi
 echo "== ruff"
 ruff check htm_core htm_integrations tests benchmarks examples
 echo "== mypy (strict on htm_core)"
@@ -25,6 +33,14 @@ status=0
 python -m pytest -q -p no:cacheprovider "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: failing" >&2
-    exit 1
+    status=1
+fi
+if [ -n "$smoke_pid" ]; then
+    echo "== wheel smoke (sdist and wheel built, twine check, the wheel with each extra in a fresh venv)"
+    smoke_status=0
+    wait "$smoke_pid" || smoke_status=$?
+    cat "$smoke_log"
+    rm -f "$smoke_log"
+    [ "$smoke_status" -eq 0 ] || status=1
 fi
 exit "$status"

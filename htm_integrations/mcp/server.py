@@ -71,7 +71,7 @@ try:
 except ImportError:
     raise MissingDependencyError(
         "the htm MCP server needs the mcp SDK 2.x (MCPServer); upgrade it with: "
-        + install_hint("mcp").replace("pip install", "pip install -U")) from None
+        + install_hint("mcp", upgrade=True)) from None
 
 __all__ = ["build_server", "main", "parse_args"]
 

@@ -362,7 +362,7 @@ async def test_build_server_in_process(sqlite_url: str) -> None:
 
 
 @pytest.mark.parametrize(("hide", "expected"), [
-    ("mcp", 'mcp is not installed; install it with: pip install "htm-memory[mcp]"'),
+    ("mcp", 'mcp is not installed; install it with: pip install -e ".[mcp]" from the root'),
     ("mcp.server.mcpserver", 'needs the mcp SDK 2.x (MCPServer); upgrade it with: pip install -U'),
 ])
 def test_a_missing_or_old_sdk_names_the_extra(hide: str, expected: str) -> None:
