@@ -302,6 +302,13 @@ class HTM:
         """The token counter in use."""
         return self._counter
 
+    @property
+    def clock(self) -> Clock:
+        """Where this instance reads the time (the ``clock`` it was given, else the local
+        clock): companions that keep time beside it (an ``HTMStore``'s expiry, the
+        inspector) read the same one."""
+        return self._clock
+
     @_open
     def migrate(self) -> int:
         """Create or upgrade the store's schema; return the version now in place."""

@@ -52,7 +52,7 @@ from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any
 
-from htm_core.clock import Clock, local_now
+from htm_core.clock import Clock
 from htm_core.errors import (
     ConflictError,
     HTMError,
@@ -194,8 +194,7 @@ class HTMStore(BaseStore):
         ttl: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes, for puts that give no
             ``ttl``), ``refresh_on_read`` (default True), ``sweep_interval_minutes`` (for
             :meth:`start_ttl_sweeper`); expired items are always omitted (``omit_expired``).
-        clock: where expiry reads the time (default the local clock); give the ``HTM``'s
-            clock when it has one.
+        clock: where expiry reads the time (default the ``HTM``'s clock).
 
     Example:
         >>> from htm_core import HTM
@@ -219,7 +218,7 @@ class HTMStore(BaseStore):
         self.fields = list(fields) if fields else None
         self.importance = check_importance(importance)
         self.ttl_config = _ttl_config(ttl)
-        self.clock: Clock = clock or local_now
+        self.clock: Clock = clock or htm.clock
         self._sweeper: tuple[threading.Event, Future[None]] | None = None
 
     def __repr__(self) -> str:

@@ -83,7 +83,7 @@ class UI:
             wm = self.htm.working_memory
             made = HTM(robot=name, store=self.htm.store, working_memory_tokens=wm.max_tokens,
                        embedder=self.htm.embedder, token_counter=self.htm.token_counter,
-                       eviction=wm.policy, clock=self.htm._clock)
+                       eviction=wm.policy, clock=self.htm.clock)
             self._robots[name] = made
             return made
 

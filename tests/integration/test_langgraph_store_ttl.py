@@ -207,3 +207,17 @@ def test_sweeper_thread_starts_and_stops(htm_factory: Callable[..., HTM],
     assert store.stop_ttl_sweeper(timeout=10)
     assert running.done() and running.exception() is None
     assert store.stop_ttl_sweeper()
+
+
+def test_expiry_reads_the_htms_clock_by_default(htm_factory: Callable[..., HTM],
+                                                clock: FrozenClock) -> None:
+    """Without ``clock=``, the store keeps time with its ``HTM`` (here a frozen clock far
+    from the machine's): an item lives its TTL on that clock, not on the local one."""
+    htm = htm_factory()
+    store = HTMStore(htm=htm, fields=["text"])
+    assert store.clock is htm.clock
+    store.put(NS, "tea", {"text": "Ada drinks tea"}, ttl=60)
+    clock.advance(minutes=59)
+    assert store.get(NS, "tea", refresh_ttl=False) is not None
+    clock.advance(minutes=1)
+    assert store.get(NS, "tea") is None

@@ -61,9 +61,7 @@ PRIVATE_CROSSINGS = frozenset({
 
 #: ``(adapter module, expression)`` where an adapter reads a private attribute of an object
 #: not its own today. May only shrink.
-ADAPTER_PRIVATE_READS = frozenset({
-    ("htm_integrations.ui.app", "self.htm._clock"),  # HTM has no public clock
-})
+ADAPTER_PRIVATE_READS: frozenset[tuple[str, str]] = frozenset()
 
 #: Each framework's top-level import name and the one package allowed to import it.
 FRAMEWORKS = {
