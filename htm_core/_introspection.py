@@ -7,6 +7,7 @@ lock, embedding service, token counter, metrics, enrichment).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from threading import RLock
 
 from ._embedding import EmbeddingService
@@ -14,8 +15,10 @@ from .enrich.attach import FacadeEnrichment
 from .models import Operation, Robot, Stats
 from .observability import Metrics
 from .store import LongTermStore
+from .tags import carries_tag
 from .tokens import TokenCounter
 from .validation import check_limit
+from .working.eviction import WorkingItem
 from .working.resident import ResidentSet
 
 __all__ = ["Introspection"]
@@ -36,16 +39,20 @@ class Introspection:
         self._metrics = metrics
         self._enrichment = enrichment
 
-    def stats(self) -> Stats:
-        """Working-memory and long-term figures, working memory brought up to date first."""
+    def stats(self, tags: Sequence[str] | None = None) -> Stats:
+        """Working-memory and long-term figures, working memory brought up to date first;
+        with ``tags``, the counts of memories (and of resident ones) within them."""
+        tags = tags or None  # no tags: the whole store
         with self._lock:
             self._resident.refresh()
+            resident = self._resident_within(tags)
         store, wm, embedding = self._store, self._resident.wm, self._embedding
-        counts = store.counts(self._robot)
+        counts = store.counts(self._robot, tags=tags)
         info = store.embedding_info()
         return Stats(
             robot=self._robot, backend=store.backend, database=store.url,
-            working_memory_count=len(wm), working_memory_tokens=wm.tokens,
+            working_memory_count=len(resident),
+            working_memory_tokens=sum(item.token_count for item in resident),
             working_memory_max_tokens=wm.max_tokens, eviction_policy=wm.policy,
             long_term_total=counts.total, long_term_robot=counts.robot,
             forgotten=counts.forgotten, robots=counts.robots,
@@ -60,9 +67,18 @@ class Introspection:
                    **embedding.failure_figures(counts.failed_embeddings)},
         )
 
-    def robots(self) -> list[Robot]:
-        """Every robot on the store."""
-        return self._store.robots()
+    def _resident_within(self, tags: Sequence[str] | None) -> list[WorkingItem]:
+        """The resident items whose memory carries one of ``tags`` (all without)."""
+        items = self._resident.wm.items()
+        if tags is None:
+            return items
+        shown = self._resident.memories
+        return [item for item in items
+                if (m := shown.get(item.key)) is not None and carries_tag(m.tags, tags)]
+
+    def robots(self, tags: Sequence[str] | None = None) -> list[Robot]:
+        """Every robot on the store (with ``tags``, those that wrote a memory within them)."""
+        return self._store.robots(tags=tags or None)
 
     def tags(self) -> dict[str, int]:
         """Every tag with its count of visible memories."""

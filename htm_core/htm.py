@@ -761,16 +761,22 @@ class HTM:
     # -- introspection ---------------------------------------------------------------
 
     @_open
-    def stats(self) -> Stats:
-        """Working-memory and long-term figures for this robot and the whole store."""
-        return self._introspection.stats()
+    def stats(self, *, tags: Sequence[str] | None = None) -> Stats:
+        """Working-memory and long-term figures for this robot and the whole store.
+
+        With ``tags`` (a user's scope tags, say), the counts of memories, forgotten ones,
+        robots and resident items are taken among the memories carrying one of them (or a
+        tag below one), in the database.
+        """
+        return self._introspection.stats(check_tags(tags) if tags is not None else None)
 
     astats = twin(stats)
 
     @_open
-    def robots(self) -> list[Robot]:
-        """Every robot on the store."""
-        return self._introspection.robots()
+    def robots(self, *, tags: Sequence[str] | None = None) -> list[Robot]:
+        """Every robot on the store; with ``tags``, the robots that wrote a visible memory
+        carrying one of them (or a tag below one), each counting only those."""
+        return self._introspection.robots(check_tags(tags) if tags is not None else None)
 
     arobots = twin(robots)
 

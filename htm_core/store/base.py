@@ -129,8 +129,10 @@ class Records(Protocol):
         """Register ``name`` if new; return it."""
         ...
 
-    def robots(self) -> list[Robot]:
-        """Every robot on the store, with its memory count."""
+    def robots(self, *, tags: Sequence[str] | None = None) -> list[Robot]:
+        """Every robot on the store, with its count of visible memories; with ``tags``,
+        only the robots with a visible memory carrying one of them (or a tag below one),
+        each with the count of those."""
         ...
 
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
@@ -188,8 +190,10 @@ class Records(Protocol):
         """Every tag with the number of visible memories carrying it."""
         ...
 
-    def counts(self, robot: str) -> StoreCounts:
-        """Figures for ``stats()``."""
+    def counts(self, robot: str, *, tags: Sequence[str] | None = None) -> StoreCounts:
+        """Figures for ``stats()``. With ``tags``, ``total``, ``robot``, ``forgotten`` and
+        ``robots`` count only memories carrying one of them (or a tag below one):
+        ``robots`` is then the number of robots that wrote a visible one."""
         ...
 
 

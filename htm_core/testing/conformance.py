@@ -376,6 +376,24 @@ class StoreConformance:
         store.reset_embeddings()
         assert store.vector_centroid() is None
 
+    def test_counts_and_robots_within_tags(self, store: Any) -> None:
+        store.ensure_robot("r2")
+        store.ensure_robot("r3")
+        store.add_many([rec("ada one", tags=("chat:user:Ada",)),
+                        rec("ada two", tags=("chat:user:Ada:session:s1",), robot="r2"),
+                        rec("lower ada", tags=("chat:user:ada",)),
+                        rec("ada gone", key="gone", tags=("chat:user:Ada",)),
+                        rec("untagged", robot="r3")])
+        store.forget("gone", robot="r1", at=T0)
+        ada = store.counts("r1", tags=("chat:user:Ada",))
+        assert (ada.total, ada.robot, ada.forgotten, ada.robots) == (2, 1, 1, 2)
+        whole = store.counts("r1")
+        assert (whole.total, whole.forgotten, whole.robots) == (4, 1, 3)
+        assert {r.name: r.memory_count for r in store.robots(tags=("chat:user:Ada",))} == {
+            "r1": 1, "r2": 1}
+        assert [r.name for r in store.robots(tags=("chat:user:nobody",))] == []
+        assert {r.name: r.memory_count for r in store.robots()} == {"r1": 2, "r2": 1, "r3": 1}
+
     def test_reopen_sees_everything(self, store_factory: Callable[[], LongTermStore]) -> None:
         self.needs("reopen")
         s = store_factory()

@@ -104,9 +104,12 @@ class InMemoryStore:
                                        created_at=datetime.now(timezone.utc))
         return self._robots[name]
 
-    def robots(self) -> list[Robot]:
-        return [replace(r, memory_count=sum(m.robot == r.name for m in self._memories.values()))
-                for r in self._robots.values()]
+    def robots(self, *, tags: Sequence[str] | None = None) -> list[Robot]:
+        counted = {r.name: sum(m.robot == r.name for m in self._memories.values()
+                               if self._visible(m, SearchFilters(tags=tuple(tags or ()))))
+                   for r in self._robots.values()}
+        return sorted((replace(r, memory_count=counted[r.name]) for r in self._robots.values()
+                       if not tags or counted[r.name]), key=lambda r: r.name)
 
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
         self._check_batch(records)
@@ -219,11 +222,17 @@ class InMemoryStore:
                     counted[tag] = counted.get(tag, 0) + 1
         return counted
 
-    def counts(self, robot: str) -> StoreCounts:
-        visible = [m for m in self._memories.values() if self._visible(m)]
-        return StoreCounts(total=len(visible), robot=sum(m.robot == robot for m in visible),
-                           forgotten=len(self._memories) - len(visible), robots=len(self._robots),
-                           missing_embeddings=sum(m.embedding is None for m in visible))
+    def counts(self, robot: str, *, tags: Sequence[str] | None = None) -> StoreCounts:
+        within = SearchFilters(tags=tuple(tags or ()))
+        held = [m for m in self._memories.values()
+                if self._visible(replace(m, forgotten_at=None), within)]
+        visible = [m for m in held if m.forgotten_at is None]
+        return StoreCounts(
+            total=len(visible), robot=sum(m.robot == robot for m in visible),
+            forgotten=len(held) - len(visible),
+            robots=len({m.robot for m in visible}) if tags else len(self._robots),
+            missing_embeddings=sum(m.embedding is None for m in self._memories.values()
+                                   if self._visible(m)))
 
     # -- Search ------------------------------------------------------------------------
     def _window_vectors(self, m: Memory) -> list[list[float]] | None:

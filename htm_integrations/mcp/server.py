@@ -35,19 +35,17 @@ Build a server around an ``HTM`` you already have with :func:`build_server`.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.util
 import logging
 import threading
-from collections import Counter
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from htm_core import HTM, HTMError
 from htm_core import __version__ as htm_version
 from htm_core.errors import MissingDependencyError, install_hint, missing_extra
-from htm_core.models import Context, Memory, Robot, Stats
+from htm_core.models import Context, Robot, Stats
 from htm_core.scope import check_topic_tags, login_user, scope_user
 from htm_core.scoring import DEFAULT_MIN_SCORE
 from htm_core.serialize import (
@@ -88,47 +86,17 @@ def default_user() -> str:
     return scope_user() or login_user()
 
 
-def _in_scope(htm: HTM, scope: ChatScope) -> list[Memory]:
-    """Every memory ``scope`` sees, forgotten ones included (a walk of ``htm.list``)."""
-    found: list[Memory] = []
-    cursor: str | None = None
-    while True:
-        page = htm.list(tags=scope.visible, include_forgotten=True, limit=10_000,
-                        cursor=cursor)
-        found.extend(page.memories)
-        cursor = page.next_cursor
-        if cursor is None:
-            return found
-
-
 def scoped_stats(htm: HTM, scope: ChatScope) -> Stats:
-    """``htm.stats()`` with every count of memories taken inside ``scope``: long-term
-    totals, forgotten, robots, and the working memory's count and tokens. Unchanged for
-    a shared scope (the whole store)."""
-    stats = htm.stats()
-    if scope.visible is None:
-        return stats
-    memories = _in_scope(htm, scope)
-    alive = [m for m in memories if m.forgotten_at is None]
-    keys = {m.key for m in alive}
-    resident = [item for item in htm.working_memory.items() if item.key in keys]
-    return dataclasses.replace(
-        stats, long_term_total=len(alive),
-        long_term_robot=sum(m.robot == htm.robot for m in alive),
-        forgotten=len(memories) - len(alive), robots=len({m.robot for m in alive}),
-        working_memory_count=len(resident),
-        working_memory_tokens=sum(item.token_count for item in resident))
+    """``htm.stats()`` with every count of memories taken inside ``scope`` (long-term
+    totals, forgotten, robots, the working memory's count and tokens), counted in the
+    database. Unchanged for a shared scope (the whole store)."""
+    return htm.stats(tags=scope.visible)
 
 
 def scoped_robots(htm: HTM, scope: ChatScope) -> list[Robot]:
     """``htm.robots()``, inside ``scope``: the robots that wrote a memory it sees, each
     with the number of those memories (not forgotten) as ``memory_count``."""
-    robots = htm.robots()
-    if scope.visible is None:
-        return robots
-    counts = Counter(m.robot for m in _in_scope(htm, scope) if m.forgotten_at is None)
-    return [dataclasses.replace(r, memory_count=counts[r.name])
-            for r in robots if counts[r.name]]
+    return htm.robots(tags=scope.visible)
 
 
 def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
@@ -200,33 +200,43 @@ class SQLCatalogue(ABC):
             "GROUP BY t.name ORDER BY t.name")).all())
         return {str(r[0]): int(r[1]) for r in rows}
 
-    def counts(self, robot: str) -> StoreCounts:
-        """Figures for ``stats()``: global, this robot's, forgotten, robots, unembedded."""
+    def counts(self, robot: str, *, tags: Sequence[str] | None = None) -> StoreCounts:
+        """Figures for ``stats()``: global (or within ``tags``), this robot's, forgotten,
+        robots, unembedded."""
+        params: dict[str, Any] = {"robot": robot}
+        tagged = self._filter_sql(SearchFilters(tags=tuple(tags or ())), params,
+                                  visible_only=False)
+        robots = ("(SELECT count(*) FROM robots)" if not tags else
+                  f"(SELECT count(DISTINCT m.robot_id) FROM memories m WHERE {tagged} "
+                  "AND m.forgotten_at IS NULL)")
         row = self._reading("counting memories", lambda conn: conn.execute(text(
             "SELECT "
-            " (SELECT count(*) FROM memories WHERE forgotten_at IS NULL),"
+            f" (SELECT count(*) FROM memories m WHERE {tagged} AND m.forgotten_at IS NULL),"
             " (SELECT count(*) FROM memories m JOIN robots r ON r.id = m.robot_id "
-            "   WHERE r.name = :robot AND m.forgotten_at IS NULL),"
-            " (SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL),"
-            " (SELECT count(*) FROM robots),"
+            f"   WHERE r.name = :robot AND {tagged} AND m.forgotten_at IS NULL),"
+            f" (SELECT count(*) FROM memories m WHERE {tagged} AND m.forgotten_at IS NOT NULL),"
+            f" {robots},"
             " (SELECT count(*) FROM memories m WHERE m.embedding IS NULL AND "
             f"  m.forgotten_at IS NULL AND {NOT_FAILED}),"
             f" ({FAILED_COUNT})"
-        ), {"robot": robot}).first())
+        ), params).first())
         assert row is not None
         return StoreCounts(total=int(row[0]), robot=int(row[1]), forgotten=int(row[2]),
                            robots=int(row[3]), missing_embeddings=int(row[4]),
                            failed_embeddings=int(row[5]))
 
-    def robots(self) -> list[Robot]:
-        """Every robot on the store, with its count of visible memories."""
+    def robots(self, *, tags: Sequence[str] | None = None) -> list[Robot]:
+        """Every robot on the store, with its count of visible memories (within ``tags``,
+        only the robots that wrote one carrying them)."""
+        params: dict[str, Any] = {}
+        tagged = self._filter_sql(SearchFilters(tags=tuple(tags or ())), params)
         rows = self._reading("listing robots", lambda conn: conn.execute(text(
             "SELECT r.id, r.name, r.created_at, r.last_active, "
-            "(SELECT count(*) FROM memories m WHERE m.robot_id = r.id "
-            " AND m.forgotten_at IS NULL) FROM robots r ORDER BY r.name")).all())
+            f"(SELECT count(*) FROM memories m WHERE m.robot_id = r.id AND {tagged}) AS n "
+            "FROM robots r ORDER BY r.name"), params).all())
         return [Robot(id=int(r[0]), name=r[1], created_at=self._time_out(r[2]),
                       last_active=self._time_out(r[3]) if r[3] else None,
-                      memory_count=int(r[4])) for r in rows]
+                      memory_count=int(r[4])) for r in rows if not tags or r[4]]
 
     # -- the operations log ----------------------------------------------------------
 
