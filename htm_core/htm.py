@@ -39,7 +39,6 @@ from ._forgetting import NeverForget
 from ._intake import Intake
 from ._introspection import Introspection
 from ._listing import Listing
-from ._rerank import check_min_score, check_rerank, finish, rerank_depth
 from ._versions import Versioning, check_include_history, with_history, write_readding
 from .background import FlushTimer
 from .clock import Clock, local_now
@@ -49,7 +48,9 @@ from .enrich.base import ImportanceScorer, SummaryWriter, Tagger
 from .enrich.documents import diff_document, plan_document
 from .models import Context, Hit, Memory
 from .observability import Metrics, instrumented
-from .retrieval import RetrievalConfig, search
+from .recall import RetrievalConfig, search
+from .recall.rerank import check_rerank, rerank_depth
+from .scoring import check_min_score, finish
 from .store import LongTermStore, open_store
 from .tags import tag_filter
 from .tokens import TokenCounter, resolve_counter

@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..explain import explain_recall
-from ..retrieval import STRATEGIES
+from ..recall import STRATEGIES
 from .app import UI
 from .memories import choice_arg, int_arg, text_arg
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from htm_core.retrieval import coverage
+from htm_core.recall import coverage
 from htm_core.store._text import (
     MAX_TERMS,
     STOPWORDS,

@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "htm_core"
 
-BELOW_THE_FACADE = ("htm_core.store", "htm_core.working", "htm_core.retrieval",
+BELOW_THE_FACADE = ("htm_core.store", "htm_core.working", "htm_core.recall",
                     "htm_core.enrich", "htm_core._embedding", "htm_core._intake")
 FACADE = ("htm_core.htm",)
 

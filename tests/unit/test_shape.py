@@ -30,7 +30,6 @@ LONG_FUNCTIONS = {
     "htm_core/enrich/kinds.py::enrichment_handlers": 65,
     "htm_core/htm.py::HTM.__init__": 75,
     "htm_core/htm.py::HTM.recall": 64,
-    "htm_core/retrieval.py::search": 69,
     "htm_core/store/postgres/_writer.py::_PostgresWriter._add_many": 108,
     "htm_core/store/sqlite/_engine.py::_SQLiteEngine._write": 62,
     "htm_core/store/sqlite/_writer.py::_SQLiteWriter._add_many": 128,
