@@ -269,10 +269,10 @@ def _load(url: str, ds: Dataset, n: int) -> None:
 def bench_recall(url: str, n: int, *, kind: str, queries: int, budget: int,
                  backend: str) -> dict[str, Any]:
     """Median HTM.recall (hybrid, top 10, full working memory) against the analogue, and
-    the hybrid search alone (``htm_core.retrieval.search`` on the store: no query embedding,
+    the hybrid search alone (``htm_core.recall.search`` on the store: no query embedding,
     no fetch of the memories, no working memory)."""
     from htm_core import HTM
-    from htm_core.retrieval import search
+    from htm_core.recall import search
     from htm_core.store import SearchFilters
 
     ds = make_dataset(kind, n, queries=queries)

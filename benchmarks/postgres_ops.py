@@ -53,7 +53,7 @@ def bench_size(server_url: str, n: int, *, queries: int, batch: int, append: int
                memory_mb: int, ef_values: Sequence[int] = (),
                hnsw: dict[str, int] | None = None, ef_search: int = 64) -> dict[str, Any]:
     """Load ``n`` memories into a fresh database and time the operations."""
-    from htm_core.retrieval import RetrievalConfig, search
+    from htm_core.recall import RetrievalConfig, search
     from htm_core.store.base import SearchFilters
     from htm_core.store.postgres import PostgresStore
 

@@ -51,7 +51,7 @@ def _cycle(items: Sequence[Any]):  # type: ignore[no-untyped-def]
 def bench_size(n: int, *, queries: int, baseline_queries: int, baselines: bool) -> dict[str, Any]:
     """Time every contender at size ``n``; returns medians in seconds."""
     from htm_core import HTM
-    from htm_core.retrieval import RetrievalConfig, search
+    from htm_core.recall import RetrievalConfig, search
     from htm_core.store.base import SearchFilters
     from htm_core.store.sqlite import SQLiteStore
 

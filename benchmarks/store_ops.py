@@ -269,7 +269,7 @@ import json, sys, time
 import numpy as np
 from htm_core.store.sqlite import SQLiteStore
 from htm_core.store.base import SearchFilters
-from htm_core.retrieval import search
+from htm_core.recall import search
 from benchmarks._common import rss_mb
 queries = json.loads(open(sys.argv[2]).read())
 base = rss_mb()

@@ -57,7 +57,7 @@ from .errors import (
 )
 from .htm import HTM
 from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
-from .retrieval import RetrievalConfig
+from .recall import RetrievalConfig
 from .tokens import CallableCounter, TiktokenCounter, TokenCounter
 from .working import WorkingMemory
 

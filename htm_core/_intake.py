@@ -28,7 +28,7 @@ from .errors import (
     StoreError,
     ValidationError,
 )
-from .retrieval import check_recall_strategy
+from .recall import check_recall_strategy
 from .store import NewMemory, SearchFilters
 from .store.base import content_hash, generated_key
 from .store.values import checked_instance

@@ -1,7 +1,7 @@
 """Why recall returns what it returns: a read-only look inside one recall.
 
 :func:`explain_recall` runs the same search as :meth:`HTM.recall <htm_core.HTM.recall>` (same
-argument checks, same :func:`~htm_core.retrieval.search`, same configuration) and also
+argument checks, same :func:`~htm_core.recall.search`, same configuration) and also
 reads each arm's own ranked list, but it changes nothing: no memory enters working memory,
 no access is counted, nothing is logged. It returns
 
@@ -36,11 +36,12 @@ from . import _intake
 from .clock import to_timestamp
 from .errors import MemoryTooLargeError
 from .models import Memory
-from .querytime import QueryTime, query_timeframe, without_idle_time_arms
-from .retrieval import hybrid_arms, search
+from .querytime import QueryTime, query_timeframe
+from .recall import search
+from .recall.pipeline import run_arms
 from .scoring import finish
-from .store._text import parse_query
 from .store.base import SearchFilters
+from .text import parse_query
 from .working import WorkingMemory
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ def _arm_lists(htm: HTM, query: str, vector: Callable[[], list[float]], strategy
                limit: int, filters: SearchFilters,
                now: datetime) -> dict[str, list[tuple[int, float]]]:
     """Each arm's ranked (id, score) list, asked as :func:`search` asks them
-    (:func:`~htm_core.retrieval.hybrid_arms`)."""
+    (:func:`~htm_core.recall.pipeline.run_arms`)."""
     store, config = htm.store, htm._retrieval
     if strategy == "vector":
         return {"vector": store.vector_search(vector(), limit=limit, filters=filters)}
@@ -150,10 +151,8 @@ def _arm_lists(htm: HTM, query: str, vector: Callable[[], list[float]], strategy
     if not parse_query(query):
         return {"vector": [(m, s) for m, s in store.vector_search(
             vector(), limit=limit, filters=filters) if s >= config.no_terms_floor]}
-    asked, _when = hybrid_arms(store, query, vector, limit=limit, filters=filters,
-                               config=config, now=now)
-    return without_idle_time_arms(
-        dict(zip(asked, store.search_arms(list(asked.values())), strict=True)))
+    return run_arms(store, query, vector, limit=limit, filters=filters, config=config,
+                    now=now)[1]
 
 
 def _would_evict(htm: HTM, hits: Sequence[Memory], now: datetime

@@ -40,7 +40,6 @@ from ._forgetting import Forgetter
 from ._intake import Intake
 from ._introspection import Introspection
 from ._listing import Lister
-from ._rerank import check_min_score, check_rerank, finish, rerank_depth
 from ._versions import Versions, check_include_history, with_history, write_readding
 from .background import FlushTimer
 from .clock import Clock, local_now
@@ -51,7 +50,9 @@ from .enrich.documents import diff_document, plan_document
 from .errors import ClosedError
 from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
 from .observability import Metrics, instrumented
-from .retrieval import RetrievalConfig, search
+from .recall import RetrievalConfig, search
+from .recall.rerank import check_rerank, rerank_depth
+from .scoring import check_min_score, finish
 from .store import LongTermStore, SearchFilters, open_store
 from .tags import tag_filter
 from .tokens import TokenCounter, resolve_counter

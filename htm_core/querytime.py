@@ -1,6 +1,6 @@
 """Time expressions inside a recall query: "last May", "two weeks ago", "in June 2023".
 
-Hybrid recall (:func:`htm_core.retrieval.search`) asks :func:`query_timeframe` for the
+Hybrid recall (:func:`htm_core.recall.search`) asks :func:`query_timeframe` for the
 first time expression in the query and, when there is one, runs both arms again inside
 that window. A false positive costs recall (memories from the wrong month rise), so only
 real time phrases count:
@@ -26,19 +26,12 @@ years in the clock's time zone; "N days ago" is a window around that day; rollin
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
-from typing import Any, TypeVar
 
 from .clock import to_aware
 
-__all__ = ["TIME_ARM_SUFFIX", "QueryTime", "query_timeframe", "without_idle_time_arms"]
-
-_Hits = TypeVar("_Hits", bound=Sequence[tuple[int, Any]])
-
-#: The suffix of the names of the arms a time phrase adds (``vector@time``...).
-TIME_ARM_SUFFIX = "@time"
+__all__ = ["QueryTime", "query_timeframe"]
 
 _MONTHS = {name: i + 1 for i, names in enumerate([
     ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
@@ -150,30 +143,6 @@ def query_timeframe(query: str, now: datetime) -> QueryTime | None:
         if window is not None:
             return QueryTime(window[0], window[1], m.group(0))
     return None
-
-
-def without_idle_time_arms(found: Mapping[str, _Hits]) -> dict[str, _Hits]:
-    """``found`` (each arm's (id, score) hits, by arm name) without the time arms when the
-    query's window left out none of the candidates of the arms they repeat.
-
-    A time arm (``vector@time``) is its arm (``vector``) run inside the window; when every
-    hit of ``vector`` and of ``fulltext`` lies inside it (on a store whose memories are all
-    from "today", say), the window tells the candidates nothing apart, and its arms would
-    only lift whatever they happen to rank first (the least typical memory) above the
-    memories that match the rest of the query.
-
-    >>> without_idle_time_arms({"vector": [(1, 0.5)], "vector@time": [(1, 0.5)],
-    ...                         "atypical@time": [(1, 0.2)]})
-    {'vector': [(1, 0.5)]}
-    """
-    timed = [name for name in found if name.endswith(TIME_ARM_SUFFIX)]
-    if not timed:
-        return dict(found)
-    for name in ("vector", "fulltext"):
-        inside = {mid for mid, _ in found.get(name + TIME_ARM_SUFFIX, ())}
-        if any(mid not in inside for mid, _ in found.get(name, ())):
-            return dict(found)
-    return {name: hits for name, hits in found.items() if name not in timed}
 
 
 def _is_time_phrase(kind: str, m: re.Match[str], query: str) -> bool:

@@ -8,8 +8,8 @@ on one scale, the one :attr:`htm_core.models.Hit.score` carries:
 - the memory's **evidence** combines its cosine similarity ``c`` to the query (``vector``:
   plain cosine; ``hybrid``: the cosine to the centred query, what the memory shares with
   the query beyond what every memory shares, less the typicality penalty of
-  :class:`~htm_core.retrieval.RetrievalConfig`), clamped to [0, 1], and its **coverage**
-  ``v``, the share of the query's words it contains (by stem, :mod:`htm_core._coverage`;
+  :class:`~htm_core.recall.RetrievalConfig`), clamped to [0, 1], and its **coverage**
+  ``v``, the share of the query's words it contains (by stem, :mod:`htm_core.recall.coverage`;
   case and diacritics ignored; the query's time phrase, such as "today", is not one of its words;
   ``fulltext`` uses coverage alone). Either is evidence on its own, and both together
   more: ``evidence = 1 - (1 - c) * (1 - 0.8 v)`` (:data:`COVERAGE_WEIGHT`), so a memory
@@ -40,11 +40,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from ._coverage import _share, _sharer, _stem, _stems_of
 from .errors import ValidationError
 from .querytime import query_timeframe
-from .retrieval import RankedId, RetrievalConfig
-from .store._text import parse_query
+from .recall import RankedId, RetrievalConfig
+from .recall.coverage import share, sharer, stem, stems_of
+from .text import parse_query
 
 __all__ = ["COVERAGE_WEIGHT", "DEFAULT_MIN_SCORE", "TIE_STEP", "check_min_score", "evidence_of",
            "finish", "relevance_floor"]
@@ -117,13 +117,13 @@ def _combined(cosine: float, cover: float) -> float:
 def _query_terms(query: str) -> tuple[list[str], list[str]]:
     """The query's word stems and its CJK runs, as coverage counts them."""
     parsed = parse_query(query)
-    return [_stem(w) for w in parsed.coverage_words()], list(parsed.runs)
+    return [stem(w) for w in parsed.coverage_words()], list(parsed.runs)
 
 
 def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known],
               strategy: str) -> dict[int, float]:
     stems, runs = _query_terms(query)
-    held = {r.id: _stems_of(known[r.id].content) for r in ranked if r.id in known}
+    held = {r.id: stems_of(known[r.id].content) for r in ranked if r.id in known}
     if len(held) >= 5 and len(stems) >= 2:
         # A word found in nearly every hit (a speaker's name in a chat log) tells them
         # apart no more than it tells them from the rest of the store: it does not count.
@@ -131,10 +131,10 @@ def _evidence(query: str, ranked: Sequence[RankedId], known: Mapping[int, _Known
         if len(common) < len(stems):
             stems = [s for s in stems if s not in common]
     out = {}
-    share = _sharer(stems, runs)
+    cover_of = sharer(stems, runs)
     for r in ranked:
         memory = known.get(r.id)
-        cover = 0.0 if memory is None else share(memory.content)
+        cover = 0.0 if memory is None else cover_of(memory.content)
         cosine = 0.0 if strategy == "fulltext" or r.similarity is None else r.similarity
         out[r.id] = _combined(cosine, cover)
     return out
@@ -145,7 +145,7 @@ def evidence_of(query: str, content: str, cosine: float | None) -> float:
     ``cosine`` (None: not compared by vector) combined with the share of the query's words
     ``content`` contains. Used for hits ranked outside a recall's list (history)."""
     stems, runs = _query_terms(query)
-    return _combined(cosine or 0.0, _share(stems, runs, content))
+    return _combined(cosine or 0.0, share(stems, runs, content))
 
 
 Reranker = Callable[[str, Sequence[RankedId], Mapping[int, _Known]], list[RankedId]]

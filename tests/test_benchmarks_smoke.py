@@ -141,3 +141,20 @@ def test_long_memories_quick(tmp_path: Path, what: str) -> None:
         assert [r[1] for r in rows[2:]] == ["100", "100", "600"]
     else:
         assert rows[2][-1] != "0"  # 30-word texts make windows
+
+
+def test_recall_dump_quick_is_the_same_twice(tmp_path: Path) -> None:
+    """Two dumps of the same tree are byte-identical (what a before/after comparison relies
+    on), and every set and kind of call is in them."""
+    sets = "dev,assistant"
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    for out in (first, second):
+        run("recall_dump", str(out), "--quick", "--sets", sets, cache=tmp_path)
+    lines = first.read_text(encoding="utf-8").splitlines()
+    assert first.read_bytes() == second.read_bytes()
+    assert {line.split(" ", 1)[0] for line in lines} == set(sets.split(","))
+    for call in ("default vector limit=1:", "default fulltext limit=25:", "explain:",
+                 "default hybrid neighbors=3:", "default hybrid rerank:", " plain:",
+                 " fusion-fn:"):
+        assert any(call in line for line in lines), call
+    assert any("'neighbor'" in line for line in lines)

@@ -18,7 +18,7 @@ from benchmarks import recall_quality as rq
 from benchmarks.data import assistant, generate
 from htm_core import HTM, FrozenClock, HashingEmbedder, RetrievalConfig
 from htm_core.errors import ValidationError
-from htm_core.retrieval import query_timeframe, reciprocal_rank_fusion, search
+from htm_core.recall import query_timeframe, reciprocal_rank_fusion, search
 from htm_core.store import SearchFilters
 from htm_core.store._common import informative_terms
 
@@ -471,7 +471,7 @@ def test_recall_neighbors_option(sqlite_url: str, clock: FrozenClock) -> None:
 
 def test_coverage_weighs_full_text_hits_by_their_share_of_query_words(
         sqlite_url: str, clock: FrozenClock) -> None:
-    from htm_core.retrieval import coverage
+    from htm_core.recall import coverage
 
     assert coverage(["beagle", "adopted"], "Ana: we adopt a Beagle") == 1.0
     assert coverage(["beagle", "adopted"], "Ana: my family") == 0.0

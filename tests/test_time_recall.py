@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from htm_core import HTM, FrozenClock, RetrievalConfig
-from htm_core.retrieval import RankedId, reciprocal_rank_fusion
+from htm_core.recall import RankedId, reciprocal_rank_fusion
 
 UTC = timezone.utc
 NOW = datetime(2024, 6, 19, 15, 30, tzinfo=UTC)

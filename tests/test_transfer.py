@@ -256,7 +256,7 @@ def _recall_keys(url: str) -> list[list[str]]:
 
 
 def _ranked(htm: HTM, query: str) -> list[Any]:
-    from htm_core.retrieval import search
+    from htm_core.recall import search
     from htm_core.store import SearchFilters
 
     return search(htm.store, query=query, query_vector=lambda: htm.embedder.embed_query(query),

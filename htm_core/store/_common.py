@@ -1,6 +1,6 @@
 """Pieces shared by the SQL backends: URL handling, common full-text words, row mapping.
 
-How a query becomes full-text terms is in :mod:`htm_core.store._text`.
+How a query becomes full-text terms is in :mod:`htm_core.text`.
 """
 
 from __future__ import annotations

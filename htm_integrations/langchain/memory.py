@@ -33,7 +33,7 @@ from typing import Any
 
 from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Memory
-from htm_core.retrieval import check_recall_strategy
+from htm_core.recall import check_recall_strategy
 from htm_core.validation import (
     check_importance,
     check_key,

@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from htm_core.explain import explain_recall
-from htm_core.retrieval import STRATEGIES
+from htm_core.recall import STRATEGIES
 
 from .app import UI
 from .memories import choice_arg, int_arg, text_arg

@@ -28,7 +28,7 @@ from htm_core.errors import (
     StoreError,
     ValidationError,
 )
-from htm_core.retrieval import search
+from htm_core.recall import search
 from htm_core.store import SCHEMA_VERSION, NewMemory, SearchFilters, open_store
 from htm_core.store.base import ArmQuery
 from htm_core.store.postgres import DEFAULT_EF_SEARCH, PostgresStore, postgres_url

@@ -5,7 +5,7 @@ two ways: ``isinstance`` against each ``runtime_checkable`` role (members presen
 open store of each backend, and a structural comparison of every member's signature
 (parameter names, kinds and defaults) between the role and the class. The fake
 (``htm_core.testing.InMemoryStore``) then carries a real ``HTM`` and a recall through
-``htm_core.retrieval.search``, which asks only for the ``Search`` role.
+``htm_core.recall.search``, which asks only for the ``Search`` role.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from htm_core import HTM, HashingEmbedder
 from htm_core.enrich import InMemoryJobQueue, SQLJobQueue
-from htm_core.retrieval import search
+from htm_core.recall import search
 from htm_core.store import open_store
 from htm_core.store.base import (
     BulkLoad,

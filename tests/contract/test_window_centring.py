@@ -14,7 +14,8 @@ import numpy as np
 
 from htm_core import HTM, RetrievalConfig
 from htm_core._windows import split_windows
-from htm_core.retrieval import _centred, hybrid_arms
+from htm_core.recall import hybrid_arms
+from htm_core.recall.centring import centre
 from htm_core.store import SearchFilters
 from htm_core.store.base import ArmQuery
 from tests.unit.test_windows import BagOfWords
@@ -113,7 +114,7 @@ def test_hybrid_arms_recentre_only_centred_window_searches(htm_factory):
     recentre = arms(config)["vector"].recentre
     assert recentre is not None and arms(config)["fulltext"].recentre is None
     mean = _window_mean()
-    expected = _centred(np.asarray(given, np.float64), mean, config.typical_penalty)
+    expected = centre(np.asarray(given, np.float64), mean, config.typical_penalty)
     assert expected is not None and np.allclose(recentre(mean), expected)
     assert arms(config.with_options(window_centring=False))["vector"].recentre is None
     assert arms(config.with_options(centering=False))["vector"].recentre is None

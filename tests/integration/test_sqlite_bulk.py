@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from htm_core.errors import DuplicateKeyError, StoreError
-from htm_core.store._text import _CJK_RANGES, CJK_GLOB
 from htm_core.store.base import SCHEMA_VERSION, NewMemory, SearchFilters, generated_key
 from htm_core.store.sqlite import _FTS_BATCH_KEY, SQLiteStore
+from htm_core.text import _CJK_RANGES, CJK_GLOB
 
 T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
 DIM = 16

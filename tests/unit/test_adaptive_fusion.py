@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 import pytest
 
 from htm_core import HTM, FrozenClock, RetrievalConfig
-from htm_core.retrieval import _coverage_rrf
+from htm_core.recall.fusion import coverage_rrf
 from htm_core.store.base import Brief
 
 from .test_ranking_round_two import START
@@ -32,7 +32,7 @@ class _Known:
 def _fuse(arms: dict[str, list[int]], texts: dict[int, str], query: str,
           **options: object) -> list[tuple[int, float]]:
     config = RetrievalConfig().with_options(**options)
-    return [(r.id, r.score) for r in _coverage_rrf(arms, query, config,
+    return [(r.id, r.score) for r in coverage_rrf(arms, query, config,
                                                     _Known(texts))]  # type: ignore[arg-type]
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from htm_core.retrieval import coverage
-from htm_core.store._text import (
+from htm_core.recall import coverage
+from htm_core.text import (
     MAX_TERMS,
     STOPWORDS,
     fold,

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from htm_core import HashingEmbedder
-from htm_core.retrieval import RetrievalConfig, _coverage_rrf, _may_reach_top, search
+from htm_core.recall import RetrievalConfig, search
+from htm_core.recall.fusion import coverage_rrf, may_reach_top
 from htm_core.store.base import Brief, NewMemory, SearchFilters
 from htm_core.store.sqlite import SQLiteStore
 
@@ -29,7 +30,7 @@ class _Known:
 
 def test_fused_top_is_always_inside_the_prefetched_set() -> None:
     """Whatever the full-text hits' coverage, the fused top ``pool`` is among the ids
-    ``_may_reach_top`` names, and the bound is tight enough to leave ids out."""
+    ``may_reach_top`` names, and the bound is tight enough to leave ids out."""
     rng = random.Random(5)
     config = RetrievalConfig()
     pool = 20
@@ -43,8 +44,8 @@ def test_fused_top_is_always_inside_the_prefetched_set() -> None:
         query = " ".join(rng.sample(WORDS, 4))
         briefs = {i: Brief(i, " ".join(rng.sample(WORDS, rng.randint(0, 5))), "r", START)
                   for i in universe}
-        fused = _coverage_rrf(arms, query, config, _Known(briefs))  # type: ignore[arg-type]
-        reach = set(_may_reach_top(arms, config, pool))
+        fused = coverage_rrf(arms, query, config, _Known(briefs))  # type: ignore[arg-type]
+        reach = set(may_reach_top(arms, config, pool))
         assert {r.id for r in fused[:pool]} <= reach, trial
         everything = {i for got in arms.values() for i in got}
         narrower += len(reach) < len(everything)
@@ -53,7 +54,7 @@ def test_fused_top_is_always_inside_the_prefetched_set() -> None:
 
 def test_no_neighbours_means_nothing_to_prefetch() -> None:
     config = RetrievalConfig(neighbors=0)
-    assert _may_reach_top({"vector": [1, 2], "fulltext": [3]}, config, 20) == []
+    assert may_reach_top({"vector": [1, 2], "fulltext": [3]}, config, 20) == []
 
 
 def test_a_hybrid_recall_reads_briefs_once(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("htm_core", "htm_integrations")
 
-BELOW_THE_FACADE = ("htm_core.store", "htm_core.working", "htm_core.retrieval",
+BELOW_THE_FACADE = ("htm_core.store", "htm_core.working", "htm_core.recall",
                     "htm_core.enrich", "htm_core._embedding", "htm_core._intake",
                     "htm_core._listing", "htm_core._versions", "htm_core._forgetting",
                     "htm_core._introspection", "htm_core._async")
@@ -49,10 +49,6 @@ WORKING_MEMORY = ("htm_core.working.memory", "htm_core.working.eviction",
 #: ``(importer, private module)`` pairs where a private module is used outside its package
 #: today. May only shrink: an entry no longer needed fails the test until it is removed.
 PRIVATE_CROSSINGS = frozenset({
-    ("htm_core._coverage", "htm_core.store._text"),
-    ("htm_core.explain", "htm_core.store._text"),
-    ("htm_core.retrieval", "htm_core.store._text"),
-    ("htm_core.scoring", "htm_core.store._text"),
     ("htm_core.check", "htm_core.store.sqlite._files"),
     ("htm_core.cli", "htm_core.store.sqlite._files"),
     ("htm_core.transfer", "htm_core.store.sqlite._files"),
@@ -235,7 +231,7 @@ def test_the_string_check_sees_an_adapter_loaded_by_name() -> None:
 
 
 def test_the_private_check_knows_whose_a_private_part_is() -> None:
-    assert _private_owner("htm_core.store._text") == "htm_core.store"
+    assert _private_owner("htm_core.store._vectors") == "htm_core.store"
     assert _private_owner("htm_core.store.sqlite._files.backup_database") == "htm_core.store.sqlite"
     assert _private_owner("htm_core.cli_args._opt") == "htm_core"
     assert _private_owner("htm_core.store.base") is None

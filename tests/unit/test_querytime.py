@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from htm_core.querytime import QueryTime, query_timeframe
-from htm_core.retrieval import QueryTime as RetrievalQueryTime
-from htm_core.retrieval import query_timeframe as retrieval_query_timeframe
+from htm_core.recall import QueryTime as RecallQueryTime
+from htm_core.recall import query_timeframe as recall_query_timeframe
 
 UTC = timezone.utc
 NOW = datetime(2024, 6, 19, 15, 30, tzinfo=UTC)  # a Wednesday
@@ -235,8 +235,8 @@ def test_absurd_numbers_give_no_window_rather_than_an_error() -> None:
         is None
 
 
-def test_retrieval_still_exports_the_names() -> None:
-    assert RetrievalQueryTime is QueryTime and retrieval_query_timeframe is query_timeframe
+def test_recall_exports_the_names() -> None:
+    assert RecallQueryTime is QueryTime and recall_query_timeframe is query_timeframe
 
 
 @pytest.mark.parametrize("module", ["htm_core.querytime", "htm_core.timeframe", "htm_core.clock"])

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from htm_core import HTM, FrozenClock, RetrievalConfig
-from htm_core._duplicates import demote_duplicates
 from htm_core.errors import ValidationError
-from htm_core.retrieval import _stems_of, centred_query
+from htm_core.recall import centred_query
+from htm_core.recall.coverage import stems_of
+from htm_core.recall.duplicates import demote_duplicates
 from htm_core.store.base import Brief
 
 DIM = 16
@@ -154,12 +155,12 @@ def test_demote_duplicates_keeps_unrelated_order_and_every_id() -> None:
              5: "Kenji: work has been crazy"}
     known = {i: Brief(i, t, "r", START + timedelta(days=i)) for i, t in texts.items()}
     scores = {1: 0.9, 3: 0.8, 2: 0.7, 5: 0.6, 4: 0.5}
-    order, out = demote_duplicates([1, 3, 2, 5, 4], scores, known, _stems_of, pool=5,
+    order, out = demote_duplicates([1, 3, 2, 5, 4], scores, known, stems_of, pool=5,
                                    threshold=0.9)
     assert order == [5, 2, 4, 1, 3]
     assert out[5] == 0.9 and set(out) == set(scores)
     # Outside the pool nothing is grouped.
-    order, _ = demote_duplicates([1, 3, 2, 5, 4], scores, known, _stems_of, pool=1,
+    order, _ = demote_duplicates([1, 3, 2, 5, 4], scores, known, stems_of, pool=1,
                                  threshold=0.9)
     assert order == [1, 3, 2, 5, 4]
 
@@ -178,7 +179,7 @@ def test_demote_duplicates_below_one_groups_nearly_equal_stems() -> None:
     texts = {1: base, 2: base + " juliet", 3: "kilo lima mike"}
     known = {i: Brief(i, t, "r", START + timedelta(days=i)) for i, t in texts.items()}
     scores = {1: 0.9, 2: 0.8, 3: 0.7}
-    order, _ = demote_duplicates([1, 2, 3], scores, known, _stems_of, pool=3, threshold=0.9)
+    order, _ = demote_duplicates([1, 2, 3], scores, known, stems_of, pool=3, threshold=0.9)
     assert order == [2, 3, 1]
-    order, _ = demote_duplicates([1, 2, 3], scores, known, _stems_of, pool=3, threshold=1.0)
+    order, _ = demote_duplicates([1, 2, 3], scores, known, stems_of, pool=3, threshold=1.0)
     assert order == [1, 2, 3]

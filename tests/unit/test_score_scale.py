@@ -12,7 +12,7 @@ import pytest
 
 from htm_core import HTM, FrozenClock
 from htm_core.scoring import DEFAULT_MIN_SCORE
-from htm_core.store._text import parse_query
+from htm_core.text import parse_query
 
 #: A fresh store of one day: every memory is from "today".
 TODAY = [

@@ -28,7 +28,6 @@ LONG_FUNCTIONS = {
     "htm_core/cli_args.py::build_parser": 109,
     "htm_core/demo.py::_tour": 87,
     "htm_core/enrich/kinds.py::enrichment_handlers": 65,
-    "htm_core/retrieval.py::search": 69,
     "htm_core/store/postgres/_writer.py::_PostgresWriter._add_many": 108,
     "htm_core/store/sqlite/_engine.py::_SQLiteEngine._write": 62,
     "htm_core/store/sqlite/_writer.py::_SQLiteWriter._add_many": 105,

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection
 
 from ...errors import NotFoundError
 from ...models import Memory
-from .._text import parse_query
+from ...text import parse_query
 from .._vectors import clear_failures
 from ..base import UPDATE_FIELDS, ArmQuery, NewMemory
 from ..merging import merge_update, update_fields

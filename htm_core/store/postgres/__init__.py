@@ -16,10 +16,10 @@ How it works:
   result. Reads run in autocommit mode (no BEGIN / ROLLBACK round trips on the recall
   path).
 - Full text: a generated ``tsvector`` column (``to_tsvector('english', ...)`` of
-  :data:`~htm_core.store._text.PG_INDEX_TEXT`: punctuation as spaces, Latin diacritics
+  :data:`~htm_core.text.PG_INDEX_TEXT`: punctuation as spaces, Latin diacritics
   removed) with a GIN index, ranked by ``ts_rank`` (``ts_rank_cd`` cost twice as much per
   matching row and ranked no better on the recall-quality set). User text is reduced to
-  words and phrases (:func:`~htm_core.store._text.parse_query`, the rules SQLite follows
+  words and phrases (:func:`~htm_core.text.parse_query`, the rules SQLite follows
   too) and each goes through ``phraseto_tsquery`` as a bound value; they are OR-ed,
   except that a word in more than a tenth of the memories (by the table's statistics)
   only breaks ties. CJK runs are substrings (``strpos``) of the memories a partial index

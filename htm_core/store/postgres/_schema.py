@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._text import CJK_REGEX, PG_INDEX_TEXT
+from ...text import CJK_REGEX, PG_INDEX_TEXT
 from .._vectors import (
     FAILURES_DDL,
 )

@@ -16,9 +16,9 @@ from ...errors import (
     SchemaError,
     ValidationError,
 )
+from ...text import CJK_REGEX, TextQuery, parse_query
 from ...validation import check_int
 from .. import _common
-from .._text import CJK_REGEX, TextQuery, parse_query
 from ..base import (
     ArmQuery,
     Brief,
@@ -80,7 +80,7 @@ class _PostgresSearch(PostgresWorkingSet):
     def _fulltext_sql(self, parsed: TextQuery, limit: int, filters: SearchFilters,
                       common: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
         """The words' hits and the CJK runs' hits, merged as
-        :func:`~htm_core.store._text.merge_hits` merges them, in one statement."""
+        :func:`~htm_core.text.merge_hits` merges them, in one statement."""
         params: dict[str, Any] = {"limit": limit}
         if not parsed.runs:
             return self._words_sql(parsed.words, filters, common, params), params

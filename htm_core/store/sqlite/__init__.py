@@ -5,7 +5,7 @@
 - Full text: an FTS5 table (porter stemming, unicode61) kept in step by triggers, ranked
   by bm25; ``add_many`` indexes its new rows with one statement per batch while the insert
   trigger stands aside (see ``_FTS_BATCH_KEY``). User text is reduced to quoted words and
-  phrases (:func:`~htm_core.store._text.parse_query`) before it reaches ``MATCH``. A
+  phrases (:func:`~htm_core.text.parse_query`) before it reaches ``MATCH``. A
   second FTS5 table with the trigram tokenizer holds the memories with CJK characters,
   whose substrings a CJK query looks for.
 - Vectors: float32 BLOBs in the ``memories`` table and an in-process numpy index

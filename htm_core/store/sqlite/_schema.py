@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy.engine import Connection
 
-from .._text import CJK_GLOB
+from ...text import CJK_GLOB
 from .._vectors import (
     FAILURES_DDL,
 )

@@ -16,9 +16,9 @@ from ...clock import to_timestamp, utc_from_timestamp
 from ...errors import (
     DimensionMismatchError,
 )
+from ...text import merge_hits, parse_query
 from .._common import chunks, informative_terms
 from .._sql.catalogue import VISIBLE
-from .._text import merge_hits, parse_query
 from ..ann import ApproximateIndex, make_index
 from ..base import (
     ArmQuery,

@@ -20,9 +20,9 @@ from ...errors import (
     DuplicateKeyError,
 )
 from ...models import Memory
+from ...text import CJK_REGEX
 from .._coherence import Merged, as_dict, merge_readd, touch_detail
 from .._common import chunks
-from .._text import CJK_REGEX
 from .._vectors import (
     batch_embedder,
     clear_failures,

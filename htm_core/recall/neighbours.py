@@ -1,8 +1,8 @@
 """Neighbour credit: a memory stored next to a better-scoring one shares its relevance.
 
 In a conversation the reply "Biscuit!" means nothing without the turn before it ("we
-adopted a puppy"). Hybrid recall (:mod:`htm_core.retrieval`) therefore lets each scored
-memory lend to the memories up to ``neighbors`` ids away (same robot, created within
+adopted a puppy"). Hybrid recall (:mod:`htm_core.recall.pipeline`) therefore lets each scored
+memory lend to the memories up to ``neighbours`` ids away (same robot, created within
 ``gap`` seconds) that score less: ``weight ** distance`` × what lifts the lender above the
 weakest candidate, never enough to pass the lender, and proportionally less to a memory
 longer than ``words`` words (a long message stands on its own). A memory no arm found
@@ -14,15 +14,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from .store.base import Brief
+from ..store.base import Brief
+from .briefs import Briefs
+from .ranked import RankedId
 
-__all__ = ["lend_to_neighbours"]
+if TYPE_CHECKING:
+    from .config import RetrievalConfig
+
+__all__ = ["lend_to_neighbours", "neighbour_scores", "with_neighbours"]
 
 
 def lend_to_neighbours(order: list[int], score: Mapping[int, float],
                        fetch: Callable[[Collection[int]], Mapping[int, Brief]], *, pool: int,
-                       limit: int | None, neighbors: int, weight: float, gap: float,
+                       limit: int | None, neighbours: int, weight: float, gap: float,
                        words: int | None) -> tuple[list[int], dict[int, float]]:
     """The best ``limit`` ids (default: all) after the first ``pool`` of ``order`` (fused
     ids, best first, scored by ``score``) lent to their neighbours, and every id's new score.
@@ -30,7 +36,7 @@ def lend_to_neighbours(order: list[int], score: Mapping[int, float],
     ``fetch`` reads the briefs of ids (forgotten ones and those failing the recall's
     filters are left out, so they neither lend nor borrow).
     """
-    wanted = {mid + d for mid in order[:pool] for d in range(-neighbors, neighbors + 1)}
+    wanted = {mid + d for mid in order[:pool] for d in range(-neighbours, neighbours + 1)}
     known = fetch(wanted)
     memories = {i: known[i] for i in wanted if i in known}
     apart = timedelta(seconds=gap)
@@ -40,7 +46,7 @@ def lend_to_neighbours(order: list[int], score: Mapping[int, float],
     # gain): a memory's bonus is the best share a better neighbour lends it.
     bonus: dict[int, float] = {}
     short: dict[int, float] = {}  # worked out for the memories that have a better neighbour only
-    offsets = [(d, weight ** abs(d)) for d in range(-neighbors, neighbors + 1) if d]
+    offsets = [(d, weight ** abs(d)) for d in range(-neighbours, neighbours + 1) if d]
     for oid, other in memories.items():
         lender = score.get(oid)
         if lender is None:
@@ -76,3 +82,25 @@ def lend_to_neighbours(order: list[int], score: Mapping[int, float],
         out.update((mid, score[mid]) for mid in more)
         ordered = sorted(out, key=lambda m: (-out[m], m))
     return ordered[:limit], out
+
+
+def neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
+                     briefs: Briefs, limit: int | None = None) -> list[RankedId]:
+    """Add to each memory ``weight ** distance × (s - floor)`` from its best better
+    neighbour scoring ``s`` (``floor``: the weakest candidate's score), capped below ``s``;
+    the best ``limit`` (default: all)."""
+    return with_neighbours([r.id for r in fused], {r.id: r.score for r in fused},
+                           {r.id: r.ranks for r in fused}, config, pool, briefs, limit)
+
+
+def with_neighbours(order: list[int], score: dict[int, float],
+                    ranks: Mapping[int, Mapping[str, int]], config: RetrievalConfig, pool: int,
+                    briefs: Briefs, limit: int | None,
+                    similarity: Mapping[int, float] | None = None) -> list[RankedId]:
+    """:func:`neighbour_scores` of the fused ids ``order`` (best first) with their scores
+    and ranks (and ``similarity``, each id's, when given)."""
+    ordered, out = lend_to_neighbours(order, score, briefs.fetch, pool=pool, limit=limit,
+                                      neighbours=config.neighbors, weight=config.neighbor_weight,
+                                      gap=config.neighbor_gap, words=config.neighbor_words)
+    cosine = similarity or {}
+    return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1}), cosine.get(m)) for m in ordered]

@@ -4,7 +4,7 @@ A long conversation says the same thing many times: "Work has been crazy lately.
 dozen sessions, "How is your family doing?" in twenty. When one of them matches a
 question, all of them do, equally, and together they fill the top of the list while the
 memory that answers sits just below. Memories whose words are the same (the Jaccard
-similarity of their word stems (Snowball, :mod:`htm_core._coverage`) is at least ``threshold``: 1.0 by
+similarity of their word stems (Snowball, :mod:`htm_core.recall.coverage`) is at least ``threshold``: 1.0 by
 default, the same stems in any order, case and punctuation) form a group among the first
 ``pool`` fused candidates: the group keeps the place of its best member, which goes
 to its **newest** member (when a value was restated, the current statement comes first),
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from .store.base import Brief
+from ..store.base import Brief
 
 __all__ = ["demote_duplicates"]
 

@@ -1,5 +1,5 @@
 """Word coverage: the share of a query's words that a memory's text holds, the measure
-hybrid fusion scales full-text hits by (:mod:`htm_core.retrieval`) and hits' relevance
+hybrid fusion scales full-text hits by (:mod:`htm_core.recall.fusion`) and hits' relevance
 is made of (:mod:`htm_core.scoring`), written once for both.
 
 A word is its Snowball English stem (PyStemmer), the stemmer family the full-text arms
@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 
 import Stemmer
 
-from .store._text import fold, is_cjk
+from ..text import fold, is_cjk
 
-__all__ = ["coverage"]
+__all__ = ["coverage", "share", "sharer", "stem", "stems_of"]
 
 _WORD = re.compile(r"[^\W_]+")
 _STEMMER = Stemmer.Stemmer("english")
@@ -27,7 +27,7 @@ _CONTRACTION = re.compile(r"(?<![^\W_])([^\W_]+n)'t(?![^\W_])")
 
 
 @functools.lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """The Snowball English stem of a folded word (``"painted"`` → ``"paint"``); a
     contraction (``"can't"``) is its own stem."""
     return word if word.endswith("'t") else str(_STEMMER.stemWord(word))
@@ -44,12 +44,12 @@ def coverage(query_words: Sequence[str], content: str) -> float:
     0.5
     """
     runs = [w for w in query_words if is_cjk(w)]
-    words = [_stem(fold(w)) for w in query_words if not is_cjk(w)]
-    return _share(words, runs, content)
+    words = [stem(fold(w)) for w in query_words if not is_cjk(w)]
+    return share(words, runs, content)
 
 
 @functools.lru_cache(maxsize=4096)
-def _stems_of(content: str) -> frozenset[str]:
+def stems_of(content: str) -> frozenset[str]:
     """The stems of a memory's text; cached, as the same memories come up recall after
     recall (coverage, then the hits' scores)."""
     folded = fold(content)
@@ -59,21 +59,22 @@ def _stems_of(content: str) -> frozenset[str]:
     return stems | {m + "'t" for m in _CONTRACTION.findall(folded.replace("\u2019", "'"))}
 
 
-def _share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:
+def share(stems: Sequence[str], runs: Sequence[str], content: str) -> float:
+    """The share of the word ``stems`` and CJK ``runs`` that ``content`` holds."""
     if not stems and not runs:
         return 0.0
-    have = _stems_of(content) if stems else set()
+    have = stems_of(content) if stems else set()
     held = sum(s in have for s in stems) + sum(r in content for r in runs)
     return held / (len(stems) + len(runs))
 
 
-def _sharer(stems: Sequence[str], runs: Sequence[str]) -> Callable[[str], float]:
-    """``content -> _share(stems, runs, content)``, for the many memories one query is
+def sharer(stems: Sequence[str], runs: Sequence[str]) -> Callable[[str], float]:
+    """``content -> share(stems, runs, content)``, for the many memories one query is
     measured against: distinct stems and no runs (the usual query) are counted by one set
     intersection per memory (the same count, so the same share)."""
     if not stems and not runs:
         return lambda content: 0.0
     if runs or len(set(stems)) < len(stems):
-        return lambda content: _share(stems, runs, content)
+        return lambda content: share(stems, runs, content)
     wanted, n = frozenset(stems), len(stems)
-    return lambda content: len(wanted.intersection(_stems_of(content))) / n
+    return lambda content: len(wanted.intersection(stems_of(content))) / n

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from htm_core.retrieval import RetrievalConfig, centred_query
+from htm_core.recall import RetrievalConfig, centred_query
 from htm_core.store.vector_index import VectorIndex, normalise
 
 

@@ -26,11 +26,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import ValidationError
-from .retrieval import RankedId
-from .scoring import Reranker, _Known, check_min_score, finish, relevance_floor
+from ..errors import ValidationError
+from ..scoring import Reranker, _Known, relevance_floor
+from .ranked import RankedId
 
-__all__ = ["check_min_score", "check_rerank", "finish", "rerank_depth"]
+__all__ = ["check_rerank", "rerank_depth"]
 
 
 def rerank_depth(limit: int) -> int:
