@@ -3,7 +3,7 @@ packages provide (:mod:`htm_core.cli_commands`) and the split of a pass-through 
 such as ``htm mcp``.
 
 :func:`parse_args` is what :func:`htm_core.cli.main` runs; the documented command lines
-are parsed through it by the suite (tests/test_cli_command_lines.py).
+are parsed through it by the suite (tests/integration/test_cli_command_lines.py).
 """
 
 from __future__ import annotations

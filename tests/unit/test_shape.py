@@ -19,6 +19,8 @@ from typing import Protocol
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The kinds of test, one folder each (docs/architecture.md, "Tests").
+TEST_FOLDERS = {"unit", "contract", "integration", "reliability", "docs", "ui"}
 PACKAGES = ("htm_core", "htm_integrations")
 FUNCTION_LINES = 60
 CLASS_DEPTH = 3
@@ -133,3 +135,12 @@ def test_the_budget_check_sees_growth() -> None:
     assert _over({"f": 70}, 60, {"f": 65}) == {"f": "70 (allowed 65)"}
     assert "lower" in _over({"f": 62}, 60, {"f": 65})["f"]
     assert "remove" in _over({"f": 40}, 60, {"f": 65})["f"]
+
+
+def test_tests_live_in_their_kind_of_folder() -> None:
+    """A test file sits in the folder of its kind, never at the top of ``tests/``."""
+    tests = ROOT / "tests"
+    top = sorted(p.name for p in tests.glob("test_*.py"))
+    assert top == [], f"move {top} into one of {sorted(TEST_FOLDERS)}"
+    folders = {p.parent.relative_to(tests).parts[0] for p in tests.rglob("test_*.py")}
+    assert folders <= TEST_FOLDERS, folders - TEST_FOLDERS

@@ -24,7 +24,7 @@ from htm_core import HTM, HashingEmbedder
 from htm_core.cli import main
 from htm_core.timeframe import parse_timeframe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VIM = "User prefers Vim keybindings"
 
 

@@ -20,7 +20,7 @@ import tomllib
 from htm_core.cli import build_parser, main
 from htm_core.cli_commands import GROUP
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DECLARED: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
     "project"]["entry-points"][GROUP]
 

@@ -44,17 +44,17 @@ import pytest
 
 from htm_core import HTM, HashingEmbedder
 from htm_core.cli import main
-from tests.test_cli_command_lines import SHELL, argv_of
+from tests.integration.test_cli_command_lines import SHELL, argv_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES_ON_DISK = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PYTHON = {"python", "py", "python3", "pycon"}
 MARK = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)(?P<lang>[\w+-]*)[^\n]*$")
 
 #: pages whose Python blocks another test runs, all of them, in order
-RUN_ELSEWHERE = {"docs/llamaindex.md": "tests/test_docs_llamaindex.py",
-                 "docs/cli.md": "tests/test_cli_commands.py"}
+RUN_ELSEWHERE = {"docs/llamaindex.md": "tests/docs/test_docs_llamaindex.py",
+                 "docs/cli.md": "tests/integration/test_cli_commands.py"}
 #: at most this many blocks may be marked as not run
 MAX_NOT_RUN = 4
 

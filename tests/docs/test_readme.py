@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_example_runs(tmp_path, monkeypatch, capsys):
@@ -16,4 +16,4 @@ def test_readme_example_runs(tmp_path, monkeypatch, capsys):
     exec(compile(code.group(1), "README.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "User prefers Vim keybindings" in printed  # the recall found it
-    assert "long_term_total=2" in printed
+    assert "long-term       2 memories" in printed

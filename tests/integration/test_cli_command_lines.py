@@ -16,7 +16,7 @@ import pytest
 
 from htm_core.cli import parse_args, server_argv
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL = {"", "bash", "sh", "shell", "console", "text"}
 #: tokens that end the command in a shell line (redirections, pipes, lists)

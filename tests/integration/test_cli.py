@@ -18,7 +18,7 @@ from htm_core import HTM, HashingEmbedder
 from htm_core.cli import build_parser, main
 from htm_core.store.base import SCHEMA_VERSION
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Run:

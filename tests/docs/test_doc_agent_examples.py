@@ -17,7 +17,7 @@ pytest.importorskip("langchain.agents")
 
 from tests.fake_chat import RecordingChatModel
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "langchain.md"
 
 

@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("llama_index.core")
 pytest.importorskip("langchain_classic")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "llamaindex.md"
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
