@@ -1,4 +1,4 @@
-"""Recall quality on long multi-session conversations (issue 10).
+"""Recall quality on long multi-session conversations.
 
 ::
 
@@ -57,7 +57,7 @@ ALL_KINDS = ("single-hop", "single-fact", "multi-hop", "multi-session", "tempora
 #: Kinds reported apart, never in the ``all`` row (LoCoMo's category 5: the question names
 #: the wrong speaker, so its "evidence" is what the other person said).
 APART = ("adversarial",)
-#: The kinds compared across the two sets (the goals of issue 24 are on their mean).
+#: The kinds compared across the two sets (the goals are on their mean).
 GROUPS = {"single": ("single-hop", "single-fact"), "multi": ("multi-hop", "multi-session"),
           "temporal": ("temporal",), "paraphrased": ("paraphrased",),
           "latest-value": ("latest-value",), "preference": ("preference",), "all": ("all",)}

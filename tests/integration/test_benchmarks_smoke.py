@@ -99,7 +99,7 @@ def test_plots_are_drawn_from_results(tmp_path: Path, monkeypatch: pytest.Monkey
 
 @pytest.mark.parametrize("what", ["add", "recall", "conversation", "cli"])
 def test_e2e_quick(tmp_path: Path, what: str) -> None:
-    """The end-to-end runs through HTM (issue 21), each in its short mode."""
+    """The end-to-end runs through HTM, each in its short mode."""
     out = run("e2e", what, "--quick", cache=tmp_path)
     rows = table_rows(out)
     assert len(rows) >= 3 and all(len(r) == len(rows[0]) for r in rows)

@@ -1,4 +1,4 @@
-"""Recall quality (issue 10): the dev-set generator, the benchmark's metrics and smoke run,
+"""Recall quality: the dev-set generator, the benchmark's metrics and smoke run,
 and the hybrid-retrieval additions (weighted RRF, time expressions, neighbour context,
 common full-text terms). Everything runs on real SQLite files with the hashing embedder;
 quality thresholds are not asserted here (see docs/recall-quality.md for the numbers).

@@ -1,4 +1,4 @@
-"""Time in recall on both backends (issue 19): ordinary words in a query are not read as
+"""Time in recall on both backends: ordinary words in a query are not read as
 dates, rolling timeframes end at now, naive times follow the local zone's daylight-saving
 rules, and the neighbour step only brings in memories that gained a real bonus."""
 
@@ -99,7 +99,7 @@ def test_neighbours_enter_only_with_a_real_bonus(htm_factory: Callable[..., HTM]
     assert contents == ["Ana: we adopted a beagle puppy", "Bo: what's his name?",
                         "Bo: a beagle barked all night"]
     # A neighbour that entered ranks above the weakest real hit (Hit.score is relevance on
-    # the 0..1 scale since issue 24: never below the score of a hit ranked after it).
+    # the 0..1 scale: never below the score of a hit ranked after it).
     weakest = max(i for i, h in enumerate(hits) if "fulltext" in h.ranks)
     assert all(i < weakest for i, h in enumerate(hits) if "neighbor" in h.ranks)
     assert all(h.score >= hits[weakest].score for h in hits if "neighbor" in h.ranks)

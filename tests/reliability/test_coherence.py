@@ -1,4 +1,4 @@
-"""One coherent memory across instances, restarts and failures (issue 18), on both backends.
+"""One coherent memory across instances, restarts and failures on both backends.
 
 Each test here reproduces a bug of the code before the coherence work (see the test's
 docstring) with several real ``HTM`` objects on one real SQLite file or PostgreSQL database.

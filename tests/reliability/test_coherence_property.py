@@ -1,4 +1,4 @@
-"""Working memory stays a coherent view of the store, whatever the interleaving (issue 18).
+"""Working memory stays a coherent view of the store, whatever the interleaving.
 
 A Hypothesis state machine drives three ``HTM`` objects on one store (two instances of robot
 ``a`` and one of robot ``b``; small budgets, so evictions are frequent) with random adds,

@@ -1,4 +1,4 @@
-"""Scores a user can use (issue 24): every strategy scores hits from 0 to 1 on one scale,
+"""Scores a user can use: every strategy scores hits from 0 to 1 on one scale,
 ``recall(min_score=...)`` drops weak hits, and ``recall(rerank=...)`` lets a cross-encoder
 or a LangChain document compressor reorder the candidates. Both backends, real stores,
 the hashing embedder; the rerankers are small deterministic stand-ins for a model (no
