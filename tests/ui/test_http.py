@@ -284,15 +284,25 @@ def test_responses_forbid_scripts_and_framing(client: TestClient) -> None:
 
 def test_the_database_password_is_never_shown(ui_htm: HTM, monkeypatch: pytest.MonkeyPatch
                                               ) -> None:
-    """The stores mask their URL already; the UI masks again whatever ``store.url`` says
-    (set here to carry a password, the only way to test the UI's own masking)."""
-    monkeypatch.setattr(ui_htm.store, "url", "postgresql://htm:hunter2-pass@db.example/htm")
+    """The stores mask their URL already; the header names the store by its host and
+    database only, whatever ``store.url`` says (set here to carry a user and a password,
+    the only way to test it)."""
+    monkeypatch.setattr(ui_htm.store, "url",
+                        "postgresql://htmuser:hunter2-pass@db.example:5433/htm?sslmode=require")
     app = create_app(ui_htm)
     client = loopback_client(app)
     for url in PAGES:
         page = client.get(url).text
-        assert "hunter2-pass" not in page, url
-    assert "postgresql://htm:***@db.example/htm" in client.get("/memories").text
+        assert "hunter2-pass" not in page and "htmuser" not in page, url
+    assert '<b id="store">db.example:5433/htm</b>' in client.get("/memories").text
+
+
+def test_the_header_names_a_sqlite_store_by_its_file(ui_htm: HTM,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ui_htm.store, "url", "sqlite:////home/someone/private/notes.db")
+    page = loopback_client(create_app(ui_htm)).get("/memories").text
+    assert '<b id="store">notes.db</b>' in page
+    assert "/home/someone" not in page
 
 
 # -- bad input -------------------------------------------------------------------------
