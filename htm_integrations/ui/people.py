@@ -11,6 +11,7 @@ in them are the ids' slugs (the id itself when it is made of letters, digits, ``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,8 @@ __all__ = ["Person", "context", "people", "person", "session", "sessions_of", "u
 
 USER = f"{ROOT}:user:"
 SESSION = f"{ROOT}:session:"
+#: A slug as the scope tags hold it: a plain id, or ``h-`` and a hash.
+SLUG = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 #: Memories a user's page lists in each of its tables.
 SHOWN = 50
 
@@ -76,7 +79,7 @@ def _slug_arg(request: Request, name: str, what: str) -> str:
     if not value:
         raise ValidationError(f"give the {what}: /{what}?{name}=... (the links on the Users "
                               "page carry it)")
-    if id_slug(value, name=name) != value:
+    if not SLUG.fullmatch(value):
         raise NotFoundError(f"no {what} {value!r}: users and sessions are named in the tags by "
                             "letters, digits, _ and - (or h- and a hash); pick one from the "
                             "Users page")
