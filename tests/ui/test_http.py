@@ -17,7 +17,7 @@ from .conftest import INJECTION, csrf_of, loopback_client
 PAGES = ["/memories", "/memories?q=vim", "/memories?forgotten=include",
          "/memory?key=evil", "/memory?key=pref-vim", "/recall?q=script+pwned",
          "/recall?q=tea+last+week", "/working", "/timeline", "/forget?key=evil",
-         "/purge?key=evil", "/purge"]
+         "/purge?key=evil", "/purge", "/users"]
 
 
 def test_every_page_renders(client: TestClient) -> None:

@@ -131,8 +131,10 @@ def test_the_transcript_is_the_session_in_order(people_client: TestClient,
                                                 people_htm: HTM) -> None:
     page = people_client.get("/session?user=Ada&id=s1").text
     transcript = page.split('id="transcript"', 1)[1]
-    turns = re.findall(r'<div class="turn ([a-z]*)[^"]*"><div class="role">([^ <]*).*?'
+    turns = re.findall(r'<div class="turn ([a-z]*)[^"]*"><div class="role"><span class="who">'
+                       r'([^<]*)</span>.*?'
                        r'<div class="content">([^<]*)</div>', transcript, re.S)
+    assert all(style == role for style, role, _ in turns)
     prefix = {"human": "Human: ", "ai": "AI: "}  # the chat history's stored form
     assert [(role, unescape(text)) for role, _, text in turns] == [
         (role, prefix[role] + text) for role, text in CONVERSATIONS[0][2]]
