@@ -52,6 +52,9 @@ def _converse(htm: HTM) -> None:
     htm.forget(HTMChatMessageHistory(htm=htm, session_id="2024-05-15", user_id="ada")
                .key_for(0), confirm=True)
 
+#: Shots of the whole page, not only the window (the recall debugger's arms are below).
+FULL_PAGE = {"ui-recall.png"}
+
 
 def _populate(htm: HTM, other: HTM, clock: FrozenClock) -> None:
     fill(htm, clock)
@@ -100,7 +103,7 @@ def main(out: Path) -> None:
                     page.set_default_timeout(30_000)
                     for name, path in SHOTS:
                         page.goto(served.url + path)
-                        page.screenshot(path=str(out / name))
+                        page.screenshot(path=str(out / name), full_page=name in FULL_PAGE)
                         _shrink(out / name)
                     browser.close()
             finally:
