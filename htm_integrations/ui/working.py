@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 from starlette.requests import Request
 from starlette.responses import Response
 
-from htm_core.serialize import context_to_dict
 from htm_core.working.context import STRATEGIES as CONTEXT_STRATEGIES
 
 from .app import UI
@@ -38,7 +37,7 @@ def overview(ui: UI, request: Request, form: dict[str, str]) -> Response:
               "created_at": datetime.fromtimestamp(i.created_at, timezone.utc),
               "last_accessed": datetime.fromtimestamp(i.last_accessed, timezone.utc)}
              for i in htm.working_memory.items()]
-    contexts = [context_to_dict(htm.create_context(strategy=s)) for s in CONTEXT_STRATEGIES]
+    contexts = [htm.create_context(strategy=s) for s in CONTEXT_STRATEGIES]
     evictions = len(ui.htm.operations(limit=EVICTION_SCAN, op="evict", robot=name))
     return ui.render(request, "working.html", robots=robots, robot=name, stats=stats,
                      items=items, contexts=contexts, budget_known=name == ui.htm.robot,

@@ -95,9 +95,12 @@ def test_working_memory_of_each_robot(ui_htm: HTM, htm_factory: Callable[..., HT
     assert "/ 128000 tokens" in mine.split('id="gauge"', 1)[1].split("</div>", 1)[0]
     assert "Budget unknown" not in mine
     for strategy in ("balanced", "important", "recent"):
-        section = page.split(f'id="context-{strategy}"', 1)[1].split("</div>", 1)[0]
-        listed = re.findall(r"<li>([^<]*)</li>", section)
-        assert listed == list(other.create_context(strategy=strategy).keys), strategy
+        section = page.split(f'id="context-{strategy}"', 1)[1].split("</ol>", 1)[0]
+        built = other.create_context(strategy=strategy)
+        listed = re.findall(r'<a href="/memory\?key=[^"]*">([^<]*)</a>', section)
+        assert [unescape(k) for k in listed] == list(built.keys), strategy
+        texts = [unescape(t) for t in re.findall(r'class="excerpt"[^>]*>([^<]*)<', section)]
+        assert texts == [m.content for m in built.memories], strategy
     app.state.ui.close()
 
 
