@@ -221,6 +221,7 @@ def test_a_stale_form_does_not_overwrite_a_newer_version(client: TestClient,
                                        "csrf": token})
     assert stale.status_code == 400
     assert "reload the page" in stale.text
+    assert '<a id="back" href="/memory?key=pref-tea">' in stale.text  # the way back to it
     assert ui_htm.get("pref-tea").tags == ("elsewhere",)  # type: ignore[union-attr]
 
 
@@ -235,8 +236,10 @@ def test_a_forgotten_memory_must_be_restored_before_editing(client: TestClient,
         assert response.status_code == 400
         assert "restore it first" in response.text
     assert ui_htm.versions("pref-tea")[-1].version == 1
+    assert '<a id="back" href="/memory?key=pref-tea">' in response.text
     missing = client.post("/tags", data={"key": "no-such-key", "tags": "x", "csrf": token})
     assert missing.status_code == 404
+    assert 'id="back"' not in missing.text  # no memory to go back to: the list only
 
 
 def test_editing_without_the_csrf_token_is_refused(client: TestClient, ui_htm: HTM) -> None:
