@@ -17,6 +17,7 @@ from htm_core.serialize import memory_to_dict
 
 from .actions import DONE
 from .app import UI
+from .scopes import conversations_of
 
 __all__ = ["browse", "choice_arg", "index", "int_arg", "list_page", "show", "tag_tree", "text_arg"]
 
@@ -145,6 +146,7 @@ def show(ui: UI, request: Request, form: dict[str, str]) -> Response:
     log: list[Operation] = [o for o in htm.operations(limit=LOG_SCAN) if o.key == key]
     record = memory_to_dict(memory)
     return ui.render(request, "memory.html", memory=memory, record=record,
+                     conversations=conversations_of(memory.tags),
                      metadata=json.dumps(memory.metadata, indent=2, ensure_ascii=False,
                                          default=str),
                      holders=holders, log=log, log_scan=LOG_SCAN, versions=_versions(htm, key),

@@ -11,7 +11,6 @@ in them are the ids' slugs (the id itself when it is made of letters, digits, ``
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,13 +25,10 @@ from htm_core.working.context import STRATEGIES as CONTEXT_STRATEGIES
 
 from .app import UI
 from .memories import choice_arg, int_arg, list_page, text_arg
+from .scopes import SESSION, SLUG, USER, sessions_of, users_of
 
-__all__ = ["Person", "context", "people", "person", "session", "sessions_of", "users_of"]
+__all__ = ["Person", "context", "people", "person", "role_of", "session"]
 
-USER = f"{ROOT}:user:"
-SESSION = f"{ROOT}:session:"
-#: A slug as the scope tags hold it: a plain id, or ``h-`` and a hash.
-SLUG = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 #: Memories a user's page lists in each of its tables.
 SHOWN = 50
 
@@ -47,30 +43,6 @@ class Person:
     memories: int
     forgotten: int
     sessions: int
-
-
-def users_of(tags: dict[str, int]) -> list[str]:
-    """The user slugs the scope tags among ``tags`` name, sorted (exactly: case kept).
-
-    >>> users_of({"chat:user:ada": 2, "chat:user:Ada:session:s1": 1, "project": 3})
-    ['Ada', 'ada']
-    """
-    return sorted({t.split(":")[2] for t in tags if t.startswith(USER) and t.count(":") >= 2
-                   and t.split(":")[2]})
-
-
-def sessions_of(tags: dict[str, int], user: str | None) -> dict[str, int]:
-    """The sessions of ``user`` (None: sessions without a user) with their counts of
-    visible memories, from ``htm.tags()``.
-
-    >>> sessions_of({"chat:user:ada:session:s1": 2, "chat:user:ada:tag:x": 1}, "ada")
-    {'s1': 2}
-    >>> sessions_of({"chat:session:s9": 4, "chat:user:ada:session:s1": 2}, None)
-    {'s9': 4}
-    """
-    prefix = SESSION if user is None else f"{USER}{user}:session:"
-    return {t[len(prefix):]: n for t, n in sorted(tags.items())
-            if t.startswith(prefix) and t[len(prefix):] and ":" not in t[len(prefix):]}
 
 
 def _slug_arg(request: Request, name: str, what: str) -> str:

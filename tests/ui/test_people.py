@@ -145,6 +145,19 @@ def test_the_transcript_is_the_session_in_order(people_client: TestClient,
     assert people_client.get("/session?user=Ada&id=s9").status_code == 404
 
 
+def test_a_memory_links_to_its_user_and_conversation(people_client: TestClient,
+                                                      people_htm: HTM) -> None:
+    for user, session in (("Ada", "s1"), ("ada", "s1")):
+        key = people_htm.list(tags=[f"chat:user:{user}:session:{session}"], limit=1,
+                              include_forgotten=True).memories[0].key
+        page = people_client.get("/memory", params={"key": key}).text
+        links = page.split('id="conversations"', 1)[1].split("</dd>", 1)[0]
+        assert f'href="/user?id={user}"' in links
+        assert f'href="/session?user={user}&amp;id={session}"' in links
+    plain = people_client.get("/memories").text  # memories outside any scope: no such line
+    assert 'id="conversations"' not in plain
+
+
 def test_the_context_is_what_create_context_builds(people_client: TestClient,
                                                    people_htm: HTM) -> None:
     for query, tag in (("user=Ada", "chat:user:Ada"), ("user=ada", "chat:user:ada"),
