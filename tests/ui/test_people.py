@@ -1,8 +1,8 @@
 """The pages about people and conversations (Users, a user, a session's transcript, the
 context now), over HTTP on both backends and in the browser. The conversations are written
 by the real LangChain chat history (``HTMChatMessageHistory``) with user ids drawn to
-collide: ``Ada`` and ``ada`` (two users, each with a session ``s1``), and ``Zoë`` (not a
-plain id: stored as ``h-`` and a hash)."""
+collide: ``Ada`` and ``ada`` (two users, each with a session ``s1``), ``Zoë`` (not a
+plain id: stored as ``h-`` and a hash), and ``Ada`` with a Cyrillic ``А`` (hashed too)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from htm_integrations.langchain import HTMChatMessageHistory
 
 BUDGET = 600
 ZOE = "Zoë"
+LOOKALIKE = "\u0410da"  # a Cyrillic A: looks like Ada, another user
 CONVERSATIONS: list[tuple[str | None, str, list[tuple[str, str]]]] = [
     ("Ada", "s1", [("human", "I am Ada, I write analytical engines"),
                    ("ai", "Nice to meet you, Ada"), ("human", "Remember I prefer tea")]),
@@ -37,6 +38,7 @@ CONVERSATIONS: list[tuple[str | None, str, list[tuple[str, str]]]] = [
                    ("ai", "Noted: coffee for ada")]),
     ("Ada", "s2", [("human", "Second session of Ada about gardens")]),
     (ZOE, "café", [("human", "Zoë here, from the café"), ("ai", INJECTION)]),
+    (LOOKALIKE, "s1", [("human", "Not Ada: a Cyrillic lookalike")]),
     (None, "loose", [("human", "A session without a user")]),
 ]
 
@@ -85,8 +87,8 @@ def test_the_users_page_lists_each_user_exactly(people_client: TestClient,
                       r'<td class="num">(\d+)</td>', users)
     zoe = id_slug(ZOE, name="user_id")
     shown = {unescape(name): (slug, int(n), int(f), int(s)) for slug, name, n, f, s in rows}
-    assert set(shown) == {"Ada", "ada", ZOE}
-    for name, sessions in (("Ada", 2), ("ada", 1), (ZOE, 1)):
+    assert set(shown) == {"Ada", "ada", ZOE, LOOKALIKE}
+    for name, sessions in (("Ada", 2), ("ada", 1), (ZOE, 1), (LOOKALIKE, 1)):
         stats = people_htm.stats(tags=[f"chat:user:{id_slug(name, name='user_id')}"])
         assert shown[name][1:] == (stats.long_term_total, stats.forgotten, sessions), name
     assert shown["ada"][2] == 1 and shown["Ada"][2] == 0
@@ -101,7 +103,7 @@ def test_a_users_page_holds_only_that_user(people_client: TestClient, people_htm
     assert set(_keys(upper, "memories")) == _scope_keys(people_htm, "chat:user:Ada")
     assert set(_keys(lower, "memories")) == _scope_keys(people_htm, "chat:user:ada")
     assert not set(_keys(upper, "memories")) & set(_keys(lower, "memories"))
-    assert "coffee" not in upper and "analytical" not in lower
+    assert "coffee" not in upper and "analytical" not in lower and "lookalike" not in upper
     assert set(_keys(lower, "forgotten")) == _scope_keys(people_htm, "chat:user:ada",
                                                          forgotten=True) != set()
     assert _keys(upper, "forgotten") == []
@@ -219,7 +221,7 @@ def test_from_the_users_to_a_conversation_and_its_context(page: Any,
     page.goto("/memories")
     page.get_by_role("link", name="Users", exact=True).click()
     names = page.locator("#users a.user").all_inner_texts()
-    assert sorted(names) == sorted(["Ada", "ada", ZOE])
+    assert sorted(names) == sorted(["Ada", "ada", ZOE, LOOKALIKE])
     page.get_by_role("link", name="ada", exact=True).click()
     assert page.locator("#user").inner_text() == "ada"
     assert "coffee" in page.locator("#memories").inner_text()
