@@ -248,3 +248,16 @@ def test_a_script_in_a_conversation_stays_text(page: Any) -> None:
     assert page.locator("#session").inner_text() == "café"
     assert page.evaluate("() => window.__pwned") is None
     assert INJECTION in page.locator("#transcript").inner_text()
+
+
+def test_a_user_whose_memories_are_all_forgotten(people_client: TestClient,
+                                                 people_htm: HTM) -> None:
+    history = HTMChatMessageHistory(htm=people_htm, session_id="s1", user_id="Grace")
+    history.add_messages([HumanMessage("Grace says something she takes back")])
+    history.clear()  # forgets every message, recoverably
+    assert "/user?id=Grace" not in people_client.get("/users").text
+    page = people_client.get("/user?id=Grace")
+    assert page.status_code == 200
+    assert _keys(page.text, "memories") == []
+    assert set(_keys(page.text, "forgotten")) == _scope_keys(people_htm, "chat:user:Grace",
+                                                             forgotten=True) != set()
