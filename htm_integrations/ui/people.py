@@ -36,13 +36,15 @@ SHOWN = 50
 @dataclass(frozen=True)
 class Person:
     """A user the tags name: the slug in the tags, the id as given when a memory's
-    metadata says it (``user_id``), and the counts in the user's scope."""
+    metadata says it (``user_id``), the counts in the user's scope and their newest
+    memory (not forgotten)."""
 
     slug: str
     given: str | None
     memories: int
     forgotten: int
     sessions: int
+    newest: Memory | None
 
 
 def _slug_arg(request: Request, name: str, what: str) -> str:
@@ -78,9 +80,10 @@ def _given(ui: UI, tag: str, slug: str, field: str) -> str | None:
 def _person(ui: UI, slug: str, tags: dict[str, int]) -> Person:
     tag = _scope_tag(slug, None)
     stats = ui.htm.stats(tags=[tag])
+    newest = ui.htm.list(tags=[tag], order="created_at", descending=True, limit=1).memories
     return Person(slug=slug, given=_given(ui, tag, slug, "user_id"),
                   memories=stats.long_term_total, forgotten=stats.forgotten,
-                  sessions=len(sessions_of(tags, slug)))
+                  sessions=len(sessions_of(tags, slug)), newest=newest[0] if newest else None)
 
 
 def people(ui: UI, request: Request, form: dict[str, str]) -> Response:

@@ -93,6 +93,8 @@ def test_the_users_page_lists_each_user_exactly(people_client: TestClient,
         assert shown[name][1:] == (stats.long_term_total, stats.forgotten, sessions), name
     assert shown["ada"][2] == 1 and shown["Ada"][2] == 0
     assert shown[ZOE][0] == zoe  # the hashed slug in the link, the id as given shown
+    newest = re.findall(r'<td class="newest"><a class="excerpt" href="[^"]*">([^<]*)</a>', users)
+    assert "Human: Second session of Ada about gardens" in newest  # Ada's latest turn
     loose = page.split('id="loose-sessions"', 1)[1].split("</table>", 1)[0]
     assert "/session?id=loose" in loose
 
