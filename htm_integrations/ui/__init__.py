@@ -3,6 +3,9 @@
 A small Starlette app with server-rendered pages (Jinja2, autoescaped; no JavaScript, no
 assets from the internet) over one :class:`~htm_core.HTM`:
 
+- **Users**: the users the scope tags name, each user's sessions, memories and forgotten
+  memories, a session's transcript, and the context ``create_context`` builds now for a
+  user or a session, block by block against the acting robot's budget;
 - **Memories**: browse and filter (robot, tag and the tags below it, timeframe, forgotten),
   search (hybrid, full text or vector; read-only), and each memory's page with its tags,
   importance, accesses, the working memories holding it and its log lines;

@@ -35,13 +35,13 @@ from .security import (
     is_loopback,
     local_path,
     new_token,
-    redact_url,
+    store_name,
 )
 
 if TYPE_CHECKING:
     from htm_core import HTM
 
-__all__ = ["UI", "View", "create_app"]
+__all__ = ["UI", "View", "create_app", "plural"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ class UI:
                                autoescape=select_autoescape(default=True, default_for_string=True),
                                undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.env.filters["when"] = _when
+        self.env.filters["plural"] = plural
         self.env.globals["qs"] = _qs
         self._robots: dict[str, HTM] = {}
         self._lock = threading.Lock()
@@ -99,19 +100,43 @@ class UI:
         """Render a page with the shared context (robot, store, CSRF form token)."""
         page = self.env.get_template(template).render(
             request=request, path=request.url.path, csrf=self.guard.csrf_for(_csrf_cookie(request)),
-            me=self.htm.robot, database=redact_url(self.htm.store.url),
+            me=self.htm.robot, store=store_name(self.htm.store.url),
             backend=self.htm.store.backend, **context)
         return HTMLResponse(page, status_code=status)
 
-    def message(self, request: Request, title: str, text: str, *, status: int) -> HTMLResponse:
-        """A page that says what went wrong and what to do."""
-        return self.render(request, "message.html", status=status, title=title, text=text)
+    def message(self, request: Request, title: str, text: str, *, status: int,
+                back: str | None = None) -> HTMLResponse:
+        """A page that says what went wrong and what to do; ``back``: the key of the
+        memory the request came from, linked from the page."""
+        return self.render(request, "message.html", status=status, title=title, text=text,
+                           back=back)
+
+    def memory_of(self, request: Request, form: dict[str, str]) -> str | None:
+        """The key of the memory a request names (its form's or address's ``key``) when
+        that memory exists, forgotten or not; else None."""
+        key = form.get("key") or request.query_params.get("key")
+        if not key:
+            return None
+        try:
+            found = self.htm.get(key, include_forgotten=True)
+        except HTMError:
+            return None
+        return None if found is None else found.key
 
 
 def _when(value: datetime | None) -> str:
     if value is None:
         return "-"
     return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """``count`` and the noun that goes with it.
+
+    >>> plural(1, "access", "accesses"), plural(0, "memory", "memories"), plural(2, "turn")
+    ('1 access', '0 memories', '2 turns')
+    """
+    return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
 def _qs(**params: Any) -> str:
@@ -204,9 +229,11 @@ async def _respond(ui: UI, view: View, request: Request) -> Response:
         result: Response = await run_in_threadpool(view, ui, request, form)
         return result
     except NotFoundError as exc:
-        return ui.message(request, "Not found", str(exc), status=404)
+        back = await run_in_threadpool(ui.memory_of, request, form)
+        return ui.message(request, "Not found", str(exc), status=404, back=back)
     except HTMError as exc:
-        return ui.message(request, "Cannot do that", str(exc), status=400)
+        back = await run_in_threadpool(ui.memory_of, request, form)
+        return ui.message(request, "Cannot do that", str(exc), status=400, back=back)
 
 
 def create_app(htm: HTM, *, token: str | None = None) -> Starlette:
@@ -215,13 +242,17 @@ def create_app(htm: HTM, *, token: str | None = None) -> Starlette:
     Without ``token`` it answers loopback requests only; with one, every request must
     carry it (see :mod:`htm_integrations.ui.security`).
     """
-    from . import actions, memories, recall, timeline, working
+    from . import actions, memories, people, recall, timeline, working
 
     ui = UI(htm, Guard(token))
     pages: list[tuple[str, View, list[str]]] = [
         ("/", memories.index, ["GET"]),
         ("/memories", memories.browse, ["GET"]),
         ("/memory", memories.show, ["GET"]),
+        ("/users", people.people, ["GET"]),
+        ("/user", people.person, ["GET"]),
+        ("/session", people.session, ["GET"]),
+        ("/context", people.context, ["GET"]),
         ("/recall", recall.debugger, ["GET"]),
         ("/working", working.overview, ["GET"]),
         ("/timeline", timeline.overview, ["GET"]),

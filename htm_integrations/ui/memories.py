@@ -17,8 +17,9 @@ from htm_core.serialize import memory_to_dict
 
 from .actions import DONE
 from .app import UI
+from .scopes import conversations_of
 
-__all__ = ["browse", "index", "int_arg", "show", "tag_tree"]
+__all__ = ["browse", "choice_arg", "index", "int_arg", "list_page", "show", "tag_tree", "text_arg"]
 
 MODES = ("list", "hybrid", "fulltext", "vector")
 ORDERS = ("created_at", "key", "importance")
@@ -97,7 +98,7 @@ def browse(ui: UI, request: Request, form: dict[str, str]) -> Response:
                              tags=tag, robot=robot, arm_depth=0)
         rows = [{"memory": h.memory, "score": h.relevance, "ranks": h.ranks} for h in why.fused]
     else:
-        memories, next_cursor = _page(htm, robot=robot, tags=tag, timeframe=timeframe,
+        memories, next_cursor = list_page(htm, robot=robot, tags=tag, timeframe=timeframe,
                                       forgotten=forgotten, order=order, descending=descending,
                                       limit=limit, cursor=cursor)
         rows = [{"memory": m, "score": None, "ranks": {}} for m in memories]
@@ -110,7 +111,7 @@ def browse(ui: UI, request: Request, form: dict[str, str]) -> Response:
                      modes=MODES, orders=ORDERS, forgotten_choices=FORGOTTEN)
 
 
-def _page(htm: Any, *, forgotten: str, limit: int, cursor: str | None,
+def list_page(htm: Any, *, forgotten: str, limit: int, cursor: str | None,
           **filters: Any) -> tuple[list[Memory], str | None]:
     """One page of the list; ``forgotten="only"`` reads on until the page is full."""
     if forgotten != "only":
@@ -145,6 +146,7 @@ def show(ui: UI, request: Request, form: dict[str, str]) -> Response:
     log: list[Operation] = [o for o in htm.operations(limit=LOG_SCAN) if o.key == key]
     record = memory_to_dict(memory)
     return ui.render(request, "memory.html", memory=memory, record=record,
+                     conversations=conversations_of(memory.tags),
                      metadata=json.dumps(memory.metadata, indent=2, ensure_ascii=False,
                                          default=str),
                      holders=holders, log=log, log_scan=LOG_SCAN, versions=_versions(htm, key),

@@ -11,8 +11,9 @@
 - **CSRF.** Every change is a ``POST`` whose form carries a token derived (HMAC) from a
   random per-browser cookie and a per-process secret; a ``POST`` without it, with a wrong
   one, or from another origin (``Origin`` header) is refused with 403.
-- **No secrets shown.** :func:`redact_url` masks the password of a database URL before it
-  reaches a page.
+- **No secrets shown.** A page names the store by :func:`store_name` (a SQLite file's name,
+  a PostgreSQL ``host/database``), never its full address or a password; :func:`redact_url`
+  masks the password of any address that is shown.
 - **Escaped output, no scripts.** Templates autoescape, and every response carries a
   ``Content-Security-Policy`` that allows no script at all (the pages need none).
 """
@@ -24,7 +25,8 @@ import hmac
 import ipaddress
 import re
 import secrets
-from urllib.parse import quote
+from pathlib import PurePath
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 __all__ = [
     "CSRF_COOKIE",
@@ -36,6 +38,7 @@ __all__ = [
     "local_path",
     "new_token",
     "redact_url",
+    "store_name",
 ]
 
 TOKEN_COOKIE = "htm_ui_token"
@@ -62,6 +65,26 @@ def redact_url(url: str) -> str:
     '/home/me/memories.db'
     """
     return _PASSWORD.sub(lambda m: m.group("head") + "***@", url)
+
+
+def store_name(url: str) -> str:
+    """A short name of the store at ``url``: a SQLite file's name, ``in memory``, or a
+    PostgreSQL server's ``host/database`` (no user, password or options).
+
+    >>> store_name("sqlite:////home/me/memories.db"), store_name("sqlite://")
+    ('memories.db', 'in memory')
+    >>> store_name("postgresql://htm:s3cret@db.example:5432/htm?sslmode=require")
+    'db.example:5432/htm'
+    >>> store_name("postgresql://postgres:pw@/postgres?host=/run/pg")
+    '/run/pg/postgres'
+    """
+    parts = urlsplit(url)
+    if not parts.scheme.startswith("postgres"):
+        path = unquote(parts.path) if parts.scheme else url
+        name = PurePath(path).name if path not in ("", "/", ":memory:") else ""
+        return name or "in memory"
+    host = parts.netloc.rpartition("@")[2] or parse_qs(parts.query).get("host", ["local"])[0]
+    return f"{host.rstrip('/')}/{unquote(parts.path.lstrip('/'))}"
 
 
 def is_loopback(host: str | None) -> bool:

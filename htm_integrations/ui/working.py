@@ -3,7 +3,9 @@ and the context ``create_context`` would build now for each strategy.
 
 Each robot is read through an ``HTM`` acting as that robot on the same store, with this
 app's budget and eviction policy (``htm ui --working-memory-tokens``, ``HTM_EVICTION``),
-as ``htm context --robot NAME`` would.
+as ``htm context --robot NAME`` would. The store keeps which memories a robot holds, not
+the budget it runs with: the gauge measures against a budget only for the robot this app
+acts as; for another robot it shows the tokens held and says the budget is unknown.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from datetime import datetime, timezone
 from starlette.requests import Request
 from starlette.responses import Response
 
-from htm_core.serialize import context_to_dict
 from htm_core.working.context import STRATEGIES as CONTEXT_STRATEGIES
 
 from .app import UI
 from .memories import text_arg
 
-__all__ = ["overview"]
+__all__ = ["EVICTION_SCAN", "overview"]
+
+#: Log lines searched to count a robot's evictions (newest first).
+EVICTION_SCAN = 10_000
 
 
 def overview(ui: UI, request: Request, form: dict[str, str]) -> Response:
@@ -33,6 +37,8 @@ def overview(ui: UI, request: Request, form: dict[str, str]) -> Response:
               "created_at": datetime.fromtimestamp(i.created_at, timezone.utc),
               "last_accessed": datetime.fromtimestamp(i.last_accessed, timezone.utc)}
              for i in htm.working_memory.items()]
-    contexts = [context_to_dict(htm.create_context(strategy=s)) for s in CONTEXT_STRATEGIES]
+    contexts = [htm.create_context(strategy=s) for s in CONTEXT_STRATEGIES]
+    evictions = len(ui.htm.operations(limit=EVICTION_SCAN, op="evict", robot=name))
     return ui.render(request, "working.html", robots=robots, robot=name, stats=stats,
-                     items=items, contexts=contexts)
+                     items=items, contexts=contexts, budget_known=name == ui.htm.robot,
+                     evictions=evictions, eviction_scan=EVICTION_SCAN)

@@ -17,6 +17,10 @@ from .conftest import CHROMIUM, Served, fill
 
 SHOTS = [
     ("ui-memories.png", "/memories?order=created_at&desc=1"),
+    ("ui-users.png", "/users"),
+    ("ui-user.png", "/user?id=ada"),
+    ("ui-session.png", "/session?user=ada&id=2024-05-14"),
+    ("ui-context.png", "/context?user=ada"),
     ("ui-memory.png", "/memory?key=pref-vim"),
     ("ui-recall.png", "/recall?q=what+tea+did+we+talk+about+last+week&limit=5"),
     ("ui-working.png", "/working"),
@@ -24,8 +28,37 @@ SHOTS = [
 ]
 
 
+#: (user, session, turns): conversations written by the LangChain chat history.
+CHATS = [
+    ("ada", "2024-05-14", ["I'm planning a trip to Kyoto in the spring",
+                           "Spring is lovely there: the temples and the tea houses",
+                           "Remind me that I prefer green tea, not coffee",
+                           "Noted: green tea, not coffee"]),
+    ("ada", "2024-05-15", ["What did I say about drinks?", "That you prefer green tea"]),
+    ("Ada", "2024-05-15", ["Ada Lovelace here: notes on the analytical engine",
+                           "Saved your notes on the analytical engine"]),
+    ("kenji", "standup", ["Standup moved to 9:30", "Got it, 9:30 from tomorrow"]),
+]
+
+
+def _converse(htm: HTM) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from htm_integrations.langchain import HTMChatMessageHistory
+
+    for user, session, turns in CHATS:
+        HTMChatMessageHistory(htm=htm, session_id=session, user_id=user).add_messages(
+            [HumanMessage(t) if n % 2 == 0 else AIMessage(t) for n, t in enumerate(turns)])
+    htm.forget(HTMChatMessageHistory(htm=htm, session_id="2024-05-15", user_id="ada")
+               .key_for(0), confirm=True)
+
+#: Shots of the whole page, not only the window (the recall debugger's arms are below).
+FULL_PAGE = {"ui-recall.png"}
+
+
 def _populate(htm: HTM, other: HTM, clock: FrozenClock) -> None:
     fill(htm, clock)
+    _converse(htm)
     now = clock()
     notes = ["Kenji recommended a tea shop near the station", "Standup moved to 9:30",
              "The staging database was migrated to PostgreSQL 16", "Aiko likes hojicha",
@@ -56,7 +89,7 @@ def main(out: Path) -> None:
     with TemporaryDirectory() as tmp:
         url = str(Path(tmp) / "htm.db")
         with HTM(robot="assistant", database_url=url, embedder=HashingEmbedder(), clock=clock,
-                 working_memory_tokens=60) as htm, \
+                 working_memory_tokens=400) as htm, \
                 HTM(robot="notes", database_url=url, embedder=HashingEmbedder(), clock=clock,
                     working_memory_tokens=30) as other:
             _populate(htm, other, clock)
@@ -67,9 +100,10 @@ def main(out: Path) -> None:
                 with sync_playwright() as p:
                     browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
                     page = browser.new_page(viewport={"width": 1180, "height": 760})
+                    page.set_default_timeout(30_000)
                     for name, path in SHOTS:
                         page.goto(served.url + path)
-                        page.screenshot(path=str(out / name))
+                        page.screenshot(path=str(out / name), full_page=name in FULL_PAGE)
                         _shrink(out / name)
                     browser.close()
             finally:

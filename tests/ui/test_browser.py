@@ -54,7 +54,7 @@ def page(browser: Any, server: Served) -> Iterator[Any]:
 
 
 def _keys(page: Any) -> list[str]:
-    return [str(k) for k in page.locator("#memories td:nth-child(1) a").all_inner_texts()]
+    return [str(k) for k in page.locator("#memories .key a").all_inner_texts()]
 
 
 def test_browse_and_filter_by_tag(page: Any) -> None:
@@ -75,7 +75,7 @@ def test_search(page: Any) -> None:
     page.fill("input[name=q]", "kyoto temples")
     page.select_option("select[name=mode]", "fulltext")
     page.click("#filters button[type=submit]")
-    found = [str(k) for k in page.locator("#memories td:nth-child(2) a").all_inner_texts()]
+    found = _keys(page)
     assert found == ["trip-kyoto"]
     assert page.locator("#memories td.num").first.inner_text() != ""
 
@@ -89,13 +89,16 @@ def test_the_recall_debugger_shows_each_arms_ranks(page: Any, served_htm: HTM) -
     rows = page.locator("#fused tr").all()[1:]
     assert len(rows) == len(why.fused) > 1
     for row, hit in zip(rows, why.fused, strict=True):
-        assert row.locator("td a").inner_text() == hit.memory.key
+        assert row.locator("td .key a").inner_text() == hit.memory.key
+        assert row.locator("a.excerpt").inner_text() == hit.memory.content  # all short
         for arm in ("vector", "fulltext"):
             shown = row.locator(f"td[data-arm='{arm}']").inner_text()
             assert shown == str(hit.ranks.get(arm, "–")), (hit.memory.key, arm)
     for arm in ("vector", "fulltext"):
-        column = page.locator(f"#arm-{arm} td a").all_inner_texts()
+        column = page.locator(f"#arm-{arm} .key a").all_inner_texts()
         assert column == [h.memory.key for h in why.arms[arm][:len(column)]]
+        texts = page.locator(f"#arm-{arm} a.excerpt").all_inner_texts()
+        assert texts == [h.memory.content for h in why.arms[arm][:len(texts)]]
     assert "would evict" in page.locator("#would-evict").inner_text()
 
 
@@ -143,3 +146,21 @@ def test_edit_tags_and_importance_makes_versions(page: Any, served_htm: HTM) -> 
     assert rows[0].locator("td").nth(5).inner_text() == "-"  # the current one: not superseded
     assert rows[-1].locator("td").nth(5).inner_text() != "-"
     assert "<td>update</td>" in page.locator("#log").inner_html()
+
+
+def test_an_error_page_links_back_to_its_memory(page: Any) -> None:
+    page.goto("/memory?key=pref-vim")
+    page.fill("input[name=importance]", "eleven")
+    page.click("#set-importance")
+    assert "importance must be a number" in page.locator("#message").inner_text()
+    page.click("#back")
+    assert page.locator("#key").inner_text() == "pref-vim"
+    page.goto("/memory?key=no-such-key")
+    assert page.locator("#back").count() == 0  # no memory to go back to: the list only
+
+
+def test_lists_lead_with_the_text(page: Any) -> None:
+    page.goto("/memories?order=key")
+    first = page.locator("#memories tr").nth(1).locator("td").first
+    assert first.locator("a.excerpt").inner_text().startswith("<script>")  # evil, escaped
+    assert first.locator(".key a").inner_text() == "evil"

@@ -17,7 +17,7 @@ from .conftest import INJECTION, csrf_of, loopback_client
 PAGES = ["/memories", "/memories?q=vim", "/memories?forgotten=include",
          "/memory?key=evil", "/memory?key=pref-vim", "/recall?q=script+pwned",
          "/recall?q=tea+last+week", "/working", "/timeline", "/forget?key=evil",
-         "/purge?key=evil", "/purge"]
+         "/purge?key=evil", "/purge", "/users"]
 
 
 def test_every_page_renders(client: TestClient) -> None:
@@ -221,6 +221,7 @@ def test_a_stale_form_does_not_overwrite_a_newer_version(client: TestClient,
                                        "csrf": token})
     assert stale.status_code == 400
     assert "reload the page" in stale.text
+    assert '<a id="back" href="/memory?key=pref-tea">' in stale.text  # the way back to it
     assert ui_htm.get("pref-tea").tags == ("elsewhere",)  # type: ignore[union-attr]
 
 
@@ -235,8 +236,10 @@ def test_a_forgotten_memory_must_be_restored_before_editing(client: TestClient,
         assert response.status_code == 400
         assert "restore it first" in response.text
     assert ui_htm.versions("pref-tea")[-1].version == 1
+    assert '<a id="back" href="/memory?key=pref-tea">' in response.text
     missing = client.post("/tags", data={"key": "no-such-key", "tags": "x", "csrf": token})
     assert missing.status_code == 404
+    assert 'id="back"' not in missing.text  # no memory to go back to: the list only
 
 
 def test_editing_without_the_csrf_token_is_refused(client: TestClient, ui_htm: HTM) -> None:
@@ -284,15 +287,25 @@ def test_responses_forbid_scripts_and_framing(client: TestClient) -> None:
 
 def test_the_database_password_is_never_shown(ui_htm: HTM, monkeypatch: pytest.MonkeyPatch
                                               ) -> None:
-    """The stores mask their URL already; the UI masks again whatever ``store.url`` says
-    (set here to carry a password, the only way to test the UI's own masking)."""
-    monkeypatch.setattr(ui_htm.store, "url", "postgresql://htm:hunter2-pass@db.example/htm")
+    """The stores mask their URL already; the header names the store by its host and
+    database only, whatever ``store.url`` says (set here to carry a user and a password,
+    the only way to test it)."""
+    monkeypatch.setattr(ui_htm.store, "url",
+                        "postgresql://htmuser:hunter2-pass@db.example:5433/htm?sslmode=require")
     app = create_app(ui_htm)
     client = loopback_client(app)
     for url in PAGES:
         page = client.get(url).text
-        assert "hunter2-pass" not in page, url
-    assert "postgresql://htm:***@db.example/htm" in client.get("/memories").text
+        assert "hunter2-pass" not in page and "htmuser" not in page, url
+    assert '<b id="store">db.example:5433/htm</b>' in client.get("/memories").text
+
+
+def test_the_header_names_a_sqlite_store_by_its_file(ui_htm: HTM,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ui_htm.store, "url", "sqlite:////home/someone/private/notes.db")
+    page = loopback_client(create_app(ui_htm)).get("/memories").text
+    assert '<b id="store">notes.db</b>' in page
+    assert "/home/someone" not in page
 
 
 # -- bad input -------------------------------------------------------------------------

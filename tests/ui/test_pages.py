@@ -61,7 +61,8 @@ def test_a_memory_page(client: TestClient, ui_htm: HTM, htm_factory: Callable[..
     page = client.get("/memory?key=pref-vim").text
     holders = page.split('id="holders"', 1)[1].split("</dd>", 1)[0]
     assert "inspector" in holders and "other" in holders
-    assert "(1 accesses there" in holders  # other's recall counted in its working memory
+    assert "(1 access there" in holders  # other's recall counted in its working memory
+    assert "(0 accesses there" in holders
     assert "user:preferences:editor" in page
     log = page.split('id="log"', 1)[1].split("</table>", 1)[0]
     assert "<td>add</td>" in log
@@ -85,11 +86,21 @@ def test_working_memory_of_each_robot(ui_htm: HTM, htm_factory: Callable[..., HT
     evicted = {o.key for o in other.operations(op="evict", robot="other")}
     assert evicted, "the test needs a robot whose working memory evicted"
     assert set(_keys(page, "resident")) == {"o1", "o2", "o3"} - evicted
-    assert "/ 128000 tokens" in page
+    # the store does not know other's budget (15): the page says so rather than measure
+    # against the app's 128,000
+    gauge = page.split('id="gauge"', 1)[1].split("</div>", 1)[0]
+    assert "/ 128000" not in gauge and "Budget unknown" in page
+    assert f"{other.stats().working_memory_tokens} tokens held" in gauge
+    assert f"{len(evicted)} eviction" in gauge
+    assert "/ 128000 tokens" in mine.split('id="gauge"', 1)[1].split("</div>", 1)[0]
+    assert "Budget unknown" not in mine
     for strategy in ("balanced", "important", "recent"):
-        section = page.split(f'id="context-{strategy}"', 1)[1].split("</div>", 1)[0]
-        listed = re.findall(r"<li>([^<]*)</li>", section)
-        assert listed == list(other.create_context(strategy=strategy).keys), strategy
+        section = page.split(f'id="context-{strategy}"', 1)[1].split("</ol>", 1)[0]
+        built = other.create_context(strategy=strategy)
+        listed = re.findall(r'<a href="/memory\?key=[^"]*">([^<]*)</a>', section)
+        assert [unescape(k) for k in listed] == list(built.keys), strategy
+        texts = [unescape(t) for t in re.findall(r'class="excerpt"[^>]*>([^<]*)<', section)]
+        assert texts == [m.content for m in built.memories], strategy
     app.state.ui.close()
 
 
