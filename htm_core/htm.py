@@ -101,7 +101,9 @@ class HTM:
         database_url: a SQLite path / ``sqlite:///`` URL / ``":memory:"``, or a
             ``postgresql://`` URL. Default ``HTM_DATABASE_URL``, else a SQLite file in
             the user data directory.
-        working_memory_tokens: the working-memory budget (default 128,000).
+        working_memory_tokens: the working-memory budget (default 128,000). A budget given
+            here is recorded on the robot (``Robot.working_memory_tokens``), so that tools
+            looking at the store, such as ``htm ui``, know what the robot runs with.
         embedder: an object with ``embed_documents``/``embed_query`` (any LangChain
             ``Embeddings``), or ``"auto"``, ``"hashing"``, ``"local"``, ``"ollama[:model]"``.
             Default ``HTM_EMBEDDER``, else ``"auto"``: the store's own embedder when it
@@ -187,7 +189,9 @@ class HTM:
                            else settings.embedder, batch_size=embed_batch_size,
                            allow_mismatch=allow_embedder_mismatch,
                            importance_scorer=importance_scorer, tagger=tagger,
-                           summariser=summariser, enrichment_options=enrichment_options)
+                           summariser=summariser, enrichment_options=enrichment_options,
+                           budget=self._wm.max_tokens if working_memory_tokens is not None
+                           else None)
         except BaseException:
             if self._owns_store:
                 self._store.close()
@@ -197,7 +201,7 @@ class HTM:
     def _assemble(self, embedder: Any, *, batch_size: int, allow_mismatch: bool,
                   importance_scorer: ImportanceScorer | None, tagger: Tagger | None,
                   summariser: SummaryWriter | None,
-                  enrichment_options: Mapping[str, Any] | None) -> None:
+                  enrichment_options: Mapping[str, Any] | None, budget: int | None) -> None:
         """Make the services over the open store, each given only the parts it uses."""
         store, robot, clock, lock = self._store, self.robot, self._clock, self._lock
         self._embedding = EmbeddingService(
@@ -210,7 +214,8 @@ class HTM:
         self._embedding.check_store(allow_mismatch=allow_mismatch)
         self._intake = Intake(robot, clock=clock, counter=self._counter,
                               enrichment=self._enrichment)
-        store.ensure_robot(robot)
+        # A budget the caller gave is recorded on the robot, for tools that look at the store.
+        store.ensure_robot(robot, working_memory_tokens=budget)
         self._resident, self._write_behind = self._resident_set()
         self._lister = Lister(store, clock=clock)
         self._versions = Versions(store, robot, intake=self._intake, embedding=self._embedding,

@@ -132,6 +132,10 @@ class Robot:
     created_at: datetime
     last_active: datetime | None = None
     memory_count: int = 0
+    #: The working-memory budget (tokens) given to the robot's newest ``HTM`` that was given
+    #: one (``HTM(working_memory_tokens=...)``, ``--working-memory-tokens``); None when none
+    #: was (the default budget is not recorded).
+    working_memory_tokens: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

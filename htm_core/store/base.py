@@ -125,8 +125,10 @@ class Lifecycle(Protocol):
 class Records(Protocol):
     """Robots and memories by key or id: write, read, touch, tag, count."""
 
-    def ensure_robot(self, name: str) -> Robot:
-        """Register ``name`` if new; return it."""
+    def ensure_robot(self, name: str, *, working_memory_tokens: int | None = None) -> Robot:
+        """Register ``name`` if new; return it. ``working_memory_tokens``: the budget an
+        ``HTM`` of this robot runs with, recorded on the robot (``Robot.working_memory_tokens``)
+        so that tools looking at the store (the inspector) know it."""
         ...
 
     def robots(self, *, tags: Sequence[str] | None = None) -> list[Robot]:

@@ -394,6 +394,13 @@ class StoreConformance:
         assert [r.name for r in store.robots(tags=("chat:user:nobody",))] == []
         assert {r.name: r.memory_count for r in store.robots()} == {"r1": 2, "r2": 1, "r3": 1}
 
+    def test_a_robot_keeps_the_budget_recorded_for_it(self, store: Any) -> None:
+        assert {r.name: r.working_memory_tokens for r in store.robots()} == {"r1": None}
+        store.ensure_robot("r2", working_memory_tokens=600)
+        store.ensure_robot("r2")  # no budget given: the recorded one stays
+        assert {r.name: r.working_memory_tokens for r in store.robots()}["r2"] == 600
+        assert store.ensure_robot("r2", working_memory_tokens=700).working_memory_tokens == 700
+
     def test_reopen_sees_everything(self, store_factory: Callable[[], LongTermStore]) -> None:
         self.needs("reopen")
         s = store_factory()

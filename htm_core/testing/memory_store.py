@@ -98,10 +98,13 @@ class InMemoryStore:
     def _by_key(self, key: str) -> Memory | None:
         return next((m for m in self._memories.values() if m.key == key), None)
 
-    def ensure_robot(self, name: str) -> Robot:
+    def ensure_robot(self, name: str, *, working_memory_tokens: int | None = None) -> Robot:
         if name not in self._robots:
             self._robots[name] = Robot(id=len(self._robots) + 1, name=name,
                                        created_at=datetime.now(timezone.utc))
+        if working_memory_tokens is not None:
+            self._robots[name] = replace(self._robots[name],
+                                         working_memory_tokens=working_memory_tokens)
         return self._robots[name]
 
     def robots(self, *, tags: Sequence[str] | None = None) -> list[Robot]:

@@ -82,11 +82,22 @@ class UI:
             from htm_core import HTM
 
             wm = self.htm.working_memory
-            made = HTM(robot=name, store=self.htm.store, working_memory_tokens=wm.max_tokens,
+            made = HTM(robot=name, store=self.htm.store,
+                       working_memory_tokens=self.recorded_budget(name),
                        embedder=self.htm.embedder, token_counter=self.htm.token_counter,
                        eviction=wm.policy, clock=self.htm.clock)
             self._robots[name] = made
             return made
+
+    def recorded_budget(self, name: str) -> int | None:
+        """The working-memory budget robot ``name`` runs with, as its ``HTM`` recorded it on
+        the store (None: none was recorded)."""
+        return next((r.working_memory_tokens for r in self.htm.robots() if r.name == name), None)
+
+    def budget_known(self, name: str) -> bool:
+        """Whether the gauge of robot ``name`` can measure against its real budget: the
+        acting robot's is this app's, another's only when recorded on the store."""
+        return name == self.htm.robot or self.recorded_budget(name) is not None
 
     def close(self) -> None:
         """Close the robots' ``HTM`` objects this app opened (not the acting one)."""

@@ -160,6 +160,6 @@ def context(ui: UI, request: Request, form: dict[str, str]) -> Response:
     built = htm.create_context(strategy=strategy, tags=[tag], scope_working=True)
     return ui.render(request, "context.html", user=user, sid=sid, tag=tag, built=built,
                      blocks=_blocks(ui, built.memories), strategies=CONTEXT_STRATEGIES,
-                     robots=ui.htm.robots(), robot=name, budget_known=name == ui.htm.robot,
+                     robots=ui.htm.robots(), robot=name, budget_known=ui.budget_known(name),
                      separator_tokens=ui.htm.token_counter.count(SEPARATOR),
                      resident=htm.stats(tags=[tag]).working_memory_count)

@@ -2,10 +2,10 @@
 and the context ``create_context`` would build now for each strategy.
 
 Each robot is read through an ``HTM`` acting as that robot on the same store, with this
-app's budget and eviction policy (``htm ui --working-memory-tokens``, ``HTM_EVICTION``),
-as ``htm context --robot NAME`` would. The store keeps which memories a robot holds, not
-the budget it runs with: the gauge measures against a budget only for the robot this app
-acts as; for another robot it shows the tokens held and says the budget is unknown.
+app's eviction policy (``HTM_EVICTION``) and the budget the robot's own ``HTM`` recorded on
+the store (``Robot.working_memory_tokens``, recorded when an application gives its ``HTM`` a
+budget). The gauge measures against that budget, or this app's for the robot it acts as;
+for a robot that recorded none it shows the tokens held and says the budget is unknown.
 """
 
 from __future__ import annotations
@@ -40,5 +40,5 @@ def overview(ui: UI, request: Request, form: dict[str, str]) -> Response:
     contexts = [htm.create_context(strategy=s) for s in CONTEXT_STRATEGIES]
     evictions = len(ui.htm.operations(limit=EVICTION_SCAN, op="evict", robot=name))
     return ui.render(request, "working.html", robots=robots, robot=name, stats=stats,
-                     items=items, contexts=contexts, budget_known=name == ui.htm.robot,
+                     items=items, contexts=contexts, budget_known=ui.budget_known(name),
                      evictions=evictions, eviction_scan=EVICTION_SCAN)

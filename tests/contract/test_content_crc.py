@@ -48,10 +48,12 @@ def test_a_store_of_version_6_is_migrated_and_still_refuses_damage(
     htm.add("another old note", key="older")
     with htm.store.engine.begin() as conn:  # type: ignore[attr-defined]
         conn.execute(text("ALTER TABLE memories DROP COLUMN content_crc"))
+        conn.execute(text("ALTER TABLE robots DROP COLUMN working_memory_tokens"))
         conn.execute(text("UPDATE htm_meta SET value = '6' WHERE key = 'schema_version'"))
     htm.close()
-    again = htm_factory(robot="r")
+    again = htm_factory(robot="r", working_memory_tokens=900)
     assert again.store.schema_version() == SCHEMA_VERSION
+    assert {r.name: r.working_memory_tokens for r in again.robots()} == {"r": 900}
     assert _crc_of(again, "old") == (content_crc("an old note") if sqlite else None)
     assert again.store.get("old").content == "an old note"  # type: ignore[union-attr]
     again.add("a new note", key="new")

@@ -81,16 +81,14 @@ def test_working_memory_of_each_robot(ui_htm: HTM, htm_factory: Callable[..., HT
     assert _keys(mine, "resident") == ui_htm.working_memory.keys()
     page = client.get("/working?robot=other").text
     other.stats()
-    # the page reads the robot with the app's budget (128,000), so nothing of it is evicted
+    # other's HTM recorded its budget (15) on the store: the page reads it with that budget
     assert _keys(page, "resident") == other.working_memory.keys()
     evicted = {o.key for o in other.operations(op="evict", robot="other")}
     assert evicted, "the test needs a robot whose working memory evicted"
     assert set(_keys(page, "resident")) == {"o1", "o2", "o3"} - evicted
-    # the store does not know other's budget (15): the page says so rather than measure
-    # against the app's 128,000
     gauge = page.split('id="gauge"', 1)[1].split("</div>", 1)[0]
-    assert "/ 128000" not in gauge and "Budget unknown" in page
-    assert f"{other.stats().working_memory_tokens} tokens held" in gauge
+    assert f">{other.stats().working_memory_tokens} / 15 tokens" in gauge
+    assert "Budget unknown" not in page
     assert f"{len(evicted)} eviction" in gauge
     assert "/ 128000 tokens" in mine.split('id="gauge"', 1)[1].split("</div>", 1)[0]
     assert "Budget unknown" not in mine
@@ -101,6 +99,26 @@ def test_working_memory_of_each_robot(ui_htm: HTM, htm_factory: Callable[..., HT
         assert [unescape(k) for k in listed] == list(built.keys), strategy
         texts = [unescape(t) for t in re.findall(r'class="excerpt"[^>]*>([^<]*)<', section)]
         assert texts == [m.content for m in built.memories], strategy
+    app.state.ui.close()
+
+
+def test_a_robot_that_recorded_no_budget_is_shown_without_one(
+        ui_htm: HTM, htm_factory: Callable[..., HTM]) -> None:
+    """An ``HTM`` opened without a budget (the default) records none, and a later one with
+    the default does not overwrite a recorded budget: the page never claims a budget the
+    robot does not run with."""
+    quiet = htm_factory(robot="quiet")
+    quiet.add("Quiet robot note", key="q1")
+    app = create_app(ui_htm)
+    page = loopback_client(app).get("/working?robot=quiet").text
+    gauge = page.split('id="gauge"', 1)[1].split("</div>", 1)[0]
+    assert "/ " not in gauge and "Budget unknown" in page
+    assert "tokens held" in gauge
+    htm_factory(robot="sized", working_memory_tokens=300)
+    htm_factory(robot="sized")  # the default: the recorded 300 stays
+    assert {r.name: r.working_memory_tokens for r in ui_htm.robots()}["sized"] == 300
+    page = loopback_client(app).get("/working?robot=sized").text
+    assert "/ 300 tokens" in page.split('id="gauge"', 1)[1].split("</div>", 1)[0]
     app.state.ui.close()
 
 

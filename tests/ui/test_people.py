@@ -178,9 +178,21 @@ def test_the_context_is_what_create_context_builds(people_client: TestClient,
         assert gauge.startswith(f">{built.tokens} / {BUDGET} tokens"), gauge
 
 
+def test_the_context_of_another_robot_is_measured_against_its_recorded_budget(
+        people_htm: HTM, htm_factory: Callable[..., HTM]) -> None:
+    sized = htm_factory(robot="sized", working_memory_tokens=50)
+    HTMChatMessageHistory(htm=sized, session_id="s4", user_id="Ada").add_messages(
+        [HumanMessage("Ada talking to the sized robot")])
+    app = create_app(people_htm)
+    page = loopback_client(app).get("/context?user=Ada&robot=sized").text
+    gauge = page.split('id="gauge"', 1)[1].split("</div>", 1)[0]
+    assert " / 50 tokens" in gauge and "Budget unknown" not in page
+    app.state.ui.close()
+
+
 def test_the_context_of_another_robot_says_its_budget_is_unknown(
         people_htm: HTM, htm_factory: Callable[..., HTM]) -> None:
-    other = htm_factory(robot="other", working_memory_tokens=50)
+    other = htm_factory(robot="other")
     HTMChatMessageHistory(htm=other, session_id="s3", user_id="Ada").add_messages(
         [HumanMessage("Ada again, talking to the other robot")])
     app = create_app(people_htm)

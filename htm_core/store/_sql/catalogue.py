@@ -232,11 +232,13 @@ class SQLCatalogue(ABC):
         tagged = self._filter_sql(SearchFilters(tags=tuple(tags or ())), params)
         rows = self._reading("listing robots", lambda conn: conn.execute(text(
             "SELECT r.id, r.name, r.created_at, r.last_active, "
-            f"(SELECT count(*) FROM memories m WHERE m.robot_id = r.id AND {tagged}) AS n "
-            "FROM robots r ORDER BY r.name"), params).all())
+            f"(SELECT count(*) FROM memories m WHERE m.robot_id = r.id AND {tagged}) AS n, "
+            "r.working_memory_tokens FROM robots r ORDER BY r.name"), params).all())
         return [Robot(id=int(r[0]), name=r[1], created_at=self._time_out(r[2]),
                       last_active=self._time_out(r[3]) if r[3] else None,
-                      memory_count=int(r[4])) for r in rows if not tags or r[4]]
+                      memory_count=int(r[4]),
+                      working_memory_tokens=None if r[5] is None else int(r[5]))
+                for r in rows if not tags or r[4]]
 
     # -- the operations log ----------------------------------------------------------
 

@@ -481,9 +481,14 @@ class _PostgresEngine(SQLWorkingSet):
             return int(rid)
         return None
 
-    def ensure_robot(self, name: str) -> Robot:
-        """Register ``name`` if new; return it."""
-        self._robot_id(name)
+    def ensure_robot(self, name: str, *, working_memory_tokens: int | None = None) -> Robot:
+        """Register ``name`` if new (recording the budget its ``HTM`` runs with); return it."""
+        rid = self._robot_id(name)
+        if working_memory_tokens is not None:
+            self._run("recording the working-memory budget", lambda conn: conn.execute(text(
+                "UPDATE robots SET working_memory_tokens = :t "
+                "WHERE id = :r AND working_memory_tokens IS DISTINCT FROM :t"),
+                {"t": working_memory_tokens, "r": rid}))
         return next(r for r in self.robots() if r.name == name)
 
     # -- log -------------------------------------------------------------------------

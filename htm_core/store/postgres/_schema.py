@@ -192,13 +192,15 @@ _V6_EXACT = [
 
 #: Version 7, the CRC-32 of each memory's text (:func:`~htm_core.store.values.content_crc`),
 #: which every read compares. Rows written before have none (filling it would rewrite
-#: every row and its generated full-text vector): their reads compare the SHA-256.
-_V7_CRC = ["ALTER TABLE memories ADD COLUMN IF NOT EXISTS content_crc bigint"]
+#: every row and its generated full-text vector): their reads compare the SHA-256. And the
+#: working-memory budget each robot's ``HTM`` runs with.
+_V7 = ["ALTER TABLE memories ADD COLUMN IF NOT EXISTS content_crc bigint",
+       "ALTER TABLE robots ADD COLUMN IF NOT EXISTS working_memory_tokens integer"]
 
 #: Version 5 changed SQLite's embedding-cache index only; PostgreSQL keeps its layout.
 _MIGRATIONS: dict[int, list[str]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS], 5: [], 6: [*_V6_EXACT], 7: [*_V7_CRC]}
+    4: [*_V4_WINDOWS], 5: [], 6: [*_V6_EXACT], 7: [*_V7]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "

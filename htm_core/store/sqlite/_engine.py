@@ -602,13 +602,17 @@ class _SQLiteEngine(SQLWorkingSet):
             return int(row[0])
         return None
 
-    def ensure_robot(self, name: str) -> Robot:
+    def ensure_robot(self, name: str, *, working_memory_tokens: int | None = None) -> Robot:
         if self._read_only is not None:  # a robot new to a read-only store writes nothing
             known = [r for r in self.robots() if r.name == name]
             return known[0] if known else Robot(id=0, name=name, created_at=utc_from_timestamp(
                 time.time()))
         with self._write() as conn:
-            self._robot_id(conn, name)
+            rid = self._robot_id(conn, name)
+            if working_memory_tokens is not None:
+                conn.execute(text("UPDATE robots SET working_memory_tokens = :t "
+                                  "WHERE id = :r AND working_memory_tokens IS NOT :t"),
+                             {"t": working_memory_tokens, "r": rid})
         return next(r for r in self.robots() if r.name == name)
 
     # -- log -------------------------------------------------------------------------

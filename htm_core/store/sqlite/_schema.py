@@ -231,12 +231,16 @@ _V5_HASH_INDEX = ["DROP INDEX IF EXISTS memories_hash", _HASH_INDEX]
 #: folded names goes.
 _V6_EXACT = ["DROP INDEX IF EXISTS tags_name_folded"]
 
-def _add_crc_column(conn: Connection) -> None:
-    """Add ``memories.content_crc`` unless it is there (SQLite has no ``IF NOT EXISTS``
-    for columns) and fill it for every row that has none."""
-    columns = {row[1] for row in conn.exec_driver_sql("PRAGMA table_info(memories)")}
-    if "content_crc" not in columns:
-        conn.exec_driver_sql("ALTER TABLE memories ADD COLUMN content_crc INTEGER")
+def _add_column(conn: Connection, table: str, column: str, declared: str) -> None:
+    """Add ``table.column`` unless it is there (SQLite has no ``IF NOT EXISTS`` for columns)."""
+    if column not in {row[1] for row in conn.exec_driver_sql(f"PRAGMA table_info({table})")}:
+        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {declared}")
+
+
+def _add_v7_columns(conn: Connection) -> None:
+    """``robots.working_memory_tokens``, and ``memories.content_crc`` filled for every row."""
+    _add_column(conn, "robots", "working_memory_tokens", "INTEGER")
+    _add_column(conn, "memories", "content_crc", "INTEGER")
     conn.connection.driver_connection.create_function(  # type: ignore[union-attr]
         "htm_crc32", 1, content_crc, deterministic=True)
     conn.exec_driver_sql(
@@ -244,12 +248,13 @@ def _add_crc_column(conn: Connection) -> None:
 
 
 #: Version 7, the CRC-32 of each memory's text (:func:`~htm_core.store.values.content_crc`),
-#: which every read compares; existing rows get theirs here.
-_V7_CRC: list[Step] = [_add_crc_column]
+#: which every read compares (existing rows get theirs here), and the working-memory budget
+#: each robot's ``HTM`` runs with.
+_V7: list[Step] = [_add_v7_columns]
 
 _MIGRATIONS: dict[int, Sequence[Step]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS], 5: [*_V5_HASH_INDEX], 6: [*_V6_EXACT], 7: [*_V7_CRC]}
+    4: [*_V4_WINDOWS], 5: [*_V5_HASH_INDEX], 6: [*_V6_EXACT], 7: [*_V7]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
