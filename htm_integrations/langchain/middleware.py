@@ -21,7 +21,9 @@ After each model call the run's new user turns and the assistant's answers are s
 one memory per message, keyed by the message id, so a re-invoked thread (with a
 checkpointer) never stores a turn twice. Tool calls and tool results are not stored
 unless ``store_tool_messages=True``; with ``store_assistant_turns=False`` the answers are
-not stored either, only what the user said.
+not stored either, only what the user said. A stored user turn records in its metadata
+(``recalled``) the keys of the memories the block held when the model answered it, so the
+inspector's transcript shows what was recalled into each turn.
 
 Memories are scoped to the run's user and thread (see
 :mod:`htm_integrations.langchain._agent_scope`): turns are tagged
@@ -35,6 +37,8 @@ to one robot).
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
@@ -134,6 +138,9 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
                                    shared=shared, shared_tags=shared_tags)
         count = htm.token_counter.count
         self._frame_tokens = count(f"{BLOCK_START}\n\n{BLOCK_END}")
+        # user message id -> keys of the memories its block held, until the turn is stored
+        self._recalled: OrderedDict[str, list[str]] = OrderedDict()
+        self._recalled_lock = threading.Lock()
         if self._frame_tokens >= self.max_tokens:
             raise ValidationError(
                 f"max_tokens={max_tokens} leaves no room for memories: the block's markers "
@@ -167,7 +174,23 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
                      if wanted(m)]
         chosen, text, _ = fit(kept, context.budget, count=self.htm.token_counter.count,
                               separator_tokens=self.htm.token_counter.count(SEPARATOR))
+        asked = next((m.id for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        if asked:
+            self._remember_recalled(asked, [m.key for m in chosen])
         return f"{BLOCK_START}\n{text}\n{BLOCK_END}" if chosen else None
+
+    def _remember_recalled(self, message_id: str, keys: list[str]) -> None:
+        """Keep what the block for user message ``message_id`` held until it is stored (the
+        newest 1,000 messages: one answered in another process is simply not recorded)."""
+        with self._recalled_lock:
+            self._recalled[message_id] = keys
+            self._recalled.move_to_end(message_id)
+            while len(self._recalled) > 1_000:
+                self._recalled.popitem(last=False)
+
+    def _take_recalled(self, message_id: str) -> list[str] | None:
+        with self._recalled_lock:
+            return self._recalled.pop(message_id, None)
 
     def _request_with_block(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         block = self.memory_block(request.messages, self.scope.of_runtime(request.runtime))
@@ -220,6 +243,8 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
         for message in messages[start:]:
             if not self._keeps(message) or not message.id:
                 continue
+            recalled = (self._take_recalled(message.id)
+                        if isinstance(message, HumanMessage) else None)
             items.append({
                 "content": f"{_LABELS.get(message.type, message.type)}: "
                            f"{_text(message) or '(no text)'}",
@@ -228,7 +253,8 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
                 "tags": [scope.tag, f"chat:role:{message.type}"],
                 "metadata": {"message_id": message.id, "role": message.type,
                              "session_id": scope.session, "user_id": scope.user,
-                             "message": message_to_dict(message)},
+                             "message": message_to_dict(message),
+                             **({"recalled": recalled} if recalled is not None else {})},
             })
         return items
 

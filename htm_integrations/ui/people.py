@@ -120,6 +120,16 @@ def role_of(memory: Memory) -> str | None:
                 None)
 
 
+def recalled_into(ui: UI, turn: Memory) -> list[Memory | str] | None:
+    """What the agent middleware recorded as recalled into ``turn``'s context (the
+    metadata's ``recalled`` keys), each memory as it is now, or its key when it is gone;
+    None when nothing was recorded."""
+    keys = turn.metadata.get("recalled")
+    if not isinstance(keys, list):
+        return None
+    return [ui.htm.get(k, include_forgotten=True) or k for k in keys if isinstance(k, str)]
+
+
 def session(ui: UI, request: Request, form: dict[str, str]) -> Response:
     """``/session?id=SLUG[&user=SLUG]``: the session's turns as stored, oldest first
     (forgotten ones marked), each with its role when the memory says it."""
@@ -133,7 +143,8 @@ def session(ui: UI, request: Request, form: dict[str, str]) -> Response:
     if not page.memories and cursor is None:
         raise NotFoundError(f"no memory carries the tag {tag!r}: no such session on this "
                             "store (ids are exact)")
-    turns = [{"memory": m, "role": role_of(m)} for m in page.memories]
+    turns = [{"memory": m, "role": role_of(m), "recalled": recalled_into(ui, m)}
+             for m in page.memories]
     return ui.render(request, "session.html", user=user, sid=sid, tag=tag, turns=turns,
                      next_cursor=page.next_cursor, limit=limit,
                      given=_given(ui, tag, sid, "session_id"))

@@ -252,3 +252,27 @@ def test_the_user_can_come_from_the_config_and_the_agent_can_stream(
     agent.invoke({"messages": [HumanMessage("What is my cat called?")]},
                  {"configurable": {"thread_id": "t2", "user_id": "ada"}})
     assert "My cat is called Mio" in block_of(model.system_texts()[1])
+
+
+def test_a_stored_user_turn_records_what_its_block_recalled(
+        htm_factory: Callable[..., HTM]) -> None:
+    """The keys of the memories the block held when the model answered a user turn are in
+    that turn's metadata (``recalled``), exactly the block's; another user's (by case) are
+    never among them."""
+    htm = htm_factory(robot="assistant")
+    htm.add("Ada's tea is oolong", tags=["chat:user:Ada"], key="chat:user:Ada:key:tea")
+    htm.add("ada's tea is mint", tags=["chat:user:ada"], key="chat:user:ada:key:tea")
+    model = RecordingChatModel(replies=[AIMessage("Oolong."), AIMessage("Still oolong.")])
+    agent = create_agent(model, context_schema=UserContext, middleware=[HTMMiddleware(htm)],
+                         checkpointer=InMemorySaver())
+    ask(agent, "What tea do I like?", thread="t1", user="Ada")
+    [turn] = [m for m in htm.list(tags=["chat:user:Ada:session:t1"], limit=10).memories
+              if m.metadata.get("role") == "human"]
+    assert "chat:user:Ada:key:tea" in turn.metadata["recalled"]
+    assert "chat:user:ada:key:tea" not in turn.metadata["recalled"]
+    held = [line for line in block_of(model.system_texts()[0]).splitlines()[1:-1] if line]
+    assert len(turn.metadata["recalled"]) == len(
+        [k for k in turn.metadata["recalled"] if htm.get(k).content in held])
+    answers = [m for m in htm.list(tags=["chat:user:Ada:session:t1"], limit=10).memories
+               if m.metadata.get("role") == "ai"]
+    assert answers and all("recalled" not in m.metadata for m in answers)

@@ -1,6 +1,7 @@
 """Fusion weights that follow the full-text arm's evidence (``RetrievalConfig.adaptive``, on
-by default): each full-text arm weighs the coverage of its best hit, so an arm that found only an incidental word of the question cannot bury the
-vector arm's clear answer, and an arm whose best hit holds every word keeps its weight."""
+by default): each full-text arm weighs the coverage of its best hit, so an arm that found
+only an incidental word of the question cannot bury the vector arm's clear answer, and an
+arm whose best hit holds every word keeps its weight."""
 
 from __future__ import annotations
 
