@@ -149,6 +149,34 @@ def test_the_transcript_is_the_session_in_order(people_client: TestClient,
     assert people_client.get("/session?user=Ada&id=s9").status_code == 404
 
 
+def test_the_transcript_shows_what_the_middleware_recalled_into_each_turn(
+        people_htm: HTM) -> None:
+    """A turn stored by ``HTMMiddleware`` (a real ``create_agent`` with a fake model) lists
+    the memories its block held; Ada's own fact is among them, the lowercase ada's never."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from htm_integrations.langchain import HTMMiddleware
+    from tests.fake_chat import RecordingChatModel
+
+    people_htm.add("Ada takes her tea with lemon", tags=["chat:user:Ada"], key="ada-lemon")
+    people_htm.add("ada takes her coffee black", tags=["chat:user:ada"], key="ada-black")
+    agent = create_agent(RecordingChatModel(replies=[AIMessage("With lemon.")]),
+                         middleware=[HTMMiddleware(people_htm, user_id="Ada",
+                                                   session_id="tea")],
+                         checkpointer=InMemorySaver())
+    agent.invoke({"messages": [{"role": "user", "content": "How do I take my tea?"}]},
+                 {"configurable": {"thread_id": "tea"}})
+    app = create_app(people_htm)
+    page = loopback_client(app).get("/session?user=Ada&id=tea").text
+    recalled = page.split('class="recalled', 1)[1].split('<div class="turn', 1)[0]
+    assert "recalled into this turn" in recalled
+    assert "Ada takes her tea with lemon" in recalled and "ada-lemon" in recalled
+    assert "ada takes her coffee black" not in recalled
+    assert page.count('id="recalled-') == 1  # the answer records nothing
+    app.state.ui.close()
+
+
 def test_a_memory_links_to_its_user_and_conversation(people_client: TestClient,
                                                       people_htm: HTM) -> None:
     for user, session in (("Ada", "s1"), ("ada", "s1")):
