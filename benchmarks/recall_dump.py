@@ -74,7 +74,6 @@ def configs() -> dict[str, RetrievalConfig]:
         "no-duplicates": default.with_options(duplicates=None),
         "duplicates-0.8": default.with_options(duplicates=0.8),
         "no-windows": default.with_options(window_words=None),
-        "window-centring": default.with_options(window_centring=True),
         "candidates-2": default.with_options(candidates=2),
         "fusion-fn": default.with_options(fusion=weighted_fusion),
         "fusion-fn-no-neighbours": default.with_options(fusion=weighted_fusion, neighbors=0),

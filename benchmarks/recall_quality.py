@@ -359,8 +359,6 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
                                                                        duplicates=None)),
             "htm vector, no windows": ("vector", default.with_options(window_words=None)),
             "hybrid, no windows": ("hybrid", default.with_options(window_words=None)),
-            "hybrid, windows centred on their own mean": (
-                "hybrid", default.with_options(window_centring=True)),
         })
     return configs
 

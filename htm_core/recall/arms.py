@@ -3,7 +3,6 @@ which time arms say nothing, and the cosine similarities the vector arms found."
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -46,14 +45,11 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
     text = query.replace(when.phrase, " ") if when is not None else query
     window = _intersect(filters, when) if when is not None else None
     windows = config.window_words is not None
-    recentre = (functools.partial(centre, given, penalty=config.typical_penalty)
-                if centred is not None and config.window_centring else None)
-    asked = {"vector": ArmQuery(vector=vector, limit=depth, filters=filters, windows=windows,
-                                recentre=recentre),
+    asked = {"vector": ArmQuery(vector=vector, limit=depth, filters=filters, windows=windows),
              "fulltext": ArmQuery(text=text, limit=depth, filters=filters)}
     if window is not None:
         asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window,
-                                        windows=windows, recentre=recentre)
+                                        windows=windows)
         asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
         if centroid is not None and config.weights.get("atypical@time", 0.0) > 0:
             # The window's memories least like the average memory: events, not small talk.

@@ -43,12 +43,9 @@ class RetrievalConfig:
             query weighs little (it helped both development sets; ``False``: the configured
             weights as they are).
         centering: remove the store's mean direction from the query before the vector arm
-            (and the time-window vector arm) runs; ``strategy="vector"`` is never centred,
-            its scores stay plain cosine similarities.
-        window_centring: with centring, windows get the query centred on their own mean
-            direction (boilerplate is typical of windows) instead of the memories' (off
-            by default: measured on real conversations it cost recall; see
-            docs/recall-quality.md).
+            (and the time-window vector arm) runs, windows of long memories included (the
+            same query, centred on the memories' mean); ``strategy="vector"`` is never
+            centred, its scores stay plain cosine similarities.
         no_terms_floor: a query with no searchable words (stop words, emoji or
             punctuation only) returns only the memories whose cosine similarity to it is at
             least this (the vector arm alone, not centred), so it never fills working
@@ -85,7 +82,6 @@ class RetrievalConfig:
     adaptive: bool = True
     coverage: bool = True
     centering: bool = True
-    window_centring: bool = False
     no_terms_floor: float = 0.5
     duplicates: float | None = 1.0
     typical_penalty: float = 0.2

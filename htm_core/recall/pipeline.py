@@ -26,8 +26,7 @@ one do each step's work).
     down for looking like the average memory; the **typicality penalty** then takes
     ``typical_penalty × μ`` off the centred query as well, so each memory's similarity drops
     by that share of its similarity to the average memory, whatever the query. Windows
-    (of long memories) are searched with the same query (``window_centring``: centred on
-    their own mean direction instead);
+    (of long memories) are searched with the same query;
   - **time expressions** in the query ("last May", "in June 2023", "last month",
     "two weeks ago", "last summer") are resolved against the clock; both arms run
     again inside that window and join the fusion as two more arms, so memories from

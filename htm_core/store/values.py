@@ -19,7 +19,6 @@ import numpy as np
 from ..errors import DatabaseCorruptError, ValidationError
 from ..models import Memory
 from .vector_index import FloatArray, unit_rows
-from .window_role import Recentre
 
 T = TypeVar("T")
 
@@ -247,8 +246,6 @@ class ArmQuery:
     #: A vector search scores each memory by the better of its whole vector and its best
     #: window (:class:`Windows`); False: by its whole vector alone.
     windows: bool = True
-    #: With ``windows``: the windows' query given their own mean (None, or None: ``vector``).
-    recentre: Recentre | None = None
 
     def __post_init__(self) -> None:
         if (self.vector is None) == (self.text is None):

@@ -56,8 +56,6 @@ class WindowIndex:
         self.max_id = 0
         #: The table's window generation this index was loaded at.
         self.generation = -1
-        self._sum = np.zeros(dim, dtype=np.float64)
-        self._mean: npt.NDArray[np.float64] | None = None
         #: The windows grouped by memory (see :meth:`_grouped`), made again after an add.
         self._groups: tuple[IntArray, IntArray, IntArray] | None = None
 
@@ -72,8 +70,6 @@ class WindowIndex:
             self._matrix = np.concatenate([self._matrix, vectors.astype(np.float32)])
             self._owners = np.concatenate([self._owners, owners.astype(np.int64)])
             self.max_id = max(self.max_id, int(ids.max()))
-            self._sum += vectors.sum(axis=0, dtype=np.float64)
-            self._mean = None
             self._groups = None
 
     def _grouped(self) -> tuple[FloatArray, IntArray, IntArray, IntArray]:
@@ -87,15 +83,6 @@ class WindowIndex:
                                         if owners.size else owners)
                 self._groups = (order, starts, owners[starts])
             return (self._matrix, *self._groups)
-
-    def centroid(self) -> npt.NDArray[np.float64] | None:
-        """The unit-length mean of every window held (a running sum), or None if empty."""
-        with self._lock:
-            if self._mean is None and self._owners.size:
-                norm = float(np.linalg.norm(self._sum))
-                if norm > 0.0:
-                    self._mean = self._sum / norm
-            return self._mean
 
     def best(self, query: FloatArray, limit: int, memories: VectorIndex, *,
              start: float | None, end: float | None, robot: int | None,

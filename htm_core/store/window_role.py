@@ -3,17 +3,10 @@ which re-exports it): the window vectors of long memories (``htm_core._windows``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    import numpy as np
-
-__all__ = ["Recentre", "Windows"]
-
-#: Given the windows' mean direction, the query to score the windows with, centred on it
-#: (:attr:`~htm_core.store.base.ArmQuery.recentre`; None: the arm's own vector).
-Recentre = Callable[["np.ndarray"], "np.ndarray | None"]
+__all__ = ["Windows"]
 
 
 @runtime_checkable

@@ -1,4 +1,4 @@
-"""Windows of long memories on every backend (issue 24, schema version 4).
+"""Windows of long memories on every backend (schema version 4).
 
 A long memory gets one vector per window of its text besides its whole vector; the vector
 search scores it by the better of the two. These tests use a bag-of-words embedder, with
@@ -11,10 +11,12 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy import create_engine, text
 
-from htm_core import HTM
+from htm_core import HTM, RetrievalConfig
 from htm_core._windows import split_windows
+from htm_core.recall import hybrid_arms
 from htm_core.store import SCHEMA_VERSION, SearchFilters, open_store
 from htm_core.transfer import copy_store, export_jsonl, import_jsonl
 from tests.unit.test_windows import DISTRACTORS, FACT, FILLER, LONG, QUERY, BagOfWords
@@ -41,6 +43,32 @@ def test_add_and_add_many_write_windows_for_long_memories_only(htm_factory):
         split_windows(other, 20))
     assert _ranked(htm)[0] == "long"
     assert _ranked(htm, windows=False).index("long") > len(DISTRACTORS) - 1
+
+
+def _unit(vector: object) -> np.ndarray:
+    v = np.asarray(vector, dtype=np.float64)
+    return v / np.linalg.norm(v)
+
+
+def test_windows_are_scored_with_the_same_centred_query_as_the_memories(htm_factory):
+    """Hybrid recall's vector arm carries the query centred on the memories' mean; a long
+    memory scores the better cosine of its whole vector and its best window to that very
+    vector, on every backend."""
+    htm = htm_factory(embedder=BagOfWords())
+    _fill(htm)
+    htm.add_many([f"Thanks, that sounds good to me {i}." for i in range(8)])
+    given = BagOfWords().embed_query(QUERY)
+    arm = hybrid_arms(htm.store, QUERY, lambda: given, limit=5, filters=SearchFilters(),
+                      config=RetrievalConfig())[0]["vector"]
+    query = _unit(arm.vector)
+    assert arm.windows and not np.allclose(query, _unit(given))  # centred
+    (hits,) = htm.store.search_arms([arm])
+    long = htm.get("long")
+    assert long is not None
+    whole, *windows = (float(query @ _unit(v)) for v in
+                       BagOfWords().embed_documents([LONG, *split_windows(LONG, 20)]))
+    assert max(windows) > whole + 0.05  # the fact's window decides the long memory's score
+    assert abs(dict(hits)[long.id] - max(windows)) < 1e-4
 
 
 def test_update_replaces_the_windows_and_purge_deletes_them(htm_factory):

@@ -1,4 +1,4 @@
-"""Long memories embedded in windows (issue 24): splitting, and a fact deep in a long text."""
+"""Long memories embedded in windows: splitting, and a fact deep in a long text."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -28,47 +28,43 @@ from ..vector_index import normalise, not_finite
 from ._engine import _PARAM, _rows
 from ._working import PostgresWorkingSet
 
-T = TypeVar("T")
+#: The memories' estimated mean direction: (newest id, monotonic time checked, the
+#: store's embedder, the unit mean).
+MeanEstimate = tuple[int, float, "str | None", "list[float] | None"]
 
 
-#: A table's estimated mean direction: (newest id, monotonic time checked, the store's
-#: embedder, the unit mean as its user keeps it).
-MeanEstimate = tuple[int, float, "str | None", T | None]
-
-
-def _mean_is_due(cached: MeanEstimate[Any] | None) -> bool:
+def _mean_is_due(cached: MeanEstimate | None) -> bool:
     """Whether :func:`estimate_mean` has anything to check (no read otherwise)."""
     return cached is None or cached[0] < 1000 or time.monotonic() - cached[1] >= 60.0
 
 
-def estimate_mean(first_row: Callable[[str], Sequence[Any] | None], table: str,
-                  cached: MeanEstimate[T] | None,
-                  keep: Callable[[np.ndarray], T]) -> MeanEstimate[T]:
-    """The unit mean direction of the newest 20,000 vectors of ``table`` (``memories`` or
-    ``memory_windows``), as ``keep`` makes it: an estimate, read again when the table has
-    grown by a twentieth (or lost rows) or the store's embedder changed; once it covers
-    1,000 rows it is checked at most once a minute (:func:`_mean_is_due`), smaller tables
-    on every call. ``first_row(sql)`` runs a statement and gives its first row."""
+def estimate_mean(first_row: Callable[[str], Sequence[Any] | None],
+                  cached: MeanEstimate | None) -> MeanEstimate:
+    """The unit mean direction of the newest 20,000 memory vectors: an estimate, read
+    again when the table has grown by a twentieth (or lost rows) or the store's embedder
+    changed; once it covers 1,000 rows it is checked at most once a minute
+    (:func:`_mean_is_due`), smaller tables on every call. ``first_row(sql)`` runs a
+    statement and gives its first row."""
     now = time.monotonic()
-    top = first_row(f"SELECT (SELECT coalesce(max(id), 0) FROM {table}), "
+    top = first_row("SELECT (SELECT coalesce(max(id), 0) FROM memories), "
                     "(SELECT value FROM htm_meta WHERE key = 'embedder')")
     newest, embedder = (int(top[0] or 0), top[1]) if top else (0, None)
     if (cached is not None and cached[3] is not None and embedder == cached[2]
             and cached[0] <= newest <= cached[0] + cached[0] // 20):
         return cached[0], now, embedder, cached[3]
-    row = first_row(f"SELECT CAST(avg(embedding) AS real[]) FROM (SELECT embedding FROM {table} "
+    row = first_row("SELECT CAST(avg(embedding) AS real[]) FROM (SELECT embedding FROM memories "
                     "WHERE embedding IS NOT NULL ORDER BY id DESC LIMIT 20000) s")
     mean = np.asarray(row[0], dtype=np.float64) if row and row[0] is not None else None
     norm = float(np.linalg.norm(mean)) if mean is not None else 0.0
-    return newest, now, embedder, keep(mean / norm) if mean is not None and norm > 0 else None
+    unit = (mean / norm).tolist() if mean is not None and norm > 0 else None
+    return newest, now, embedder, unit
 
 
 class _PostgresSearch(PostgresWorkingSet):
     """Vector and full-text search, one statement per search."""
 
     def _vector_sql(self, unit: np.ndarray, limit: int, filters: SearchFilters,
-                    windows: bool = True, window_unit: np.ndarray | None = None
-                    ) -> tuple[str, dict[str, Any]]:
+                    windows: bool = True) -> tuple[str, dict[str, Any]]:
         # ORDER BY the distance alone: a second sort key would stop the HNSW index scan.
         params: dict[str, Any] = {"q": unit, "limit": limit}
         where = self._filter_sql(filters, params)
@@ -243,8 +239,7 @@ class _PostgresSearch(PostgresWorkingSet):
             assert cached is not None
             return cached[3]
         self._centroid = self._read("estimating the vector centroid", lambda conn: estimate_mean(
-            lambda sql: conn.execute(text(sql)).first(), "memories", cached,
-            lambda mean: mean.tolist()))
+            lambda sql: conn.execute(text(sql)).first(), cached))
         return self._centroid[3]
 
     def vector_search(self, vector: Sequence[float], *, limit: int, filters: SearchFilters,
@@ -285,8 +280,7 @@ class _PostgresSearch(PostgresWorkingSet):
                     if unit is not None:
                         self._session_ef(pg, info, min(1000, max(ef, deepest)))
                     if unit is not None and np.any(unit):
-                        parts[k] = self._vector_sql(unit, arm.limit, arm.filters, arm.windows,
-                                                    self._window_query(pg, arm))
+                        parts[k] = self._vector_sql(unit, arm.limit, arm.filters, arm.windows)
                 else:
                     parsed = parse_query(arm.text or "")
                     if parsed:
@@ -319,10 +313,6 @@ class _PostgresSearch(PostgresWorkingSet):
             else:
                 found[k].sort(key=lambda hit: (-hit[1], hit[0]))  # its ORDER BY
         return found
-
-    def _window_query(self, pg: psycopg.Connection[Any], arm: ArmQuery) -> np.ndarray | None:
-        """The arm's query for the windows when it differs from its ``vector`` (windows)."""
-        return None
 
     def _exact_vector_search(self, sql: str, params: dict[str, Any]) -> list[tuple[int, float]]:
         """The vector search again with index scans off (this transaction only): a filter

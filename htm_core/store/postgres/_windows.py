@@ -12,59 +12,37 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import psycopg
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...errors import DimensionMismatchError
 from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
-from ..base import ArmQuery, SearchFilters
+from ..base import SearchFilters
 from ..vector_index import normalise
 from ._history import _PostgresHistory
 from ._schema import _DIMENSION_LOCK, _WINDOWS_HNSW_INDEX
-from ._search import MeanEstimate, _mean_is_due, estimate_mean
 
 
 class _PostgresWindows(_PostgresHistory):
     """:class:`~htm_core.store.base.Windows` on PostgreSQL."""
 
-    #: The windows' estimated mean direction (:func:`estimate_mean`).
-    _window_mean: MeanEstimate[np.ndarray] | None = None
-
     def _vector_sql(self, unit: np.ndarray, limit: int, filters: SearchFilters,
-                    windows: bool = True, window_unit: np.ndarray | None = None
-                    ) -> tuple[str, dict[str, Any]]:
+                    windows: bool = True) -> tuple[str, dict[str, Any]]:
         """The memories' search and, with ``windows``, the windows' (each an HNSW scan
-        ordered by distance alone, the windows' by ``window_unit`` if given), the better
-        score per memory kept."""
+        ordered by distance alone), the better score per memory kept."""
         sql, params = super()._vector_sql(unit, limit, filters)
         if not windows:
             return sql, params
         where = self._filter_sql(filters, params)
         params["wlimit"] = 2 * limit
-        params["wq"] = unit if window_unit is None else window_unit
         return (
             "SELECT u.id, max(u.score) AS score FROM ("
             f"({sql}) UNION ALL ("
-            "SELECT w.memory_id AS id, 1 - (w.embedding <=> CAST(:wq AS vector)) AS score "
+            "SELECT w.memory_id AS id, 1 - (w.embedding <=> CAST(:q AS vector)) AS score "
             "FROM memory_windows w JOIN memories m ON m.id = w.memory_id "
             f"WHERE w.embedding IS NOT NULL AND {where} "
-            "ORDER BY w.embedding <=> CAST(:wq AS vector) LIMIT :wlimit)) u "
+            "ORDER BY w.embedding <=> CAST(:q AS vector) LIMIT :wlimit)) u "
             "GROUP BY u.id ORDER BY score DESC, u.id LIMIT :limit", params)
-
-    def _window_query(self, pg: psycopg.Connection[Any], arm: ArmQuery) -> np.ndarray | None:
-        """``arm.recentre`` of the windows' mean direction, as a unit vector (None without
-        windows or without ``recentre``): the mean of the newest 20,000 windows, an estimate
-        kept as :meth:`vector_centroid` keeps the memories' (:func:`estimate_mean`)."""
-        if arm.recentre is None or not arm.windows:
-            return None
-        cached = self._window_mean
-        if _mean_is_due(cached):
-            cached = self._window_mean = estimate_mean(
-                lambda sql: pg.execute(sql).fetchone(), "memory_windows", cached, lambda m: m)
-        assert cached is not None
-        own = arm.recentre(cached[3]) if cached[3] is not None else None
-        return None if own is None else normalise(own)
 
     def _window_dim(self, conn: Connection, dim: int) -> None:
         """Give the window column dimension ``dim`` and its HNSW index (once per embedder)."""

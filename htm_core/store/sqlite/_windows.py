@@ -22,7 +22,6 @@ from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
 from ..base import ArmQuery, SearchFilters
 from ..vector_index import normalise, unit_rows
 from ..window_index import WindowIndex
-from ..window_role import Recentre
 from ._history import _SQLiteHistory
 from ._records import Mark
 
@@ -111,7 +110,7 @@ class _SQLiteWindows(_SQLiteHistory):
                                                     filters=a.filters))
                     continue
                 out.append(self._vector_hits(a.vector, a.limit, a.filters, a.windows,
-                                             sync=not synced, recentre=a.recentre))
+                                             sync=not synced))
                 synced = synced or a.windows
         return out
 
@@ -120,12 +119,11 @@ class _SQLiteWindows(_SQLiteHistory):
         return self._vector_hits(vector, limit, filters, windows, sync=True)
 
     def _vector_hits(self, vector: Sequence[float], limit: int, filters: SearchFilters,
-                     windows: bool, *, sync: bool, recentre: Recentre | None = None
-                     ) -> list[tuple[int, float]]:
+                     windows: bool, *, sync: bool) -> list[tuple[int, float]]:
         hits = super().vector_search(vector, limit=limit, filters=filters)
         if not windows or self._index is None:
             return hits
-        found = self._window_hits(vector, limit, filters, sync=sync, recentre=recentre)
+        found = self._window_hits(vector, limit, filters, sync=sync)
         return merge_best(hits, found, limit) if found else hits
 
     def _sync_windows(self, dim: int) -> WindowIndex | None:
@@ -170,8 +168,7 @@ class _SQLiteWindows(_SQLiteHistory):
         return index
 
     def _window_hits(self, vector: Sequence[float], limit: int, filters: SearchFilters, *,
-                     sync: bool = True, recentre: Recentre | None = None
-                     ) -> list[tuple[int, float]]:
+                     sync: bool = True) -> list[tuple[int, float]]:
         memories = self._index
         if memories is None:
             return []
@@ -181,10 +178,6 @@ class _SQLiteWindows(_SQLiteHistory):
         query = normalise(vector)  # only once there are windows to search
         if query.shape[0] != memories.dim:
             return []
-        centroid = index.centroid() if recentre is not None else None
-        own = recentre(centroid) if recentre is not None and centroid is not None else None
-        if own is not None:  # the query centred on the windows' own mean
-            query = normalise(own)
         masks = self._index_masks(filters)
         if masks is None:
             return []
