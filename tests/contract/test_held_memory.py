@@ -124,3 +124,22 @@ def test_the_in_memory_store_keeps_changed_copies():
     assert now["Ada"] is not None and now["Ada"].tags == ("person:ada",)
     assert now["user:ada"] is not None and now["user:ada"].importance == 9.0
     assert now["\u0430da"] is not None and now["\u0430da"].forgotten_at == AT
+
+
+def test_a_stored_memory_has_every_field(htm_factory, monkeypatch):
+    """The stores build the memories they read and write without ``Memory.__init__``
+    (:func:`htm_core.store.values.stored_memory`): each still has exactly the dataclass's
+    fields and equals the one ``__init__`` makes of them."""
+    htm = htm_factory(robot="a")
+    if hasattr(htm.store, "copy_min_rows"):  # PostgreSQL: the COPY path makes them too
+        monkeypatch.setattr(htm.store, "copy_min_rows", 1)
+    made = htm.store.add_many([_record(k) for k in KEYS])  # the writer's memories
+    ids = [r.memory.id for r in made]
+    read = [*(htm.store.get(k, include_embedding=True) for k in KEYS),
+            *htm.store.get_many(ids), *htm.store.get_many(ids, include_embedding=True)]
+    names = {f.name for f in dataclasses.fields(Memory)}
+    for memory in [r.memory for r in made] + read:
+        assert memory is not None and set(vars(memory)) == names
+        assert Memory(**vars(memory)) == memory
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            memory.importance = 2.0
