@@ -134,7 +134,7 @@ class Versions:
                                                read_version=current.version, fields=fields,
                                                strict=strict)
             self._resident.refresh()
-            memory.in_working_memory = record.key in self._resident.wm
+            memory = replace(memory, in_working_memory=record.key in self._resident.wm)
         if "content" in fields and memory.content == record.content:
             self._embedding.add_windows([memory])  # the trigger dropped the old text's windows
         self._embedding.wake()

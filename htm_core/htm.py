@@ -606,18 +606,17 @@ class HTM:
         ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
                         min_score=floor, rerank=reranker, now=now)
         with self._lock:
-            refused = self._resident.recalled([by_id[r.id] for r in ranked], now)
+            shown = self._resident.recalled([by_id[r.id] for r in ranked], now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).
-        return [Hit(memory=by_id[r.id], score=r.relevance, ranks=dict(r.ranks))
-                for r in ranked if by_id[r.id].key not in refused]
+        return [Hit(memory=shown[r.id], score=r.relevance, ranks=dict(r.ranks))
+                for r in ranked if r.id in shown]
 
     @_open
     def retrieve(self, key: str) -> Memory | None:
         """The memory under ``key`` (exact lookup), or None; counts as an access."""
         memory = self._store.get(check_key(key))
         with self._lock:
-            self._resident.retrieved(memory, self._clock())
-        return memory
+            return self._resident.retrieved(memory, self._clock())
 
     aretrieve = twin(retrieve)
 

@@ -18,9 +18,14 @@ __all__ = [
 ]
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Memory:
-    """One memory as the long-term store keeps it.
+    """One memory as the long-term store keeps it: a value, never changed once made.
+
+    A later call that changes the memory (a recall or a read counting an access, an
+    update, a forget, new tags or importance) returns or stores a new ``Memory``; one a
+    caller holds keeps the fields it was read with. ``dataclasses.replace(memory, ...)``
+    makes a changed copy.
 
     Times are timezone-aware and in UTC. ``embedding`` is ``None`` until it has been
     computed (for instance in background mode); ``forgotten_at`` is set while a memory

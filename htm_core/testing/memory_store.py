@@ -95,6 +95,12 @@ class InMemoryStore:
                 and (not filters.tags or any(t == f or t.startswith(f + ":")
                                              for t in memory.tags for f in filters.tags)))
 
+    def _changed(self, memory: Memory, **changes: Any) -> Memory:
+        """Keep a copy of ``memory`` with ``changes`` in its place (one a caller holds stays
+        as it was) and return it."""
+        new = self._memories[memory.id] = replace(memory, **changes)
+        return new
+
     def _by_key(self, key: str) -> Memory | None:
         return next((m for m in self._memories.values() if m.key == key), None)
 
@@ -121,9 +127,8 @@ class InMemoryStore:
             old = self._by_key(record.key)
             if old is not None:
                 self._record("restore" if old.forgotten_at else "touch", record.robot, old.key)
-                old.forgotten_at = None
-                old.access_count += 1
-                results.append(AddResult(old, False))
+                touched = self._changed(old, forgotten_at=None, access_count=old.access_count + 1)
+                results.append(AddResult(touched, False))
                 continue
             self.ensure_robot(record.robot)
             memory = Memory(
@@ -157,8 +162,8 @@ class InMemoryStore:
 
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         for mid in ids:
-            self._memories[mid].last_accessed = at
-            self._memories[mid].access_count += 1
+            memory = self._memories[mid]
+            self._changed(memory, last_accessed=at, access_count=memory.access_count + 1)
 
     def _existing(self, key: str) -> Memory:
         memory = self._by_key(key)
@@ -168,13 +173,12 @@ class InMemoryStore:
 
     def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
         memory = self._existing(key)
-        memory.tags = tuple(sorted({*memory.tags, *tags}))
+        memory = self._changed(memory, tags=tuple(sorted({*memory.tags, *tags})))
         self._record("tag", robot, key, tags=sorted(set(tags)))
         return memory
 
     def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
-        memory = self._existing(key)
-        memory.importance = importance
+        memory = self._changed(self._existing(key), importance=importance)
         self._record("importance", robot, key, importance=importance)
         return memory
 
@@ -293,8 +297,7 @@ class InMemoryStore:
 
     # -- Forgetting --------------------------------------------------------------------
     def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
-        memory = self._existing(key)
-        memory.forgotten_at = at
+        memory = self._changed(self._existing(key), forgotten_at=at)
         for states in self._working.values():
             states.pop(memory.id, None)
         self._record("forget", robot, key)
@@ -304,7 +307,7 @@ class InMemoryStore:
         memory = self._by_key(key)
         if memory is None:
             raise NotFoundError(f"no memory with key {key!r}")
-        memory.forgotten_at = None
+        memory = self._changed(memory, forgotten_at=None)
         self._record("restore", robot, key)
         return memory
 
@@ -406,15 +409,14 @@ class InMemoryStore:
     def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
         for mid, vector in items:
             self._embedder = self._embedder or (embedder, len(vector))
-            self._memories[mid].embedding = list(vector)
-            self._memories[mid].embedder = embedder
+            self._changed(self._memories[mid], embedding=list(vector), embedder=embedder)
             self._failures.pop(mid, None)
 
     def reset_embeddings(self) -> None:
         self._embedder = None
         self._windows.clear()
-        for memory in self._memories.values():
-            memory.embedding = memory.embedder = None
+        for memory in list(self._memories.values()):
+            self._changed(memory, embedding=None, embedder=None)
 
     def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
         return self.find_embeddings([content_hash], embedder).get(content_hash)

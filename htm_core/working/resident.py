@@ -157,52 +157,59 @@ class ResidentSet:
 
     def add_and_enter(self, records: Sequence[NewMemory]) -> list[AddResult]:
         """Store ``records`` and put them into working memory in one transaction (which
-        also writes what reads left pending)."""
+        also writes what reads left pending); each result's memory says whether it
+        entered (``in_working_memory``)."""
         self.refresh(flush=False)
         pending, self._pending = self._pending, None
+        shown: list[Memory] = []
+
+        def working(results: list[AddResult]) -> WorkingChange:
+            change, shown[:] = self.stage_enter([r.memory for r in results])
+            return self._with_pending(change, pending)
+
         try:
             results, applied = self._store.add_and_enter(
-                records, expected_version=self.version,
-                working=lambda rs: self._with_pending(
-                    self.stage_enter([r.memory for r in rs]), pending))
+                records, expected_version=self.version, working=working)
         except BaseException:
             self.rollback()
             self._pending = pending
             raise
         self.settle(applied)
-        return results
+        return [AddResult(m, r.created) for r, m in zip(results, shown, strict=True)]
 
-    def recalled(self, memories: Sequence[Memory], at: datetime) -> frozenset[str]:
+    def recalled(self, memories: Sequence[Memory], at: datetime) -> dict[int, Memory]:
         """Count an access to each recalled memory and enter them (least relevant first, so a
-        later, better hit never evicts an earlier one); return the keys of those forgotten
-        since they were read (left out). The write waits (see :meth:`flush`)."""
+        later, better hit never evicts an earlier one); return each one's new copy (the
+        access counted, ``in_working_memory`` set) by id, leaving out those forgotten since
+        they were read. The write waits (see :meth:`flush`)."""
         if not memories:
             self.refresh(flush=False)
-            return frozenset()
+            return {}
         # The version and the hits' visibility in one read (one round trip on a server).
         version, hidden = self._store.recall_check(self._robot, [m.id for m in memories])
         self.refresh(flush=False, version=version)
-        refused = frozenset(m.key for m in memories if m.id in hidden)
-        memories = [m for m in memories if m.id not in hidden]
         accessed = at.astimezone(timezone.utc)
-        for m in memories:
-            m.access_count += 1
-            m.last_accessed = accessed
-        if memories:
-            entered, evicted = self._enter(memories[::-1], accessed=at)
-            # Written later: the pending change takes each key's state when it is written.
-            self._defer_parts(at, [m.id for m in memories], evicted, entered)
-        return refused
+        touched = [checked_instance(Memory, m, access_count=m.access_count + 1,
+                                    last_accessed=accessed)
+                   for m in memories if m.id not in hidden]
+        if not touched:
+            return {}
+        entered, evicted, shown = self._enter(touched[::-1], accessed=at)
+        # Written later: the pending change takes each key's state when it is written.
+        self._defer_parts(at, [m.id for m in touched], evicted, entered)
+        return {m.id: m for m in shown}
 
-    def retrieved(self, memory: Memory | None, at: datetime) -> None:
+    def retrieved(self, memory: Memory | None, at: datetime) -> Memory | None:
         """Count an access to a memory read by key (its working-memory item too), written
-        at once with whatever reads left pending (a read by key is rare and explicit)."""
+        at once with whatever reads left pending (a read by key is rare and explicit);
+        return its new copy with the access counted."""
         self.refresh(flush=False)
-        if memory is not None:
-            memory.access_count += 1
-            memory.last_accessed = at.astimezone(timezone.utc)
-            self._defer(self.stage_touch([memory.key], at=at, touch=[memory.id]))
-            self.flush()
+        if memory is None:
+            return None
+        self._defer(self.stage_touch([memory.key], at=at, touch=[memory.id]))
+        self.flush()
+        return checked_instance(Memory, memory, access_count=memory.access_count + 1,
+                                last_accessed=at.astimezone(timezone.utc))
 
     def flush(self) -> None:
         """Write what reads left pending, in one transaction. If that fails, the pending
@@ -293,7 +300,7 @@ class ResidentSet:
         memory = self.memories.get(key)
         if item is None or memory is None:
             return
-        memory.importance = importance
+        self.memories[key] = checked_instance(Memory, memory, importance=importance)
         self.wm.remove(key)
         self.wm.add(key, item.content, tokens=item.token_count, importance=importance,
                     created_at=item.created_at, last_accessed=item.last_accessed,
@@ -382,8 +389,8 @@ class ResidentSet:
             except MemoryTooLargeError:
                 dropped.append((m.key, m.content))
                 continue
-            m.in_working_memory = True
-            self.memories[m.key] = m
+            self.memories[m.key] = m if m.in_working_memory else \
+                checked_instance(Memory, m, in_working_memory=True)
             for item in gone:
                 self.memories.pop(item.key, None)
                 dropped.append((item.key, item.content))
@@ -417,17 +424,19 @@ class ResidentSet:
     # -- staging changes ----------------------------------------------------------------
 
     def stage_enter(self, memories: Sequence[Memory], *, accessed: datetime | None = None,
-                    touch: Sequence[int] = ()) -> WorkingChange:
+                    touch: Sequence[int] = ()) -> tuple[WorkingChange, list[Memory]]:
         """Put ``memories`` into working memory (evicting by policy) in the process and
-        return the change to write; :meth:`commit` or :meth:`rollback` follows."""
-        entered, evicted = self._enter(memories, accessed=accessed)
+        return the change to write, and each memory's copy with ``in_working_memory`` set
+        (whether it entered); :meth:`commit` or :meth:`rollback` follows."""
+        entered, evicted, shown = self._enter(memories, accessed=accessed)
         return _change(self._robot, self._clock(), touch, evicted,
-                       [self.state(k) for k in entered])
+                       [self.state(k) for k in entered]), shown
 
     def _enter(self, memories: Sequence[Memory], *, accessed: datetime | None
-               ) -> tuple[list[str], list[tuple[str, int]]]:
-        """:meth:`stage_enter`'s work in the process: the keys entered (and still resident)
-        and those evicted, each with the id of the memory it took out."""
+               ) -> tuple[list[str], list[tuple[str, int]], list[Memory]]:
+        """:meth:`stage_enter`'s work in the process: the keys entered (and still resident),
+        those evicted, each with the id of the memory it took out, and each memory's copy
+        with ``in_working_memory`` set."""
         self.rollback()  # a retried transaction stages again from the same start
         held, wm = self.memories, self.wm
         # What :meth:`rollback` puts back: each key's state before the batch (the first
@@ -443,12 +452,16 @@ class ResidentSet:
               to_timestamp(m.created_at),
               m.access_count) for m in memories],
             last_accessed=to_timestamp(accessed) if accessed is not None else None)
+        shown: list[Memory] = []
         for memory, gone in zip(memories, outcomes, strict=True):
             if isinstance(gone, MemoryTooLargeError):
                 self._tell_too_large(memory, gone)
-                memory.in_working_memory = False
+                shown.append(memory if not memory.in_working_memory else
+                             checked_instance(Memory, memory, in_working_memory=False))
                 continue
-            memory.in_working_memory = True
+            memory = memory if memory.in_working_memory else \
+                checked_instance(Memory, memory, in_working_memory=True)
+            shown.append(memory)
             held[memory.key] = memory
             entered[memory.key] = None
             for item in gone:  # every eviction is logged, even of an item of this batch
@@ -456,7 +469,7 @@ class ResidentSet:
                 undo.append((item.key, item, left))
                 evicted.append((item.key, left.id if left is not None else 0))
                 pairs.append((item.key, item.content))
-        return [k for k in entered if k in wm], evicted
+        return [k for k in entered if k in wm], evicted, shown
 
     def _tell_too_large(self, memory: Memory, error: MemoryTooLargeError) -> None:
         """Log ``error`` the first time this memory (this version of it) does not fit."""
@@ -489,9 +502,7 @@ class ResidentSet:
             return evicted
         for key in result.refused:  # hidden in the store meanwhile: out of here too
             self.wm.remove(key)
-            gone = self.memories.pop(key, None)
-            if gone is not None:
-                gone.in_working_memory = False
+            self.memories.pop(key, None)
         for key in result.stale:  # updated meanwhile: the next sync fetches it again
             self.wm.remove(key)
             self.memories.pop(key, None)

@@ -36,13 +36,14 @@ def _memory(i: int, rng: random.Random) -> Memory:
 
 
 def _one_by_one(rs: ResidentSet, memories: list[Memory], accessed: datetime | None
-                ) -> tuple[list[str], list[str]]:
+                ) -> tuple[list[str], list[str], list[Memory]]:
     """What ``ResidentSet._enter`` did before batches: ``WorkingMemory.add`` per memory."""
     rs.rollback()
     undo: list[Any] = []
     rs._undo, rs._evicted = undo, []
     entered: dict[str, None] = {}
     evicted: list[str] = []
+    shown: list[Memory] = []
     at = to_timestamp(accessed) if accessed is not None else None
     for memory in memories:
         old = rs.wm.peek(memory.key)
@@ -52,17 +53,18 @@ def _one_by_one(rs: ResidentSet, memories: list[Memory], accessed: datetime | No
                              created_at=to_timestamp(memory.created_at), last_accessed=at,
                              access_count=memory.access_count)
         except MemoryTooLargeError:
-            memory.in_working_memory = False
+            shown.append(dataclasses.replace(memory, in_working_memory=False))
             continue
         undo.append((memory.key, old, rs.memories.get(memory.key)))
-        memory.in_working_memory = True
+        memory = dataclasses.replace(memory, in_working_memory=True)
+        shown.append(memory)
         rs.memories[memory.key] = memory
         entered[memory.key] = None
         for item in gone:
             undo.append((item.key, item, rs.memories.pop(item.key, None)))
             evicted.append(item.key)
             rs._evicted.append((item.key, item.content))
-    return [k for k in entered if k in rs.wm], evicted
+    return [k for k in entered if k in rs.wm], evicted, shown
 
 
 def _snapshot(rs: ResidentSet) -> dict[str, Any]:
@@ -103,14 +105,16 @@ def test_a_batch_enters_as_one_by_one_adds_did(policy: str, seed: int,
         assert before[0] == before[1]
         with caplog.at_level(logging.WARNING, logger="htm_core.working.resident"):
             caplog.clear()
-            batched = sets[0].stage_enter(twins[0], accessed=accessed)
+            batched, batch_shown = sets[0].stage_enter(twins[0], accessed=accessed)
             warned = [r.getMessage() for r in caplog.records]
-        entered, evicted = _one_by_one(sets[1], twins[1], accessed)
+        entered, evicted, one_shown = _one_by_one(sets[1], twins[1], accessed)
         assert batched.evict == evicted
         assert [s.key for s in batched.put] == entered
         assert batched.put == [sets[1].state(k) for k in entered]
         assert sets[0]._evicted == sets[1]._evicted
-        assert [m.in_working_memory for m in twins[0]] == [m.in_working_memory for m in twins[1]]
+        assert [m.in_working_memory for m in batch_shown] == \
+            [m.in_working_memory for m in one_shown]
+        assert batch_shown == one_shown
         first_time = [k for k in dict.fromkeys(m.key for m in twins[0] if m.token_count > 150)
                       if k not in told]
         told.update(first_time)
