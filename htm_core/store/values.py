@@ -34,19 +34,6 @@ def checked_instance(cls: type[T], like: T | None = None, /, **values: Any) -> T
     return out
 
 
-def stored_memory(values: dict[str, Any]) -> Memory:
-    """``Memory(**values)`` of what a store read or wrote, ``values`` holding every field but
-    ``superseded_at`` and ``in_working_memory`` (None and False): the instance's ``__dict__``
-    is filled at once, not by the frozen dataclass's ``__init__`` (an ``object.__setattr__``
-    per field, three times the cost on every memory a read serves)."""
-    out: Memory = object.__new__(Memory)
-    attrs = out.__dict__
-    attrs.update(values)
-    attrs["superseded_at"] = None
-    attrs["in_working_memory"] = False
-    return out
-
-
 _DEFAULTS: dict[type, dict[str, Any]] = {}
 
 

@@ -19,7 +19,7 @@ from .._vectors import (
     EmbeddingFailure,
     list_failures,
 )
-from ..values import check_stored_text, stored_memory
+from ..values import check_stored_text, checked_instance
 from ._engine import _PostgresEngine, _rows, _utc
 from ._schema import _MEMORY_COLUMNS
 
@@ -32,18 +32,17 @@ class _PostgresRecords(_PostgresEngine):
     def _to_memory(self, row: Any, include_embedding: bool) -> Memory:
         check_stored_text(row.key, int(row.id), row.content, row.content_crc,
                           row.content_hash, self.url)
-        return stored_memory({
-            "id": int(row.id), "key": row.key, "content": row.content,
-            "content_hash": row.content_hash, "robot": row.robot,
-            "importance": float(row.importance), "token_count": int(row.token_count),
-            "created_at": row.created_at.astimezone(timezone.utc),
-            "last_accessed": row.last_accessed.astimezone(timezone.utc),
-            "access_count": int(row.access_count), "tags": tuple(row.tags),
-            "metadata": dict(row.metadata or {}), "embedder": row.embedder,
-            "embedding": [float(x) for x in row.embedding]
+        return checked_instance(Memory,
+            id=int(row.id), key=row.key, content=row.content,
+            content_hash=row.content_hash, robot=row.robot,
+            importance=float(row.importance), token_count=int(row.token_count),
+            created_at=row.created_at.astimezone(timezone.utc),
+            last_accessed=row.last_accessed.astimezone(timezone.utc),
+            access_count=int(row.access_count), tags=tuple(row.tags),
+            metadata=dict(row.metadata or {}), embedder=row.embedder,
+            embedding=[float(x) for x in row.embedding]
             if include_embedding and row.embedding is not None else None,
-            "forgotten_at": _utc(row.forgotten_at), "version": int(row.version),
-        })
+            forgotten_at=_utc(row.forgotten_at), version=int(row.version))
 
     @staticmethod
     def _select(where: str, include_embedding: bool, join: str = "") -> str:

@@ -27,7 +27,7 @@ from ..base import (
     WorkingChange,
     WorkingResult,
 )
-from ..values import stored_memory
+from ..values import checked_instance
 from ..vector_index import finite_unit
 from ._codec import (
     _COPY_MEMORIES,
@@ -350,17 +350,17 @@ class _PostgresWriter(_PostgresSearch):
         out: dict[int, Memory] = {}
         for mid, i in chosen.items():
             r = records[i]
-            out[mid] = stored_memory({
-                "id": mid, "key": r.key, "content": r.content, "content_hash": hashes[i],
-                "robot": r.robot, "importance": float(r.importance),
-                "token_count": int(r.token_count),
-                "created_at": r.created_at.astimezone(timezone.utc),
-                "last_accessed": (r.last_accessed or r.created_at).astimezone(timezone.utc),
-                "access_count": int(r.access_count),
-                "tags": tuple(sorted(set(r.tags), key=rank.__getitem__)) if r.tags else (),
-                "metadata": metas.get(i, {}),
-                "embedder": r.embedder if r.embedding is not None else None,
-                "embedding": None, "forgotten_at": _utc(r.forgotten_at), "version": 1})
+            out[mid] = checked_instance(Memory,
+                id=mid, key=r.key, content=r.content, content_hash=hashes[i],
+                robot=r.robot, importance=float(r.importance),
+                token_count=int(r.token_count),
+                created_at=r.created_at.astimezone(timezone.utc),
+                last_accessed=(r.last_accessed or r.created_at).astimezone(timezone.utc),
+                access_count=int(r.access_count),
+                tags=tuple(sorted(set(r.tags), key=rank.__getitem__)) if r.tags else (),
+                metadata=metas.get(i, {}),
+                embedder=r.embedder if r.embedding is not None else None,
+                embedding=None, forgotten_at=_utc(r.forgotten_at), version=1)
         return out
 
     @staticmethod

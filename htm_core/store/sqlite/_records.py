@@ -24,7 +24,7 @@ from .._vectors import (
     EmbeddingFailure,
     list_failures,
 )
-from ..values import check_stored_text, stored_memory
+from ..values import check_stored_text, checked_instance
 from ._engine import _SQLiteEngine
 from ._errors import read_error
 from ._schema import _HASH_INDEX_EXISTS, _HASH_PREFIX, _MEMORY_COLUMNS
@@ -206,18 +206,17 @@ class _SQLiteRecords(_SQLiteEngine):
          last_accessed, access_count, metadata, embedder, forgotten_at, version,
          crc) = row[:15]
         check_stored_text(key, mid, content, crc, content_hash, self.url)
-        return stored_memory({
-            "id": mid, "key": key, "content": content, "content_hash": content_hash,
-            "robot": robot, "importance": importance, "token_count": token_count,
-            "created_at": utc_from_timestamp(created_at),
-            "last_accessed": utc_from_timestamp(last_accessed),
-            "access_count": access_count, "tags": tuple(tags),
-            "metadata": json.loads(metadata) if metadata != "{}" else {},
-            "embedder": embedder,
-            "embedding": np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
-            "forgotten_at": utc_from_timestamp(forgotten_at) if forgotten_at else None,
-            "version": int(version),
-        })
+        return checked_instance(Memory,
+            id=mid, key=key, content=content, content_hash=content_hash,
+            robot=robot, importance=importance, token_count=token_count,
+            created_at=utc_from_timestamp(created_at),
+            last_accessed=utc_from_timestamp(last_accessed),
+            access_count=access_count, tags=tuple(tags),
+            metadata=json.loads(metadata) if metadata != "{}" else {},
+            embedder=embedder,
+            embedding=np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
+            forgotten_at=utc_from_timestamp(forgotten_at) if forgotten_at else None,
+            version=int(version))
 
     def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
                include_embedding: bool) -> list[Memory]:

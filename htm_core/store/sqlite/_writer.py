@@ -34,7 +34,7 @@ from ..base import (
     WorkingChange,
     WorkingResult,
 )
-from ..values import content_crc, stored_memory, unit_embeddings
+from ..values import checked_instance, content_crc, unit_embeddings
 from ..vector_index import finite_unit
 from ._schema import _FTS_BATCH_KEY, _LARGE_BATCH, _LARGE_BATCH_CACHE_KIB
 from ._search import _SQLiteSearch
@@ -245,13 +245,13 @@ class _SQLiteWriter(_SQLiteSearch):
                 rec.token_count, created, accessed, rec.access_count, metadata, blob,
                 embedder_name, forgotten_ts,
             ))
-            made[mid] = stored_memory({
-                "id": mid, "key": key, "content": content, "content_hash": digest, "robot": rec.robot,
-                "importance": float(rec.importance), "token_count": rec.token_count,
-                "created_at": created_dt, "last_accessed": accessed_dt, "access_count": rec.access_count,
-                "tags": tuple(sorted(set(tags))) if tags else (), "embedding": None, "version": 1,
-                "metadata": json.loads(metadata) if rec.metadata else {}, "embedder": embedder_name,
-                "forgotten_at": utc_from_timestamp(forgotten_ts) if forgotten_ts else None})
+            made[mid] = checked_instance(Memory,
+                id=mid, key=key, content=content, content_hash=digest, robot=rec.robot,
+                importance=float(rec.importance), token_count=rec.token_count,
+                created_at=created_dt, last_accessed=accessed_dt, access_count=rec.access_count,
+                tags=tuple(sorted(set(tags))) if tags else (), embedding=None, version=1,
+                metadata=json.loads(metadata) if rec.metadata else {}, embedder=embedder_name,
+                forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None)
             inserted[key] = (mid, content, None)
             if tags:
                 tag_links.extend((mid, tag) for tag in tags)
