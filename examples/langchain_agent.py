@@ -2,7 +2,7 @@
 
 Run it::
 
-    pip install "htm-memory[langchain]"
+    pip install -e ".[langchain]"    # in a clone of the repository
     python examples/langchain_agent.py
 
 With ``HTM_EXAMPLE_MODEL`` set to a LangChain model name (``"ollama:llama3.2"`` with

@@ -2,7 +2,7 @@
 
 Run it::
 
-    pip install "htm-memory[llamaindex]"
+    pip install -e ".[llamaindex]"    # in a clone of the repository
     python examples/llamaindex_chat.py
 
 With ``HTM_EXAMPLE_MODEL`` set to ``"ollama:<model>"`` (needs ``llama-index-llms-ollama``)

@@ -7,7 +7,7 @@
 - :class:`HTMChatMessageHistory` (``BaseChatMessageHistory``): durable conversations for
   ``RunnableWithMessageHistory``.
 - :class:`HTMStore` (LangGraph ``BaseStore``): long-term memory for graphs and agents;
-  needs ``pip install "htm-memory[langgraph]"``.
+  needs ``pip install -e ".[langgraph]"`` in a clone.
 - :class:`HTMMemory` (classic ``BaseMemory`` from ``langchain-classic``): the bridge for
   classic chains such as ``ConversationChain``.
 

@@ -1,4 +1,4 @@
-"""LlamaIndex adapters for :class:`htm_core.HTM` (``pip install "htm-memory[llamaindex]"``).
+"""LlamaIndex adapters for :class:`htm_core.HTM` (``pip install -e ".[llamaindex]"`` in a clone).
 
 - :class:`HTMMemory`: a ``llama_index.core.memory.BaseMemory`` for chat engines and
   agents: the recent conversation plus recalled long-term memories, within a token limit.
