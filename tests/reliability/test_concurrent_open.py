@@ -1,7 +1,7 @@
 """Many processes opening one new store at once: every open succeeds, the schema ends
 current, created once.
 
-SQLite: eight forked processes open the same new file together (a barrier releases them),
+SQLite: eight processes open the same new file together (a barrier releases them),
 twenty trials, each on a fresh file. The version is read again inside the write lock, so
 one process creates the whole schema in one transaction and the others find it current.
 PostgreSQL: the same with eight processes on one new database (its advisory lock).
@@ -35,8 +35,11 @@ def _open(url: str, barrier: Any, results: Any) -> None:
 
 
 def _open_together(url: str) -> list[tuple[str, Any]]:
-    # fork: htm is imported once; the parent holds no connection to the store.
-    ctx = multiprocessing.get_context("fork")
+    # forkserver with htm preloaded: htm is imported once, and the processes are forked
+    # from a server with no other thread (a fork of the test process could copy a lock
+    # that one of its threads, left by an earlier test, holds, and hang).
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["htm_core"])
     barrier, results = ctx.Barrier(PROCESSES), ctx.Queue()
     procs = [ctx.Process(target=_open, args=(url, barrier, results)) for _ in range(PROCESSES)]
     for p in procs:
