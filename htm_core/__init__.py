@@ -52,6 +52,7 @@ from .errors import (
     TimeframeError,
     UnknownPolicyError,
     UnknownStrategyError,
+    UnsupportedError,
     UnsupportedFilterError,
     ValidationError,
 )
@@ -117,6 +118,7 @@ __all__ = [
     "UnknownJobKindError",
     "UnknownPolicyError",
     "UnknownStrategyError",
+    "UnsupportedError",
     "UnsupportedFilterError",
     "ValidationError",
     "WorkingMemory",

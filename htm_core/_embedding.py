@@ -41,7 +41,7 @@ from .enrich.documents import embed_text
 from .errors import EmbedderMismatchError, EmbeddingError, HTMError, StoreError
 from .models import Memory
 from .observability import Metrics
-from .store.base import LongTermStore, NewMemory, content_hash
+from .store.base import EmbeddingRepair, LongTermStore, NewMemory, Windows, capability, content_hash
 from .store.values import checked_instance
 from .tokens import TokenCounter
 from .validation import check_int
@@ -167,8 +167,10 @@ class EmbeddingService:
                  metrics: Metrics, batch_size: int,
                  window_words: int | None = DEFAULT_WINDOW_WORDS) -> None:
         self.batch_size = check_batch_size(batch_size)
+        #: Where window vectors go: the store, when it offers the ``windows`` capability.
+        self._windows: Windows | None = store if isinstance(store, Windows) else None
         #: Long memories get window vectors (``htm_core._windows``); None: none are made.
-        self.window_words = window_words
+        self.window_words = window_words if self._windows is not None else None
         self._windows_checked = False
         # An existing store's own embedder wins over "auto" (see resolve_embedder).
         info = store.embedding_info()
@@ -253,7 +255,8 @@ class EmbeddingService:
         return {"embedder_mismatch": self.mismatch,
                 "embedding_failures": [
                     {"key": f.key, "error": f.error}
-                    for f in (self._store.embedding_failures(limit=10) if failed else [])]}
+                    for f in (self._store.embedding_failures(limit=10)
+                              if failed and isinstance(self._store, EmbeddingRepair) else [])]}
 
     @property
     def inline(self) -> bool:
@@ -503,9 +506,10 @@ class EmbeddingService:
         (the catch-up: background embedding, a store made before windows, an import);
         skipped once a pass found none, until new vectors are made."""
         with self._fill_lock:
-            if self.mismatch or self.window_words is None or self._windows_checked:
+            if (self.mismatch or self._windows is None or self.window_words is None
+                    or self._windows_checked):
                 return 0
-            done = fill_windows_once(self._store, self.documents, self.window_words, limit,
+            done = fill_windows_once(self._windows, self.documents, self.window_words, limit,
                                      probe=lambda: self.call([PROBE_TEXT]),
                                      pooled=self.window_vectors if self.pools_windows else None)
             self._windows_checked = done == 0
@@ -515,14 +519,14 @@ class EmbeddingService:
         """Give the long ones of ``memories``, just written with their vectors, their
         windows (inline mode; in background mode the catch-up does it)."""
         words = self.window_words
-        if words is None or not self.inline:
+        if words is None or self._windows is None or not self.inline:
             return
         long = [(m.id, m.content_hash, m.content, m.metadata) for m in memories
                 if is_long(m.content, words)]
         if not long:
             return
         try:
-            self._store.set_windows(windows_for(
+            self._windows.set_windows(windows_for(
                 long, self.documents, words, probe=lambda: self.call([PROBE_TEXT]),
                 pooled=self.window_vectors if self.pools_windows else None))
         except (EmbeddingError, StoreError) as exc:  # the memories are stored already
@@ -532,7 +536,8 @@ class EmbeddingService:
 
     def retry_failed(self) -> int:
         """Clear the failure marks and embed those memories again; return how many."""
-        count = self._store.retry_embedding_failures()
+        count = capability(self._store, EmbeddingRepair,
+                           "retrying failed embeddings").retry_embedding_failures()
         if count:
             logger.info("retrying %d memories whose embedding failed", count)
         if self.worker is not None:
@@ -561,7 +566,7 @@ class EmbeddingService:
             info = self._store.embedding_info()
             if info is not None and (force or info[0] != self.name):
                 logger.info("re-embedding %s: dropping vectors from %s", self._store.url, info[0])
-                self._store.reset_embeddings()
+                capability(self._store, EmbeddingRepair, "re-embedding").reset_embeddings()
             self.mismatch = False
             with self._lock:  # vectors cached under this name may be from an old model
                 self._cache.clear()

@@ -24,7 +24,7 @@ from .clock import Clock
 from .errors import ValidationError
 from .models import Memory, Page
 from .store import LongTermStore, SearchFilters
-from .store.base import LIST_ORDERS
+from .store.base import LIST_ORDERS, Versions, capability
 from .timeframe import parse_timeframe
 from .validation import check_key, check_key_prefix, check_limit, check_tags
 
@@ -91,7 +91,8 @@ class Lister:
             return self._store.get(key, include_forgotten=include_forgotten is True)
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValidationError(f"version must be a whole number from 1, got {version!r}")
-        found = [m for m in self._store.versions(key) if m.version == version]
+        history = capability(self._store, Versions, f"reading version {version} of {key!r}")
+        found = [m for m in history.versions(key) if m.version == version]
         if not found or (found[0].forgotten_at is not None and include_forgotten is not True):
             return None
         return found[0]
@@ -115,8 +116,8 @@ class Lister:
         if cursor is not None:
             value, last_id, mark = decode_cursor(cursor, order, descending)
             after = (value, last_id)
-        elif order == "importance":
-            mark = self._store.history_mark()
+        elif order == "importance" and isinstance(self._store, Versions):
+            mark = self._store.history_mark()  # pages keep the order an update would move
         rows = self._store.list_memories(filters, key_prefix=key_prefix,
                                          include_forgotten=include_forgotten, order=order,
                                          descending=descending, limit=limit + 1, after=after,

@@ -31,7 +31,8 @@ from .errors import ConflictError, DuplicateKeyError, NotFoundError, ValidationE
 from .models import Hit, Memory
 from .scoring import evidence_of
 from .store import ArmQuery, LongTermStore, NewMemory, SearchFilters
-from .store.base import UPDATE_FIELDS
+from .store import base as roles
+from .store.base import UPDATE_FIELDS, capability
 from .validation import check_key
 from .working.resident import ResidentSet
 
@@ -118,7 +119,7 @@ class Versions:
         """Every version of the memory under ``key``, oldest first; see
         :meth:`HTM.versions <htm_core.HTM.versions>`."""
         key = check_key(key)
-        found = self._store.versions(key)
+        found = capability(self._store, roles.Versions, "listing versions").versions(key)
         if not found:
             raise _missing(key)
         return found
@@ -130,9 +131,9 @@ class Versions:
         if "content" in fields:
             record = self._embedding.with_vectors([record])[0]
         with self._lock:
-            memory = self._store.update_memory(record, robot=self._robot, at=self._clock(),
-                                               read_version=current.version, fields=fields,
-                                               strict=strict)
+            memory = capability(self._store, roles.Versions, "update").update_memory(
+                record, robot=self._robot, at=self._clock(), read_version=current.version,
+                fields=fields, strict=strict)
             self._resident.refresh()
             memory = replace(memory, in_working_memory=record.key in self._resident.wm)
         if "content" in fields and memory.content == record.content:
@@ -159,12 +160,13 @@ def with_history(store: LongTermStore, hits: list[Hit], *, query: str,
     found it, else the share of the query's words it holds). Versions below ``min_score``
     are dropped. On a tie the current version comes first. At most ``limit`` hits in all.
     """
+    history = capability(store, roles.Versions, "recall(include_history=True)")
     arms: dict[str, list[tuple[Memory, float]]] = {}
     if strategy != "fulltext":
-        arms["vector"] = store.search_history(
+        arms["vector"] = history.search_history(
             ArmQuery(limit=limit, filters=filters, vector=query_vector()))
     if strategy != "vector":
-        arms["fulltext"] = store.search_history(ArmQuery(limit=limit, filters=filters,
+        arms["fulltext"] = history.search_history(ArmQuery(limit=limit, filters=filters,
                                                          text=query))
     found: dict[tuple[int, int], tuple[Memory, dict[str, int], float | None]] = {}
     for arm, listed in arms.items():

@@ -33,6 +33,7 @@ are defined in :mod:`htm_core.enrich.errors`::
     │   ├── ReadOnlyError                      store opened read-only, or its file cannot be written
     │   ├── DiskFullError                      the disk (or the database's size limit) is full
     │   ├── DatabaseCorruptError               the database file is damaged
+    │   ├── UnsupportedError                   the store backend does not offer a capability
     │   └── JobQueueError                      the durable enrichment job queue's database failed
     ├── EmbeddingError                         the embedder failed or is unreachable
     │   └── EmbedderMismatchError              store was embedded by a different embedder
@@ -77,6 +78,7 @@ __all__ = [
     "TimeframeError",
     "UnknownPolicyError",
     "UnknownStrategyError",
+    "UnsupportedError",
     "UnsupportedFilterError",
     "ValidationError",
 ]
@@ -220,6 +222,12 @@ class DiskFullError(StoreError):
 
 class DatabaseCorruptError(StoreError):
     """The database file is damaged; run ``htm check`` and restore from an export."""
+
+
+class UnsupportedError(StoreError):
+    """The store backend does not offer a capability this call needs (a third-party
+    backend may leave out versions, windows, bulk loads, embedding repair or enrichment;
+    see ``htm_core.store.base.CAPABILITIES``)."""
 
 
 class EmbeddingError(HTMError):

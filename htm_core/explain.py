@@ -38,9 +38,9 @@ from .errors import MemoryTooLargeError
 from .models import Memory
 from .querytime import QueryTime, query_timeframe
 from .recall import search
-from .recall.pipeline import run_arms
+from .recall.pipeline import one_arm, run_arms, vector_hits
 from .scoring import finish
-from .store.base import SearchFilters
+from .store.base import ArmQuery, SearchFilters
 from .text import parse_query
 from .working import WorkingMemory
 
@@ -145,12 +145,12 @@ def _arm_lists(htm: HTM, query: str, vector: Callable[[], list[float]], strategy
     (:func:`~htm_core.recall.pipeline.run_arms`)."""
     store, config = htm.store, htm._retrieval
     if strategy == "vector":
-        return {"vector": store.vector_search(vector(), limit=limit, filters=filters)}
+        return {"vector": vector_hits(store, vector(), limit, filters, config)}
     if strategy == "fulltext":
-        return {"fulltext": store.fulltext_search(query, limit=limit, filters=filters)}
+        return {"fulltext": one_arm(store, ArmQuery(text=query, limit=limit, filters=filters))}
     if not parse_query(query):
-        return {"vector": [(m, s) for m, s in store.vector_search(
-            vector(), limit=limit, filters=filters) if s >= config.no_terms_floor]}
+        return {"vector": [(m, s) for m, s in vector_hits(store, vector(), limit, filters, config)
+                           if s >= config.no_terms_floor]}
     return run_arms(store, query, vector, limit=limit, filters=filters, config=config,
                     now=now)[1]
 

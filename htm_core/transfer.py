@@ -51,7 +51,7 @@ from .errors import (
 )
 from .models import Memory
 from .store._vectors import mismatch_advice
-from .store.base import LongTermStore, NewMemory, content_hash
+from .store.base import BulkLoad, LongTermStore, NewMemory, capability, content_hash
 from .validation import check_content
 
 __all__ = [
@@ -213,7 +213,7 @@ def _total(store: LongTermStore) -> int:
 
 def _keys(store: LongTermStore) -> set[str]:
     """Every key in ``store`` (forgotten included): what a resumed run must skip."""
-    return {m.key for batch in store.iter_memories(batch_size=5000) for m in batch}
+    return set(store.keys_with_prefix("", include_forgotten=True))
 
 
 #: Fewer memories than this coming in are written into the indexes as they are.
@@ -228,7 +228,7 @@ def _loading(target: LongTermStore, incoming: int | None, held: int
     means the HNSW graph (a few hundred rows a second). Into a store larger than what is
     coming in, rows go into its indexes as they are (rebuilding those would cost more,
     and the store's own recalls would meanwhile scan)."""
-    if incoming is not None and incoming >= max(held, BULK_MIN):
+    if isinstance(target, BulkLoad) and incoming is not None and incoming >= max(held, BULK_MIN):
         return target.bulk_load()
     return nullcontext()
 
@@ -263,8 +263,9 @@ def export_jsonl(
         fh: IO[bytes] | IO[str] = target if not isinstance(target, (str, Path)) \
             else stack.enter_context(_exportfile.atomic_file(target))
         writer = _exportfile.ExportWriter(fh, header, rewritable=isinstance(target, (str, Path)))
-        for batch in store.iter_memories(batch_size=batch_size, include_forgotten=include_forgotten,
-                                         include_embedding=with_embeddings):
+        for batch in capability(store, BulkLoad, "export").iter_memories(
+                batch_size=batch_size, include_forgotten=include_forgotten,
+                include_embedding=with_embeddings):
             for m in batch:
                 _check_intact(store, m)
                 writer.write(memory_to_record(m, with_embedding=with_embeddings))
@@ -507,8 +508,8 @@ def copy_store(
     existing = _keys(target)
     seen = written = skipped = 0
     with _loading(target, total, len(existing)):
-        for batch in source.iter_memories(batch_size=batch_size, include_forgotten=True,
-                                          include_embedding=True):
+        for batch in capability(source, BulkLoad, "copy").iter_memories(
+                batch_size=batch_size, include_forgotten=True, include_embedding=True):
             seen += len(batch)
             count = _write_new(target, [_new_from_memory(m) for m in batch], existing)
             written += count

@@ -14,11 +14,12 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from ..errors import HTMError, ValidationError
 from ..models import Memory
-from ..store.base import LongTermStore
+from ..store.base import EnrichmentStore, LongTermStore, capability
 from ..validation import check_importance, check_tags
 from .base import ImportanceScorer, SummaryWriter, Tagger, uses_model
 from .pipeline import Enrichment
@@ -59,7 +60,6 @@ class FacadeEnrichment:
                 raise ValidationError(f"{name} must have a {method}() method, got {enricher!r}")
         if summariser is not None and not uses_model(summariser):
             raise ValidationError("summariser must be a model-backed Summariser")
-        self._store = store
         self._robot = robot
         self._add_summary = add_summary
         self._refresh_importance = refresh_importance
@@ -70,11 +70,13 @@ class FacadeEnrichment:
         background_tagger = tagger if uses_model(tagger) else None
         self.background: Enrichment | None = None
         if background_scorer or background_tagger or summariser:
+            host = capability(store, EnrichmentStore, "enriching memories in the background")
             self.background = Enrichment(
-                store.open_job_queue(),
-                tagger=background_tagger, on_tags=self._on_tags if background_tagger else None,
+                host.open_job_queue(),
+                tagger=background_tagger,
+                on_tags=partial(self._on_tags, host) if background_tagger else None,
                 scorer=background_scorer,
-                on_importance=self._on_importance if background_scorer else None,
+                on_importance=partial(self._on_importance, host) if background_scorer else None,
                 summariser=summariser, on_summary=self._on_summary if summariser else None,
                 with_robot=True, **dict(options or {}))
 
@@ -115,15 +117,17 @@ class FacadeEnrichment:
 
     # -- callbacks from the worker ---------------------------------------------------
 
-    def _on_tags(self, key: str, tags: list[str], robot: str | None = None) -> None:
+    def _on_tags(self, host: EnrichmentStore, key: str, tags: list[str],
+                 robot: str | None = None) -> None:
         try:
-            self._store.add_tags(key, check_tags(tags), robot=robot or self._robot)
+            host.add_tags(key, check_tags(tags), robot=robot or self._robot)
         except HTMError as exc:  # purged meanwhile: nothing to tag
             logger.info("tags for %s not applied: %s", key, exc)
 
-    def _on_importance(self, key: str, value: float, robot: str | None = None) -> None:
+    def _on_importance(self, host: EnrichmentStore, key: str, value: float,
+                       robot: str | None = None) -> None:
         try:
-            self._store.set_importance(key, check_importance(value), robot=robot or self._robot)
+            host.set_importance(key, check_importance(value), robot=robot or self._robot)
         except HTMError as exc:
             logger.info("importance for %s not applied: %s", key, exc)
             return

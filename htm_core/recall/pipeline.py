@@ -122,8 +122,7 @@ def vector_arm_alone(store: Search, query_vector: Callable[[], Sequence[float]],
     """``strategy="vector"``: plain cosine similarity, never centred."""
     return [RankedId(mid, score, {"vector": i}, similarity=score)
             for i, (mid, score) in enumerate(
-                store.vector_search(query_vector(), limit=limit, filters=filters,
-                                    windows=config.window_words is not None), start=1)]
+                vector_hits(store, query_vector(), limit, filters, config), start=1)]
 
 
 def fulltext_arm_alone(store: Search, query: str, limit: int,
@@ -131,7 +130,8 @@ def fulltext_arm_alone(store: Search, query: str, limit: int,
     """``strategy="fulltext"``: the store's full-text ranking."""
     return [RankedId(mid, score, {"fulltext": i})
             for i, (mid, score) in enumerate(
-                store.fulltext_search(query, limit=limit, filters=filters), start=1)]
+                one_arm(store, ArmQuery(text=query, limit=limit, filters=filters)),
+                start=1)]
 
 
 def no_terms(store: Search, query_vector: Callable[[], Sequence[float]], limit: int,
@@ -139,9 +139,21 @@ def no_terms(store: Search, query_vector: Callable[[], Sequence[float]], limit: 
     """A hybrid query with no searchable words: the vector arm alone (not centred), only
     the memories at least ``config.no_terms_floor`` similar to it."""
     return [RankedId(mid, score, {"vector": i}, similarity=score) for i, (mid, score) in enumerate(
-        store.vector_search(query_vector(), limit=limit, filters=filters,
-                            windows=config.window_words is not None), start=1)
+        vector_hits(store, query_vector(), limit, filters, config), start=1)
         if score >= config.no_terms_floor]
+
+
+def one_arm(store: Search, arm: ArmQuery) -> list[tuple[int, float]]:
+    """What the store finds for one arm alone."""
+    [hits] = store.search_arms([arm])
+    return hits
+
+
+def vector_hits(store: Search, vector: Sequence[float], limit: int, filters: SearchFilters,
+                config: RetrievalConfig) -> list[tuple[int, float]]:
+    """The plain vector arm (windows counted when the config makes them)."""
+    return one_arm(store, ArmQuery(vector=vector, limit=limit, filters=filters,
+                                   windows=config.window_words is not None))
 
 
 # -- the arms --------------------------------------------------------------------------

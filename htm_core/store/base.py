@@ -1,28 +1,14 @@
 """The ``LongTermStore`` protocol: what every long-term backend must do, in small roles.
 
-``LongTermStore`` is the union of nine role protocols, each usable on its own by a
-consumer that needs only that part (all ``runtime_checkable``):
-
-- :class:`Lifecycle`: ``backend``, ``url``, schema version and migration, ``close``, and
-  ``open_job_queue()`` (the enrichment job queue on the store's database; no SQLAlchemy
-  engine crosses this seam);
-- :class:`Records`: robots, and memories by key or id: add, get, touch, tag, count;
-- :class:`Search`: the vector and full-text searches and the light reads of hybrid recall;
-- :class:`Forgetting`: forget, restore, purge;
-- :class:`WorkingSet`: each robot's persisted, versioned working-memory membership;
-- :class:`OperationsLog`: reading the log every write appends to;
-- :class:`Embeddings`: the store's embedder, vectors, content cache and failure marks;
-- :class:`BulkLoad`: iterating every memory and large loads with indexes built once;
-- :class:`Versions`: a memory's new version in place, its superseded versions kept;
-- :class:`Windows`: the window vectors of long memories (``htm_core._windows``).
-
-A store is durable and unbounded, and never forgets on its own. Everything that writes
-commits before it returns. Keys are unique across the whole store (all robots).
-Filters (timeframe, robot, tags) are applied inside each search, in the database, never
-as a post-filter. Forgotten memories are invisible to search and to ``get`` (unless
-asked for) until purged.
-
-The contract tests in ``tests/contract`` run every backend through the same checks.
+``LongTermStore`` is the union of seven required roles (``runtime_checkable``, each usable
+alone by a consumer that needs only it): :class:`Lifecycle`, :class:`Records`,
+:class:`Search` (``search_arms``, the one search), :class:`Forgetting`,
+:class:`WorkingSet`, :class:`OperationsLog` and :class:`Embeddings`. Five more are
+capabilities a backend may offer (:data:`CAPABILITIES`: :class:`Versions`,
+:class:`Windows`, :class:`BulkLoad`, :class:`EmbeddingRepair`, :class:`EnrichmentStore`);
+the facade asks for one with :func:`capability` where it needs it. docs/backends.md
+states the rules every store keeps (never forget on its own, filters inside searches,
+keys unique across robots) and how ``htm_core.testing`` proves a backend.
 """
 
 from __future__ import annotations
@@ -30,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from ..errors import UnsupportedError
 from ..models import Memory, Operation, Robot
 from .values import (
     AddResult,
@@ -54,6 +41,7 @@ if TYPE_CHECKING:
     from ..enrich.jobs import JobQueue
 
 __all__ = [
+    "CAPABILITIES",
     "LIST_ORDERS",
     "SCHEMA_VERSION",
     "UPDATE_FIELDS",
@@ -62,7 +50,9 @@ __all__ = [
     "Brief",
     "BulkLoad",
     "EmbeddingFailure",
+    "EmbeddingRepair",
     "Embeddings",
+    "EnrichmentStore",
     "Forgetting",
     "Lifecycle",
     "LongTermStore",
@@ -79,6 +69,7 @@ __all__ = [
     "WorkingRow",
     "WorkingSet",
     "WorkingState",
+    "capability",
     "content_hash",
     "generated_key",
 ]
@@ -114,13 +105,6 @@ class Lifecycle(Protocol):
         """Release connections and in-process indexes."""
         ...
 
-    def open_job_queue(self) -> JobQueue:
-        """The enrichment job queue on this store's database (the ``htm_jobs`` table), or an
-        in-process one when the database lives in memory. It uses the store's connections:
-        close the store, not the queue."""
-        ...
-
-
 @runtime_checkable
 class Records(Protocol):
     """Robots and memories by key or id: write, read, touch, tag, count."""
@@ -150,14 +134,6 @@ class Records(Protocol):
 
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         """Record an access: set ``last_accessed`` and increment ``access_count``."""
-        ...
-
-    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
-        """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
-        ...
-
-    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
-        """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
         ...
 
     def get(self, key: str, *, include_forgotten: bool = False,
@@ -203,28 +179,18 @@ class Records(Protocol):
 class Search(Protocol):
     """The searches hybrid recall runs, every filter applied inside them."""
 
-    def vector_search(self, vector: Sequence[float], *, limit: int,
-                      filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
-        """Top ``limit`` (id, cosine similarity) by vector, best first, filters applied.
-
-        A memory's similarity is the better of its whole vector's and its best window's
-        (``windows=False``: the whole vector's alone); one hit per memory."""
-        ...
-
-    def fulltext_search(self, query: str, *, limit: int,
-                        filters: SearchFilters) -> list[tuple[int, float]]:
-        """Top ``limit`` (id, relevance) by full text, best first, filters applied.
-
-        ``query`` is plain user text: the backend escapes it for its query language.
-        """
-        ...
-
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
-        """Run several vector and full-text searches, results in the order asked.
+        """Run several vector and full-text searches, results in the order asked: the one
+        search of the protocol (hybrid recall asks for all of its arms at once, so a server
+        backend can answer them in one round trip).
 
-        Each is what :meth:`vector_search` / :meth:`fulltext_search` would return; hybrid
-        recall asks for all of its arms at once, so a server backend can answer them in
-        one round trip.
+        - A vector arm: the top ``limit`` (id, cosine similarity), best first. A memory's
+          similarity is the better of its whole vector's and its best window's
+          (``windows=False``: the whole vector's alone); one hit per memory.
+        - A text arm: the top ``limit`` (id, relevance) by full text, best first.
+          ``text`` is plain user text: the backend escapes it for its query language.
+
+        Every arm's filters are applied inside its search, never afterwards.
         """
         ...
 
@@ -269,10 +235,6 @@ class WorkingSet(Protocol):
     known version differs reloads with :meth:`working_rows`.
     """
 
-    def working_set(self, robot: str) -> list[Memory]:
-        """The memories in ``robot``'s persisted working memory, oldest entry first."""
-        ...
-
     def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
         """``robot``'s working-set version and its entries (visible memories, entry order),
         read in one snapshot."""
@@ -287,24 +249,15 @@ class WorkingSet(Protocol):
         """``robot``'s working-set version (0 for an unknown robot): one cheap read."""
         ...
 
-    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
-        """The ids among ``ids`` whose memory is forgotten or purged now: one cheap read
-        (a recall checks its hits with it before they enter working memory)."""
-        ...
-
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
-        """:meth:`working_version` and :meth:`hidden_ids` in one read (one snapshot, one
-        round trip): what a recall checks before its hits enter working memory."""
+        """:meth:`working_version` and the ids among ``ids`` whose memory is forgotten or
+        purged now, in one read (one snapshot, one round trip): what a recall checks
+        before its hits enter working memory."""
         ...
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         """Write a working-memory change in one transaction (see :class:`WorkingChange`)."""
-        ...
-
-    def update_working(self, robot: str, *, add: Sequence[int] = (),
-                       remove: Sequence[int] = (), at: datetime) -> None:
-        """Add/remove working-memory membership; each removal is logged as an eviction."""
         ...
 
     def clear_working(self, robot: str) -> int:
@@ -346,14 +299,6 @@ class Embeddings(Protocol):
         """Store vectors for existing memories (background embedding, re-embedding)."""
         ...
 
-    def reset_embeddings(self) -> None:
-        """Drop every vector and the store's embedder/dimension, to re-embed from scratch."""
-        ...
-
-    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
-        """A stored vector for this content by this embedder, if any (the store cache)."""
-        ...
-
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
                         ) -> dict[str, list[float]]:
         """Stored vectors by this embedder for any of these contents, by content hash."""
@@ -369,6 +314,34 @@ class Embeddings(Protocol):
         skips them until :meth:`retry_embedding_failures`. A stored vector clears a mark."""
         ...
 
+
+@runtime_checkable
+class EnrichmentStore(Protocol):
+    """Capability ``enrichment``: the durable job queue and the writes its jobs make."""
+
+    def open_job_queue(self) -> JobQueue:
+        """The enrichment job queue on this store's database (the ``htm_jobs`` table), or an
+        in-process one when the database lives in memory. It uses the store's connections:
+        close the store, not the queue."""
+        ...
+
+    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
+        """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
+        ...
+
+    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
+        """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingRepair(Protocol):
+    """Capability ``embedding_repair``: re-embedding from scratch, and the failure marks."""
+
+    def reset_embeddings(self) -> None:
+        """Drop every vector and the store's embedder/dimension, to re-embed from scratch."""
+        ...
+
     def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
         """The visible memories marked as failing, with the reason, oldest mark first."""
         ...
@@ -380,7 +353,7 @@ class Embeddings(Protocol):
 
 @runtime_checkable
 class BulkLoad(Protocol):
-    """Moving many memories in or out: export, import, copy, large loads."""
+    """Capability ``bulk_load``: moving many memories in or out (export, import, copy)."""
 
     def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
                       include_embedding: bool = False, after_id: int = 0
@@ -395,7 +368,7 @@ class BulkLoad(Protocol):
 
 @runtime_checkable
 class Versions(Protocol):
-    """A memory's versions: a new one written in place, the superseded ones kept as history.
+    """Capability ``versions``: a new version written in place, the superseded ones kept.
 
     The memory keeps its id and key; each superseded version (content, importance, tags,
     metadata, vector) is a history row with its number and when it was superseded, shown
@@ -441,8 +414,30 @@ class Versions(Protocol):
 
 @runtime_checkable
 class LongTermStore(Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog, Embeddings,
-                    BulkLoad, Versions, Windows, Protocol):
-    """What the facade needs from a long-term backend: every role above.
+                    Protocol):
+    """What every long-term backend must do: the roles above, and nothing the core never
+    calls. What a backend may add is a capability (:data:`CAPABILITIES`)."""
 
-    A consumer that needs less takes the role it uses (retrieval takes :class:`Search`).
-    """
+
+#: The optional roles a backend may offer, by name: the facade checks for one where it
+#: needs it (:func:`capability`), and the conformance suite tests a role a backend declares.
+CAPABILITIES: dict[str, type] = {
+    "versions": Versions,
+    "windows": Windows,
+    "bulk_load": BulkLoad,
+    "embedding_repair": EmbeddingRepair,
+    "enrichment": EnrichmentStore,
+}
+
+R = TypeVar("R")
+
+
+def capability(store: object, role: type[R], doing: str) -> R:
+    """``store`` as the capability ``role``, or :class:`~htm_core.errors.UnsupportedError`
+    naming the backend, the capability and what was being done."""
+    if isinstance(store, role):
+        return store
+    name = next(k for k, v in CAPABILITIES.items() if v is role)
+    backend = getattr(store, "backend", type(store).__name__)
+    raise UnsupportedError(f"{doing} needs the {name!r} capability, which the {backend} store "
+                           f"does not offer ({role.__name__} in htm_core.store.base)")

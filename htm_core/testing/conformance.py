@@ -37,14 +37,45 @@ from ..errors import (
     ValidationError,
 )
 from ..store import SCHEMA_VERSION, ArmQuery, LongTermStore, NewMemory, SearchFilters
-from ..store.base import generated_key
+from ..store.base import CAPABILITIES as ROLES
+from ..store.base import WorkingChange, WorkingState, generated_key
 
-#: Optional behaviour a backend may declare: ``reopen`` (a store closed and opened again
+#: Optional behaviour a backend may declare: the optional roles of the store protocol
+#: (``htm_core.store.base.CAPABILITIES``: ``versions``, ``windows``, ``bulk_load``,
+#: ``embedding_repair``, ``enrichment``) and ``reopen`` (a store closed and opened again
 #: keeps everything: a durable backend).
-CAPABILITIES = frozenset({"reopen"})
+CAPABILITIES = frozenset({"reopen", *ROLES})
 
 T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
 EMB = HashingEmbedder(dim=64)
+
+
+def vector_hits(store: Any, vector: list[float], limit: int,
+                filters: SearchFilters | None = None) -> list[tuple[int, float]]:
+    """The store's vector search, as one arm of ``search_arms``."""
+    [hits] = store.search_arms([ArmQuery(vector=vector, limit=limit,
+                                         filters=filters or SearchFilters())])
+    return list(hits)
+
+
+def text_hits(store: Any, text: str, limit: int,
+              filters: SearchFilters | None = None) -> list[tuple[int, float]]:
+    """The store's full-text search, as one arm of ``search_arms``."""
+    [hits] = store.search_arms([ArmQuery(text=text, limit=limit,
+                                         filters=filters or SearchFilters())])
+    return list(hits)
+
+
+def enter(store: Any, robot: str, memories: list[Any], *, evict: tuple[str, ...] = ()) -> None:
+    """Put ``memories`` into ``robot``'s working memory (in order) and evict ``evict``."""
+    put = [WorkingState(key=m.key, last_accessed=T0, access_count=0, seq=i, access_seq=i,
+                        memory_id=m.id) for i, m in enumerate(memories, start=1)]
+    store.apply_working(WorkingChange(robot=robot, at=T0, put=put, evict=evict))
+
+
+def working_keys(store: Any, robot: str) -> list[str]:
+    """The keys in ``robot``'s persisted working memory, in entry order."""
+    return [row.memory.key for row in store.working_rows(robot)[1]]
 
 
 def rec(content: str, *, key: str | None = None, robot: str = "r1", when: datetime = T0,
@@ -139,30 +170,30 @@ class StoreConformance:
         m = store.get("old", include_forgotten=True)
         assert (m.last_accessed, m.access_count, m.forgotten_at) == (seen, 7, gone)
         store.restore("old", robot="r1")
-        hits = store.vector_search(EMB.embed_query("old fact"), limit=1, filters=SearchFilters())
+        hits = vector_hits(store, EMB.embed_query("old fact"), 1, SearchFilters())
         assert hits and hits[0][0] == m.id
 
     def test_fulltext_search_ranks_and_escapes(self, store: Any) -> None:
         store.add_many([rec("PostgreSQL indexes with pgvector HNSW"), rec("Cooking pasta carbonara"),
                         rec("SQLite FTS5 uses bm25 ranking")])
-        hits = store.fulltext_search("how does bm25 ranking work", limit=5, filters=SearchFilters())
+        hits = text_hits(store, "how does bm25 ranking work", 5, SearchFilters())
         assert hits and store.get_many([hits[0][0]])[0].content.startswith("SQLite")
         for hostile in ['"', 'AND(', '*', 'NEAR/', "'; DROP TABLE memories; --", 'a OR', '\\',
                         "pasta) OR (", "NOT pasta", "pasta*", "-pasta", "^pasta", "pasta:*"]:
-            result = store.fulltext_search(hostile, limit=5, filters=SearchFilters())
+            result = text_hits(store, hostile, 5, SearchFilters())
             assert isinstance(result, list)
-        assert store.fulltext_search('"pasta" AND(', limit=5, filters=SearchFilters())
+        assert text_hits(store, '"pasta" AND(', 5, SearchFilters())
         assert store.counts("r1").total == 3
 
     def test_vector_search_orders_by_cosine(self, store: Any) -> None:
         store.add_many([rec("the cat sat on the mat"), rec("stock markets fell sharply"),
                         rec("a cat sitting on a mat")])
-        hits = store.vector_search(EMB.embed_query("cat on mat"), limit=3, filters=SearchFilters())
+        hits = vector_hits(store, EMB.embed_query("cat on mat"), 3, SearchFilters())
         contents = [m.content for m in store.get_many([h[0] for h in hits])]
         assert set(contents[:2]) == {"the cat sat on the mat", "a cat sitting on a mat"}
         assert hits[0][1] >= hits[1][1] >= hits[2][1]
         with pytest.raises(DimensionMismatchError):
-            store.vector_search([0.1] * 65, limit=3, filters=SearchFilters())
+            vector_hits(store, [0.1] * 65, 3, SearchFilters())
 
     def test_dimension_is_fixed_per_store(self, store: Any) -> None:
         store.add_many([rec("first vector")])
@@ -184,9 +215,9 @@ class StoreConformance:
                         rec("weather report tagged", when=T0, tags=("topic:weather:daily",))])
         def run(filters: SearchFilters) -> set[str]:
             if arm == "vector":
-                hits = store.vector_search(EMB.embed_query("weather report"), limit=3, filters=filters)
+                hits = vector_hits(store, EMB.embed_query("weather report"), 3, filters)
             else:
-                hits = store.fulltext_search("weather report", limit=3, filters=filters)
+                hits = text_hits(store, "weather report", 3, filters)
             return {m.content for m in store.get_many([h[0] for h in hits])}
 
         window = SearchFilters(start=T0 - timedelta(hours=1), end=T0 + timedelta(hours=1))
@@ -203,25 +234,24 @@ class StoreConformance:
 
     def test_tag_filter_escapes_like_wildcards(self, store: Any) -> None:
         store.add_many([rec("underscore tag", tags=("a_b",)), rec("plain tag", tags=("axb:c",))])
-        hits = store.fulltext_search("tag", limit=5, filters=SearchFilters(tags=("a_b",)))
+        hits = text_hits(store, "tag", 5, SearchFilters(tags=("a_b",)))
         assert [m.content for m in store.get_many([h[0] for h in hits])] == ["underscore tag"]
 
     def test_forget_restore_purge(self, store: Any) -> None:
         m = store.add_many([rec("secret plan", key="plan")])[0].memory
-        store.update_working("r1", add=[m.id], at=T0)
+        enter(store, "r1", [m])
         forgotten = store.forget("plan", robot="r1", at=T0)
         assert forgotten.forgotten_at == T0
         assert store.get("plan") is None
-        assert store.fulltext_search("secret plan", limit=5, filters=SearchFilters()) == []
-        assert store.vector_search(EMB.embed_query("secret plan"), limit=5, filters=SearchFilters()) == []
-        assert store.working_set("r1") == []
+        assert text_hits(store, "secret plan", 5, SearchFilters()) == []
+        assert vector_hits(store, EMB.embed_query("secret plan"), 5, SearchFilters()) == []
+        assert working_keys(store, "r1") == []
         assert store.counts("r1").forgotten == 1
         with pytest.raises(ConfirmationRequiredError):
             store.purge(robot="r1", key=store.add_many([rec("live one", key="live")])[0].memory.key)
         store.restore("plan", robot="r1")
-        assert store.fulltext_search("secret plan", limit=5, filters=SearchFilters())
-        hits = store.vector_search(EMB.embed_query("secret plan"), limit=1,
-                                   filters=SearchFilters())
+        assert text_hits(store, "secret plan", 5, SearchFilters())
+        hits = vector_hits(store, EMB.embed_query("secret plan"), 1, SearchFilters())
         assert hits[0][0] == m.id
         store.forget("plan", robot="r1", at=T0)
         assert store.purge(robot="r1") == 1
@@ -237,15 +267,17 @@ class StoreConformance:
     def test_working_membership_per_robot_and_eviction_log(self, store: Any) -> None:
         store.ensure_robot("r2")
         ms = [r.memory for r in store.add_many([rec(f"m{i} text") for i in range(3)])]
-        store.update_working("r1", add=[m.id for m in ms], at=T0)
-        store.update_working("r2", add=[ms[0].id], at=T0)
-        store.update_working("r1", remove=[ms[1].id], at=T0)
-        assert [m.key for m in store.working_set("r1")] == [ms[0].key, ms[2].key]
-        assert [m.key for m in store.working_set("r2")] == [ms[0].key]
+        enter(store, "r1", ms)
+        enter(store, "r2", [ms[0]])
+        version = store.working_version("r1")
+        enter(store, "r1", [], evict=(ms[1].key,))
+        assert store.working_version("r1") > version
+        assert working_keys(store, "r1") == [ms[0].key, ms[2].key]
+        assert working_keys(store, "r2") == [ms[0].key]
         evictions = store.operations(op="evict", robot="r1")
         assert len(evictions) == 1
         assert store.clear_working("r1") == 2
-        assert store.working_set("r1") == [] and len(store.working_set("r2")) == 1
+        assert working_keys(store, "r1") == [] and len(working_keys(store, "r2")) == 1
 
     def test_touch_updates_access(self, store: Any) -> None:
         m = store.add_many([rec("touch me")])[0].memory
@@ -262,20 +294,32 @@ class StoreConformance:
         counts = store.counts("r1")
         assert (counts.total, counts.robot, counts.robots, counts.forgotten) == (3, 2, 2, 0)
 
-    def test_embeddings_can_be_filled_later_and_reset(self, store: Any) -> None:
+    def test_embeddings_can_be_filled_later(self, store: Any) -> None:
         ms = [r.memory for r in store.add_many([rec("later one", embed=False),
                                                 rec("later two", embed=False)])]
         assert {c for _, c, _ in store.missing_embeddings(limit=10)} == {"later one", "later two"}
         assert store.counts("r1").missing_embeddings == 2
         store.set_embeddings([(m.id, EMB.embed_query(m.content)) for m in ms], EMB.name)
         assert store.missing_embeddings(limit=10) == []
-        best = store.vector_search(EMB.embed_query("later two"), limit=1, filters=SearchFilters())
+        best = vector_hits(store, EMB.embed_query("later two"), 1, SearchFilters())
         assert best[0][0] == ms[1].id
-        assert store.find_embedding(ms[0].content_hash, EMB.name) is not None
+        assert ms[0].content_hash in store.find_embeddings([ms[0].content_hash], EMB.name)
+
+    def test_embeddings_reset_and_failure_marks(self, store: Any) -> None:
+        self.needs("embedding_repair")
+        ms = [r.memory for r in store.add_many([rec("kept one"), rec("refused", embed=False)])]
+        store.mark_embedding_failures([(ms[1].id, "too long for the model")], EMB.name)
+        assert store.missing_embeddings(limit=10) == []
+        assert [(f.key, f.error) for f in store.embedding_failures()] == [
+            (ms[1].key, "too long for the model")]
+        assert store.retry_embedding_failures() == 1
+        assert [c for _, c, _ in store.missing_embeddings(limit=10)] == ["refused"]
         store.reset_embeddings()
         assert store.embedding_info() is None and len(store.missing_embeddings(limit=10)) == 2
+        assert store.vector_centroid() is None
 
     def test_iter_memories_in_batches(self, store: Any) -> None:
+        self.needs("bulk_load")
         store.add_many([rec(f"item {i}") for i in range(25)])
         store.forget(generated_key("r1", "item 3"), robot="r1", at=T0)
         batches = list(store.iter_memories(batch_size=10))
@@ -286,11 +330,12 @@ class StoreConformance:
         assert len(resumed) == 5
 
     def test_enrichment_writes_tags_and_importance(self, store: Any) -> None:
+        self.needs("enrichment")
         store.add_many([rec("postgres tuning notes", key="note", tags=("user:given",))])
         tagged = store.add_tags("note", ["database:postgresql", "user:given"], robot="r1")
         assert tagged.tags == ("database:postgresql", "user:given")
         assert store.set_importance("note", 8.5, robot="r1").importance == 8.5
-        hits = store.fulltext_search("tuning", limit=5, filters=SearchFilters(tags=("database",)))
+        hits = text_hits(store, "tuning", 5, SearchFilters(tags=("database",)))
         assert [h[0] for h in hits] == [tagged.id]
         ops = [(o.op, o.detail) for o in store.operations(limit=3)]
         assert ("importance", {"importance": 8.5}) in ops
@@ -335,9 +380,9 @@ class StoreConformance:
         assert set(store.briefs(list(ids.values()), SearchFilters(tags=("topic",)))) == {ids["tagged"]}
         assert store.briefs([], SearchFilters()) == {}
 
-    def test_search_arms_answer_as_the_single_searches_do(self, store: Any) -> None:
+    def test_search_arms_answer_as_each_arm_alone(self, store: Any) -> None:
         """Several vector and full-text searches at once (PostgreSQL: one statement) return
-        what each search returns alone, in the order asked, filters and limits kept apart."""
+        what each arm returns asked alone, in the order asked, filters and limits kept apart."""
         store.ensure_robot("r2")
         store.add_many([rec(f"note {i} about topic {i % 7} and colour {i % 3}",
                             when=T0 + timedelta(minutes=i), robot="r1" if i % 4 else "r2")
@@ -351,10 +396,10 @@ class StoreConformance:
                 ArmQuery(text="topic 3", limit=50, filters=SearchFilters(robot="r2")),
                 ArmQuery(text="???", limit=5, filters=SearchFilters())]
         got = store.search_arms(arms)
-        assert got == [store.vector_search(vector, limit=12, filters=SearchFilters()),
-                       store.fulltext_search("topic 3 colour", limit=9, filters=SearchFilters()),
-                       store.vector_search(vector, limit=5, filters=window),
-                       store.fulltext_search("topic 3", limit=50, filters=SearchFilters(robot="r2")),
+        assert got == [vector_hits(store, vector, 12, SearchFilters()),
+                       text_hits(store, "topic 3 colour", 9, SearchFilters()),
+                       vector_hits(store, vector, 5, window),
+                       text_hits(store, "topic 3", 50, SearchFilters(robot="r2")),
                        []]
         assert [len(hits) for hits in got[:3]] == [12, 9, 5]
         assert 0 < len(got[3]) < 50  # only r2's matches: the filter stayed with its arm
@@ -373,8 +418,6 @@ class StoreConformance:
         assert got == pytest.approx([x / norm for x in mean], abs=1e-5)
         store.add_many([rec("zeta eta theta")])  # a small store is re-read as it grows
         assert store.vector_centroid() != pytest.approx(got, abs=1e-5)
-        store.reset_embeddings()
-        assert store.vector_centroid() is None
 
     def test_counts_and_robots_within_tags(self, store: Any) -> None:
         store.ensure_robot("r2")
@@ -410,8 +453,7 @@ class StoreConformance:
         s2 = store_factory()
         try:
             assert s2.get("durable").content == "durable fact"  # type: ignore[union-attr]
-            hits = s2.vector_search(EMB.embed_query("durable fact"), limit=1,
-                                    filters=SearchFilters())
+            hits = vector_hits(s2, EMB.embed_query("durable fact"), 1)
             assert hits and hits[0][0] == s2.get("durable").id  # type: ignore[union-attr]
         finally:
             s2.close()

@@ -249,8 +249,8 @@ class InMemoryStore:
             return None
         return held[1]
 
-    def vector_search(self, vector: Sequence[float], *, limit: int,
-                      filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
+    def _vector_hits(self, vector: Sequence[float], *, limit: int,
+                     filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
         if self._embedder is not None and len(vector) != self._embedder[1]:
             raise DimensionMismatchError(f"a query of dimension {len(vector)}; the store's "
                                          f"vectors have dimension {self._embedder[1]}")
@@ -267,18 +267,18 @@ class InMemoryStore:
                 scored.append((m.id, max(cosine(v) for v in parts)))
         return sorted(scored, key=lambda hit: (-hit[1], hit[0]))[:limit]
 
-    def fulltext_search(self, query: str, *, limit: int,
-                        filters: SearchFilters) -> list[tuple[int, float]]:
+    def _text_hits(self, query: str, *, limit: int,
+                   filters: SearchFilters) -> list[tuple[int, float]]:
         terms = _words(query)
         scored = [(m.id, float(len(terms & _words(m.content)))) for m in self._memories.values()
                   if self._visible(m, filters)]
         return sorted([hit for hit in scored if hit[1] > 0], key=lambda hit: -hit[1])[:limit]
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
-        return [self.vector_search(arm.vector, limit=arm.limit, filters=arm.filters,
-                                   windows=arm.windows)
+        return [self._vector_hits(arm.vector, limit=arm.limit, filters=arm.filters,
+                                  windows=arm.windows)
                 if arm.vector is not None else
-                self.fulltext_search(arm.text or "", limit=arm.limit, filters=arm.filters)
+                self._text_hits(arm.text or "", limit=arm.limit, filters=arm.filters)
                 for arm in arms]
 
     def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
@@ -323,9 +323,6 @@ class InMemoryStore:
         return len(gone)
 
     # -- WorkingSet --------------------------------------------------------------------
-    def working_set(self, robot: str) -> list[Memory]:
-        return [memory for memory, _ in self._rows(robot)]
-
     def _rows(self, robot: str) -> list[tuple[Memory, WorkingState]]:
         states = self._working.get(robot, {})
         return sorted(((self._memories[i], s) for i, s in states.items()
@@ -344,12 +341,9 @@ class InMemoryStore:
     def working_version(self, robot: str) -> int:
         return self._versions.get(robot, 0)
 
-    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
-        visible = {m.id for m in self.get_many(list(ids))}
-        return frozenset(int(i) for i in ids if int(i) not in visible)
-
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
-        return self.working_version(robot), self.hidden_ids(ids)
+        visible = {m.id for m in self.get_many(list(ids))}
+        return self.working_version(robot), frozenset(int(i) for i in ids if int(i) not in visible)
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
@@ -362,25 +356,14 @@ class InMemoryStore:
                 refused.add(state.key)
             else:
                 states[memory.id] = state
-        for key in change.evict:
-            memory = self._by_key(key)
+        for key, named in change.evictions():  # one log line each, as the SQL stores write
+            memory = self._memories.get(named) if named else self._by_key(key)
             if memory is not None:
                 states.pop(memory.id, None)
+            self._record("evict", change.robot, key)
         self.touch(change.touch, at=change.at)
         self._versions[change.robot] = self.working_version(change.robot) + 1
         return WorkingResult(self._versions[change.robot], in_step, frozenset(refused))
-
-    def update_working(self, robot: str, *, add: Sequence[int] = (),
-                       remove: Sequence[int] = (), at: datetime) -> None:
-        states = self._working.setdefault(robot, {})
-        for mid in add:
-            seq = len(states) + 1
-            states[mid] = WorkingState(key=self._memories[mid].key, last_accessed=at,
-                                       access_count=0, seq=seq, access_seq=seq)
-        for mid in remove:
-            if states.pop(mid, None) is not None:
-                self._record("evict", robot, self._memories[mid].key)
-        self._versions[robot] = self.working_version(robot) + 1
 
     def clear_working(self, robot: str) -> int:
         dropped = len(self._working.pop(robot, {}))
@@ -417,9 +400,6 @@ class InMemoryStore:
         self._windows.clear()
         for memory in list(self._memories.values()):
             self._changed(memory, embedding=None, embedder=None)
-
-    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
-        return self.find_embeddings([content_hash], embedder).get(content_hash)
 
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
                         ) -> dict[str, list[float]]:

@@ -89,10 +89,7 @@ def test_a_version_4_store_is_upgraded_and_its_cached_vectors_are_found(store_ur
         assert set(found) == set(hashes)
         for r in records:
             assert np.allclose(found[r.content_hash], r.embedding, atol=1e-6)
-            assert store.find_embedding(r.content_hash, EMBEDDER.name) == found[r.content_hash]
         assert store.find_embeddings(hashes, "another-model") == {}
-        assert store.find_embedding(hashes[0], "another-model") is None
-        assert store.find_embedding(content_hash("never stored"), EMBEDDER.name) is None
     finally:
         store.close()
     if not store_url.startswith("postgresql"):
@@ -123,12 +120,9 @@ def test_a_cached_vector_needs_the_whole_hash_to_match(store_url: str) -> None:
         assert np.allclose(found[real], records[0].embedding, atol=1e-6)
         assert np.allclose(store.find_embeddings([twin], EMBEDDER.name)[twin],
                            records[1].embedding, atol=1e-6)
-        assert np.allclose(store.find_embedding(real, EMBEDDER.name) or [],
-                           records[0].embedding, atol=1e-6)
         lone = real[:16] + "f" * 48
         if lone not in (real, twin):
             assert store.find_embeddings([lone], EMBEDDER.name) == {}
-            assert store.find_embedding(lone, EMBEDDER.name) is None
     finally:
         store.close()
 

@@ -1,6 +1,6 @@
 """``recall_check``: a robot's working-set version and which hits are hidden, in one read,
-on every backend. It must agree with ``working_version`` and ``hidden_ids`` asked apart,
-also after another store object (another process) forgets, purges or changes membership."""
+on every backend. It must agree with ``working_version`` and with visibility read apart
+(``get_many``), also after another store object (another process) forgets, purges or changes membership."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from htm_core.embeddings import HashingEmbedder
 from htm_core.store import NewMemory, open_store
+from htm_core.store.base import WorkingChange, WorkingState
 
 T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
 EMB = HashingEmbedder(dim=16)
@@ -28,13 +29,16 @@ def test_recall_check_agrees_with_the_two_reads_it_replaces(store_url: str) -> N
         asked = [*ids, 10_000]  # an id no memory has
         assert reader.recall_check("r", asked) == (reader.working_version("r"),
                                                    frozenset({10_000}))
-        writer.update_working("r", add=ids[:3], at=T0)
+        writer.apply_working(WorkingChange(robot="r", at=T0, put=[
+            WorkingState(key=f"k{i}", last_accessed=T0, access_count=0, seq=i, access_seq=i)
+            for i in range(3)]))
         writer.forget("k1", robot="r", at=T0)
         writer.forget("k4", robot="r", at=T0)
         writer.purge(robot="r", key="k4")
         version, hidden = reader.recall_check("r", asked)
         assert version == writer.working_version("r") and version > 0
-        assert hidden == reader.hidden_ids(asked) == {ids[1], ids[4], 10_000}
+        visible = {m.id for m in reader.get_many(asked)}
+        assert hidden == {i for i in asked if i not in visible} == {ids[1], ids[4], 10_000}
         assert reader.recall_check("nobody", ids[:1]) == (0, frozenset())
         assert reader.recall_check("r", []) == (version, frozenset())
     finally:

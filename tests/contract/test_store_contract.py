@@ -10,12 +10,12 @@ import pytest
 
 from htm_core.errors import SchemaError
 from htm_core.store import LongTermStore, open_store
-from htm_core.testing import InMemoryStore, StoreConformance
+from htm_core.testing import CAPABILITIES, InMemoryStore, StoreConformance
 from htm_core.testing.conformance import rec
 
 
 class TestBackends(StoreConformance):
-    capabilities = frozenset({"reopen"})
+    capabilities = CAPABILITIES
 
     @pytest.fixture
     def store_factory(self, store_url: str) -> Callable[[], LongTermStore]:
@@ -23,6 +23,8 @@ class TestBackends(StoreConformance):
 
 
 class TestInMemoryStore(StoreConformance):
+    capabilities = CAPABILITIES - {"reopen"}
+
     @pytest.fixture
     def store_factory(self, tmp_path: Path) -> Callable[[], LongTermStore]:
         made: list[InMemoryStore] = []

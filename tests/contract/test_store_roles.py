@@ -1,6 +1,8 @@
-"""The store protocol's roles: both stores and an in-memory fake satisfy every one.
+"""The store protocol's roles: both stores and an in-memory fake satisfy every one, the
+required roles and every capability.
 
-``LongTermStore`` is the union of small role protocols (htm_core/store/base.py). Checked
+``LongTermStore`` is the union of small required role protocols, and the capabilities are
+optional roles beside it (htm_core/store/base.py). Checked
 two ways: ``isinstance`` against each ``runtime_checkable`` role (members present) on an
 open store of each backend, and a structural comparison of every member's signature
 (parameter names, kinds and defaults) between the role and the class. The fake
@@ -21,7 +23,7 @@ from htm_core.enrich import InMemoryJobQueue, SQLJobQueue
 from htm_core.recall import search
 from htm_core.store import open_store
 from htm_core.store.base import (
-    BulkLoad,
+    CAPABILITIES,
     Embeddings,
     Forgetting,
     Lifecycle,
@@ -30,15 +32,15 @@ from htm_core.store.base import (
     Records,
     Search,
     SearchFilters,
-    Versions,
     WorkingSet,
 )
 from htm_core.store.postgres import PostgresStore
 from htm_core.store.sqlite import SQLiteStore
 from htm_core.testing import InMemoryStore
 
-ROLES: tuple[type, ...] = (Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog,
-                           Embeddings, BulkLoad, Versions)
+REQUIRED: tuple[type, ...] = (Lifecycle, Records, Search, Forgetting, WorkingSet, OperationsLog,
+                              Embeddings)
+ROLES: tuple[type, ...] = (*REQUIRED, *CAPABILITIES.values())
 IMPLEMENTATIONS = (SQLiteStore, PostgresStore, InMemoryStore)
 
 
@@ -51,14 +53,16 @@ def _members(protocol: type) -> dict[str, Any]:
 
 
 def test_the_roles_partition_the_store_protocol() -> None:
-    """Every member is in exactly one role; the union adds none; no engine, no log()."""
+    """Every member is in exactly one role; the union of the required ones adds none and
+    takes no capability; no engine, no log()."""
     seen: dict[str, str] = {}
     for role in ROLES:
         for name in _members(role):
             assert name not in seen, f"{name} is in {seen[name]} and {role.__name__}"
             seen[name] = role.__name__
     assert not _members(LongTermStore)
-    assert set(LongTermStore.__mro__[1:1 + len(ROLES)]) == set(ROLES)
+    assert set(LongTermStore.__mro__[1:1 + len(REQUIRED)]) == set(REQUIRED)
+    assert not set(CAPABILITIES.values()) & set(LongTermStore.__mro__)
     assert "engine" not in seen and "log" not in seen
     assert "open_job_queue" in seen
 

@@ -61,6 +61,7 @@ from htm_core.errors import (
     UnsupportedFilterError,
     ValidationError,
 )
+from htm_core.testing import working_memories
 from htm_core.validation import MAX_CONTENT_BYTES
 from htm_integrations.langchain import (
     HTMChatMessageHistory,
@@ -188,7 +189,7 @@ def snapshot(htm: HTM) -> dict[str, Any]:
         "operations": len(htm.operations(limit=10_000)),
         "tags": htm.tags(),
         "working": sorted(htm.working_memory.keys()),
-        "persisted_working": sorted(m.key for m in htm.store.working_set(htm.robot)),
+        "persisted_working": sorted(m.key for m in working_memories(htm.store, htm.robot)),
     }
 
 

@@ -17,6 +17,7 @@ from htm_core import HTM, FrozenClock
 from htm_core.errors import NotFoundError, StoreError
 from htm_core.store.base import SCHEMA_VERSION
 from htm_core.store.values import content_hash
+from htm_core.testing import working_memories
 
 SECRET = "the admin password is hunter2"
 
@@ -26,7 +27,7 @@ def context_keys(htm: HTM, strategy: str = "balanced") -> list[str]:
 
 
 def persisted(htm: HTM) -> set[str]:
-    return {m.key for m in htm.store.working_set(htm.robot)}
+    return {m.key for m in working_memories(htm.store, htm.robot)}
 
 
 def test_a_purge_by_one_robot_leaves_no_trace_in_anothers_prompts(htm_factory):
@@ -253,7 +254,7 @@ def test_schema_upgrade_from_version_1_keeps_working_memory_and_ids(store_url: s
     with HTM(robot="ada", database_url=store_url, clock=clock, embedder="hashing",
              eviction="lru") as htm:
         assert htm.store.schema_version() == SCHEMA_VERSION
-        assert [m.key for m in htm.store.working_set("ada")] == ["one", "three", "two"]
+        assert [m.key for m in working_memories(htm.store, "ada")] == ["one", "three", "two"]
         # LRU order from the memories' last access (one is the least recent), counts kept.
         assert htm.working_memory.keys() == ["one", "three", "two"]
         assert {i.key: i.access_count for i in htm.working_memory.items()} == {

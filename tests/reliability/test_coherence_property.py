@@ -37,6 +37,7 @@ from hypothesis.stateful import (
 from htm_core import HTM, FrozenClock, HashingEmbedder
 from htm_core.errors import ConfirmationRequiredError, NotFoundError
 from htm_core.store import open_store
+from htm_core.testing import working_memories
 
 WORDS = ["falcon", "harbour", "lantern", "meadow", "quartz", "signal", "timber", "violet"]
 INSTANCES = {"a1": "a", "a2": "a", "b": "b"}
@@ -54,7 +55,7 @@ def check_instance(htm: HTM, visible: set[str]) -> None:
     wm = htm.working_memory
     assert wm.tokens <= wm.max_tokens, "working memory over budget"
     assert set(wm.keys()) <= visible
-    persisted = {m.key for m in htm.store.working_set(htm.robot)}
+    persisted = {m.key for m in working_memories(htm.store, htm.robot)}
     assert set(wm.keys()) == persisted, "in-process working memory is not the persisted one"
 
 
@@ -242,7 +243,7 @@ def test_instances_in_separate_processes_stay_coherent(store_url: str) -> None:
                 context, resident, tokens = ask(other, "view")
                 assert set(context) <= visible, (step, other, "context holds a hidden memory")
                 assert tokens <= BUDGET
-                assert set(resident) == {m.key for m in store.working_set(robot)}, (step, other)
+                assert set(resident) == {m.key for m in working_memories(store, robot)}, (step, other)
     finally:
         _stop(pipes, procs)
         store.close()
@@ -282,7 +283,7 @@ def test_two_processes_of_one_robot_writing_at_once_settle_within_budget(store_u
                 both("recall", {n: WORDS[(step + 3) % 8] for n in pipes})
         for _round in range(2):  # the second round sees what the first one settled
             views = both("view", {n: None for n in pipes})
-        persisted = store.working_set("a")
+        persisted = working_memories(store, "a")
         assert sum(m.token_count for m in persisted) <= BUDGET
         for _context, resident, tokens in views:
             assert tokens <= BUDGET

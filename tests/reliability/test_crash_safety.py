@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from htm_core import HTM, HashingEmbedder
+from htm_core.testing import working_memories
 
 CHILD = r"""
 import sys
@@ -127,7 +128,7 @@ def test_sigkill_during_reads_loses_at_most_access_statistics(tmp_path):
             for key in forgotten:
                 assert htm.store.get(key) is None  # hidden: the forget stands
                 assert key not in htm.working_memory
-            persisted = {m.key for m in htm.store.working_set("crash")}
+            persisted = {m.key for m in working_memories(htm.store, "crash")}
             assert not persisted & forgotten
             assert htm.working_memory.tokens <= 120
             assert all(h.memory.key not in forgotten for h in htm.recall("topic 3", limit=20))

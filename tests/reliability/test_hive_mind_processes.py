@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from htm_core.store.postgres import PostgresStore
+from htm_core.testing import working_memories
 from tests.pg import fresh_database
 
 pytestmark = pytest.mark.postgres
@@ -117,11 +118,11 @@ def test_four_processes_share_one_memory(hive_url: str) -> None:
             assert report["long_term_total"] == len(ROBOTS) * ADDS
             assert report["robots"] == len(ROBOTS)
             # Each robot keeps its own working memory, persisted per robot.
-            persisted = store.working_set(robot)
+            persisted = working_memories(store, robot)
             assert sorted(m.key for m in persisted) == report["working"] != []
             assert sum(m.token_count for m in persisted) <= 3_000
             assert any(m.robot == robot for m in persisted)
-        sets = [frozenset(m.key for m in store.working_set(r)) for r in ROBOTS]
+        sets = [frozenset(m.key for m in working_memories(store, r)) for r in ROBOTS]
         assert len(set(sets)) == len(ROBOTS)  # four different working memories
     finally:
         store.close()

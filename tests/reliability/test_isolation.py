@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from htm_core import HTM, HashingEmbedder
+from htm_core.testing import working_memories
 
 WORDS = ["falcon", "harbour", "lantern", "meadow", "quartz", "signal", "timber", "violet"]
 ROBOTS = ["ada", "bob", "cyd"]
@@ -70,7 +71,7 @@ def test_robot_scoped_recall_never_leaks(writes: list[tuple[str, list[str], str]
         assert set(htm.working_memory.keys()) <= set(written[robot]) | {
             h for r in ROBOTS for h in written[r]}
         htm.flush()  # recalls are written behind (docs/reliability.md)
-        persisted = {m.key for m in htm.store.working_set(htm.robot)}
+        persisted = {m.key for m in working_memories(htm.store, htm.robot)}
         assert persisted == set(htm.working_memory.keys())
 
 

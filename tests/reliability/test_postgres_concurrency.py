@@ -20,6 +20,7 @@ import pytest
 from htm_core import HTM, HashingEmbedder
 from htm_core.errors import DuplicateKeyError
 from htm_core.store.postgres import PostgresStore
+from htm_core.testing import working_memories
 from tests.pg import fresh_database
 
 pytestmark = pytest.mark.postgres
@@ -92,7 +93,7 @@ def test_threads_sharing_one_htm(pg_url: str) -> None:
         assert len(htm.operations(op="add", limit=10_000)) == THREADS * ADDS + 2
         # Working memory within budget, and what is persisted is what is in memory.
         assert htm.working_memory.tokens <= BUDGET
-        persisted = {m.key for m in htm.store.working_set(htm.robot)}
+        persisted = {m.key for m in working_memories(htm.store, htm.robot)}
         assert persisted == set(htm.working_memory.keys())
     finally:
         htm.close()
@@ -123,7 +124,7 @@ def proc_worker(n: int, url: str, start: Any, results: Any) -> None:
                 if htm.working_memory.tokens > htm.working_memory.max_tokens:
                     report["problems"].append("working memory over budget")
             htm.flush()  # recalls are written behind (docs/reliability.md)
-            persisted = {m.key for m in htm.store.working_set(htm.robot)}
+            persisted = {m.key for m in working_memories(htm.store, htm.robot)}
             if persisted != set(htm.working_memory.keys()):
                 report["problems"].append("persisted working memory differs")
     except BaseException:

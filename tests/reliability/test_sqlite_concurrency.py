@@ -6,6 +6,7 @@ import multiprocessing as mp
 import threading
 
 from htm_core import HTM, HashingEmbedder
+from htm_core.testing import working_memories
 
 
 def test_threads_sharing_one_htm_lose_nothing(sqlite_url):
@@ -33,7 +34,7 @@ def test_threads_sharing_one_htm_lose_nothing(sqlite_url):
         assert htm.stats().long_term_total == 240
         assert all(htm.retrieve(f"t{n}-{i}") for n in range(4) for i in range(60))
         resident = set(htm.working_memory.keys())
-        persisted = {m.key for m in htm.store.working_set("t")}
+        persisted = {m.key for m in working_memories(htm.store, "t")}
         assert resident == persisted
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
+from htm_core.testing import working_memories
 from htm_core.working import resident
 
 
@@ -17,7 +18,7 @@ def _no_timer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def persisted(htm) -> set[str]:
-    return {m.key for m in htm.store.working_set(htm.robot)}
+    return {m.key for m in working_memories(htm.store, htm.robot)}
 
 
 def _two_memories(htm_factory):
@@ -103,7 +104,7 @@ def test_a_pending_eviction_never_takes_out_a_memory_that_took_its_key(htm_facto
     twin.flush()
     assert persisted(ada) == {"note:K"}  # the twin's: the newcomer
     ada.flush()
-    assert newcomer.id in {m.id for m in ada.store.working_set("ada")}
+    assert newcomer.id in {m.id for m in working_memories(ada.store, "ada")}
     with ada.store.engine.begin() as conn:
         logged = {r[0] for r in conn.execute(text(
             "SELECT memory_id FROM operations WHERE op = 'evict'"))}

@@ -33,6 +33,7 @@ import pytest
 
 from htm_core import HTM, HashingEmbedder
 from htm_core.store import open_store
+from htm_core.testing import working_memories
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,7 +95,7 @@ def test_a_pending_recall_never_brings_back_what_another_process_changed(store_u
         assert got == [["note:K", "note:k"]]  # both kettle notes...
         store = open_store(store_url)
         try:  # ... their write pending
-            assert store.working_set("ada") == []
+            assert working_memories(store, "ada") == []
         finally:
             store.close()
         new_id = _act(store_url, change.split()[0])
@@ -119,8 +120,8 @@ def test_a_pending_recall_never_brings_back_what_another_process_changed(store_u
     assert shown == held
     # A's stored working memory (read back by a new HTM of the robot): the same.
     with HTM(robot="ada", database_url=store_url, embedder=HashingEmbedder()) as again:
-        assert sorted((m.key, m.id) for m in again.store.working_set("ada")) == held
-        assert new_id is None or new_id not in {m.id for m in again.store.working_set("ada")}
+        assert sorted((m.key, m.id) for m in working_memories(again.store, "ada")) == held
+        assert new_id is None or new_id not in {m.id for m in working_memories(again.store, "ada")}
         assert SECRET not in again.create_context().text
 
 
@@ -183,7 +184,7 @@ def test_a_process_returning_without_close_keeps_its_recalls(store_url, how):
         # What the recall changed is in the store: membership (one kettle note fits),
         # the access statistics of both hits, and the eviction of note/K (and of the
         # note the budget pushed out again) in the log.
-        held = {m.key for m in store.working_set("ada")}
+        held = {m.key for m in working_memories(store, "ada")}
         assert len(held) == 1 and held <= {"note:K", "note:k"}
         assert [store.get(k).access_count for k in ("note:K", "note:k")] == [before + 1] * 2
         evicted = [o.key for o in store.operations(op="evict", robot="ada", limit=1_000)]
@@ -230,7 +231,7 @@ def test_an_idle_process_writes_its_recalls_without_another_call(store_url):
         assert proc.stdout is not None and proc.stdout.readline().strip() == "2"
         # Another process sees the recall's part while the first one stays idle.
         assert _poll(lambda: store.get("note:K").access_count == before + 1, 60)
-        assert {m.key for m in store.working_set("ada")} == {"note:K", "note:k"}
+        assert {m.key for m in working_memories(store, "ada")} == {"note:K", "note:k"}
         assert proc.poll() is None  # still idle: the timer wrote it, not an exit
     finally:
         _out, err = proc.communicate(timeout=60)

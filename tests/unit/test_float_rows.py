@@ -58,6 +58,7 @@ def test_a_bad_value_still_fails_the_batch(bad: float, tmp_path: object) -> None
 def test_vectors_from_lists_are_stored_as_numpy_would_store_them() -> None:
     with HTM(database_url=":memory:", embedder=Lists()) as htm:
         added = htm.add_many(["one", "two", "three"])
-        vec = htm.store.find_embedding(added[1].content_hash, "lists-4")
+        vec = htm.store.find_embeddings([added[1].content_hash], "lists-4").get(
+            added[1].content_hash)
     want = np.asarray([1.0, 2.0, 1.0, 0.5], dtype=np.float32)
     assert vec is not None and np.allclose(vec, want / np.linalg.norm(want))

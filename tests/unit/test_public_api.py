@@ -20,7 +20,8 @@ EXPECTED_ERRORS = [
     "InvalidModelOutputError", "InvalidTagError", "InvalidTimeError", "InvalidTokensError",
     "JobQueueError", "MemoryTooLargeError", "MissingDependencyError", "ModelCallError",
     "NotFoundError", "ReadOnlyError", "SchemaError", "StoreError", "TimeframeError",
-    "UnknownJobKindError", "UnknownPolicyError", "UnknownStrategyError", "UnsupportedFilterError",
+    "UnknownJobKindError", "UnknownPolicyError", "UnknownStrategyError", "UnsupportedError",
+    "UnsupportedFilterError",
     "ValidationError",
 ]
 EXPECTED_CORE = [
