@@ -14,13 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .clock import FrozenClock
 from .embeddings import Embedder, HashingEmbedder, LocalEmbedder
-from .enrich.errors import (
-    EnrichmentError,
-    InvalidModelOutputError,
-    JobQueueError,
-    ModelCallError,
-    UnknownJobKindError,
-)
+from .enrich.errors import EnrichmentError, InvalidModelOutputError, ModelCallError
 from .errors import (
     DISTRIBUTION,
     ClosedError,
@@ -43,6 +37,7 @@ from .errors import (
     InvalidTagError,
     InvalidTimeError,
     InvalidTokensError,
+    JobQueueError,
     MemoryTooLargeError,
     MissingDependencyError,
     NotFoundError,
@@ -50,6 +45,7 @@ from .errors import (
     SchemaError,
     StoreError,
     TimeframeError,
+    UnknownJobKindError,
     UnknownPolicyError,
     UnknownStrategyError,
     UnsupportedError,

@@ -1,7 +1,7 @@
 """Every error a user of htm can get.
 
 One tree, rooted at :class:`HTMError`; catch that to catch them all. Every class below is
-importable from ``htm_core`` (``from htm_core import NotFoundError``); the enrichment ones
+importable from ``htm_core`` (``from htm_core import NotFoundError``); the enrichers' own
 are defined in :mod:`htm_core.enrich.errors`::
 
     HTMError
@@ -19,7 +19,7 @@ are defined in :mod:`htm_core.enrich.errors`::
     │   ├── UnknownPolicyError                 eviction policy not known
     │   ├── UnsupportedFilterError             a filter htm cannot apply inside its search
     │   ├── TimeframeError                     timeframe that cannot be parsed
-    │   └── UnknownJobKindError                a job kind no enrichment handler is registered for
+    │   └── UnknownJobKindError                a job kind no handler is registered for
     ├── ConfirmationRequiredError              forget / purge called without confirm=True
     ├── MemoryTooLargeError                    larger than the whole working-memory budget
     ├── NotFoundError (also KeyError)          no memory with that key
@@ -34,7 +34,7 @@ are defined in :mod:`htm_core.enrich.errors`::
     │   ├── DiskFullError                      the disk (or the database's size limit) is full
     │   ├── DatabaseCorruptError               the database file is damaged
     │   ├── UnsupportedError                   the store backend does not offer a capability
-    │   └── JobQueueError                      the durable enrichment job queue's database failed
+    │   └── JobQueueError                      the durable job queue's database failed
     ├── EmbeddingError                         the embedder failed or is unreachable
     │   └── EmbedderMismatchError              store was embedded by a different embedder
     ├── MissingDependencyError (also ImportError)  an optional extra is not installed
@@ -69,6 +69,7 @@ __all__ = [
     "InvalidTagError",
     "InvalidTimeError",
     "InvalidTokensError",
+    "JobQueueError",
     "MemoryTooLargeError",
     "MissingDependencyError",
     "NotFoundError",
@@ -76,6 +77,7 @@ __all__ = [
     "SchemaError",
     "StoreError",
     "TimeframeError",
+    "UnknownJobKindError",
     "UnknownPolicyError",
     "UnknownStrategyError",
     "UnsupportedError",
@@ -142,6 +144,10 @@ class UnsupportedFilterError(ValidationError):
 
 class TimeframeError(ValidationError):
     """The timeframe could not be understood."""
+
+
+class UnknownJobKindError(ValidationError):
+    """A job was queued (or claimed) with a kind no handler is registered for."""
 
 
 class ConfirmationRequiredError(HTMError):
@@ -222,6 +228,10 @@ class DiskFullError(StoreError):
 
 class DatabaseCorruptError(StoreError):
     """The database file is damaged; run ``htm check`` and restore from an export."""
+
+
+class JobQueueError(StoreError):
+    """The durable job queue's database failed; the original error is in ``__cause__``."""
 
 
 class UnsupportedError(StoreError):

@@ -3,9 +3,11 @@
 Every enricher here is optional. The rule-based ones (:class:`RuleImportanceScorer`,
 :class:`RuleTagger`) are deterministic and need no model; the LLM-backed ones
 (:class:`LLMImportanceScorer`, :class:`LLMTagger`, :class:`Summariser`) validate every answer
-and run in background jobs (:class:`JobRunner` over a :class:`JobQueue`), never inside ``add``.
+and run in background jobs (:mod:`htm_core.jobs`: a :class:`JobRunner` over a :class:`JobQueue`),
+never inside ``add``.
 """
 
+from ..jobs import BatchHandler, InMemoryJobQueue, Job, JobQueue, JobRunner, SQLJobQueue, TokenBucket
 from .base import BatchTagger, ImportanceScorer, ModelBacked, SummaryWriter, Tagger, uses_model
 from .chunking import Chunk, chunk_markdown
 from .documents import ChunkRecord, DocumentDiff, DocumentPlan, diff_document, plan_document
@@ -17,21 +19,9 @@ from .errors import (
     UnknownJobKindError,
 )
 from .importance import RuleImportanceScorer
-from .jobs import (
-    BatchHandler,
-    InMemoryJobQueue,
-    Job,
-    JobQueue,
-    JobRunner,
-    SQLJobQueue,
-    enrichment_handlers,
-    importance_job,
-    summary_job,
-    tag_job,
-)
+from .kinds import enrichment_handlers, importance_job, summary_job, tag_job
 from .llm import ChatModel, LLMImportanceScorer, LLMTagger, LLMUsage, ollama_chat_model
 from .pipeline import Enrichment
-from .ratelimit import TokenBucket
 from .summarise import Summariser
 from .tagging import RuleTagger
 

@@ -6,15 +6,14 @@
     ├── EnrichmentError                    an enricher could not produce a result
     │   ├── ModelCallError                 the chat model raised (network, server, timeout)
     │   └── InvalidModelOutputError        the model's answers stayed malformed after retries
-    ├── ValidationError
-    │   └── UnknownJobKindError            a job kind no handler is registered for
-    └── StoreError
-        └── JobQueueError                  the durable job queue's database failed
+
+The job queue's errors (``UnknownJobKindError``, ``JobQueueError``) are core errors
+(:mod:`htm_core.errors`), importable from here too.
 """
 
 from __future__ import annotations
 
-from ..errors import HTMError, StoreError, ValidationError
+from ..errors import HTMError, JobQueueError, UnknownJobKindError
 
 __all__ = [
     "EnrichmentError",
@@ -42,11 +41,3 @@ class InvalidModelOutputError(EnrichmentError):
     def __init__(self, message: str, outputs: list[str] | None = None) -> None:
         super().__init__(message)
         self.outputs = list(outputs or [])
-
-
-class UnknownJobKindError(ValidationError):
-    """A job was queued (or claimed) with a kind no handler is registered for."""
-
-
-class JobQueueError(StoreError):
-    """The durable job queue's database failed; the original error is in ``__cause__``."""

@@ -1,7 +1,7 @@
 """The jobs of the built-in enrichers: tags, importance and summaries.
 
 :func:`tag_job`, :func:`importance_job` and :func:`summary_job` build the
-``(kind, memory_key, payload)`` triples a :class:`~htm_core.enrich.runner.JobRunner` queues;
+``(kind, memory_key, payload)`` triples a :class:`~htm_core.jobs.JobRunner` queues;
 :func:`enrichment_handlers` runs the enrichers for those jobs and hands the results to
 callbacks.
 """
@@ -13,10 +13,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import ValidationError
+from ..jobs import BatchHandler, Handler, Job
 from ..validation import check_content, check_key
 from .base import BatchTagger, ImportanceScorer, SummaryWriter, Tagger
-from .jobqueue import Job
-from .runner import BatchHandler, Handler
 
 __all__ = ["IMPORTANCE", "SUMMARY", "TAGS", "enrichment_handlers", "importance_job", "summary_job",
            "tag_job"]

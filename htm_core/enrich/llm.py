@@ -11,7 +11,7 @@ nothing is returned to store. Calls, tokens (when the model reports usage), reje
 answers and failures are counted in :class:`LLMUsage`.
 
 These enrichers are slow (one model request each) and belong in background jobs
-(:mod:`htm_core.enrich.jobs`), never inside ``add``.
+(:mod:`htm_core.jobs`), never inside ``add``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..errors import InvalidTagError, ValidationError, missing_extra
+from ..jobs.ratelimit import TokenBucket
 from ..validation import check_importance, check_int, check_tags
 from .errors import InvalidModelOutputError, ModelCallError
-from .ratelimit import TokenBucket
 
 __all__ = [
     "DEFAULT_CHAT_MODEL",
@@ -164,7 +164,7 @@ class LLMEnricher:
     Args:
         chat_model: the model (``None``: :func:`ollama_chat_model`).
         max_retries: extra requests after a rejected answer (0-10).
-        limiter: a :class:`~htm_core.enrich.ratelimit.TokenBucket` every request waits on.
+        limiter: a :class:`~htm_core.jobs.TokenBucket` every request waits on.
         usage: counters to add to (share one across enrichers to sum them).
     """
 

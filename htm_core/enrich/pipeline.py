@@ -12,18 +12,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import ValidationError
+from ..jobs import JobQueue, JobRunner
 from .base import ImportanceScorer, ModelBacked, SummaryWriter, Tagger
-from .jobs import (
-    IMPORTANCE,
-    SUMMARY,
-    TAGS,
-    JobQueue,
-    JobRunner,
-    enrichment_handlers,
-    importance_job,
-    summary_job,
-    tag_job,
-)
+from .kinds import IMPORTANCE, SUMMARY, TAGS, enrichment_handlers, importance_job, summary_job, tag_job
 from .llm import LLMUsage
 
 __all__ = ["Enrichment"]

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidBudgetError, InvalidContentError
+from ..jobs.ratelimit import TokenBucket
 from ..validation import check_content, check_int
 from .llm import LLMEnricher, LLMUsage, Rejected, strip_fence
-from .ratelimit import TokenBucket
 
 __all__ = ["SUMMARY_PROMPT", "Summariser"]
 

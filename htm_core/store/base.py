@@ -38,7 +38,7 @@ from .values import (
 from .window_role import Windows
 
 if TYPE_CHECKING:
-    from ..enrich.jobs import JobQueue
+    from ..jobs import JobQueue
 
 __all__ = [
     "CAPABILITIES",

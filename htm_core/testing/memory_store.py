@@ -15,13 +15,13 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ..enrich.jobs import InMemoryJobQueue, JobQueue
 from ..errors import (
     ConfirmationRequiredError,
     DimensionMismatchError,
     DuplicateKeyError,
     NotFoundError,
 )
+from ..jobs import InMemoryJobQueue, JobQueue
 from ..models import Memory, Operation, Robot
 from ..store.base import (
     SCHEMA_VERSION,

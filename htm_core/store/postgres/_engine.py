@@ -43,7 +43,7 @@ from ._errors import map_postgres_errors, postgres_error, sqlstate
 from ._schema import _BULK_MARKER, _DIMENSION_LOCK, _HNSW_INDEX, _MIGRATE_LOCK, _MIGRATIONS
 
 if TYPE_CHECKING:
-    from ...enrich.jobs import JobQueue
+    from ...jobs import JobQueue
 
 logger = logging.getLogger("htm_core.store.postgres")
 
@@ -516,6 +516,6 @@ class _PostgresEngine(SQLWorkingSet):
 
     def open_job_queue(self) -> JobQueue:
         """The enrichment job queue on this store's database (see ``LongTermStore``)."""
-        from ...enrich.jobs import job_queue_on
+        from ...jobs import job_queue_on
 
         return job_queue_on(self._engine)

@@ -61,7 +61,7 @@ from ._schema import (
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from ...enrich.jobs import JobQueue
+    from ...jobs import JobQueue
 
 logger = logging.getLogger("htm_core.store.sqlite")
 
@@ -633,6 +633,6 @@ class _SQLiteEngine(SQLWorkingSet):
 
     def open_job_queue(self) -> JobQueue:
         """The enrichment job queue on this store's database (see ``LongTermStore``)."""
-        from ...enrich.jobs import job_queue_on
+        from ...jobs import job_queue_on
 
         return job_queue_on(self._engine)

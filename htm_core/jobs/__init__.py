@@ -1,4 +1,4 @@
-"""Background enrichment jobs: a durable queue and a worker that drains it.
+"""Background jobs: a durable queue and a worker that drains it.
 
 ``add`` never calls a model. Instead the application queues a *job* (a kind such as
 ``tags``, the memory's key, and a JSON payload such as the memory's text) and a
@@ -22,21 +22,19 @@ Delivery is *at least once*: a job whose worker died after the handler ran but b
 job was marked done runs again, so handlers must be idempotent (setting tags or importance
 is; summaries use a key derived from their sources).
 
-The parts live in their own modules: :mod:`~htm_core.enrich.jobqueue` (the job, the queue
-protocol, the queue in memory), :mod:`~htm_core.enrich.sqlqueue` (the durable queue),
-:mod:`~htm_core.enrich.runner` (the worker) and :mod:`~htm_core.enrich.kinds` (the built-in
-enrichers' jobs and handlers). This module gathers them under the name they always had.
+The parts: :mod:`~htm_core.jobs.queue` (the job, the queue protocol, the queue in
+memory), :mod:`~htm_core.jobs.sql` (the durable queue), :mod:`~htm_core.jobs.runner` (the
+worker) and :mod:`~htm_core.jobs.ratelimit` (the token bucket). The enrichers' jobs and
+handlers are in :mod:`htm_core.enrich.kinds`; a store hands out a queue on its own database
+(``open_job_queue``).
 """
 
-from .jobqueue import InMemoryJobQueue, Job, JobQueue
-from .kinds import IMPORTANCE, SUMMARY, TAGS, enrichment_handlers, importance_job, summary_job, tag_job
-from .runner import BatchHandler, Handler, JobRunner
-from .sqlqueue import SQLJobQueue, job_queue_on, jobs_table
+from .queue import InMemoryJobQueue, Job, JobQueue
+from .ratelimit import TokenBucket
+from .runner import BatchHandler, Handler, JobRunner, Usage
+from .sql import SQLJobQueue, job_queue_on, jobs_table
 
 __all__ = [
-    "IMPORTANCE",
-    "SUMMARY",
-    "TAGS",
     "BatchHandler",
     "Handler",
     "InMemoryJobQueue",
@@ -44,10 +42,8 @@ __all__ = [
     "JobQueue",
     "JobRunner",
     "SQLJobQueue",
-    "enrichment_handlers",
-    "importance_job",
+    "TokenBucket",
+    "Usage",
     "job_queue_on",
     "jobs_table",
-    "summary_job",
-    "tag_job",
 ]

@@ -1,6 +1,6 @@
-"""The worker: :class:`JobRunner` drains a :class:`~htm_core.enrich.jobqueue.JobQueue` on
+"""The worker: :class:`JobRunner` drains a :class:`~htm_core.jobs.queue.JobQueue` on
 daemon threads, batched, rate-limited and retried with backoff (the whole design:
-:mod:`htm_core.enrich.jobs`)."""
+:mod:`htm_core.jobs`)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,16 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from ..errors import HTMError, InvalidBudgetError, ValidationError
+from ..errors import HTMError, InvalidBudgetError, UnknownJobKindError, ValidationError
 from ..validation import check_int
-from .errors import UnknownJobKindError
-from .jobqueue import FAILED, PENDING, RUNNING, Job, JobQueue, _check_kind
-from .llm import LLMUsage
+from .queue import FAILED, PENDING, RUNNING, Job, JobQueue, _check_kind
 from .ratelimit import TokenBucket
 
-__all__ = ["BatchHandler", "Handler", "JobRunner"]
+__all__ = ["BatchHandler", "Handler", "JobRunner", "Usage"]
 
-# the logger keeps the name it had when the runner lived in htm_core.enrich.jobs
-logger = logging.getLogger("htm_core.enrich.jobs")
+logger = logging.getLogger("htm_core.jobs")
 
 Handler = Callable[[Job], None]
 
@@ -35,6 +32,14 @@ class BatchHandler:
     """
 
     run: Callable[[list[Job]], None]
+
+
+class Usage(Protocol):
+    """Counters a runner adds to its stats (the enrichers' :class:`~htm_core.enrich.llm.LLMUsage`)."""
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters now, by name."""
+        ...
 
 
 
@@ -54,9 +59,10 @@ class JobRunner:
         lease: seconds a claimed job belongs to its worker; a job whose worker died is
             claimed again after that. Keep it above the longest job.
         poll_interval: how often an idle worker looks for jobs queued by other processes.
-        usage: the enrichers' shared :class:`~htm_core.enrich.llm.LLMUsage`, added to stats().
+        usage: counters added to stats() (the enrichers' shared
+            :class:`~htm_core.enrich.llm.LLMUsage`).
 
-    >>> from htm_core.enrich import InMemoryJobQueue
+    >>> from htm_core.jobs import InMemoryJobQueue
     >>> seen = []
     >>> runner = JobRunner(InMemoryJobQueue(), {"echo": lambda job: seen.append(job.memory_key)})
     >>> runner.start()
@@ -71,7 +77,7 @@ class JobRunner:
                  workers: int = 1,
                  batch_size: int = 8, requests_per_second: float | None = None, burst: float = 1.0,
                  max_attempts: int = 5, initial_backoff: float = 1.0, max_backoff: float = 300.0,
-                 lease: float = 300.0, poll_interval: float = 1.0, usage: LLMUsage | None = None,
+                 lease: float = 300.0, poll_interval: float = 1.0, usage: Usage | None = None,
                  name: str = "htm-enrich") -> None:
         check_int("workers", workers, 1, 32)
         check_int("batch_size", batch_size, 1, 1000)

@@ -31,8 +31,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from .errors import JobQueueError
-from .jobqueue import FAILED, PENDING, RUNNING, InMemoryJobQueue, Job, JobQueue, _checked_jobs, _PutOne
+from ..errors import JobQueueError
+from .queue import FAILED, PENDING, RUNNING, InMemoryJobQueue, Job, JobQueue, _checked_jobs, _PutOne
 
 __all__ = ["SQLJobQueue", "job_queue_on", "jobs_table"]
 
@@ -62,7 +62,7 @@ class SQLJobQueue(_PutOne):
     SQLite store use :class:`InMemoryJobQueue` instead). Claims are safe across threads and
     processes: on SQLite inside a transaction that takes the write lock first, elsewhere with
     ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL), so two workers never hold the same job.
-    Database errors raise :class:`~htm_core.enrich.errors.JobQueueError`.
+    Database errors raise :class:`~htm_core.errors.JobQueueError`.
 
     >>> from sqlalchemy import create_engine
     >>> queue = SQLJobQueue(create_engine("sqlite://"))
