@@ -99,6 +99,173 @@ def scoped_robots(htm: HTM, scope: ChatScope) -> list[Robot]:
     return htm.robots(tags=scope.visible)
 
 
+#: The tools' parameters, described once (MCP clients show these to the model).
+Content = Annotated[str, Field(description="The text to remember.")]
+Importance = Annotated[float, Field(description="0 to 10; higher stays in working "
+                                                "memory longer.")]
+Tags = Annotated[list[str] | None, Field(description="Hierarchical tags such as "
+                                                     "'user:preferences:editor'.")]
+NewKey = Annotated[str | None, Field(description="A key for exact lookup, unique in your "
+                                                 "memory; stored inside your scope. "
+                                                 "Default derived from the content.")]
+Metadata = Annotated[dict[str, Any] | None, Field(description="Any JSON object.")]
+Query = Annotated[str, Field(description="What to look for, in plain words.")]
+Timeframe = Annotated[str | None, Field(description="E.g. 'last 7 days' or 'past 24 "
+                                                    "hours' (rolling, ending now), "
+                                                    "'today', 'yesterday', 'last week' "
+                                                    "(the previous Monday-to-Sunday "
+                                                    "week), 'May 2023', "
+                                                    "'2024-05-01..2024-05-08'.")]
+Limit = Annotated[int, Field(description="How many memories at most.")]
+Strategy = Annotated[str, Field(description="'hybrid' (default), 'vector' or 'fulltext'.")]
+TagFilter = Annotated[list[str] | None, Field(description="Only memories with one of these "
+                                                          "tags (or a tag below one).")]
+RobotFilter = Annotated[str | None, Field(description="Only memories written by this robot; "
+                                                      "default every robot.")]
+MinScore = Annotated[float, Field(description="Leave out memories scoring below this "
+                                              "(0 to 1; 0 keeps every hit).")]
+Key = Annotated[str, Field(description="The memory's key.")]
+ForgottenKey = Annotated[str, Field(description="The forgotten memory's key.")]
+Confirm = Annotated[bool, Field(description="Must be true: forgetting hides the memory "
+                                            "from recall until `restore`.")]
+ContextStrategy = Annotated[str, Field(description="'balanced' (importance x recency, "
+                                                   "default), 'recent' or 'important'.")]
+Budget = Annotated[int | None, Field(description="Token budget for the text; default the "
+                                                 "working-memory budget.")]
+
+READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+HIDES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                        open_world_hint=False)
+BRINGS_BACK = ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                              idempotent_hint=True, open_world_hint=False)
+
+
+class ScopedTools:
+    """What each tool does, for one ``HTM`` inside one :class:`ChatScope`: keys and tags go
+    through the scope, so a caller can reach no memory outside it."""
+
+    def __init__(self, htm: HTM, scope: ChatScope) -> None:
+        self.htm = htm
+        self.scope = scope
+
+    def table(self) -> list[tuple[Callable[..., dict[str, Any]], ToolAnnotations]]:
+        """Every tool with its annotations, in the order the server lists them."""
+        return [(self.remember, WRITES), (self.recall, WRITES), (self.retrieve, READS),
+                (self.forget, HIDES), (self.restore, BRINGS_BACK),
+                (self.create_context, READS), (self.stats, READS),
+                (self.list_robots, READS), (self.tags, READS)]
+
+    def in_scope(self, key: str) -> str:
+        """The stored key ``key`` names in the scope (forgotten or not), else NotFoundError,
+        the same whether the key is unknown or another scope's."""
+        return self.scope.key_of(lambda k: self.htm.store.get(k, include_forgotten=True), key)
+
+    def scoped_key(self, content: Any, key: str | None) -> str | None:
+        """The key a remembered ``content`` is stored under: in the scope, always."""
+        if key is not None:
+            return self.scope.own_key(key)
+        return self.scope.note_key(content) if isinstance(content, str) else None
+
+    def context(self, strategy: str, max_tokens: int | None = None) -> Context:
+        """The working memory as prompt text, the scope's memories only."""
+        if self.scope.visible is None:
+            return self.htm.create_context(strategy=strategy, max_tokens=max_tokens)
+        return self.htm.create_context(strategy=strategy, max_tokens=max_tokens,
+                                       tags=self.scope.visible, scope_working=True)
+
+    def remember(self, content: Content, importance: Importance = 1.0, tags: Tags = None,
+                 key: NewKey = None, metadata: Metadata = None) -> dict[str, Any]:
+        """Store a memory durably (long-term) and put it into working memory."""
+        text = content.strip() if isinstance(content, str) else content
+        memory = self.htm.add(text, importance=importance, key=self.scoped_key(text, key),
+                              tags=self.scope.stored_tags(check_topic_tags(tags)),
+                              metadata=metadata)
+        return memory_to_dict(memory)
+
+    def recall(self, query: Query, timeframe: Timeframe = None, limit: Limit = 10,
+               strategy: Strategy = "hybrid", tags: TagFilter = None, robot: RobotFilter = None,
+               min_score: MinScore = DEFAULT_MIN_SCORE) -> dict[str, Any]:
+        """Find the memories most relevant to a query (they enter working memory)."""
+        hits = self.htm.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
+                               tags=self.scope.topic_filter(check_topic_tags(tags)), robot=robot,
+                               min_score=min_score)
+        return {"count": len(hits), "hits": [hit_to_dict(hit) for hit in hits]}
+
+    def retrieve(self, key: Key) -> dict[str, Any]:
+        """Look a memory up by its exact key; ``found`` is false when there is none."""
+        found = self.scope.find(self.htm.store.get, key)
+        memory = self.htm.retrieve(found.key) if found is not None else None
+        if memory is None:
+            return {"found": False, "key": key}
+        return {"found": True, **memory_to_dict(memory)}
+
+    def forget(self, key: Key, confirm: Confirm = False) -> dict[str, Any]:
+        """Hide a memory from recall (recoverable with ``restore``); needs confirm=true."""
+        return memory_to_dict(self.htm.forget(self.in_scope(key), confirm=confirm))
+
+    def restore(self, key: ForgottenKey) -> dict[str, Any]:
+        """Bring back a forgotten memory."""
+        return memory_to_dict(self.htm.restore(self.in_scope(key)))
+
+    def create_context(self, strategy: ContextStrategy = "balanced",
+                       max_tokens: Budget = None) -> dict[str, Any]:
+        """Assemble working memory into prompt text within a token budget."""
+        return context_to_dict(self.context(strategy, max_tokens))
+
+    def stats(self) -> dict[str, Any]:
+        """Figures of the memories this server sees, embedding use and latency percentiles."""
+        return stats_to_dict(scoped_stats(self.htm, self.scope))
+
+    def list_robots(self) -> dict[str, Any]:
+        """The robots that wrote memories this server sees, with how many each wrote."""
+        return {"robots": [robot_to_dict(r) for r in scoped_robots(self.htm, self.scope)]}
+
+    def tags(self) -> dict[str, Any]:
+        """Every topic tag of this server's scope with the number of visible memories
+        carrying it."""
+        return {"tags": self.scope.topics(self.htm.tags())}
+
+
+def guarded(lock: threading.Lock, fn: _F) -> _F:
+    """Run ``fn`` under the server lock; turn HTMError into a tool error result."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            try:
+                return fn(*args, **kwargs)
+            except HTMError as exc:
+                logger.info("tool %s refused: %s: %s", fn.__name__, type(exc).__name__, exc)
+                raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def add_context_resources(server: MCPServer, tools: ScopedTools, lock: threading.Lock) -> None:
+    """``htm://context`` (balanced) and ``htm://context/{strategy}``: working memory as text."""
+
+    def context_text(strategy: str) -> str:
+        with lock:
+            try:
+                return tools.context(strategy).text
+            except HTMError as exc:
+                raise ResourceError(f"{type(exc).__name__}: {exc}") from exc
+
+    @server.resource(CONTEXT_URI, name="working-memory", mime_type="text/plain",
+                     description=f"The working memory of robot {tools.htm.robot!r} as prompt "
+                                 "text (balanced strategy).")
+    def working_memory() -> str:
+        return context_text("balanced")
+
+    @server.resource(CONTEXT_URI + "/{strategy}", name="working-memory-by-strategy",
+                     mime_type="text/plain",
+                     description="Working memory as prompt text: strategy is balanced, recent "
+                                 "or important.")
+    def working_memory_by(strategy: str) -> str:
+        return context_text(strategy)
+
+
 def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING",
                  user_id: str | None = None, session_id: str | None = None,
                  shared: bool = False, shared_tags: list[str] | None = None) -> MCPServer:
@@ -120,7 +287,6 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
     scope = ChatScope.of(user_id=user, session_id=session_id, shared=shared,
                          shared_tags=shared_tags)
     whose = "every user's" if shared else f"user {user!r}'s"
-    lock = threading.Lock()
     server: MCPServer = MCPServer(
         name=name,
         instructions=(
@@ -132,168 +298,9 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
         log_level=log_level.upper(),  # type: ignore[arg-type]
         warn_on_duplicate_tools=True,
     )
-
-    def guarded(fn: _F) -> _F:
-        """Run ``fn`` under the server lock; turn HTMError into a tool error result."""
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with lock:
-                try:
-                    return fn(*args, **kwargs)
-                except HTMError as exc:
-                    logger.info("tool %s refused: %s: %s", fn.__name__, type(exc).__name__, exc)
-                    raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-
-        return wrapper  # type: ignore[return-value]
-
-    def in_scope(key: str) -> str:
-        """The stored key ``key`` names in the scope (forgotten or not), else NotFoundError,
-        the same whether the key is unknown or another scope's."""
-        return scope.key_of(lambda k: htm.store.get(k, include_forgotten=True), key)
-
-    def scoped_key(content: Any, key: str | None) -> str | None:
-        """The key a remembered ``content`` is stored under: in the scope, always."""
-        if key is not None:
-            return scope.own_key(key)
-        return scope.note_key(content) if isinstance(content, str) else None
-
-    def context(strategy: str, max_tokens: int | None = None) -> Context:
-        if scope.visible is None:
-            return htm.create_context(strategy=strategy, max_tokens=max_tokens)
-        return htm.create_context(strategy=strategy, max_tokens=max_tokens,
-                                  tags=scope.visible, scope_working=True)
-
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-
-    @server.tool(annotations=writes)
-    @guarded
-    def remember(
-        content: Annotated[str, Field(description="The text to remember.")],
-        importance: Annotated[float, Field(description="0 to 10; higher stays in working "
-                                                       "memory longer.")] = 1.0,
-        tags: Annotated[list[str] | None, Field(description="Hierarchical tags such as "
-                                                            "'user:preferences:editor'.")] = None,
-        key: Annotated[str | None, Field(description="A key for exact lookup, unique in your "
-                                                     "memory; stored inside your scope. "
-                                                     "Default derived from the content.")
-                       ] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="Any JSON object.")] = None,
-    ) -> dict[str, Any]:
-        """Store a memory durably (long-term) and put it into working memory."""
-        text = content.strip() if isinstance(content, str) else content
-        memory = htm.add(text, importance=importance, key=scoped_key(text, key),
-                         tags=scope.stored_tags(check_topic_tags(tags)), metadata=metadata)
-        return memory_to_dict(memory)
-
-    @server.tool(annotations=writes)
-    @guarded
-    def recall(
-        query: Annotated[str, Field(description="What to look for, in plain words.")],
-        timeframe: Annotated[str | None, Field(description="E.g. 'last 7 days' or 'past 24 "
-                                                           "hours' (rolling, ending now), "
-                                                           "'today', 'yesterday', 'last week' "
-                                                           "(the previous Monday-to-Sunday "
-                                                           "week), 'May 2023', "
-                                                           "'2024-05-01..2024-05-08'."
-                                               )] = None,
-        limit: Annotated[int, Field(description="How many memories at most.")] = 10,
-        strategy: Annotated[str, Field(description="'hybrid' (default), 'vector' or "
-                                                   "'fulltext'.")] = "hybrid",
-        tags: Annotated[list[str] | None, Field(description="Only memories with one of these "
-                                                            "tags (or a tag below one).")] = None,
-        robot: Annotated[str | None, Field(description="Only memories written by this robot; "
-                                                       "default every robot.")] = None,
-        min_score: Annotated[float, Field(description="Leave out memories scoring below this "
-                                                      "(0 to 1; 0 keeps every hit).")
-                             ] = DEFAULT_MIN_SCORE,
-    ) -> dict[str, Any]:
-        """Find the memories most relevant to a query (they enter working memory)."""
-        hits = htm.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
-                          tags=scope.topic_filter(check_topic_tags(tags)), robot=robot,
-                          min_score=min_score)
-        return {"count": len(hits),
-                "hits": [hit_to_dict(hit) for hit in hits]}
-
-    @server.tool(annotations=read_only)
-    @guarded
-    def retrieve(key: Annotated[str, Field(description="The memory's key.")]) -> dict[str, Any]:
-        """Look a memory up by its exact key; ``found`` is false when there is none."""
-        found = scope.find(htm.store.get, key)
-        memory = htm.retrieve(found.key) if found is not None else None
-        if memory is None:
-            return {"found": False, "key": key}
-        return {"found": True, **memory_to_dict(memory)}
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True,
-                                             idempotent_hint=True, open_world_hint=False))
-    @guarded
-    def forget(
-        key: Annotated[str, Field(description="The memory's key.")],
-        confirm: Annotated[bool, Field(description="Must be true: forgetting hides the memory "
-                                                   "from recall until `restore`.")] = False,
-    ) -> dict[str, Any]:
-        """Hide a memory from recall (recoverable with ``restore``); needs confirm=true."""
-        return memory_to_dict(htm.forget(in_scope(key), confirm=confirm))
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                             idempotent_hint=True, open_world_hint=False))
-    @guarded
-    def restore(key: Annotated[str, Field(description="The forgotten memory's key.")]
-                ) -> dict[str, Any]:
-        """Bring back a forgotten memory."""
-        return memory_to_dict(htm.restore(in_scope(key)))
-
-    @server.tool(annotations=read_only)
-    @guarded
-    def create_context(
-        strategy: Annotated[str, Field(description="'balanced' (importance x recency, default), "
-                                                   "'recent' or 'important'.")] = "balanced",
-        max_tokens: Annotated[int | None, Field(description="Token budget for the text; "
-                                                            "default the working-memory "
-                                                            "budget.")] = None,
-    ) -> dict[str, Any]:
-        """Assemble working memory into prompt text within a token budget."""
-        return context_to_dict(context(strategy, max_tokens))
-
-    @server.tool(annotations=read_only)
-    @guarded
-    def stats() -> dict[str, Any]:
-        """Figures of the memories this server sees, embedding use and latency percentiles."""
-        return stats_to_dict(scoped_stats(htm, scope))
-
-    @server.tool(annotations=read_only)
-    @guarded
-    def list_robots() -> dict[str, Any]:
-        """The robots that wrote memories this server sees, with how many each wrote."""
-        return {"robots": [robot_to_dict(r) for r in scoped_robots(htm, scope)]}
-
-    @server.tool(annotations=read_only)
-    @guarded
-    def tags() -> dict[str, Any]:
-        """Every topic tag of this server's scope with the number of visible memories
-        carrying it."""
-        return {"tags": scope.topics(htm.tags())}
-
-    def context_text(strategy: str) -> str:
-        with lock:
-            try:
-                return context(strategy).text
-            except HTMError as exc:
-                raise ResourceError(f"{type(exc).__name__}: {exc}") from exc
-
-    @server.resource(CONTEXT_URI, name="working-memory", mime_type="text/plain",
-                     description=f"The working memory of robot {htm.robot!r} as prompt text "
-                                 "(balanced strategy).")
-    def working_memory() -> str:
-        return context_text("balanced")
-
-    @server.resource(CONTEXT_URI + "/{strategy}", name="working-memory-by-strategy",
-                     mime_type="text/plain",
-                     description="Working memory as prompt text: strategy is balanced, recent "
-                                 "or important.")
-    def working_memory_by(strategy: str) -> str:
-        return context_text(strategy)
-
+    lock = threading.Lock()
+    tools = ScopedTools(htm, scope)
+    for fn, hints in tools.table():
+        server.tool(annotations=hints)(guarded(lock, fn))
+    add_context_resources(server, tools, lock)
     return server

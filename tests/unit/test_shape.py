@@ -36,7 +36,6 @@ LONG_FUNCTIONS = {
     "htm_core/working/memory.py::WorkingMemory._put": 78,
     "htm_integrations/langchain/tools.py::htm_tools": 78,
     "htm_integrations/llama_index/tools.py::htm_tools": 61,
-    "htm_integrations/mcp/server.py::build_server": 198,
 }
 
 #: Classes stacked deeper than the budget today, with their depth now.
