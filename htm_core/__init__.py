@@ -54,6 +54,7 @@ from .errors import (
 )
 from .htm import HTM
 from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
+from .options import EmbeddingOptions, EnrichmentOptions, Observability, WorkingMemoryOptions
 from .recall import RetrievalConfig
 from .tokens import CallableCounter, TiktokenCounter, TokenCounter
 from .working import WorkingMemory
@@ -78,7 +79,9 @@ __all__ = [
     "Embedder",
     "EmbedderMismatchError",
     "EmbeddingError",
+    "EmbeddingOptions",
     "EnrichmentError",
+    "EnrichmentOptions",
     "FrozenClock",
     "HTMError",
     "HashingEmbedder",
@@ -100,6 +103,7 @@ __all__ = [
     "MissingDependencyError",
     "ModelCallError",
     "NotFoundError",
+    "Observability",
     "Operation",
     "Page",
     "ReadOnlyError",
@@ -118,5 +122,6 @@ __all__ = [
     "UnsupportedFilterError",
     "ValidationError",
     "WorkingMemory",
+    "WorkingMemoryOptions",
     "__version__",
 ]

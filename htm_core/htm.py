@@ -50,6 +50,7 @@ from .enrich.documents import diff_document, plan_document
 from .errors import ClosedError
 from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
 from .observability import Metrics, instrumented
+from .options import EmbeddingOptions, EnrichmentOptions, Observability, WorkingMemoryOptions, group
 from .recall import RetrievalConfig, search
 from .recall.rerank import check_rerank, rerank_depth
 from .scoring import check_min_score, finish
@@ -115,6 +116,11 @@ class HTM:
         clock: returns the current aware ``datetime``; timeframes are computed in its
             time zone. Default: local time.
         store: an already-open :class:`~htm_core.store.LongTermStore` (instead of a URL).
+        working / embedding / enrichment / observability: the settings below in groups
+            (:class:`~htm_core.options.WorkingMemoryOptions`, ``EmbeddingOptions``,
+            ``EnrichmentOptions``, ``Observability``), to build once and share between
+            ``HTM`` objects. Each keyword below is a shortcut for one field of a group;
+            giving a group and one of its keywords is a ``ValidationError``.
         context_margin: fraction of ``max_tokens`` that ``create_context`` leaves free.
         retrieval: how hybrid recall fuses its arms.
         embed_batch_size: texts per embedder call (default 64): ``add_many`` of 1,000 new
@@ -146,72 +152,99 @@ class HTM:
         robot: str | None = None,
         *,
         database_url: str | Path | None = None,
-        working_memory_tokens: int | None = None,
-        embedder: Any = None,
-        token_counter: TokenCounter | Any = None,
-        eviction: str | None = None,
-        clock: Clock | None = None,
         store: LongTermStore | None = None,
-        context_margin: float | None = None,
+        read_only: bool = False,
+        clock: Clock | None = None,
         retrieval: RetrievalConfig | None = None,
-        embed_batch_size: int = 64,
-        background_embeddings: bool = False,
-        allow_embedder_mismatch: bool = False,
+        working: WorkingMemoryOptions | None = None,
+        embedding: EmbeddingOptions | None = None,
+        enrichment: EnrichmentOptions | None = None,
+        observability: Observability | None = None,
+        working_memory_tokens: int | None = None,
+        eviction: str | None = None,
+        context_margin: float | None = None,
+        token_counter: TokenCounter | Any = None,
+        embedder: Any = None,
+        embed_batch_size: int | None = None,
+        background_embeddings: bool | None = None,
+        allow_embedder_mismatch: bool | None = None,
         importance_scorer: ImportanceScorer | None = None,
         tagger: Tagger | None = None,
         summariser: SummaryWriter | None = None,
         enrichment_options: Mapping[str, Any] | None = None,
-        telemetry: bool = False,
+        telemetry: bool | None = None,
         meter_provider: Any = None,
         tracer_provider: Any = None,
-        read_only: bool = False,
     ) -> None:
+        working = group(WorkingMemoryOptions, working, "working", {
+            "working_memory_tokens": ("tokens", working_memory_tokens),
+            "eviction": ("eviction", eviction), "context_margin": ("context_margin", context_margin),
+            "token_counter": ("token_counter", token_counter)})
+        embedding = group(EmbeddingOptions, embedding, "embedding", {
+            "embedder": ("embedder", embedder), "embed_batch_size": ("batch_size", embed_batch_size),
+            "background_embeddings": ("background", background_embeddings),
+            "allow_embedder_mismatch": ("allow_mismatch", allow_embedder_mismatch)})
+        enrichment = group(EnrichmentOptions, enrichment, "enrichment", {
+            "importance_scorer": ("importance_scorer", importance_scorer),
+            "tagger": ("tagger", tagger), "summariser": ("summariser", summariser),
+            "enrichment_options": ("runner", enrichment_options)})
+        observability = group(Observability, observability, "observability", {
+            "telemetry": ("export", telemetry), "meter_provider": ("meter_provider", meter_provider),
+            "tracer_provider": ("tracer_provider", tracer_provider)})
+        self._connect(robot, database_url, store, read_only=read_only, clock=clock,
+                   retrieval=retrieval, working=working, embedding=embedding,
+                   enrichment=enrichment, observability=observability)
+
+    def _connect(self, robot: str | None, database_url: str | Path | None,
+              store: LongTermStore | None, *, read_only: bool, clock: Clock | None,
+              retrieval: RetrievalConfig | None, working: WorkingMemoryOptions,
+              embedding: EmbeddingOptions, enrichment: EnrichmentOptions,
+              observability: Observability) -> None:
+        """Resolve the settings, open the store and assemble the services over it."""
+        chosen = embedding.embedder
         self.settings = settings = Settings.resolve(
             robot=robot, database_url=str(database_url) if database_url is not None else None,
-            working_memory_tokens=working_memory_tokens, eviction=eviction,
-            context_margin=context_margin, embedder=embedder if isinstance(embedder, str) else None)
+            working_memory_tokens=working.tokens, eviction=working.eviction,
+            context_margin=working.context_margin,
+            embedder=chosen if isinstance(chosen, str) else None)
         self.robot = check_name(settings.robot, what="robot name")
-        self.metrics = Metrics(robot=self.robot, telemetry=telemetry,
-                               meter_provider=meter_provider, tracer_provider=tracer_provider)
+        self.metrics = Metrics(robot=self.robot, telemetry=observability.export,
+                               meter_provider=observability.meter_provider,
+                               tracer_provider=observability.tracer_provider)
         self._clock: Clock = clock or local_now
         self._lock = threading.RLock()
         self._retrieval = retrieval or RetrievalConfig()
         self._wm = WorkingMemory(
             check_max_tokens(settings.working_memory_tokens, name="working_memory_tokens"),
             settings.eviction, clock=self._clock, safety_margin=settings.context_margin)
-        self._counter = resolve_counter(token_counter)
-        check_batch_size(embed_batch_size)
+        self._counter = resolve_counter(working.token_counter)
+        check_batch_size(embedding.batch_size)
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
             settings.database_url, read_only=read_only)
         try:
-            self._assemble(embedder if embedder is not None and not isinstance(embedder, str)
-                           else settings.embedder, batch_size=embed_batch_size,
-                           allow_mismatch=allow_embedder_mismatch,
-                           importance_scorer=importance_scorer, tagger=tagger,
-                           summariser=summariser, enrichment_options=enrichment_options,
-                           budget=self._wm.max_tokens if working_memory_tokens is not None
-                           else None)
+            self._assemble(chosen if chosen is not None and not isinstance(chosen, str)
+                           else settings.embedder, embedding=embedding, enrichment=enrichment,
+                           budget=self._wm.max_tokens if working.tokens is not None else None)
         except BaseException:
             if self._owns_store:
                 self._store.close()
             raise
-        self._start(background_embeddings)
+        self._start(embedding.background)
 
-    def _assemble(self, embedder: Any, *, batch_size: int, allow_mismatch: bool,
-                  importance_scorer: ImportanceScorer | None, tagger: Tagger | None,
-                  summariser: SummaryWriter | None,
-                  enrichment_options: Mapping[str, Any] | None, budget: int | None) -> None:
+    def _assemble(self, embedder: Any, *, embedding: EmbeddingOptions,
+                  enrichment: EnrichmentOptions, budget: int | None) -> None:
         """Make the services over the open store, each given only the parts it uses."""
         store, robot, clock, lock = self._store, self.robot, self._clock, self._lock
         self._embedding = EmbeddingService(
             store, embedder, counter=self._counter, metrics=self.metrics,
-            batch_size=batch_size, window_words=self._retrieval.window_words)
+            batch_size=embedding.batch_size, window_words=self._retrieval.window_words)
         self._enrichment = FacadeEnrichment(
-            store=store, robot=robot, importance_scorer=importance_scorer, tagger=tagger,
-            summariser=summariser, add_summary=self._add_summary,
-            refresh_importance=self._refresh_importance, options=enrichment_options)
-        self._embedding.check_store(allow_mismatch=allow_mismatch)
+            store=store, robot=robot, importance_scorer=enrichment.importance_scorer,
+            tagger=enrichment.tagger, summariser=enrichment.summariser,
+            add_summary=self._add_summary, refresh_importance=self._refresh_importance,
+            options=enrichment.runner)
+        self._embedding.check_store(allow_mismatch=embedding.allow_mismatch)
         self._intake = Intake(robot, clock=clock, counter=self._counter,
                               enrichment=self._enrichment)
         # A budget the caller gave is recorded on the robot, for tools that look at the store.

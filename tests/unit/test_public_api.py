@@ -26,9 +26,10 @@ EXPECTED_ERRORS = [
 ]
 EXPECTED_CORE = [
     "HTM", *sorted([
-        "CallableCounter", "Context", "Embedder", "FrozenClock", "HashingEmbedder", "Hit",
-        "LocalEmbedder", "Memory", "Operation", "Page", "RetrievalConfig", "Robot", "Stats",
-        "TiktokenCounter", "TokenCounter", "WorkingMemory", *EXPECTED_ERRORS]),
+        "CallableCounter", "Context", "Embedder", "EmbeddingOptions", "EnrichmentOptions",
+        "FrozenClock", "HashingEmbedder", "Hit", "LocalEmbedder", "Memory", "Observability",
+        "Operation", "Page", "RetrievalConfig", "Robot", "Stats", "TiktokenCounter",
+        "TokenCounter", "WorkingMemory", "WorkingMemoryOptions", *EXPECTED_ERRORS]),
     "__version__",
 ]
 
