@@ -6,9 +6,8 @@
         htm.add("User prefers Vim keybindings", importance=9.0, key="pref-vim")
         hits = htm.recall("editor preferences", timeframe="last 7 days")
 
-``HTM`` only wires; its jobs live in their own modules (docs/architecture.md, "The facade").
-Every write is one transaction; working memory is a coherent view of the store, and eviction
-never deletes (docs/reliability.md, "Coherence"; docs/concepts.md, "Never forget").
+``HTM`` only wires its services together; see docs/architecture.md ("The facade") and, for
+what every write guarantees, docs/reliability.md ("Coherence").
 """
 
 from __future__ import annotations
