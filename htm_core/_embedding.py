@@ -1,26 +1,12 @@
 """Filling missing vectors so that one bad text never blocks the rest.
 
-:func:`fill_once` is one pass of the filling that ``HTM`` runs in its background worker,
-in :meth:`~htm_core.HTM.flush` and in :meth:`~htm_core.HTM.reembed`: take a batch of
-memories without a vector (``store.missing_embeddings``: memories marked as failing are
-left out), embed each one's *embed text* (:func:`~htm_core.enrich.documents.embed_text`:
-a document chunk's heading path, then its text; everything else as it is), store the
-vectors.
-
-When the embedder rejects the batch, each memory is tried alone. A memory that fails on
-its own is marked in the store with the reason (``store.mark_embedding_failures``): the
-filling skips it from then on, in every process, until the marks are cleared
-(``HTM.retry_failed_embeddings()``, ``htm reembed --retry-failed``), while every other
-memory of the batch gets its vector. When the first memory fails on its own too, a short
-probe text tells a rejected text from an embedder that is down: if the probe fails as
-well, nothing is marked and the error is raised, so the caller backs off and tries again
-later (an outage never marks memories).
-
-:class:`EmbeddingService` is the embedding side of one ``HTM``: the embedder and its
-checks, an LRU cache of vectors by content hash (then the store's vectors for the same
-text), calls in batches of ``embed_batch_size``, the optional background worker,
-:meth:`~EmbeddingService.flush`, :meth:`~EmbeddingService.reembed` and the retry of
-failed embeddings.
+:func:`fill_once` is one pass of the filling that ``HTM`` runs in its background worker, in
+``flush`` and in ``reembed``: embed a batch of memories without a vector (each one's
+:func:`~htm_core.enrich.documents.embed_text`), try each memory alone when the embedder
+rejects the batch, mark one that fails alone, and tell a rejected text from an embedder that
+is down with a probe. :class:`EmbeddingService` is the embedding side of one ``HTM``: checks,
+the vector cache, batches, the worker, ``flush``, ``reembed`` and the retry of failed
+embeddings. See docs/embeddings.md ("Background embeddings", "The cache").
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """The export file on disk: written atomically, sealed with a count and a checksum, checked on read.
 
-An export (version 2) is JSON Lines: a header line, one line per memory, and an end line::
-
-    {"format": "htm-export", "version": 2, "count": 3, ...}
-    {"key": ..., "content": ..., ...}
-    ...
-    {"format": "htm-export-end", "count": 3, "sha256": "..."}
-
-``sha256`` covers every byte before the end line (the header included), so a truncated file
-(no end line), a file cut at a line boundary, and a file altered in any byte are all told
-apart from a complete one before anything is imported. Written to a path, the file first
-goes to a temporary file in the same folder, is flushed to disk, and is renamed over the
-target only when complete: a killed export leaves the previous backup as it was (and a
-``.<name>.*.htm-tmp`` file that the next export to the same path removes). Backup files
-are created readable by their owner only (0600).
-
-Version 1 files (no end line) are still read; their header's ``count`` is checked against
-the lines found.
+An export (version 2) is JSON Lines: a header line, one line per memory, and an end line
+(``{"format": "htm-export-end", "count": ..., "sha256": ...}``) whose checksum covers every
+byte before it. :class:`ExportWriter` writes one, :func:`atomic_file` puts it at a path
+through a temporary file renamed over the target when complete, and :func:`check_file`
+tells a complete file from a truncated or altered one before anything is imported (version 1
+files, with no end line, are checked by their header's count). See docs/cli.md ("htm export").
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """``HTM.get`` and ``HTM.list``: reading memories as they are (or were), counting no access.
 
-:class:`Lister` is the service ``HTM`` holds for them (a store and a clock): exact
-lookup by key and pages of memories by filters, key prefix and order, done in SQL by the
-store (:meth:`~htm_core.store.base.Records.list_memories`). Neither touches working memory
-nor counts an access. A page's ``next_cursor`` is opaque: base64 of the order, the
-direction and the (order value, id) of the page's last memory, from which the next page
-starts (keyset paging: no offset, so a page costs the same wherever it is). Creation time
-and key never change; importance does, so an ``importance`` walk also carries the history
-mark taken before its first page, and orders every page by each memory's importance as it
-was at that mark (see docs/api.md, "Paging").
+:class:`Lister` is the service ``HTM`` holds for them (a store and a clock): exact lookup by
+key and pages of memories by filters, key prefix and order, done in SQL by the store
+(:meth:`~htm_core.store.base.Records.list_memories`). Neither touches working memory nor
+counts an access. A page's ``next_cursor`` is opaque (base64 of the order, the direction, the
+last memory's (order value, id) and, for an ``importance`` walk, the history mark taken before
+its first page): keyset paging, see docs/api.md ("Paging").
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """all-MiniLM-L6-v2 in numpy: the bundled model's vectors without importing torch.
 
-sentence-transformers takes seconds to import (torch, transformers, scikit-learn, scipy),
-which a command that embeds one query (a first ``htm recall``) would pay in full. The
-bundled MiniLM is a small BERT (6 layers, 384 wide, 12 heads) followed by mean pooling and
-L2 normalisation, so the same forward pass is written here with numpy over the model's own
-``model.safetensors`` and ``tokenizer.json`` (the ``safetensors`` and ``tokenizers``
-packages, which the ``local`` extra installs with transformers). Its vectors match
-sentence-transformers' to float32 rounding (tests/integration/test_minilm.py compares them).
-
-:func:`available` says whether it can run for a model folder; :class:`NumpyMiniLM` is the
-model. It reads sentence-transformers' own settings (maximum sequence length, pooling) and
-refuses folders that are not a mean-pooled, normalised BERT.
+sentence-transformers takes seconds to import, which a command that embeds one query would
+pay in full; the bundled MiniLM (a small BERT, mean pooling, L2 normalisation) is run here
+with numpy over the model's own ``model.safetensors`` and ``tokenizer.json``, matching
+sentence-transformers' vectors to float32 rounding (tests/integration/test_minilm.py).
+:func:`available` says whether it can run a model folder (a mean-pooled, normalised BERT);
+:class:`NumpyMiniLM` is the model. See docs/embeddings.md ("The built-in embedders").
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Values every store and the export format keep exactly: the checks ``add`` and ``import`` run.
 
-A memory's metadata is stored as JSON (SQLite text, PostgreSQL ``jsonb``) and travels in
-exports as JSON; its ``created_at`` is a time both backends and ISO 8601 can hold. What
-cannot make that round trip unchanged is refused up front with a specific error, before
-anything is written:
-
-* **metadata** must be a dict with string keys; values are ``None``, ``bool``, ``int``
-  (64-bit), finite ``float``, ``str``, lists (tuples are kept as lists) and dicts of
-  these, nested at most :data:`MAX_METADATA_DEPTH` levels. No string anywhere (keys
-  included) may hold a NUL character (PostgreSQL's ``jsonb`` refuses it) or an unpaired
-  surrogate (not valid Unicode: no UTF-8 file or ``jsonb`` can hold it).
-* **created_at** must be a ``datetime`` between :data:`MIN_TIME` and :data:`MAX_TIME`
-  (UTC). The SQLite store keeps times as POSIX seconds in a float: exact to the microsecond
-  from about 1700 to 2240, to a few microseconds outside that span.
-
->>> check_metadata({"source": "chat", "turn": 3, "tags": ("a", "b")})
-{'source': 'chat', 'turn': 3, 'tags': ['a', 'b']}
->>> check_metadata({"bad": "nul\\x00"})  # doctest: +ELLIPSIS
-Traceback (most recent call last):
-...
-htm_core.errors.InvalidMetadataError: metadata['bad'] holds a NUL character ...
+A memory's metadata travels as JSON (SQLite text, PostgreSQL ``jsonb``, export lines) and its
+``created_at`` must be a time both backends and ISO 8601 can hold; what cannot make that
+round trip unchanged is refused up front with a specific error, before anything is written.
+:func:`check_metadata` (a dict of JSON values at most :data:`MAX_METADATA_DEPTH` deep, no NUL,
+no unpaired surrogate) and :func:`check_created_at` (between :data:`MIN_TIME` and
+:data:`MAX_TIME`) are the checks; the rules are in docs/reliability.md ("Values").
 """
 
 from __future__ import annotations
@@ -89,7 +75,15 @@ def _clean(value: Any, where: str, depth: int) -> Any:
 
 
 def check_metadata(metadata: Any) -> dict[str, Any]:
-    """``metadata`` checked as the module docstring says (None is ``{}``); a new dict."""
+    r"""``metadata`` checked as docs/reliability.md ("Values") says (None is ``{}``); a new dict.
+
+    >>> check_metadata({"source": "chat", "turn": 3, "tags": ("a", "b")})
+    {'source': 'chat', 'turn': 3, 'tags': ['a', 'b']}
+    >>> check_metadata({"bad": "nul\x00"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    htm_core.errors.InvalidMetadataError: metadata['bad'] holds a NUL character ...
+    """
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):

@@ -1,20 +1,12 @@
 """``HTM.update`` and ``HTM.versions``: a memory's new version, its old ones kept as history.
 
-:class:`Versions` is the service ``HTM`` holds for them (its store, robot, intake,
-embedding service, resident set, lock and clock). An update keeps the memory's key, id,
-creation time and working-memory membership and makes the new text its current version in
-one transaction
-(:meth:`~htm_core.store.base.Versions.update_memory`): the superseded version (content,
-importance, tags, metadata, vector) is kept as history, the ``update`` log line names it,
-the new text is embedded the way ``add`` embeds (inline, or by the background worker), and
-every working memory holding the memory shows the new text from its next call on. An
-update is compare-and-set: it sends the store the fields it changes and the version it
-read, and the store merges them under the row's lock or raises
-:class:`~htm_core.errors.ConflictError`.
-
-The rest of the facade's version handling lives here too: ``recall(..., include_history=True)``
-(:func:`with_history`) and the re-add of a text an update replaced (:func:`write_readding`).
-See docs/decisions.md ("HTM.update").
+:class:`Versions` is the service ``HTM`` holds for them (its store, robot, intake, embedding
+service, resident set, lock and clock). An update keeps the memory's key, id, creation time
+and working-memory membership, makes the new text its current version in one compare-and-set
+transaction (:meth:`~htm_core.store.base.Versions.update_memory`) and keeps the superseded
+one as history. Also here: ``recall(..., include_history=True)`` (:func:`with_history`) and
+the re-add of a text an update replaced (:func:`write_readding`). See docs/concepts.md
+("Updating a memory: versions") and docs/decisions.md ("HTM.update").
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Long memories embedded in windows: a fact said in passing is found by its own sentences.
 
-An embedding model reads a long message as one vector dominated by the rest of the text
-(and MiniLM reads only its first 256 word pieces). A memory of at least ``window_words``
-spaces (:func:`is_long`) is therefore also embedded in *windows*: runs of whole sentences
-of up to ``window_words`` words, each overlapping the one before by a sentence (a code
-block counts as one sentence). The vector arm scores a memory by the better of its whole
-vector and its best window (one hit per memory, never a window).
-
-The store keeps the windows (``memory_windows``, schema version 4); see
-:class:`~htm_core.store.base.Windows`. A long memory gets them when its vector is made:
-inline right after ``add`` / ``update`` (:func:`windows_for`), else by the catch-up
-(:func:`fill_windows_once`) that runs with the filling of missing vectors (the background
-worker, ``flush``, ``reembed``), which also fills in the memories of a store made before
-version 4 and of an import.
+A memory of at least ``window_words`` spaces (:func:`is_long`) is also embedded in windows:
+runs of whole sentences of up to ``window_words`` words, overlapping by a sentence. The vector
+arm scores a memory by the better of its whole vector and its best window. A long memory gets
+its windows inline right after ``add`` / ``update`` (:func:`windows_for`), else by the
+catch-up (:func:`fill_windows_once`) that runs with the filling of missing vectors. See
+docs/embeddings.md ("Long texts") and docs/decisions.md ("Windows of long memories").
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """Background work of an ``HTM``: the embedding worker and the write-behind timer.
 
-:class:`FlushTimer` writes what recalls left pending (see
-:mod:`htm_core.working.resident`) at the latest a set time after the first of them, on a
-daemon timer thread, without another call; and, still armed when the interpreter exits
-normally, at exit. It holds only the flush function and the lock it runs under (never the
-``HTM``), so an ``HTM`` dropped without ``close()`` can still be collected and its pending
-writes are still made.
-
-The embedding worker behind ``HTM(..., background_embeddings=True)``:
-
-In background mode ``add`` commits the memory without a vector and returns at once;
-full-text recall finds it immediately. This worker, one daemon thread per ``HTM``, then
-fills the vectors in batches: each pass calls ``fill()``, which embeds up to one batch of
-memories the store reports as missing a vector (``store.missing_embeddings``) and writes
-them (``store.set_embeddings``), returning how many it did (0 when nothing is missing).
-
-- A failed pass is retried with exponential backoff (``initial_backoff`` doubling up to
-  ``max_backoff``); the memories stay stored and stay pending, nothing is lost.
-- :meth:`EmbeddingWorker.flush` waits until a pass that started after the call finds
-  nothing missing.
-- :meth:`EmbeddingWorker.stop` ends the thread between batches; a batch in flight is
-  finished (or fails) first. Work left over stays in the store as missing vectors and the
-  next worker on that store, in this process or another, picks it up.
-
-The worker knows nothing of HTM; it only runs ``fill`` on its thread.
+:class:`EmbeddingWorker` is the thread behind ``HTM(..., background_embeddings=True)``: it
+runs ``fill()`` (embed up to one batch of memories missing a vector) until nothing is missing,
+retries a failed pass with exponential backoff, and knows nothing of ``HTM``.
+:class:`FlushTimer` writes what recalls left pending (:mod:`htm_core.working.resident`) at
+the latest a set time after the first of them, and at a normal interpreter exit; it holds
+only the flush function and its lock, never the ``HTM``. See docs/embeddings.md
+("Background embeddings") and docs/reliability.md ("Reads written behind").
 """
 
 from __future__ import annotations

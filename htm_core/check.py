@@ -1,32 +1,11 @@
 """``htm check``: look a store over for damage and say what was found.
 
-On a SQLite store, without opening it through htm (a damaged file must not stop the
-check) and without writing anything it keeps:
-
-* **file**: SQLite's ``PRAGMA integrity_check`` (pages, b-trees, indexes);
-* **full text**: FTS5's ``integrity-check`` of ``memories_fts`` against the memories
-  (run in a transaction that is rolled back; skipped when the file cannot be written);
-* **content**: every memory's text against its stored SHA-256 (``content_hash``) and
-  CRC-32 (``content_crc``, which reads compare), which catches a silently altered memory
-  (a flipped bit in its text or in a checksum);
-* **records**: every memory's metadata is a JSON object and its times are numbers;
-* **vectors**: every stored vector has the store's dimension and embedder;
-* **vector graph**: the HNSW sidecar ``<db>-vectors.usearch``, if any, is intact (a damaged
-  one is only a warning: htm rebuilds it from the database on the next open);
-* **write-ahead log**: whether a ``-wal`` file is present (its transactions are applied on
-  the next normal open). A ``-wal`` file lost or damaged after a crash cannot be detected
-  from the database alone: the transactions it held are simply not there.
-
-On PostgreSQL the content and vector checks run through the store (PostgreSQL checks its
-own pages; see ``amcheck`` and ``pg_checksums`` for those).
-
->>> from htm_core import HTM
->>> import tempfile, os
->>> path = os.path.join(tempfile.mkdtemp(), "m.db")
->>> with HTM(database_url=path, embedder="hashing") as htm:
-...     _ = htm.add("User prefers Vim keybindings")
->>> check_store(path).ok
-True
+:func:`check_store` reads a SQLite file without opening it through htm (a damaged file must
+not stop the check) and without writing anything it keeps: the file, the full-text index,
+each memory's text against its checksums, records, vectors, the vector graph and the
+write-ahead log, one :class:`Finding` each, gathered in a :class:`CheckReport`. On
+PostgreSQL the content check runs through the store. See docs/cli.md
+("htm check") and docs/reliability.md ("Faults of the machine").
 """
 
 from __future__ import annotations
@@ -76,7 +55,16 @@ def _listed(items: list[str], total: int) -> str:
 
 
 def check_store(url: str | Path | None) -> CheckReport:
-    """Check the store at ``url`` as the module docstring says; never creates or repairs."""
+    """Check the store at ``url`` as docs/cli.md ("htm check") says; never creates or repairs.
+
+    >>> from htm_core import HTM
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "m.db")
+    >>> with HTM(database_url=path, embedder="hashing") as htm:
+    ...     _ = htm.add("User prefers Vim keybindings")
+    >>> check_store(path).ok
+    True
+    """
     if is_postgres_url(url):
         return _check_through_store(str(url))
     from .store.sqlite._files import existing_database_file

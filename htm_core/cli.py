@@ -4,22 +4,10 @@
 
     htm add "User prefers Vim keybindings" --importance 9 --key pref-vim --tag user:preferences
     htm recall "editor preferences" --timeframe "last 7 days"
-    htm context --strategy balanced --max-tokens 2000
-    htm export backup.jsonl --with-embeddings
-    htm copy memories.db postgresql://localhost/htm
 
-The database comes from ``--db`` or ``HTM_DATABASE_URL`` (default: a SQLite file in the user
-data directory), the robot from ``--robot`` or ``HTM_ROBOT`` and the embedder from
-``--embedder`` or ``HTM_EMBEDDER``. Global options go before or after the subcommand.
-
-``add``, ``recall``, ``context``, ``forget`` and ``restore`` take ``--user ID`` (default
-``$HTM_USER``) and ``--session ID``: they then act in that user's scope with the keys and
-tags ``htm mcp --user ID`` and the agent tools use (:mod:`htm_core.scope`), so the shell and
-a user's MCP server meet; without a user they work on the whole store.
-
-Exit status: 0 success, 1 an htm error (the message, on stderr, says what to do),
-2 a usage error, 130 interrupted (``import``, ``copy`` and ``reembed`` resume when run
-again).
+:func:`main` opens a store or an ``HTM`` from the global options (``--db``, ``--robot``,
+``--embedder``, else ``HTM_*``), runs a command (its own, or one a package provides through
+:mod:`htm_core.cli_commands`) and prints. Commands, ``--user`` and exit status: docs/cli.md.
 """
 
 from __future__ import annotations

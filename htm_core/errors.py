@@ -1,49 +1,10 @@
 """Every error a user of htm can get.
 
-One tree, rooted at :class:`HTMError`; catch that to catch them all. Every class below is
-importable from ``htm_core`` (``from htm_core import NotFoundError``); the enrichers' own
-are defined in :mod:`htm_core.enrich.errors`::
-
-    HTMError
-    ├── ValidationError (also ValueError)      bad input; nothing was written
-    │   ├── InvalidContentError                empty, whitespace-only, NUL, unpaired surrogate, > 256 KiB
-    │   ├── InvalidImportanceError             importance not a number in [0, 10]
-    │   ├── InvalidTokensError                 token count negative, NaN or not an integer
-    │   ├── InvalidBudgetError                 max_tokens / limit / margin out of range
-    │   ├── InvalidKeyError                    key empty or too long
-    │   ├── InvalidTagError                    tag not of the form ``a:b:c``
-    │   ├── InvalidMetadataError               metadata no store or export can keep as given
-    │   ├── InvalidTimeError                   created_at not a datetime htm can store
-    │   ├── IncompleteExportError              export file truncated, altered or not sealed
-    │   ├── UnknownStrategyError               recall or context strategy not known
-    │   ├── UnknownPolicyError                 eviction policy not known
-    │   ├── UnsupportedFilterError             a filter htm cannot apply inside its search
-    │   ├── TimeframeError                     timeframe that cannot be parsed
-    │   └── UnknownJobKindError                a job kind no handler is registered for
-    ├── ConfirmationRequiredError              forget / purge called without confirm=True
-    ├── MemoryTooLargeError                    larger than the whole working-memory budget
-    ├── NotFoundError (also KeyError)          no memory with that key
-    ├── DuplicateKeyError                      key already holds different content
-    ├── ConflictError                          update refused: the memory moved on from the version read
-    ├── ClosedError                            HTM used after close()
-    ├── StoreError                             the long-term store failed
-    │   ├── DatabaseUnavailableError           cannot reach / open the database
-    │   ├── SchemaError                        schema newer than this code, or not migrated
-    │   ├── DimensionMismatchError             embedding dimension differs from the store's
-    │   ├── ReadOnlyError                      store opened read-only, or its file cannot be written
-    │   ├── DiskFullError                      the disk (or the database's size limit) is full
-    │   ├── DatabaseCorruptError               the database file is damaged
-    │   ├── UnsupportedError                   the store backend does not offer a capability
-    │   └── JobQueueError                      the durable job queue's database failed
-    ├── EmbeddingError                         the embedder failed or is unreachable
-    │   └── EmbedderMismatchError              store was embedded by a different embedder
-    ├── MissingDependencyError (also ImportError)  an optional extra is not installed
-    └── EnrichmentError                        an enricher could not produce a result
-        ├── ModelCallError                     the chat model raised (network, server, timeout)
-        └── InvalidModelOutputError            the model's answers stayed malformed after retries
-
+One tree, rooted at :class:`HTMError`; catch that to catch them all. Every class is
+importable from ``htm_core``; the enrichers' own are defined in :mod:`htm_core.enrich.errors`.
 Backend exceptions (sqlite3, psycopg, httpx) are mapped at the boundary with
-``raise ... from exc`` so the original is always in ``__cause__``.
+``raise ... from exc``, so the original is always in ``__cause__``. The whole tree, drawn
+with a line on each error: docs/api.md ("Errors").
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Why recall returns what it returns: a read-only look inside one recall.
 
 :func:`explain_recall` runs the same search as :meth:`HTM.recall <htm_core.HTM.recall>` (same
-argument checks, same :func:`~htm_core.recall.search`, same configuration) and also
-reads each arm's own ranked list, but it changes nothing: no memory enters working memory,
-no access is counted, nothing is logged. It returns
-
-- each arm's ranked list (``vector``, ``fulltext`` and, when the query names a time, the
-  time-window arms ``vector@time`` and ``fulltext@time``), with each hit's score in that arm;
-- the fused list recall would return, each hit with its rank in every arm that found it,
-  its fused (RRF) score and its relevance, the 0..1 score recall returns as ``Hit.score``
-  (a hit lifted by a better neighbour shows the arm ``neighbor``);
-- the timeframe the recall filters by and the time expression read from the query;
-- what entering working memory would evict, in the order recall's log would list it (worked
-  out on a copy of the robot's working memory; a hit pushed out again by a better one
-  counts too).
-
-``htm ui``'s recall debugger shows it; it is usable on its own::
-
-    >>> from htm_core import HTM
-    >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
-    ...     _ = htm.add("User prefers Vim keybindings", key="pref-vim")
-    ...     why = explain_recall(htm, "vim keybindings")
-    ...     [h.memory.key for h in why.fused], sorted(why.fused[0].ranks)
-    (['pref-vim'], ['fulltext', 'vector'])
+argument checks, same :func:`~htm_core.recall.search`, same configuration) and also reads each
+arm's own ranked list, but changes nothing: no memory enters working memory, no access is
+counted, nothing is logged. Its :class:`RecallExplanation` holds each arm's list, the fused
+list with each hit's rank per arm, fused score and relevance, the timeframe read and what
+entering working memory would evict. ``htm ui``'s recall debugger shows it: docs/ui.md
+("Recall debugger").
 """
 
 from __future__ import annotations
@@ -76,7 +60,7 @@ class FusedHit:
 
 @dataclass(frozen=True)
 class RecallExplanation:
-    """What :func:`explain_recall` found; see the module docstring."""
+    """What :func:`explain_recall` found; see docs/ui.md ("Recall debugger")."""
 
     query: str
     strategy: str
@@ -98,6 +82,13 @@ def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 
     Takes :meth:`~htm_core.HTM.recall`'s arguments (and raises its errors for bad ones).
     ``arm_depth`` caps how many hits of each arm are returned (default: every candidate
     the arm gave the fusion).
+
+    >>> from htm_core import HTM
+    >>> with HTM(database_url=":memory:", embedder="hashing") as htm:
+    ...     _ = htm.add("User prefers Vim keybindings", key="pref-vim")
+    ...     why = explain_recall(htm, "vim keybindings")
+    ...     [h.memory.key for h in why.fused], sorted(why.fused[0].ranks)
+    (['pref-vim'], ['fulltext', 'vector'])
     """
     filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
                                                    robot, clock=htm._clock)

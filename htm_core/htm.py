@@ -1,24 +1,13 @@
 """``HTM``: the facade over working memory and long-term memory.
 
-``HTM`` only wires; its jobs live in their own modules (see docs/architecture.md).
-
 ::
 
-    from htm_core import HTM
-
     with HTM(robot="assistant") as htm:
-        htm.add("User prefers Vim keybindings", importance=9.0, tags=["user:preferences"],
-                key="pref-vim")
+        htm.add("User prefers Vim keybindings", importance=9.0, key="pref-vim")
         hits = htm.recall("editor preferences", timeframe="last 7 days")
-        ctx = htm.create_context(strategy="balanced", max_tokens=8_000)
 
-Every write is one transaction: a memory, its working-memory membership and its log lines
-commit together or not at all. Working memory is per robot and a coherent view of the
-store (see :mod:`htm_core.working.resident`): a new ``HTM`` for the same robot starts with
-exactly the working memory the last one had, and what any ``HTM`` forgets or purges leaves
-every working memory from its next call on.
-Eviction only clears membership; only ``forget(key, confirm=True)`` hides a memory and
-only ``purge(confirm=True)`` removes a forgotten one for good.
+``HTM`` only wires its services together; see docs/architecture.md ("The facade") and, for
+what every write guarantees, docs/reliability.md ("Coherence").
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """The identity rule: ids, keys and tags are compared exactly, byte for byte, on every path.
 
-Two user, session, thread, namespace or document ids, two keys or two tags are the same
-only when they are the same string: the same code points, so the same UTF-8 bytes. No
-comparison folds case (``Ada`` is not ``ada``, ``README.md`` is not ``readme.md``),
-normalises Unicode (NFC ``é`` is not NFD ``é``; Latin ``a`` is not Cyrillic ``а``) or
-gives a character a meaning of its own (``_``, ``%``, ``*``, ``/`` are themselves).
-A string starts with a prefix when its first ``len(prefix)`` code points are the prefix.
+:func:`same_id` and :func:`has_prefix` in Python, :func:`prefix_range` (the half-open range
+of the strings that start with a prefix, in code point order) for the stores' SQL; see
+docs/concepts.md ("Identity: ids, keys and tags compare exactly").
 
-The rule holds in Python (:func:`same_id`, :func:`has_prefix`, and
-:mod:`htm_core.tags`, which builds the tag hierarchy on them) and in SQL, where both
-stores compare with ``=`` and select prefixes by :func:`prefix_range`: the half-open range
-of the strings that start with a prefix, in code point order (SQLite's ``BINARY``
-collation over UTF-8, PostgreSQL's ``COLLATE "C"``), which an index on the column can
-serve. ``LIKE`` is never used for ids: SQLite's folds ASCII case and both treat ``_`` and
-``%`` as wildcards.
-
->>> same_id("Ada", "ada")
-False
->>> has_prefix("chat:Chat1:00000001", "chat:chat1:")
-False
+>>> same_id("Ada", "ada"), has_prefix("chat:Chat1:00000001", "chat:chat1:")
+(False, False)
 >>> prefix_range("chat:ada:")
 ('chat:ada:', 'chat:ada;')
 """

@@ -1,21 +1,11 @@
 """What the memory is doing: in-process metrics, optional OpenTelemetry metrics and spans.
 
 Every :class:`~htm_core.HTM` carries a :class:`Metrics` (``htm.metrics``) that counts adds,
-recalls, evictions, forgets, embedding calls and embedding tokens, and keeps add and recall
-latencies since the instance started; :meth:`HTM.stats` reports them under
-``stats().extra["metrics"]``. Nothing leaves the process unless asked::
-
-    HTM(robot="assistant", telemetry=True)                  # the global OpenTelemetry providers
-    HTM(robot="assistant", meter_provider=mp, tracer_provider=tp)   # explicit providers
-
-With OpenTelemetry on, the same figures are exported as instruments (see :data:`INSTRUMENTS`)
-and each add, recall, forget and restore is a span. ``opentelemetry`` is imported only then
-(extra ``otel``); asking for it when it is not installed raises
-:class:`~htm_core.errors.MissingDependencyError`.
-
-Latency percentiles are computed over a uniform random sample (reservoir) of at most
-``latency_samples`` observations (default 10,000), so they stay cheap over a long run; count,
-mean and max are exact.
+recalls, evictions, forgets and embedding calls and tokens, and keeps add and recall latencies
+(percentiles over a reservoir sample); ``stats().extra["metrics"]`` reports them. With
+``HTM(telemetry=True)`` or explicit providers the same figures are exported as
+OpenTelemetry instruments (:data:`INSTRUMENTS`) and each add, recall, forget and restore is a
+span (extra ``otel``). See docs/observability.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Ollama embeddings through ``langchain-ollama`` (extra ``ollama``).
 
 :class:`OllamaEmbedder` wraps :class:`langchain_ollama.OllamaEmbeddings` so htm gets a
-stable name (``ollama:<model>``), the vectors' dimension, a request timeout, and errors
-that say what to do. ``langchain-ollama`` is imported only when an ``OllamaEmbedder`` is
-made, so ``htm_core`` itself never needs it.
-
-Where the server is, first match wins:
-
-1. the ``base_url`` argument;
-2. ``HTM_OLLAMA_URL``;
-3. ``OLLAMA_HOST`` (the variable the Ollama CLI itself reads; ``host:port`` is fine);
-4. ``http://127.0.0.1:11434``.
-
-The timeout (seconds per request) is the ``timeout`` argument, else ``HTM_OLLAMA_TIMEOUT``,
-else 60.
+stable name (``ollama:<model>``), the vectors' dimension, a request timeout, and errors that
+say what to do. ``langchain-ollama`` is imported only when an ``OllamaEmbedder`` is made.
+Where the server is (``base_url``, ``HTM_OLLAMA_URL``, ``OLLAMA_HOST``, else
+``http://127.0.0.1:11434``) and the timeout: docs/embeddings.md ("Ollama").
 """
 
 from __future__ import annotations
@@ -54,7 +45,7 @@ class OllamaEmbedder:
 
     Args:
         model: the Ollama model (default ``nomic-embed-text``; ``ollama pull`` it first).
-        base_url: the server; see the module docstring for the fallbacks.
+        base_url: the server; see docs/embeddings.md ("Ollama") for the fallbacks.
         timeout: seconds to wait for each request before giving up with
             :class:`~htm_core.errors.EmbeddingError`.
         keep_alive: how long Ollama keeps the model loaded after a request (Ollama's

@@ -1,26 +1,10 @@
 """Time expressions inside a recall query: "last May", "two weeks ago", "in June 2023".
 
-Hybrid recall (:func:`htm_core.recall.search`) asks :func:`query_timeframe` for the
-first time expression in the query and, when there is one, runs both arms again inside
-that window. A false positive costs recall (memories from the wrong month rise), so only
-real time phrases count:
-
-- a month needs a cue before it ("last", "this", "in", "during", "early", "mid",
-  "late", "since") or a year after it ("May 2023"); "may", "march" and "mar" in lower
-  case count only when what follows cannot be a verb's object (end of the sentence,
-  punctuation, a number, or a word such as "and", "when", "we", "did": "this may sound
-  odd" is not May, "what did we do last may?" is);
-- "spring" and "fall" after a cue follow the same rule ("in spring water" is no season);
-- a year needs "in" or "during" before it ("in 2023"), or "summer of", "end of" and the
-  like, and must not be followed by a lower-case word that makes it a count ("in 2000
-  words");
-- "last ..." after a determiner ("the last year of school", "my last fall") is not a
-  time phrase, except "the last 3 days" / "the past week" (rolling windows).
-
-Calendar phrases ("last month", "yesterday", "in March") mean whole days, months and
-years in the clock's time zone; "N days ago" is a window around that day; rolling phrases
-("the last 3 days", "the past week") end at now. The same vocabulary as
-:mod:`htm_core.timeframe`, described in docs/concepts.md ("Time").
+Hybrid recall (:func:`htm_core.recall.search`) asks :func:`query_timeframe` for the first
+time expression in the query and, when there is one, runs both arms again inside that
+window. A false positive costs recall, so only real time phrases count ("this may sound
+odd" is not May, "in 2000 words" not a year). The rules, and the same vocabulary as
+:mod:`htm_core.timeframe`: docs/concepts.md ("Time").
 """
 
 from __future__ import annotations

@@ -1,37 +1,12 @@
 """Whose memory a surface acting for a user works in: the scope every htm surface shares.
 
-A scope is a user and/or a session, written onto what a surface (an adapter, the agent
-tools, the MCP server, ``htm --user``) stores as hierarchical tags and into its keys, and
-used as the tag filter of what it recalls and of its working-memory context:
-
-========================  ==================================  ============================
-given                     tag on stored memories               recall / context scoped to
-========================  ==================================  ============================
-``session_id`` only       ``chat:session:<session>``           that session
-``user_id`` only          ``chat:user:<user>``                 that user
-``user_id`` + session     ``chat:user:<user>:session:<s>``     that user (every session)
-========================  ==================================  ============================
-
-Tags are hierarchical, so ``chat:user:<user>`` covers every session of the user. Ids are
-compared exactly, byte for byte (:mod:`htm_core.identity`): ``Ada`` and ``ada`` are two
-users. An id made of letters, digits, ``_`` and ``-`` (at most 64 characters, and not of
-the hashed form ``h-`` + 32 hex digits) is used as is; any other id becomes ``h-`` + a hash
-of it, so two different ids never share a tag or a key. Two explicit ways out of the scope,
-never taken by default:
-
-- ``shared_tags``: memories carrying one of these tags (or a tag below one) are visible to
-  every conversation besides its own, for knowledge the application means for everyone
-  (``htm.add("Office hours are 9 to 5", tags=["kb"])`` with ``shared_tags=["kb"]``);
-- ``shared=True``: recall and context come from the whole store (every user).
-
-What is stored is tagged the same either way.
-
-Keys carry the scope too (:meth:`ChatScope.note_key`, :meth:`ChatScope.own_key`): every key
-a scope writes begins with its recall tag (``chat:user:<user>:``), so the same words or the
-same key given in two scopes are two memories, and no write can reach a memory of another
-scope. The ``chat`` tag namespace belongs to the scopes: a tag in it given as an argument is
-refused (:func:`check_topic_tags`), since it would plant a memory in another scope or show
-one. See docs/mcp.md ("Whose memory").
+A scope (:class:`ChatScope`) is a user and/or a session, written onto what a surface (an
+adapter, the agent tools, the MCP server, ``htm --user``) stores as hierarchical tags
+(``chat:user:<user>``, ``chat:session:<session>``) and into its keys
+(:meth:`ChatScope.note_key`, :meth:`ChatScope.own_key`), and used as the tag filter of what
+it recalls. ``shared_tags`` and ``shared=True`` are the two explicit ways out; a tag in the
+scopes' ``chat`` namespace given as an argument is refused (:func:`check_topic_tags`). See
+docs/langchain.md ("Whose memory: users and sessions") and docs/mcp.md ("Whose memory").
 """
 
 from __future__ import annotations

@@ -1,36 +1,12 @@
 """One score scale for every recall strategy: relevance from 0 to 1, higher is better.
 
-Each strategy ranks by its own measure (cosine similarity, bm25 or ``ts_rank``, fused
-RRF ranks), and those numbers do not compare: an RRF score of 0.03 says nothing about
-whether the memory answers the question. :func:`finish` gives every hit a **relevance**
-on one scale, the one :attr:`htm_core.models.Hit.score` carries:
-
-- the memory's **evidence** combines its cosine similarity ``c`` to the query (``vector``:
-  plain cosine; ``hybrid``: the cosine to the centred query, what the memory shares with
-  the query beyond what every memory shares, less the typicality penalty of
-  :class:`~htm_core.recall.RetrievalConfig`), clamped to [0, 1], and its **coverage**
-  ``v``, the share of the query's words it contains (by stem, :mod:`htm_core.recall.coverage`;
-  case and diacritics ignored; the query's time phrase, such as "today", is not one of its words;
-  ``fulltext`` uses coverage alone). Either is evidence on its own, and both together
-  more: ``evidence = 1 - (1 - c) * (1 - 0.8 v)`` (:data:`COVERAGE_WEIGHT`), so a memory
-  holding every word scores 0.8 plus a share of its similarity, and only identical text
-  reaches 1. A word found in at least 80% of five or more hits (a speaker's name in a
-  chat log) does not count, unless it is the query's only word;
-- a memory's score is its own evidence: neighbour context (the reply ranked next to the
-  question it answers) moves it in the ranking, but lends it no score, so in a store of
-  notes the notes written just before and after a match do not score like matches;
-- the ranking stays the strategy's, and scores strictly decrease down the list: a hit
-  whose evidence is not above the score of the hit after it (the ranking put it above a
-  better match) scores a hair above that hit (:data:`TIE_STEP` of the way from it to the
-  nearer end of the scale), never below it. Only hits at 0 (no evidence) or 1 tie.
-
-So 0 means no evidence at all (no shared word, no similarity), 1 an exact match, and
-``min_score`` cuts the tail of the list after the last hit with enough evidence;
-:data:`DEFAULT_MIN_SCORE` is the cut-off the CLI, the MCP server and the agent tools apply
-unless told otherwise (``HTM.recall`` applies none unless given one). With a reranker
-(``recall(rerank=...)``) the reranker's scores order the hits and become their scores
-(squashed to 0..1 by the logistic function when they fall outside that range).
-docs/recall-quality.md ("Scores and min_score") has the measurements.
+Each strategy ranks by its own measure (cosine, bm25 or ``ts_rank``, fused RRF ranks), and
+those numbers do not compare. :func:`finish` gives every hit a relevance on one scale, the one
+:attr:`htm_core.models.Hit.score` carries: its evidence, ``1 - (1 - c)(1 - 0.8 v)`` from its
+cosine ``c`` and the share ``v`` of the query's words it holds (:data:`COVERAGE_WEIGHT`),
+strictly decreasing down the strategy's ranking (:data:`TIE_STEP`). :data:`DEFAULT_MIN_SCORE`
+is the cut-off the CLI, the MCP server and the agent tools apply. See docs/recall-quality.md
+("Scores and min_score").
 """
 
 from __future__ import annotations

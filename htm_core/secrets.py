@@ -1,22 +1,10 @@
 """Keeping passwords out of everything htm shows: one masking function for every URL form.
 
-A database address can carry a password in several places, and htm shows addresses in
-``stats()``, the CLI, logs and error messages. :func:`mask_url` (and :func:`mask_text`, the
-same for free text that may hold an address, such as a driver's error message) replaces every
-password with ``***``:
-
-* the userinfo form: ``postgresql://user:secret@host/db``
-* query parameters: ``?password=secret``, ``&password=secret`` (also ``sslpassword``)
-* libpq keyword strings: ``host=db password=secret dbname=htm`` (quoted values too)
-
->>> mask_url("postgresql://ana:s3cret@db:5432/htm")
-'postgresql://ana:***@db:5432/htm'
->>> mask_url("postgresql://ana@db/htm?sslmode=require&password=s3cret")
-'postgresql://ana@db/htm?sslmode=require&password=***'
->>> mask_url("host=db password='s3 cret' dbname=htm")
-'host=db password=*** dbname=htm'
->>> mask_url("memories.db")
-'memories.db'
+htm shows database addresses in ``stats()``, the CLI, logs and error messages.
+:func:`mask_url` (and :func:`mask_text`, the same for free text that may hold an address,
+such as a driver's error message) replaces every password with ``***``: in the userinfo
+(``user:secret@host``), in query parameters (``password=``, ``sslpassword=``) and in libpq
+keyword strings (``password=secret``, quoted values too). See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -46,5 +34,15 @@ def mask_text(text: str) -> str:
 
 
 def mask_url(url: str) -> str:
-    """The database address ``url`` with every password it carries replaced by ``***``."""
+    """The database address ``url`` with every password it carries replaced by ``***``.
+
+    >>> mask_url("postgresql://ana:s3cret@db:5432/htm")
+    'postgresql://ana:***@db:5432/htm'
+    >>> mask_url("postgresql://ana@db/htm?sslmode=require&password=s3cret")
+    'postgresql://ana@db/htm?sslmode=require&password=***'
+    >>> mask_url("host=db password='s3 cret' dbname=htm")
+    'host=db password=*** dbname=htm'
+    >>> mask_url("memories.db")
+    'memories.db'
+    """
     return mask_text(url)

@@ -1,23 +1,10 @@
 """One way to turn htm's data types into JSON-ready dicts.
 
-The CLI, the export format, the MCP server and every framework adapter use these
-functions, so a memory looks the same wherever it leaves htm. They are pure: no I/O,
-no store. Times become ISO 8601 strings in UTC (``"2024-05-15T12:00:00+00:00"``),
-tags become lists, and nothing in the result needs a custom JSON encoder except what a
-caller put into ``metadata`` or ``Stats.extra`` itself.
-
->>> from datetime import datetime, timezone
->>> from htm_core.models import Hit, Memory
->>> when = datetime(2024, 5, 15, 12, 0, tzinfo=timezone.utc)
->>> m = Memory(id=7, key="pref-vim", content="User prefers Vim", robot="assistant",
-...            importance=9.0, created_at=when, last_accessed=when, tags=("user",))
->>> meta = memory_metadata(m, score=0.5)
->>> list(meta)
-['id', 'key', 'score', 'importance', 'created_at', 'robot', 'tags']
->>> meta["created_at"], meta["tags"]
-('2024-05-15T12:00:00+00:00', ['user'])
->>> hit_to_dict(Hit(memory=m, score=0.5), compact=True)["created_at"]
-'2024-05-15T12:00:00+00:00'
+The CLI, the export format, the MCP server and every framework adapter use these functions
+(:func:`memory_to_dict`, :func:`hit_to_dict`, :func:`memory_metadata`...), so a memory looks
+the same wherever it leaves htm. They are pure: no I/O, no store. Times become ISO 8601
+strings in UTC, tags become lists, and nothing in the result needs a custom JSON encoder
+except what a caller put into ``metadata`` or ``Stats.extra`` itself.
 """
 
 from __future__ import annotations
@@ -136,6 +123,19 @@ def memory_metadata(memory: Memory, score: float | None = None, *,
     ``importance``, ``created_at`` (ISO 8601, UTC), ``robot`` and ``tags`` (a list:
     the memory's tags, or ``tags`` when given, for an adapter that hides its own
     bookkeeping tags).
+
+    >>> from datetime import datetime, timezone
+    >>> from htm_core.models import Hit, Memory
+    >>> when = datetime(2024, 5, 15, 12, 0, tzinfo=timezone.utc)
+    >>> m = Memory(id=7, key="pref-vim", content="User prefers Vim", robot="assistant",
+    ...            importance=9.0, created_at=when, last_accessed=when, tags=("user",))
+    >>> meta = memory_metadata(m, score=0.5)
+    >>> list(meta)
+    ['id', 'key', 'score', 'importance', 'created_at', 'robot', 'tags']
+    >>> meta["created_at"], meta["tags"]
+    ('2024-05-15T12:00:00+00:00', ['user'])
+    >>> hit_to_dict(Hit(memory=m, score=0.5), compact=True)["created_at"]
+    '2024-05-15T12:00:00+00:00'
     """
     return {
         "id": memory.id,

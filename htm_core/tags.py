@@ -1,19 +1,12 @@
 """The tag rule, in Python: a tag filter matches a tag that is one of its tags or below one.
 
-Tags are hierarchical (``a:b:c``): the filter ``user`` matches ``user`` and
-``user:preferences:editor`` but not ``username``. Tags compare exactly, byte for byte, as
-every id does (:mod:`htm_core.identity`): ``Project`` is not ``project``. The stores apply
-the same rule in SQL inside every recall arm; this module is the one Python copy, for
-filtering what is already in memory (working-memory contexts, adapters listing memories).
+Tags are hierarchical (``a:b:c``) and compare exactly (:mod:`htm_core.identity`); the stores
+apply the same rule in SQL, this is the one Python copy (contexts, adapters).
 
->>> tag_matches("user:preferences", "user")
-True
->>> tag_matches("username", "user")
-False
+>>> tag_matches("user:preferences", "user"), tag_matches("username", "user")
+(True, False)
 >>> tag_matches("chat:user:Ada", "chat:user:ada")
 False
->>> carries_tag(("chat:session:ada", "chat:role:human"), ["chat:session"])
-True
 """
 
 from __future__ import annotations
@@ -39,7 +32,11 @@ def tag_matches(tag: str, wanted: str) -> bool:
 
 
 def carries_tag(tags: Iterable[str], wanted: Iterable[str]) -> bool:
-    """Whether any of ``tags`` matches any of ``wanted`` (the recall tag filter's any-of)."""
+    """Whether any of ``tags`` matches any of ``wanted`` (the recall tag filter's any-of).
+
+    >>> carries_tag(("chat:session:ada", "chat:role:human"), ["chat:session"])
+    True
+    """
     return tag_filter(wanted)(tags)
 
 

@@ -1,33 +1,11 @@
 """The full-text rules both backends follow: how a query becomes search terms.
 
-One place decides what a query means, so SQLite (FTS5) and PostgreSQL (``tsvector``)
-find the same memories:
-
-- **Words** are runs of letters and digits; everything else separates them (spaces,
-  punctuation, apostrophes, hyphens, underscores, dots, slashes, symbols, emoji).
-  Case and Latin diacritics are ignored (``Café`` = ``cafe``); English words are stemmed
-  by the database (Porter on SQLite, Snowball English on PostgreSQL).
-- Words written together without a space (``v2.1``, ``e-mail``, ``snake_case``,
-  ``example.com/docs``) form a **phrase**: their words must appear in that order, side
-  by side. Stop words are dropped from the ends of a phrase (``Ana's`` is ``ana``).
-- **Stop words** (:data:`STOPWORDS`, which include every word PostgreSQL's English
-  dictionary drops) are never search terms.
-- **Negations** are words all the same: a contraction in ``n't`` (``can't``, ``won't``,
-  ``didn't``) and the stop words :data:`NEGATIONS` (``not``, ``no``, ``nor``) are kept as
-  :attr:`TextQuery.negations`. PostgreSQL's index leaves them out, so on neither backend
-  do they select candidates; they count in coverage (the share of the query's words a
-  memory holds), which weighs full-text hits in hybrid fusion and makes a hit's score,
-  so "what can't Priya stand" prefers "Priya can't stand cilantro" to "Priya can stand
-  on her hands". ``never``, ``cannot`` and ``nothing`` are not stop words: they are
-  search terms like any other word.
-- **CJK runs** (Chinese, Japanese, Korean characters, which are written without spaces)
-  are matched as substrings of the content: ``绿茶`` finds "我喜欢喝绿茶".
-- A query with none of these (stop words only, emoji, punctuation) has no terms.
-- At most :data:`MAX_TERMS` terms of a query (its first ones) are searched.
-
-:func:`fold` is the query side of the index's normalisation; :data:`PG_INDEX_TEXT` is
-the same normalisation written in SQL for PostgreSQL's generated column (SQLite's
-``unicode61 remove_diacritics 2`` tokenizer does it natively).
+One place decides what a query means, so SQLite (FTS5) and PostgreSQL (``tsvector``) find
+the same memories: :func:`parse_query` turns a query into a :class:`TextQuery` of words,
+phrases (words written together, ``v2.1``), CJK runs (matched as substrings) and negations
+(kept for coverage), leaving out :data:`STOPWORDS` and keeping at most :data:`MAX_TERMS`
+terms. :func:`fold` is the query side of the index's normalisation; :data:`PG_INDEX_TEXT`
+the same in SQL for PostgreSQL. The rules: docs/concepts.md ("Full-text matching rules").
 """
 
 from __future__ import annotations
@@ -79,7 +57,7 @@ STOPWORDS = frozenset(
     """.split()
 )
 
-#: Stop words that negate: kept as :attr:`TextQuery.negations` (module doc).
+#: Stop words that negate: kept as :attr:`TextQuery.negations` (docs/concepts.md, "Negations").
 NEGATIONS = frozenset({"no", "nor", "not"})
 
 #: Scripts written without spaces between words, matched as substrings: Hangul Jamo,

@@ -1,30 +1,11 @@
 """Turn a timeframe into a ``(start, end)`` pair of aware datetimes (end exclusive).
 
-Accepted forms (phrases are case-insensitive and computed in the clock's time zone):
-
-- ``None``: no limit
-- a ``(start, end)`` pair of datetimes (either may be None); naive ones are taken in the
-  clock's time zone
-- **calendar** phrases, whole days from local midnight to local midnight (23 or 25 hours
-  on a daylight-saving day): ``"today"``, ``"yesterday"``, ``"this week"``,
-  ``"last week"`` (the previous Monday-to-Sunday week, not the last seven days),
-  ``"this month"``, ``"last month"``, ``"this year"``, ``"last year"``; a month and year,
-  ``"May 2023"`` or ``"2023-05"``; a year, ``"2023"``; a date, ``"2023-05-01"``
-- **rolling** windows, ending now (a memory dated in the future is outside them): a
-  ``timedelta``; ``"last N hours"``, ``"last N days"``, ``"last N weeks"`` (exact
-  durations, ``N × 24`` real hours a day whatever the clocks do), ``"last N months"``,
-  ``"last N years"`` (from the same local time N months back); ``"past"`` and
-  ``"previous"`` work as ``"last"``, and ``"the last 7 days"`` as ``"last 7 days"``;
-  without a count, ``"past week"`` (``"the past week"``, ``"the last week"``; also hour,
-  day, month, year) is one unit back from now, as in a query
-- ``"previous"`` works as ``"last"`` in the calendar phrases too: ``"previous week"`` is
-  ``"last week"``
-- an ISO range ``"2023-05-01..2023-06-01"`` (dates or datetimes, ``Z`` or an offset
-  allowed; end exclusive)
-
-Anything else, and any window that does not fit between the years 1 and 9999, raises
-:class:`~htm_core.errors.TimeframeError` naming these forms. The rules are stated for
-users in docs/concepts.md ("Time").
+:func:`parse_timeframe` takes ``None``, a ``(start, end)`` pair, a ``timedelta``, a calendar
+phrase (``"yesterday"``, ``"last week"``: whole days in the clock's time zone), a rolling
+phrase ending now (``"last 7 days"``, ``"the past week"``), a month, year or date
+(``"May 2023"``, ``"2023-05-01"``) or an ISO range (``"2023-05-01..2023-06-01"``); anything
+else, or a window outside the years 1 to 9999, is a :class:`~htm_core.errors.TimeframeError`
+naming the forms. The rules for users: docs/concepts.md ("Time").
 """
 
 from __future__ import annotations
@@ -70,7 +51,7 @@ _MONTH_YEAR = re.compile(r"^([a-z]+)\.?\s+(\d{4})$")
 
 
 def parse_timeframe(timeframe: Any, *, clock: Clock | None = None) -> Timeframe:
-    """Parse ``timeframe`` relative to ``clock()``; see the module docstring for forms.
+    """Parse ``timeframe`` relative to ``clock()``; the forms: docs/concepts.md ("Time").
 
     >>> from datetime import timezone
     >>> now = lambda: datetime(2024, 5, 15, 10, tzinfo=timezone.utc)

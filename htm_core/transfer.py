@@ -1,29 +1,13 @@
 """Moving memories between stores: JSON Lines export/import and store-to-store copy.
 
-Everything a memory is travels: content, key, importance, token count, robot, created and
-last-accessed times, access count, tags, metadata, the forgotten state and, when asked
-for, the embedding with its embedder's name. Working-memory membership (per process) and
-the operations log (a history of *this* store) stay behind.
-
-Import and copy are resumable: keys are unique, so a key already in the target is
-skipped, never duplicated and never touched. Work is written in batches, each one
-transaction, so an interrupted run leaves whole batches behind and the next run carries
-on where it stopped::
-
-    from htm_core.store import open_store
-    from htm_core.transfer import copy_store, export_jsonl, import_jsonl
+Everything a memory is travels (content, key, times, tags, metadata, the forgotten state and,
+when asked, the embedding); working-memory membership and the operations log stay behind.
+Import and copy are resumable (a key already in the target is skipped), written in batches of
+one transaction each (docs/cli.md, "htm export", "htm import", "htm copy")::
 
     source = open_store("memories.db")
     export_jsonl(source, "backup.jsonl", with_embeddings=True)
-    target = open_store("postgresql://localhost/htm")
-    copy_store(source, target)          # verified at the end; run again to resume
-
-The export format is one JSON object per line. The first line is a header
-(``{"format": "htm-export", "version": 2, "count": ..., ...}``), then one line per memory
-with times in ISO 8601 UTC, and a last line with the count and a SHA-256 checksum
-(``{"format": "htm-export-end", ...}``). An export to a path replaces the file only when
-complete; an import refuses a truncated or altered file before writing anything (see
-:mod:`htm_core._exportfile`).
+    copy_store(source, open_store("postgresql://localhost/htm"))   # run again to resume
 """
 
 from __future__ import annotations

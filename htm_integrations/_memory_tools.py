@@ -1,23 +1,12 @@
 """What htm's agent tools do, written once for every framework: remember, recall, forget.
 
-The LangChain tools (:func:`htm_integrations.langchain.htm_tools`) and the LlamaIndex tools
-(:func:`htm_integrations.llama_index.htm_tools`) only wrap these functions. Each takes the
-conversation scope (:class:`~htm_integrations._scope.ChatScope`) it works in and returns
-the text the model reads; htm's own errors (an empty note, an importance out of range)
-propagate, and the framework wrappers show their message to the model.
-
-- ``remember``: stores a note under a key made from the scope and the text
-  (:meth:`~htm_core.scope.ChatScope.note_key`, the key the MCP server and ``htm add --user``
-  give the same note), so the same note said twice by one user (in any of their sessions,
-  on any surface) is one memory, and the same words of two users are two;
-- ``recall``: hybrid recall inside the scope, one line per memory with its key, leaving
-  out hits scoring below ``min_score`` and the messages the caller names as already in
-  front of the model (the turn being answered);
-- ``forget``: two steps. Without ``confirm`` it only shows what would be forgotten; with
-  ``confirm=True`` it forgets (recoverably: ``htm.restore(key)`` brings it back until
-  ``htm.purge``). A key is looked up inside the scope first (``pref-vim`` names the
-  scope's ``chat:user:<user>:key:pref-vim``, as the MCP server writes it); a key outside
-  the scope is answered as unknown, so no conversation can forget another's memories.
+The LangChain and LlamaIndex ``htm_tools`` only wrap these functions. Each takes the
+conversation scope (:class:`~htm_core.scope.ChatScope`) it works in and returns the text the
+model reads; htm's errors propagate and the wrappers show their message to the model.
+``remember`` keys a note by scope and text (:meth:`~htm_core.scope.ChatScope.note_key`);
+``recall`` is hybrid recall inside the scope, one line per memory with its key; ``forget``
+shows what it would forget and forgets (recoverably) only with ``confirm=True``, and only
+inside the scope. See docs/langchain.md ("Agent tools: ``htm_tools``").
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Keyword checking every adapter shares: a misspelt option is an error, never ignored.
 
-An adapter class lists the options it knows; anything else a caller passes raises
-:class:`~htm_core.errors.ValidationError` naming the unknown options, the closest known
-one, and the full list (``HTMRetriever(limit=2)`` says "did you mean 'k'?" rather than
-silently returning the default four documents).
+Anything an adapter class does not list raises :class:`~htm_core.errors.ValidationError`
+naming the unknown options, the closest known one, and the full list.
 
 >>> try:
 ...     refuse_unknown("HTMRetriever", {"htm": 1, "limit": 2}, ["htm", "k", "tags"])

@@ -1,18 +1,11 @@
 """Near-duplicate memories in hybrid recall: one place per group, the newest first.
 
-A long conversation says the same thing many times: "Work has been crazy lately." in a
-dozen sessions, "How is your family doing?" in twenty. When one of them matches a
-question, all of them do, equally, and together they fill the top of the list while the
-memory that answers sits just below. Memories whose words are the same (the Jaccard
-similarity of their word stems (Snowball, :mod:`htm_core.recall.coverage`) is at least ``threshold``: 1.0 by
-default, the same stems in any order, case and punctuation) form a group among the first
-``pool`` fused candidates: the group keeps the place of its best member, which goes
-to its **newest** member (when a value was restated, the current statement comes first),
-and the other members drop below every candidate outside a group, in their fused order.
-
-Nothing is removed: a duplicate only loses its place to memories that say something else.
-Identical stem sets are grouped by hashing (no cost to speak of); a threshold below 1
-compares the larger sets pairwise (about 0.1 ms per recall with 20 candidates of 25 words).
+Among the first ``pool`` fused candidates, memories whose word stems are the same (Jaccard
+similarity of their Snowball stems at least ``threshold``; 1.0 by default, so the same stems
+in any order, case and punctuation) form a group: the group keeps the place of its best
+member, held by its newest member, and the others drop below every candidate outside a
+group. Nothing is removed. Identical stem sets are grouped by hashing; a threshold below 1
+compares the larger sets pairwise. See docs/recall-quality.md ("Near-duplicate demotion").
 """
 
 from __future__ import annotations

@@ -1,55 +1,12 @@
-"""Recall, read top to bottom: :func:`search` runs the arms, fuses them, then the
-post-ranking steps, each a named step below in the order it runs (the modules beside this
-one do each step's work).
+"""Recall, read top to bottom: :func:`search` runs the arms, fuses them, then the post-ranking
+steps, each a named step below in the order it runs (the modules beside this one do each
+step's work).
 
-``strategy`` is one of:
-
-- ``"vector"``: cosine similarity of the query embedding (score = cosine)
-- ``"fulltext"``: the store's full-text ranking (bm25 on SQLite, ``ts_rank`` on
-  PostgreSQL; score = that relevance), by the rules of :mod:`htm_core.text`; a
-  query with no searchable terms finds nothing (in hybrid recall it returns only what
-  is at least ``no_terms_floor`` similar to it)
-- ``"hybrid"`` (default): the top ``candidates × limit`` of each arm fused by weighted
-  RRF, score = Σ weight / (k + rank) with k = 60 and ranks starting at 1, where a
-  full-text hit's term is scaled by its **coverage**, the share of the query's words it
-  contains (a hit on one incidental word of six counts a sixth), and each full-text arm
-  weighs the coverage of its **best** hit (``adaptive``): an arm that found nothing better
-  than one incidental word of three says little, whatever its ranks, and weighs a third,
-  while the vector arm's ranks keep their weight. In the order :func:`search` runs them:
-
-  - **centring**: before the vector arm runs, the query loses its component along the
-    store's mean direction (:meth:`~htm_core.store.base.LongTermStore.vector_centroid`;
-    :mod:`.centring`), what every memory has in common: in a chat log, the speaker's name and the shape of
-    small talk. Short generic turns ("Kenji: Haha, classic.") no longer outrank the turn
-    that answers a question about Kenji. The ranking is the same as scoring each memory
-    by ``cos(q, d) - (q·μ)(d·μ)``: the more generic the query, the more a memory is marked
-    down for looking like the average memory; the **typicality penalty** then takes
-    ``typical_penalty × μ`` off the centred query as well, so each memory's similarity drops
-    by that share of its similarity to the average memory, whatever the query. Windows
-    (of long memories) are searched with the same query;
-  - **time expressions** in the query ("last May", "in June 2023", "last month",
-    "two weeks ago", "last summer") are resolved against the clock; both arms run
-    again inside that window and join the fusion as two more arms, so memories from
-    that time rise without the others being filtered out (the phrase itself is left
-    out of the full-text query, where "May" would only add noise); a third time arm,
-    ``atypical@time``, ranks the window's memories by how unlike the average memory they
-    are (a vector search for the opposite of the store's mean direction), so in "What did
-    Ana do last May?" the events of May come before its small talk;
-  - **near-duplicates** (the same word stems) among the first fused candidates keep one
-    place, held by the newest of them; the other copies follow every other candidate;
-  - **neighbour context**: a memory next to a better-scoring one (adjacent ids, same
-    robot, created within ``neighbor_gap`` seconds) gains ``neighbor_weight ** distance``
-    × that neighbour's score, so the reply "Biscuit!" is found through "we adopted a
-    puppy" just before it; neighbours outside the candidates are fetched, so a hit can
-    bring in the turn that answers it. Only better neighbours lend score, so the best of
-    a run of similar memories is not lifted by the others, and a memory longer than
-    ``neighbor_words`` words borrows proportionally less (a long message stands alone).
-
-Timeframe, robot and tag filters are handed to each arm, which applies them in the database,
-so a filter never starves the result (neighbours are checked against the same filters). The
-fusion function is replaceable through :class:`~htm_core.recall.config.RetrievalConfig`;
-``RetrievalConfig.plain()`` is plain RRF of the two arms. The measurements behind the
-defaults: ``docs/recall-quality.md``.
+``strategy`` is ``"vector"`` (cosine similarity of the query embedding), ``"fulltext"``
+(bm25 on SQLite, ``ts_rank`` on PostgreSQL, by the rules of :mod:`htm_core.text`) or
+``"hybrid"`` (default): weighted RRF of the arms, with centring, time arms, near-duplicates
+and neighbour context. Filters run inside each arm, in the database. How hybrid ranks:
+docs/concepts.md ("How hybrid recall ranks"); the measurements: docs/recall-quality.md.
 """
 
 from __future__ import annotations

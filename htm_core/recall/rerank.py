@@ -1,22 +1,11 @@
 """The reranking seam of ``recall(..., rerank=...)``: a cross-encoder or a LangChain
 document compressor reorders the first candidates of any strategy.
 
-``rerank`` is either
-
-- a callable ``rerank(query, texts) -> scores`` (one number per text, higher is more
-  relevant), which is what a cross-encoder's ``predict`` on ``[(query, text), ...]``
-  gives once wrapped: ``lambda q, texts: model.predict([(q, t) for t in texts])``; or
-- an object with ``compress_documents(documents, query)``, such as a LangChain
-  ``BaseDocumentCompressor`` (``CrossEncoderReranker``, ``CohereRerank``,
-  ``FlashrankRerank``...). It receives light document objects with ``page_content``,
-  ``metadata`` (``htm_id``, ``key``) and ``id``, and may reorder, drop or copy them
-  (a copy must keep ``metadata["htm_id"]``); a ``metadata["relevance_score"]`` it sets
-  becomes the hit's score. langchain is not imported: any object of that shape works.
-
-The reranker sees the first ``max(2 × limit, 20)`` candidates of the strategy (at most
-10,000) and the hits are cut to ``limit`` after it. Its scores order the hits and become
-their scores; when any of them falls outside [0, 1] (a cross-encoder's logits) all are
-squashed by the logistic function, so ``min_score`` keeps one meaning.
+``rerank`` is a callable ``rerank(query, texts) -> scores`` or an object with
+``compress_documents(documents, query)`` (a LangChain ``BaseDocumentCompressor``; langchain
+is not imported). It sees the first ``max(2 × limit, 20)`` candidates (at most 10,000); its
+scores order the hits and become their scores, squashed to 0..1 by the logistic function
+when any falls outside. See docs/recall-quality.md ("Reranking").
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """The store conformance suite: what every ``LongTermStore`` must do, as pytest tests.
 
 A backend proves itself by subclassing :class:`StoreConformance` in its own test suite and
-giving a ``store_factory`` fixture that returns a function opening a fresh, empty store
-(the same store each time it is called in one test)::
-
-    import pytest
-    from htm_core.testing import StoreConformance
-    from mybackend import MyStore
-
-    class TestMyStore(StoreConformance):
-        capabilities = frozenset({"reopen"})
-
-        @pytest.fixture
-        def store_factory(self, tmp_path):
-            return lambda: MyStore(tmp_path / "db")
-
-``capabilities`` declares the optional behaviour the backend has; the tests of behaviour
-it does not declare are skipped (see :data:`CAPABILITIES`). htm runs this suite on SQLite,
-PostgreSQL and :class:`~htm_core.testing.InMemoryStore`. Needs ``pytest``.
+giving a ``store_factory`` fixture that returns a function opening a fresh, empty store (the
+same store each time it is called in one test). ``capabilities`` declares the optional
+behaviour the backend has; the tests of behaviour it does not declare are skipped (see
+:data:`CAPABILITIES`). htm runs this suite on SQLite, PostgreSQL and
+:class:`~htm_core.testing.InMemoryStore`. Needs ``pytest``. See docs/backends.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Context assembly strategies: which resident items go into the prompt, in what order.
 
-=============  =====================================================================
-``recent``     most recently accessed first
-``important``  highest importance first; among equals the most recently accessed
-``balanced``   highest ``importance × 1 / (1 + age in hours)`` first, where age is the
-               time since the item was last accessed (added or recalled)
-=============  =====================================================================
-
-Every strategy is a lazy ordering over indexes that working memory keeps up to date,
-so assembling an 8k-token context from 20k resident items reads only the items it
-needs, not the whole set. Ties are always broken the same way, so the output is
-deterministic for the same state.
-
-:func:`fit` is the last step of ``HTM.create_context``: it takes the candidates (summaries,
-recalled memories, then resident ones in strategy order) while they fit the budget.
+``recent`` (most recently accessed first), ``important`` (highest importance first) and
+``balanced`` (:func:`balanced_score`: importance × 1 / (1 + hours since the last access)),
+each a lazy, deterministic ordering over indexes working memory keeps up to date, so a
+context reads only the items it needs. :func:`fit` is the last step of
+``HTM.create_context``: it takes the candidates (summaries, recalled memories, then resident
+ones in strategy order) while they fit the budget. See docs/concepts.md ("Context
+strategies") and docs/architecture.md ("The working memory").
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Eviction policies: the order in which a full working memory gives items up.
 
-A policy is a sort key: working memory keeps its items in a binary heap by that key
-and evicts from the top, so each eviction costs O(log n) and nothing is ever sorted
-whole. Policies whose key depends on access (``lru``, ``frequency``) say so with
-``tracks_access`` and the item is re-keyed on each access.
-
-==============  ===========================================================
-``hybrid``      lowest importance first; among equals the oldest memory first
-                (by creation time), then the earliest added (the default)
-``importance``  lowest importance first; among equals the earliest added
-``lru``         least recently accessed first
-``frequency``   least often accessed first; among equals least recently
-==============  ===========================================================
+A policy is a sort key (:class:`EvictionPolicy`): working memory keeps its items in a binary
+heap by that key and evicts from the top. :class:`HybridPolicy` (the default: lowest
+importance first, then the oldest memory), :class:`ImportancePolicy`, :class:`LRUPolicy` and
+:class:`FrequencyPolicy`; a policy whose key depends on access says so with
+``tracks_access``. The table: docs/concepts.md ("Eviction").
 """
 
 from __future__ import annotations

@@ -1,51 +1,12 @@
 """The coherent resident set: one robot's working memory as a view of the store.
 
-Working memory lives in the process (a :class:`~htm_core.working.WorkingMemory` plus the
-:class:`~htm_core.models.Memory` of each resident item), but the store is the truth:
-
-* **Persisted exactly.** Each membership row keeps the robot's own last access, access
-  count and entry/access order numbers, so a new ``HTM`` for the robot (a restart, another
-  process) rebuilds the same working memory: same items, same order under every policy.
-* **Checked cheaply, reloaded when stale.** Every change of a robot's membership (its own
-  adds and recalls, another instance of the robot, a ``forget`` or ``purge`` by any robot
-  that takes a memory out of it, an ``update`` of a memory in it) bumps that robot's
-  working-set version in the same transaction. :meth:`ResidentSet.sync` reads that one
-  number at the start of each read (``create_context``, ``recall``, ``retrieve``...) and
-  rebuilds from the store only when it moved; a memory whose content hash changed (it was
-  updated) is fetched again.
-* **All or nothing.** A change is staged in the process, written in one transaction (with
-  the memory itself when it is an ``add``), then committed, or rolled back in the process
-  when the write fails. A memory the store no longer shows (forgotten meanwhile) is
-  refused by the store's conditional insert and dropped here as well, so no race brings a
-  forgotten memory back.
-* **Recalls written behind.** A recall changes working memory in the process at once, but
-  its write (the access statistics, the membership, the eviction log lines) waits in one
-  pending change, written in a single transaction (:meth:`ResidentSet.flush`): with the
-  next write (an add carries it in its own transaction), with a read by key, before
-  anything that shows working memory (``create_context``, ``stats``, ``operations``,
-  ``HTM.flush``), before catching up with another writer, on ``clear`` and ``close``, on
-  the recall that finds :data:`FLUSH_AFTER_READS` recalls pending or the first of them
-  :data:`FLUSH_AFTER_SECONDS` old, and without another call by the owner's timer
-  (``on_pending``: ``HTM`` arms a :class:`~htm_core.background.FlushTimer`, which also
-  writes at a normal interpreter exit). A crash loses at most the pending part: access
-  counts and times, and those recalls' membership and eviction lines; never a memory or
-  a forget.
-* **A pending write names memories, not keys.** Each entry carries the memory's id and
-  version as this process shows it (:meth:`ResidentSet.state`). The flush's transaction
-  refuses an entry whose memory was forgotten or purged meanwhile, by any process, even
-  when a new memory has taken its key; it is dropped here (:meth:`ResidentSet.commit`).
-  An entry whose memory was updated meanwhile is written (an update keeps every
-  membership) and reported stale: the old copy is dropped here and the next sync fetches
-  the current version. So neither a purged nor a replaced text shows in a later
-  ``create_context``, which flushes first. Each pending eviction names the memory it
-  took out too (``WorkingChange.evict_ids``), so it never takes out a memory that has
-  since taken the key. A recall also checks that its hits are still visible (in the read
-  of the working-set version) before they enter.
-
-The facade calls the high-level steps (:meth:`ResidentSet.refresh`,
-:meth:`ResidentSet.add_and_enter`, :meth:`ResidentSet.recalled`,
-:meth:`ResidentSet.retrieved`, :meth:`ResidentSet.ordered`); each eviction they cause is
-reported to the ``on_evicted`` callback as (key, content) pairs.
+Working memory lives in the process, but the store is the truth. :class:`ResidentSet` keeps
+the membership persisted exactly (a restart rebuilds the same working memory), checks the
+robot's working-set version at each read (:meth:`~ResidentSet.sync`) and reloads when it
+moved, stages every change and writes it in one transaction or rolls it back, and writes a
+recall's changes behind (:meth:`~ResidentSet.flush`, after :data:`FLUSH_AFTER_READS` reads or
+:data:`FLUSH_AFTER_SECONDS`), naming memory ids and versions, never keys. The guarantees:
+docs/reliability.md ("Coherence", "Reads written behind"); the design: docs/decisions.md.
 """
 
 from __future__ import annotations
@@ -112,7 +73,7 @@ class _Pending:
 
 
 class ResidentSet:
-    """A robot's working memory kept coherent with the store (see the module docstring).
+    """A robot's working memory kept coherent with the store (docs/reliability.md, "Coherence").
 
     Not thread-safe on its own: the caller (``HTM``) holds its lock around each use.
     """

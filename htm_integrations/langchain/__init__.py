@@ -1,18 +1,12 @@
 """LangChain and LangGraph adapters for :class:`htm_core.HTM`.
 
-- :class:`HTMMiddleware` (agent middleware for ``langchain.agents.create_agent``): htm's
-  memory in front of every model call, the conversation stored after it.
-- :func:`htm_tools`: ``remember`` / ``recall`` / ``forget`` tools for an agent.
-- :class:`HTMRetriever` (``BaseRetriever``): hybrid recall in LCEL chains.
-- :class:`HTMChatMessageHistory` (``BaseChatMessageHistory``): durable conversations for
-  ``RunnableWithMessageHistory``.
-- :class:`HTMStore` (LangGraph ``BaseStore``): long-term memory for graphs and agents;
-  needs ``pip install -e ".[langgraph]"`` in a clone.
-- :class:`HTMMemory` (classic ``BaseMemory`` from ``langchain-classic``): the bridge for
-  classic chains such as ``ConversationChain``.
-
-Each class is imported on first use, so a missing framework only matters for the class
-that needs it (it raises :class:`~htm_core.errors.MissingDependencyError` naming the extra).
+:class:`HTMMiddleware` and :func:`htm_tools` for ``langchain.agents.create_agent`` agents,
+:class:`HTMRetriever` (``BaseRetriever``) for LCEL chains, :class:`HTMChatMessageHistory`
+(``BaseChatMessageHistory``) for durable conversations, :class:`HTMStore` (LangGraph
+``BaseStore``, extra ``langgraph``) for graphs, and :class:`HTMMemory` (classic
+``BaseMemory``) for classic chains. Each class is imported on first use, so a missing
+framework only matters for the class that needs it (a
+:class:`~htm_core.errors.MissingDependencyError` naming the extra). See docs/langchain.md.
 """
 
 from __future__ import annotations

@@ -2,14 +2,10 @@
 
 Shared by :class:`~htm_integrations.langchain.HTMMiddleware` and
 :func:`~htm_integrations.langchain.htm_tools`, so the turns the middleware stores and the
-notes the tools write land in the same scope (see :mod:`htm_integrations._scope`):
-
-- the user: ``context[user_key]`` (or the attribute of that name) of the run's context
-  (``agent.invoke(..., context={"user_id": "ada"})``), else ``config["configurable"]
-  [user_key]``, else the fixed ``user_id`` given to the adapter;
-- the session: the fixed ``session_id`` given to the adapter, else the run's
-  ``thread_id`` (from the checkpointer's config), else none;
-- with neither a user nor a session the scope is the session ``"default"``.
+notes the tools write land in the same scope. The user is the run context's ``user_key``
+(else ``config["configurable"]``, else the adapter's fixed ``user_id``); the session is the
+adapter's fixed ``session_id``, else the run's ``thread_id``; with neither the scope is the
+session ``"default"``. See docs/langchain.md ("Agents: ``HTMMiddleware``").
 """
 
 from __future__ import annotations

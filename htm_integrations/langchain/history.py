@@ -1,41 +1,11 @@
 """``HTMChatMessageHistory``: a LangChain chat history kept in htm's long-term store.
 
-::
-
-    from langchain_core.runnables.history import RunnableWithMessageHistory
-    from htm_integrations.langchain import HTMChatMessageHistory
-
-    chain_with_history = RunnableWithMessageHistory(
-        chain, lambda session_id: HTMChatMessageHistory(htm=htm, session_id=session_id),
-        input_messages_key="question", history_messages_key="history")
-
-Each message is one memory, so the conversation is durable (a new ``HTM`` on the same
-database sees it, in order) and searchable by recall like any other memory:
-
-- key ``chat:<session>:<sequence number, 8 digits>``: explicit and unique, so two turns
-  with the same words stay two memories, and the key order is the message order;
-- content ``"<Role>: <text>"`` (``Human: ...``, ``AI: ...``), which is what recall
-  searches and what working-memory contexts show;
-- tags ``chat:session:<session>`` and ``chat:role:<type>``;
-- metadata ``session_id``, ``seq``, ``role`` and ``message`` (the full serialised
-  message, so tool calls, names and ids come back unchanged).
-
-With ``user_id``, the session belongs to that user: keys are
-``chat:user:<user>:<session>:<seq>`` and the session tag is
-``chat:user:<user>:session:<session>`` (below the user's tag ``chat:user:<user>``, which
-the other adapters' user scope recalls from; ``metadata.user_id`` keeps the id), so two
-users' sessions of the same name are two conversations.
-
-A session id made only of letters, digits, ``_`` and ``-`` (at most 64 characters, and
-not ``h-`` with 32 hex digits, the form of a hashed one) is used as is; any other id is
-replaced by ``h-`` + a hash of it in keys and tags (``metadata.session_id`` keeps the
-original). Session and user ids compare exactly, byte for byte (:mod:`htm_core.identity`):
-``Chat1`` and ``chat1`` are two histories, on both backends.
-
-``clear()`` follows htm's never-forget rule: it forgets the session's messages with
-``htm.forget(key, confirm=True)``, so they leave the history and recall but stay
-recoverable with ``htm.restore(key)`` until ``htm.purge(confirm=True)``. Messages added
-after a ``clear()`` continue the numbering.
+``RunnableWithMessageHistory(chain, lambda sid: HTMChatMessageHistory(htm=htm,
+session_id=sid), ...)``. Each message is one memory (key ``chat:<session>:<seq>``, content
+``"<Role>: <text>"``, tags ``chat:session:<session>`` and ``chat:role:<type>``, the whole
+message in its metadata), so the conversation is durable, in order, and searchable by recall.
+With ``user_id`` the session belongs to that user. ``clear()`` forgets, recoverably. Keys,
+tags, ids and concurrency: docs/langchain.md ("Message history: ``HTMChatMessageHistory``").
 """
 
 from __future__ import annotations

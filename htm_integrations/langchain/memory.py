@@ -1,29 +1,13 @@
 """``HTMMemory``: htm as the classic LangChain ``BaseMemory``, for chains such as
-``ConversationChain`` and ``LLMChain``.
+``ConversationChain`` and ``LLMChain`` (``langchain-classic``).
 
-In LangChain 1.x the classic memory interface lives in ``langchain-classic``; new code is
-better served by :class:`~htm_integrations.langchain.HTMRetriever`,
-:class:`~htm_integrations.langchain.HTMChatMessageHistory` and
-:class:`~htm_integrations.langchain.HTMStore`. This class is the bridge for chains that
-take ``memory=``::
-
-    from langchain_classic.chains import ConversationChain
-    from htm_integrations.langchain import HTMMemory
-
-    chain = ConversationChain(llm=llm, memory=HTMMemory(htm=htm, session_id="chat-1"))
-
-Before each call the prompt variable ``history`` receives one
-:meth:`htm_core.HTM.create_context`: what htm recalls for the new input, then htm's working
-memory (most recent first), within ``max_tokens`` (default: the working-memory budget). The
-memory keeps no buffer of its own. After each call the human
-and the AI turn are stored as two memories (through
-:class:`~htm_integrations.langchain.HTMChatMessageHistory`, so they are ordered, tagged
-``chat:session:<session_id>`` and durable).
-
-Both are scoped to the conversation by default: recall and the working-memory part of
-the history only take memories of this session (``chat:session:<session_id>``), or of
-this user's sessions when ``user_id`` is given (``chat:user:<user_id>``). One user's
-turns never reach another user's history unless ``shared=True`` says so.
+``ConversationChain(llm=llm, memory=HTMMemory(htm=htm, session_id="chat-1"))``: before each
+call the prompt variable ``history`` receives one :meth:`htm_core.HTM.create_context` (what
+htm recalls for the new input, then its working memory), within ``max_tokens``; after it the
+human and the AI turn are stored as two memories through
+:class:`~htm_integrations.langchain.HTMChatMessageHistory`. Both are scoped to the session
+(or the user with ``user_id``) unless ``shared=True``. See docs/langchain.md ("Classic
+chains: ``HTMMemory``").
 """
 
 from __future__ import annotations

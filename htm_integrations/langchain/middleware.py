@@ -1,37 +1,12 @@
 """``HTMMiddleware``: htm memory for LangChain 1.x agents (``langchain.agents.create_agent``).
 
-::
-
-    from langchain.agents import create_agent
-    from langgraph.checkpoint.memory import InMemorySaver
-    from htm_integrations.langchain import HTMMiddleware, htm_tools
-
-    agent = create_agent(model, tools=htm_tools(htm), middleware=[HTMMiddleware(htm)],
-                         checkpointer=InMemorySaver())
-    agent.invoke({"messages": [{"role": "user", "content": "I prefer Vim"}]},
-                 {"configurable": {"thread_id": "t1"}}, context={"user_id": "ada"})
-
-Before each model call the system message gains one block, between ``<htm_memory>`` and
-``</htm_memory>``: what htm recalls for the latest user message, then htm's working-memory
-context, within ``max_tokens`` (the whole block, markers included, counted by htm's token
-counter). Memories that are messages of the request itself (this thread's turns, already
-in front of the model) are left out, and with ``recall_robot`` those of other robots.
-
-After each model call the run's new user turns and the assistant's answers are stored,
-one memory per message, keyed by the message id, so a re-invoked thread (with a
-checkpointer) never stores a turn twice. Tool calls and tool results are not stored
-unless ``store_tool_messages=True``; with ``store_assistant_turns=False`` the answers are
-not stored either, only what the user said. A stored user turn records in its metadata
-(``recalled``) the keys of the memories the block held when the model answered it, so the
-inspector's transcript shows what was recalled into each turn.
-
-Memories are scoped to the run's user and thread (see
-:mod:`htm_integrations.langchain._agent_scope`): turns are tagged
-``chat:user:<user>:session:<thread>`` (or ``chat:session:<thread>`` without a user) like the
-other adapters' turns, and the block is built only from the user's memories (the thread's
-without a user). Several agents can share one store, each with its own ``HTM(robot=...)``;
-by default each sees what the others stored for the same user (``recall_robot`` narrows it
-to one robot).
+``create_agent(model, tools=htm_tools(htm), middleware=[HTMMiddleware(htm)])``: before each
+model call the system message gains one ``<htm_memory>`` block (what htm recalls for the
+latest user message, then its working-memory context, within ``max_tokens``, leaving out the
+request's own messages); after it, the run's new turns are stored, one memory per message,
+keyed by the message id. Turns and block are scoped to the run's user and thread
+(:mod:`htm_integrations.langchain._agent_scope`). See docs/langchain.md ("Agents:
+``HTMMiddleware``").
 """
 
 from __future__ import annotations

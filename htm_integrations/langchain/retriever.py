@@ -1,24 +1,11 @@
 """``HTMRetriever``: htm's hybrid recall as a LangChain ``BaseRetriever``.
 
-::
-
-    from htm_core import HTM
-    from htm_integrations.langchain import HTMRetriever
-
-    htm = HTM(robot="assistant")
-    retriever = HTMRetriever(htm=htm, user_id="ada", k=4, timeframe="last 7 days")
-    docs = retriever.invoke("editor preferences")      # or: await retriever.ainvoke(...)
-
-Each call is one :meth:`htm_core.HTM.recall` (so recalled memories enter working memory,
-as any recall does). Every argument of the retriever can be overridden per call:
-``retriever.invoke("query", k=1, tags=["user"])``.
-
-A retriever says whose memories it searches, explicitly: ``user_id`` / ``session_id`` (a
-user's or one conversation's memories, the scope the chat adapters write, plus any
-``shared_tags``), ``tags`` (memories with these tags: the application's own knowledge,
-say ``tags=["kb"]``), or ``shared=True`` (the whole store: every user's conversations
-too). Without one of them it refuses to be built, so it cannot hand one user's turns to
-another by default. Per-call ``tags`` may narrow the scope, never widen it.
+``HTMRetriever(htm=htm, user_id="ada", k=4).invoke("editor preferences")`` (or ``ainvoke``)
+is one :meth:`htm_core.HTM.recall`, so recalled memories enter working memory. A retriever
+says whose memories it searches, explicitly (``user_id`` / ``session_id``, ``tags`` or
+``shared=True``) or refuses to be built; every argument can be overridden per call, and
+per-call ``tags`` may narrow the scope, never widen it. See docs/langchain.md ("Retriever:
+``HTMRetriever``").
 """
 
 from __future__ import annotations

@@ -1,39 +1,11 @@
 """``HTMStore``: htm as a LangGraph ``BaseStore`` (long-term memory for graphs and agents).
 
-``graph = builder.compile(store=HTMStore(htm=htm))``: nodes get it as ``runtime.store``.
-
-How LangGraph's model maps onto htm:
-
-- **Namespace → tag.** ``("users", "alice")`` is the tag ``lgstore:users:alice``; htm's
-  tags are hierarchical, so ``search(("users",))`` covers every namespace below it.
-  Labels keep letters, digits, ``_`` and ``-``; any other character is ``.`` + its UTF-8
-  bytes in hex (``"a b"`` → ``a.20b``; reversible, as LangGraph forbids ``.`` in labels).
-- **Writer → robot.** Items are written by the ``HTM``'s robot; ``search`` covers every
-  robot unless ``HTMStore(robot=...)`` narrows it (robots on one store share items).
-- **Scope.** The namespace (prefix) is the scope, as LangGraph intends: only items put
-  through an ``HTMStore`` inside it are returned, never other memories of the ``HTM``; a
-  shorter prefix (``("memories",)``, ``()``) asks for several users' items, explicitly.
-  Labels compare exactly, byte for byte (:mod:`htm_core.identity`): ``("users", "Alice")``
-  and ``("users", "alice")`` are two namespaces.
-- **Item → memory.** Key ``lgstore:<namespace tag>|<key>`` (a hash when longer than
-  htm's 255-character limit); content is the text to search: the ``fields`` of the value
-  (store-wide ``fields=`` or ``put(..., index=[...])``) or else the whole value as JSON;
-  metadata ``lgstore`` holds the namespace, key and value.
-- **search with a query** is htm's hybrid recall inside the namespace prefix, then the
-  ``filter`` on the values; **without a query** it pages through ``htm.list`` (the
-  namespace's tag, newest first, in SQL): it reads about ``offset + limit`` memories
-  however large the store (with a ``filter``, the pages it takes to find that many).
-- **get** is ``htm.get`` (no access counted, working memory untouched).
-- **put over an existing item** is one atomic ``htm.update`` (the old value kept as the
-  memory's history, ``htm.versions(key)``; a crash leaves the old value or the new one,
-  never neither); ``updated_at`` is when the current version was written. The same value
-  again writes nothing; over a deleted item it restores, then updates.
-- **delete** is ``forget(confirm=True)``: recoverable with ``htm.restore`` until a purge.
-- **TTL** (``HTMStore(ttl={"default_ttl": minutes, ...})``, ``put(..., ttl=minutes)``): an
-  item expires ``ttl`` minutes after its last write or refreshing read (the memory's
-  ``last_accessed``); an expired item is forgotten, never purged, when a read or
-  :meth:`HTMStore.sweep_ttl` finds it, and is not returned; :meth:`HTMStore.restore` brings
-  it back with a fresh TTL.
+``graph = builder.compile(store=HTMStore(htm=htm))``: nodes get it as ``runtime.store``. A
+namespace is a hierarchical tag (``("users", "alice")`` is ``lgstore:users:alice``) and the
+scope of every operation; an item is a memory keyed ``lgstore:<namespace tag>|<key>``;
+``search`` with a query is hybrid recall inside the namespace, without one a page of
+``htm.list``; a ``put`` over an item is one ``htm.update``; ``delete`` and TTL expiry
+forget, recoverably. The whole mapping: docs/langchain.md ("LangGraph store: ``HTMStore``").
 """
 
 from __future__ import annotations
@@ -103,7 +75,7 @@ _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 
 
 def encode_label(label: str) -> str:
-    """A namespace label as a tag segment (reversible; see the module docstring)."""
+    """A namespace label as a tag segment (reversible; see docs/langchain.md, "Namespace → tag")."""
     return "".join(ch if _PLAIN.match(ch) else
                    "".join(f".{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
                    for ch in label)

@@ -1,30 +1,11 @@
 """``htm_tools``: remember, recall and forget as LangChain tools, so an agent manages its memory.
 
-::
-
-    from langchain.agents import create_agent
-    from htm_integrations.langchain import HTMMiddleware, htm_tools
-
-    agent = create_agent(model, tools=htm_tools(htm), middleware=[HTMMiddleware(htm)])
-
-- ``remember(content, importance=None)`` stores a note (importance 5 unless the model
-  gives one); the same note twice in one scope is one memory;
-- ``recall(query, limit=None)`` returns one line per memory, each with its ``[key]``,
-  leaving out hits scoring below ``min_score`` and the turns of the run's own messages
-  (the question being answered is in front of the model already);
-- ``forget(key, confirm=False)`` first only shows what it would forget; with
-  ``confirm=True`` it forgets, recoverably (``htm.restore(key)``). Leave it out with
-  ``forget=False``, or put it behind LangChain's ``HumanInTheLoopMiddleware``
-  (``interrupt_on={"forget": True}``) so a person approves each forget.
-
-Inside an agent run the tools work in the run's scope, found the same way as
-:class:`~htm_integrations.langchain.HTMMiddleware` finds it (the ``user_id`` of the run's
-context or config, the ``thread_id``), so notes and turns of one user meet and other users'
-stay out. Called directly, outside a run, they use the fixed ``user_id``/``session_id``.
-Every key they write carries the scope (:meth:`htm_core.scope.ChatScope.note_key`, the key
-``htm mcp`` and ``htm add --user`` give the same note), and a ``shared_tags`` tag in the
-scopes' ``chat`` namespace is refused with ``ValidationError``.
-htm's errors (an empty note, say) come back to the model as the tool's answer.
+``create_agent(model, tools=htm_tools(htm), middleware=[HTMMiddleware(htm)])``. The three
+tools are those of :mod:`htm_integrations._memory_tools`. Inside an agent run they work in
+the run's scope, found as :class:`~htm_integrations.langchain.HTMMiddleware` finds it (the
+run's ``user_id``, its ``thread_id``); called directly, in the fixed ``user_id`` /
+``session_id``. ``forget=False`` leaves ``forget`` out. See docs/langchain.md ("Agent
+tools: ``htm_tools``").
 """
 
 from __future__ import annotations

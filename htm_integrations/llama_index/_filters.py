@@ -1,19 +1,12 @@
 """LlamaIndex ``MetadataFilters`` translated into htm's own search filters.
 
-htm filters a recall or a listing by one any-of set of tags (hierarchical), one robot and a
+htm filters a recall or a listing by one any-of set of hierarchical tags, one robot and a
 ``[start, end)`` time range, all in SQL inside the search. :func:`translate` turns a
 LlamaIndex filter tree into exactly that (:class:`htm_core.store.SearchFilters`), or raises
 :class:`~htm_core.errors.UnsupportedFilterError` for what it cannot express; nothing is
-filtered afterwards in Python.
-
-The node metadata becomes tags when a node is added (:func:`node_tags`), below the store's
-tag root (``llama_index``, or ``chat:user:<user>:llama_index`` for one user's store):
-
-- ``<root>:node:<node id>`` and ``<root>:doc:<ref doc id>``;
-- ``<root>:meta:<key>:<value>`` for every string, number or boolean metadata value (a value
-  that is not a plain tag segment is hashed);
-- for the ``tags`` metadata key, each value that is a tag also as itself and below the root
-  (``<root>:tag:<tag>``), so a ``tags`` filter is hierarchical and stays in the scope.
+filtered afterwards in Python. :func:`node_tags` gives a node its tags on ``add``
+(``<root>:node:<id>``, ``<root>:doc:<id>``, ``<root>:meta:<key>:<value>``,
+``<root>:tag:<tag>``). See docs/llamaindex.md ("Metadata filters: inside the search").
 """
 
 from __future__ import annotations
@@ -85,7 +78,7 @@ def node_tag(node_id: str, root: str) -> str:
 
 
 def node_tags(node: BaseNode, root: str) -> list[str]:
-    """The tags a node is stored with (see the module docstring)."""
+    """The tags a node is stored with (docs/llamaindex.md, "Metadata filters: inside the search")."""
     tags = [node_tag(node.node_id, root)]
     if node.ref_doc_id:
         tags.append(doc_tag(node.ref_doc_id, root))

@@ -1,24 +1,11 @@
 """``HTMMemoryBlock``: htm long-term recall as a block of LlamaIndex's ``Memory``.
 
-LlamaIndex's ``Memory`` keeps a short-term FIFO of messages; when it outgrows its token
-limit, the oldest messages are flushed to the memory blocks. This block stores what is
-flushed in htm's long-term memory and, on every ``Memory.get``, recalls the memories most
-relevant to the latest user message into the ``<memory>`` section of the system message.
-
-Both are scoped to the ``Memory``'s conversation by default: flushed messages are tagged
-``chat:session:<Memory.session_id>`` (``chat:user:<user_id>:session:<session_id>`` when the
-block has a ``user_id``) and recall takes only that session's memories (every session of
-the user with ``user_id``). ``shared=True`` recalls from the whole store instead.
-
-::
-
-    from llama_index.core.memory import Memory
-    from htm_integrations.llama_index import HTMMemoryBlock
-
-    memory = Memory.from_defaults(
-        session_id="chat-1", token_limit=4000,
-        memory_blocks=[HTMMemoryBlock(htm=htm, user_id="alice", recall_limit=5, priority=1)],
-    )
+``Memory.from_defaults(session_id="chat-1", memory_blocks=[HTMMemoryBlock(htm=htm,
+user_id="alice")])``: when ``Memory``'s short-term queue outgrows its token limit, the
+flushed messages are stored in htm's long-term memory, and on every ``Memory.get`` the block
+recalls the memories most relevant to the latest user message into the system message. Both
+are scoped to the ``Memory``'s session (every session of the user with ``user_id``) unless
+``shared=True``. See docs/llamaindex.md ("Memory blocks: ``HTMMemoryBlock``").
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Embedding adapters in both directions, so htm and LlamaIndex use one model.
 
-- :class:`HTMEmbedding` is a LlamaIndex ``BaseEmbedding`` that runs an htm embedder
-  (``HashingEmbedder``, ``LocalEmbedder``, any LangChain ``Embeddings``, or the one an
-  ``HTM`` already uses). Give it to ``VectorStoreIndex`` / ``Settings.embed_model`` and
-  LlamaIndex computes the same vectors htm stores. It also satisfies htm's ``Embedder``
-  protocol and reports the wrapped embedder's name, so ``HTM(embedder=HTMEmbedding(e))``
-  opens a store that was embedded with ``e``.
-- :class:`LlamaIndexEmbedder` goes the other way: any LlamaIndex ``BaseEmbedding``
-  (OpenAI, HuggingFace, Ollama, ``MockEmbedding``...) becomes the ``HTM`` embedder.
+- :class:`HTMEmbedding` is a LlamaIndex ``BaseEmbedding`` that runs an htm embedder (or the
+  one an ``HTM`` uses), so LlamaIndex computes the same vectors htm stores; it also satisfies
+  htm's ``Embedder`` protocol under the wrapped embedder's name.
+- :class:`LlamaIndexEmbedder` makes any LlamaIndex ``BaseEmbedding`` the ``HTM`` embedder.
 
-::
-
-    from htm_core import HTM, HashingEmbedder
-    from htm_integrations.llama_index import HTMEmbedding, LlamaIndexEmbedder
-
-    htm = HTM(embedder=HashingEmbedder())
-    embed_model = HTMEmbedding(htm=htm)                     # LlamaIndex side, same vectors
-    htm2 = HTM(embedder=LlamaIndexEmbedder(embed_model))    # and back again
+``embed_model = HTMEmbedding(htm=htm)``; ``HTM(embedder=LlamaIndexEmbedder(embed_model))``.
+See docs/llamaindex.md ("Embeddings: one model on both sides").
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
 """``HTMMemory``: an :class:`htm_core.HTM` as a LlamaIndex chat memory.
 
-A ``llama_index.core.memory.BaseMemory`` built with ``HTMMemory.from_defaults(...)`` like
-LlamaIndex's own ``Memory``, for the workflow agents (``FunctionAgent``, ``AgentWorkflow``:
-``await agent.run(user_msg, memory=memory)``) and the chat engines. It keeps nothing of its
-own: htm is the conversation.
-
-- ``put`` stores each user and assistant message with text as an htm memory: content = the
-  text, ``metadata={"role", "session_id", "source": "llama_index"}``, tag
-  ``chat:session:<session_id>`` (``chat:user:<user_id>:session:<session_id>`` with a user),
-  key ``<that tag>:llama_index:<uuid>`` (inside the scope). Tool calls and tool results are
-  not stored: the agent keeps them for its run.
-- ``get(input=...)`` is one :meth:`htm_core.HTM.create_context`: what htm recalls for
-  ``input`` (default: the latest user message), then htm's working memory in ``recent``
-  order, scoped to the conversation, within ``token_limit`` (default: the working-memory
-  budget). This conversation's turns come back as ``ChatMessage``\\ s with their roles, in
-  the order they were said; the rest of the context (the user's other sessions, shared
-  knowledge) as one system message listing those memories.
-- A new ``HTMMemory`` over the same store, user and session (another process, a restart)
-  continues the conversation: htm restores its working memory from the store, and
-  ``get_all()`` reads the whole conversation back.
-- ``reset()`` empties htm's working memory; long-term memory keeps everything.
-
-::
-
-    memory = HTMMemory.from_defaults(htm=htm, user_id="alice", session_id="chat-1")
-    await FunctionAgent(tools=[...], llm=llm).run("I prefer Vim", memory=memory)
+A ``BaseMemory`` built with ``HTMMemory.from_defaults(htm=htm, user_id="alice",
+session_id="chat-1")`` like LlamaIndex's own ``Memory``, for workflow agents
+(``await agent.run(msg, memory=memory)``) and chat engines. It keeps nothing of its own:
+``put`` stores each user and assistant message as an htm memory in the conversation's scope,
+``get`` is one :meth:`htm_core.HTM.create_context` within ``token_limit`` (this
+conversation's turns as messages, the rest as one system message), and a new ``HTMMemory``
+over the same store continues the conversation. See docs/llamaindex.md ("Agents and chat
+engines: ``HTMMemory``").
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
-"""``htm_tools``: remember, recall and forget as LlamaIndex ``FunctionTool``s for agents.
+r"""``htm_tools``: remember, recall and forget as LlamaIndex ``FunctionTool``\ s for agents.
 
-::
-
-    from llama_index.core.agent.workflow import FunctionAgent
-    from htm_integrations.llama_index import htm_tools
-
-    agent = FunctionAgent(llm=llm, tools=htm_tools(htm, user_id="ada"))
-
-The same three tools as the LangChain ones (:mod:`htm_integrations._memory_tools`):
-``remember(content, importance=None)``, ``recall(query, limit=None)`` and
-``forget(key, confirm=False)``, which forgets only on a second call with ``confirm=True``
-(recoverably: ``htm.restore(key)``). ``recall`` leaves out hits scoring below
-``min_score`` and, when the scope's newest chat message stored by
-:class:`~htm_integrations.llama_index.HTMMemory` is the user's (the question an agent is
-answering), that message. The scope is fixed when the tools are made: a user
-(``user_id``) and/or a session (``session_id``; ``"default"`` when neither is given), the
-same tags as every other htm adapter, so notes an agent remembers for a user are recalled
-by that user's LangChain agents and chat memories too. Every key they write carries the
-scope (:meth:`htm_core.scope.ChatScope.note_key`), and a ``shared_tags`` tag in the scopes'
-``chat`` namespace is refused with ``ValidationError``.
+``FunctionAgent(llm=llm, tools=htm_tools(htm, user_id="ada"))``: the same three tools as
+the LangChain ones (:mod:`htm_integrations._memory_tools`). The scope is fixed when the tools
+are made (``user_id`` and/or ``session_id``; ``"default"`` when neither is given), with the
+same tags and keys as every other htm surface, so notes an agent remembers for a user are
+recalled by that user's LangChain agents and chat memories too. See docs/llamaindex.md
+("Agent tools: ``htm_tools``").
 """
 
 # No ``from __future__ import annotations`` here: LlamaIndex builds each tool's schema from

@@ -1,61 +1,12 @@
 """``HTMVectorStore``: an :class:`htm_core.HTM` as a LlamaIndex vector store.
 
-::
-
-    from llama_index.core import VectorStoreIndex
-    from htm_integrations.llama_index import HTMEmbedding, HTMVectorStore
-
-    store = HTMVectorStore(htm=htm)
-    index = VectorStoreIndex.from_vector_store(store, embed_model=HTMEmbedding(htm=htm))
-    index.insert(document)
-    index.as_retriever(similarity_top_k=5, filters=filters).retrieve("editor settings")
-
-**One embedding space.** Each node becomes one htm memory (key = node id, or
-``<tag_root>:node:<node id>`` in a user's store, see :meth:`HTMVectorStore.key_for`;
-content = the node's text, metadata = the node's metadata and its serialised form). htm embeds the text
-with its own embedder, and queries go through ``htm.recall`` by *text*
-(``is_embedding_query = False``, so LlamaIndex does not embed queries for this store). The
-vectors LlamaIndex computes for nodes are not stored: every vector in the store comes from
-one model, and ``index.as_retriever().retrieve(q)`` returns exactly ``htm.recall(q)``. Use
-:class:`~htm_integrations.llama_index.HTMEmbedding` as the index's ``embed_model`` so the
-node vectors LlamaIndex computes come from that same model.
-
-**Query modes.** ``DEFAULT`` is htm's vector recall, ``TEXT_SEARCH`` its full-text recall
-(bm25 / ``ts_rank``) and ``HYBRID`` its Reciprocal Rank Fusion of both (``alpha`` is not
-used; ``hybrid_top_k`` overrides ``similarity_top_k``). Other modes raise
-``UnknownStrategyError``. Recalled nodes enter htm's working memory, as any recall does.
-
-**Filters run inside the search.** ``MetadataFilters`` are translated (module
-``_filters``) into htm's own search filters, which every backend applies in SQL inside each
-arm of a recall and in :meth:`htm_core.HTM.list` (``get_nodes``, deletes):
-
-``created_at`` (or the key named by ``date_key``) with ``GT``/``GTE``/``LT``/``LTE``/``EQ``
-becomes a timeframe (a node with that key is stored with it as its creation time);
-``robot`` with ``EQ`` scopes the search to one robot; ``tags`` (hierarchical), ``doc_id``,
-``VectorStoreQuery.doc_ids``/``node_ids`` and any other metadata key with
-``EQ``/``IN``/``ANY``/``CONTAINS`` become tag filters (each metadata value is indexed as an
-htm tag on ``add``: ``llama_index:meta:<key>:<value>``). Conditions combine with ``AND``
-(``OR`` among tag conditions). htm's search takes one any-of tag set, so an ``AND`` of two
-tag conditions, ranges on other keys, ``NE``, ``NIN``, ``ALL``, ``TEXT_MATCH``,
-``IS_EMPTY`` and ``NOT`` raise :class:`UnsupportedFilterError` rather than post-filter and
-starve the result.
-
-**Scoped by default.** A store sees only the nodes stored through an ``HTMVectorStore``
-(every tag it writes lies below ``llama_index``): conversations and facts held in the same
-``HTM`` never come back as nodes. With ``user_id``, the store is that user's: its tags lie
-below ``chat:user:<user_id>:llama_index`` (inside the user's conversation scope, see
-docs/langchain.md), so it sees only that user's nodes, and the default store does not see
-them. ``shared=True`` searches the whole store (every memory, as htm's own recall); it is
-the only mode where a ``tags`` filter takes arbitrary htm tags. Node ids are htm keys in
-the application's store, unique in it; a user's store keys its nodes inside the user's
-scope, so two users' nodes of the same id (a document both ingest) are two memories. Ids
-(users, node ids, ``ref_doc_id``) and metadata values compare exactly, byte for byte
-(:mod:`htm_core.identity`): ``README.md`` and ``readme.md`` are two documents.
-
-**Deleting never forgets by surprise.** ``delete(ref_doc_id)``, ``delete_nodes`` and
-``clear`` call ``htm.forget(key, confirm=True)`` on the nodes' memories: they disappear
-from queries and recall at once but stay recoverable with ``htm.restore(key)`` until
-``htm.purge(confirm=True)``; every forget is in ``htm.operations()``.
+``VectorStoreIndex.from_vector_store(HTMVectorStore(htm=htm),
+embed_model=HTMEmbedding(htm=htm))``. Each node is one htm memory embedded by htm's own
+embedder, and queries go through ``htm.recall`` by text, so every vector comes from one
+model; the query modes map to htm's strategies; ``MetadataFilters`` become htm's own
+filters, applied in SQL inside the search (module ``_filters``); a store sees only its own
+nodes (a user's with ``user_id``) unless ``shared=True``; deleting forgets, recoverably.
+See docs/llamaindex.md ("Vector store: ``HTMVectorStore``").
 """
 
 from __future__ import annotations
@@ -175,8 +126,8 @@ class HTMVectorStore(BasePydanticVectorStore):
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Store ``nodes`` as htm memories in one transaction; return their ids.
 
-        The text is embedded by htm's embedder (``node.embedding`` is not stored, see the
-        module docstring). A node id already used by a memory with other content raises
+        The text is embedded by htm's embedder (``node.embedding`` is not stored, see
+        docs/llamaindex.md, "Embedding design"). A node id already used by a memory with other content raises
         ``DuplicateKeyError`` and nothing is written.
         """
         items = [self._item(node) for node in nodes]
@@ -219,7 +170,8 @@ class HTMVectorStore(BasePydanticVectorStore):
         if not isinstance(text, str) or not text.strip():
             raise ValidationError(
                 "HTMVectorStore searches by text through htm.recall; give the query a "
-                "query_str (a query embedding alone is not used, see the module docstring)")
+                "query_str (a query embedding alone is not used; see docs/llamaindex.md, "
+                "'Embedding design')")
         limit = query.similarity_top_k
         if query.mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k:
             limit = query.hybrid_top_k

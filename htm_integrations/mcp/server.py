@@ -1,36 +1,12 @@
 """The htm MCP server: one robot's memory as Model Context Protocol tools and a resource.
 
-Run it over stdio (what desktop assistants and IDE agents spawn)::
-
-    python -m htm_integrations.mcp --robot assistant --db ~/htm.db
-    htm mcp --robot assistant --db ~/htm.db                 # the same, through the CLI
-
-or over streamable HTTP on a loopback port (``http://127.0.0.1:8765/mcp``)::
-
-    python -m htm_integrations.mcp --http --port 8765
-
-Tools: ``remember``, ``recall``, ``retrieve``, ``forget`` (needs ``confirm: true``),
-``restore``, ``create_context``, ``stats``, ``list_robots``, ``tags``. Resources:
-``htm://context`` (the working memory assembled with the ``balanced`` strategy) and
-``htm://context/{strategy}``. ``recall`` leaves out hits scoring below ``min_score``
-(default :data:`htm_core.scoring.DEFAULT_MIN_SCORE`; 0 keeps every hit). Every
-:class:`~htm_core.errors.HTMError` becomes a tool error result (``isError: true``) carrying
-the error's name and message; the server keeps running.
-
-A server works in one user's memory: ``--user`` (default ``$HTM_USER``, else the login
-name of the account running it), optionally one ``--session``. What it remembers carries
-the user's scope tag (``chat:user:<user>``, as the LangChain and LlamaIndex adapters
-write) and a key in the user's scope (``chat:user:<user>:key:<key>`` for a key given,
-``chat:user:<user>:note:<hash>`` otherwise; see :mod:`htm_core.scope`), so two users never
-share a memory. Recall, retrieve, forget, restore, the contexts, the tag list and the
-counts of ``stats`` and ``list_robots`` see only memories in that scope, plus those under
-any ``--shared-tag``. A topic tag given to
-``remember`` (``ops``) is also stored inside the scope (``chat:user:<user>:tag:ops``), so
-``recall(tags=["ops"])`` runs inside it; a tag in the scopes' own ``chat`` namespace is
-refused. ``--shared`` serves the whole store instead (writes are still scoped).
-``htm add --user <user>`` and the other scoped ``htm`` commands work in the same scope.
-
-Build a server around an ``HTM`` you already have with :func:`build_server`.
+Run it over stdio (``htm mcp --robot assistant --db ~/htm.db``, or
+``python -m htm_integrations.mcp``) or over streamable HTTP on a loopback port (``--http``).
+Tools ``remember``, ``recall``, ``retrieve``, ``forget``, ``restore``, ``create_context``,
+``stats``, ``list_robots`` and ``tags``; resources ``htm://context[/{strategy}]``. A server
+works in one user's memory (``--user``, default ``$HTM_USER``, else the login name); an
+:class:`~htm_core.errors.HTMError` becomes a tool error result. :func:`build_server` builds
+one around an ``HTM`` you already have. See docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -276,7 +252,7 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
 
     The server works in the memory of ``user_id`` (default :func:`default_user`), or of
     the session ``session_id`` of that user; memories carrying one of ``shared_tags`` are
-    visible too; ``shared=True`` serves the whole store (see the module docstring).
+    visible too; ``shared=True`` serves the whole store (see docs/mcp.md, "Whose memory").
 
     Example::
 

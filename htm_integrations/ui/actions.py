@@ -1,18 +1,11 @@
 """The changes ``htm ui`` can make, each a ``POST`` (CSRF-checked in :mod:`.app`) that goes
-through the acting ``HTM`` and lands in the operations log under its robot:
+through the acting ``HTM`` and lands in the operations log under its robot.
 
-- forget, after a confirmation page (``HTM.forget(key, confirm=True)``);
-- restore (``HTM.restore``);
-- purge one forgotten memory or all of them, after typing the key (or ``purge``) to
-  confirm (``HTM.purge(confirm=True)``);
-- set the importance, and edit the tags (the whole list: add and remove), each through
-  ``HTM.update(key, content, importance=... / tags=...)`` with the content unchanged: a new
-  version, the old one kept as history, an ``update`` log line; working memory shows the
-  change at once. A forgotten memory must be restored first. The form carries the version
-  it showed and the update is compare-and-set against it (``expected_version``): when the
-  memory changed since (another process updated it, even between this page's read and its
-  write), the change is refused (:class:`~htm_core.errors.ConflictError`, shown as an
-  error page) rather than overwriting it.
+Forget (after a confirmation page), restore, purge one forgotten memory or all of them
+(after typing the key, or ``purge``), and set the importance or edit the tags through
+``HTM.update`` with the content unchanged, compare-and-set against the version the form
+showed (a memory changed since is refused with
+:class:`~htm_core.errors.ConflictError`, never overwritten). See docs/ui.md ("Actions").
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """The safety rules of ``htm ui``, in one place.
 
-- **Loopback only, unless a token is set.** Without a token the app answers only requests
-  from a loopback client whose ``Host`` header names a loopback address (``127.0.0.1``,
-  ``localhost``, ``[::1]``), so a web page elsewhere cannot reach it through DNS
-  rebinding. ``htm ui --host`` with any other address needs a token (given with
-  ``--token`` or generated and printed); every request must then carry it: the
-  ``?token=`` of the printed URL (which sets a cookie and redirects to the same page
-  without it, a path of this site only: :func:`local_path`), that cookie, or
-  ``Authorization: Bearer <token>``.
-- **CSRF.** Every change is a ``POST`` whose form carries a token derived (HMAC) from a
-  random per-browser cookie and a per-process secret; a ``POST`` without it, with a wrong
-  one, or from another origin (``Origin`` header) is refused with 403.
-- **No secrets shown.** A page names the store by :func:`store_name` (a SQLite file's name,
-  a PostgreSQL ``host/database``), never its full address or a password; :func:`redact_url`
-  masks the password of any address that is shown.
-- **Escaped output, no scripts.** Templates autoescape, and every response carries a
-  ``Content-Security-Policy`` that allows no script at all (the pages need none).
+Loopback only unless a token is set (a loopback client and a loopback ``Host`` header, so
+DNS rebinding cannot reach it; with a token, every request carries it: the ``?token=`` of
+the printed URL, which sets a cookie and redirects to :func:`local_path`, that cookie, or
+``Authorization: Bearer``); CSRF tokens (HMAC of a per-browser cookie and a per-process
+secret) on every ``POST``; no secrets shown (:func:`store_name`, :func:`redact_url`);
+escaped output and a ``Content-Security-Policy`` allowing no script. See docs/ui.md
+("Safety").
 """
 
 from __future__ import annotations
