@@ -1,6 +1,4 @@
-"""Errors of the enrichment subsystem, all under :class:`~htm_core.errors.HTMError`.
-
-::
+"""Errors of the enrichment subsystem, all under :class:`~htm_core.errors.HTMError`::
 
     HTMError
     ├── EnrichmentError                    an enricher could not produce a result

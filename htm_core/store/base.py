@@ -6,9 +6,8 @@ alone by a consumer that needs only it): :class:`Lifecycle`, :class:`Records`,
 :class:`WorkingSet`, :class:`OperationsLog` and :class:`Embeddings`. Five more are
 capabilities a backend may offer (:data:`CAPABILITIES`: :class:`Versions`,
 :class:`Windows`, :class:`BulkLoad`, :class:`EmbeddingRepair`, :class:`EnrichmentStore`);
-the facade asks for one with :func:`capability` where it needs it. docs/backends.md
-states the rules every store keeps (never forget on its own, filters inside searches,
-keys unique across robots) and how ``htm_core.testing`` proves a backend.
+the facade asks for one with :func:`capability` where it needs it. The rules every store
+keeps, and how ``htm_core.testing`` proves a backend: docs/backends.md.
 """
 
 from __future__ import annotations
