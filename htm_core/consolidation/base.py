@@ -121,8 +121,10 @@ def source_items(items: Iterable[Any]) -> list[SourceItem]:
     return out
 
 
-def _utc(when: Any) -> datetime:
+def _utc(when: datetime | None) -> datetime:
     """``when`` made comparable: a naive time is read as UTC, as htm reads ``created_at``."""
+    if when is None:
+        raise InvalidTimeError("every item needs created_at to be ordered by it")
     return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
