@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from ..text import parse_query
+from ..text import fold, parse_query
 from ..tokens import TokenCounter, resolve_counter
 from .base import Digest, SourceItem, check_target, source_items, sources_of
 
@@ -29,7 +29,7 @@ __all__ = ["ExtractiveSummariser", "split_sentences"]
 
 #: Weight of relevance against redundancy when picking (maximal marginal relevance).
 MMR_LAMBDA = 0.7
-#: Two sentences this similar (cosine of their words), with the same numbers, are one.
+#: Two sentences this similar (cosine of their words) are one if :func:`_near` agrees.
 DUPLICATE = 0.9
 #: Weight of the item embeddings' centrality, when every item has an embedding.
 VECTOR_WEIGHT = 0.5
@@ -41,6 +41,7 @@ NUMBER_BONUS = 0.25
 _LINES = re.compile(r"\n\s*")
 _BREAK = re.compile(r"(?:(?<=[.!?…])|(?<=[.!?…][\"'”’)\]]))\s+|(?<=[。！？])")
 _LETTERS = re.compile(r"[^\W\d_]+")
+_WORDS = re.compile(r"[^\W_]+")
 _DIGITS = re.compile(r"\d+(?:[.,:/]\d+)*")
 _parse = getattr(parse_query, "__wrapped__", parse_query)  # no cache: sentences are not queries
 
@@ -65,6 +66,7 @@ class _Sentence:
     item: int
     order: int
     terms: tuple[str, ...]
+    words: tuple[str, ...]
     numbers: frozenset[str]
     has_name: bool
     tokens: int = 0
@@ -79,9 +81,10 @@ def _terms(sentence: str) -> tuple[str, ...]:
 
 
 def _sentence(text: str, item: int, order: int) -> _Sentence:
-    words = _LETTERS.findall(text)
-    return _Sentence(text, item, order, _terms(text), frozenset(_DIGITS.findall(text)),
-                     any(w[0].isupper() and len(w) > 1 for w in words[1:]))
+    letters = _LETTERS.findall(text)
+    return _Sentence(text, item, order, _terms(text), tuple(_WORDS.findall(fold(text))),
+                     frozenset(_DIGITS.findall(text)),
+                     any(w[0].isupper() and len(w) > 1 for w in letters[1:]))
 
 
 def _tfidf(sentences: Sequence[_Sentence]) -> None:
@@ -98,6 +101,12 @@ def _cosine(a: dict[str, float], b: dict[str, float]) -> float:
     if len(b) < len(a):
         a, b = b, a
     return sum(w * b.get(t, 0.0) for t, w in a.items())
+
+
+def _near(a: _Sentence, b: _Sentence) -> bool:
+    """Whether two similar sentences say the same: the same numbers, and all their words
+    (stop words too: ``before`` / ``after``) the same but for one."""
+    return a.numbers == b.numbers and len(set(a.words) ^ set(b.words)) <= 1
 
 
 def _item_centrality(items: Sequence[SourceItem]) -> list[float] | None:
@@ -154,7 +163,7 @@ def _choose(candidates: list[_Sentence], target: int) -> _Pick:
                                            - (1 - MMR_LAMBDA) * closest[i][0], -i))
         open_.discard(best)
         s, (similar, twin) = candidates[best], closest[best]
-        if twin >= 0 and similar >= DUPLICATE and s.numbers == pick.chosen[twin].numbers:
+        if twin >= 0 and similar >= DUPLICATE and _near(s, pick.chosen[twin]):
             pick.merged.setdefault(id(pick.chosen[twin]), []).append(s.item)
             continue
         pick.chosen.append(s)
@@ -209,8 +218,8 @@ class ExtractiveSummariser:
                  ) -> None:
         self.counter = resolve_counter(token_counter)
 
-    def sentences(self, items: Sequence[SourceItem]) -> list[_Sentence]:
-        """Every sentence with words, scored, exact repeats folded into their first."""
+    def _sentences(self, items: Sequence[SourceItem]) -> list[_Sentence]:
+        """Every sentence with words, scored and counted."""
         found = [_sentence(text, i, n) for i, item in enumerate(items)
                  for n, text in enumerate(split_sentences(item.text))]
         found = [s for s in found if s.terms]
@@ -224,11 +233,11 @@ class ExtractiveSummariser:
         """A digest of ``items`` of at most ``target_tokens`` tokens (see the module docstring)."""
         target = check_target(target_tokens)
         ordered = source_items(items)
-        every = self.sentences(ordered)
+        every = self._sentences(ordered)
         first: dict[tuple[str, ...], _Sentence] = {}
-        repeats: dict[int, list[int]] = {}  # id of the first -> items repeating it exactly
+        repeats: dict[int, list[int]] = {}  # id of the first -> items with the same words
         for s in every:
-            kept = first.setdefault(s.terms, s)
+            kept = first.setdefault(s.words, s)
             repeats.setdefault(id(kept), []).append(s.item)
         pick = _choose(list(first.values()), target)
         chosen, text = self._fit(list(pick.chosen), target)

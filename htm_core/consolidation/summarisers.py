@@ -61,6 +61,9 @@ def chat_model_of(model: Any) -> Any:
     """A chat model for the enrichers' seam: a LangChain chat model (or anything with
     ``invoke``) as it is, a LlamaIndex LLM (``complete``) wrapped, or ``"ollama"`` /
     ``"ollama:<model>"`` for :func:`~htm_core.enrich.llm.ollama_chat_model`."""
+    if model is None:
+        raise ValidationError("a chat model is needed: pass a LangChain chat model, a "
+                              "LlamaIndex LLM, or 'ollama' (optionally 'ollama:<model>')")
     if isinstance(model, str) and (model == "ollama" or model.startswith("ollama:")):
         name = model.partition(":")[2]
         return ollama_chat_model(name) if name else ollama_chat_model()

@@ -139,3 +139,12 @@ def test_bad_input_says_what_to_do() -> None:
                               SourceItem(text="c d", embedding=(1.0, 2.0))], 10)
     with pytest.raises(ValidationError, match="finite numbers"):
         source_items([{"text": "a", "embedding": [float("nan")]}])
+
+
+def test_stop_words_that_change_the_meaning_keep_sentences_apart() -> None:
+    items = ["Deploy before the freeze.", "Deploy after the freeze.",
+             "The report is due on Friday 5.", "the report is due Friday 5"]
+    digest = SUMMARISER.summarise(items, 200)
+    assert digest.text.splitlines() == ["Deploy before the freeze.", "Deploy after the freeze.",
+                                        "The report is due on Friday 5."]
+    assert len(digest.sources) == 4  # the last one's words are in the third line
