@@ -155,6 +155,10 @@ def _choose(candidates: list[_Sentence], target: int) -> _Pick:
     pick = _Pick()
     closest = [(0.0, -1)] * len(candidates)  # (similarity, index in chosen) per candidate
     open_ = set(range(len(candidates)))
+    postings: dict[str, list[int]] = {}
+    for i, candidate in enumerate(candidates):
+        for term in candidate.vector:
+            postings.setdefault(term, []).append(i)
     while open_:
         fitting = [i for i in open_ if pick.used + candidates[i].tokens + len(pick.chosen) <= target]
         if not fitting:
@@ -168,11 +172,20 @@ def _choose(candidates: list[_Sentence], target: int) -> _Pick:
             continue
         pick.chosen.append(s)
         pick.used += s.tokens
-        for i in open_:
-            sim = _cosine(candidates[i].vector, s.vector)
-            if sim > closest[i][0]:
+        for i, sim in _similarities(s, candidates, postings).items():
+            if i in open_ and sim > closest[i][0]:
                 closest[i] = (sim, len(pick.chosen) - 1)
     return pick
+
+
+def _similarities(s: _Sentence, candidates: Sequence[_Sentence],
+                  postings: dict[str, list[int]]) -> dict[int, float]:
+    """The cosine of ``s`` to every candidate sharing a term with it (the others: 0)."""
+    dots: dict[int, float] = {}
+    for term, weight in s.vector.items():
+        for i in postings.get(term, ()):
+            dots[i] = dots.get(i, 0.0) + weight * candidates[i].vector[term]
+    return dots
 
 
 def _text(chosen: Iterable[_Sentence]) -> str:
