@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import InvalidContentError, InvalidTimeError, ValidationError
-from ..validation import check_int
+from ..validation import check_content, check_int
 
 __all__ = ["Digest", "DigestStrategy", "SourceItem", "check_target", "source_items",
            "sources_of"]
@@ -84,6 +84,16 @@ def _field(value: Any, name: str) -> Any:
 
 
 def _item(value: Any) -> SourceItem:
+    """``value`` as a source item; a non-blank text must be one htm can store."""
+    item = _as_item(value)
+    if not isinstance(item.text, str):
+        raise InvalidContentError(f"an item's text must be a string, got {item.text!r}")
+    if item.text.strip():
+        check_content(item.text)
+    return item
+
+
+def _as_item(value: Any) -> SourceItem:
     if isinstance(value, SourceItem):
         return value
     if isinstance(value, str):

@@ -148,3 +148,11 @@ def test_stop_words_that_change_the_meaning_keep_sentences_apart() -> None:
     assert digest.text.splitlines() == ["Deploy before the freeze.", "Deploy after the freeze.",
                                         "The report is due on Friday 5."]
     assert len(digest.sources) == 4  # the last one's words are in the third line
+
+
+@pytest.mark.parametrize("text", ["Ada \ud800 said hi.", "x\x00y z"])
+def test_text_no_memory_could_hold_is_refused(text: str) -> None:
+    with pytest.raises(InvalidContentError, match=r"NUL|surrogate"):
+        SUMMARISER.summarise(["Fine text.", {"text": text}], 20)
+    with pytest.raises(InvalidContentError, match="must be a string"):
+        source_items([SourceItem(text=None)])  # type: ignore[arg-type]
