@@ -18,9 +18,14 @@ from typing import Any
 from ..enrich.errors import EnrichmentError
 from ..enrich.llm import LLMEnricher, LLMUsage, Rejected, ollama_chat_model, strip_fence
 from ..enrich.ratelimit import TokenBucket
-from ..errors import InvalidBudgetError, UnknownStrategyError, ValidationError
+from ..errors import (
+    InvalidBudgetError,
+    InvalidContentError,
+    UnknownStrategyError,
+    ValidationError,
+)
 from ..tokens import TokenCounter, resolve_counter
-from ..validation import check_int
+from ..validation import check_content, check_int
 from .base import Digest, DigestStrategy, SourceItem, check_target, source_items, sources_of
 from .extractive import ExtractiveSummariser, cut_to, split_sentences
 
@@ -102,6 +107,10 @@ class DigestWriter(LLMEnricher):
         text = " ".join(strip_fence(answer).split())
         if not text:
             raise Rejected("the digest is empty")
+        try:
+            check_content(text)
+        except InvalidContentError as exc:
+            raise Rejected(f"the digest cannot be stored: {exc}") from None
         tokens = self.counter.count(text)
         if tokens > target:
             raise Rejected(f"the digest has {tokens} tokens; write at most {target} tokens "

@@ -104,6 +104,9 @@ def test_too_long_and_malformed_answers_are_re_asked_then_given_up() -> None:
     assert writer.summarise(["Ada: let's move the launch"], 20).text == "Ada moved the launch."
     assert "has 200 tokens; write at most 20 tokens" in model.prompts[2]
     assert (usage.invalid_outputs, usage.succeeded, usage.calls) == (2, 1, 3)
+    nul = Scripted("Ada\x00moved it", "Ada moved it.")
+    assert SimpleSummariser(nul).summarise(["Ada: move it"], 20).text == "Ada moved it."
+    assert "cannot be stored" in nul.prompts[1] and "NUL" in nul.prompts[1]
     stubborn = Scripted(long)
     with pytest.raises(InvalidModelOutputError, match="3 malformed answers"):
         SimpleSummariser(stubborn, max_retries=2).summarise(["a b c"], 20)
