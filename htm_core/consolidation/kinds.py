@@ -122,7 +122,8 @@ class RuleKindClassifier:
 
     def rules(self, content: str) -> list[KindRule]:
         """The rules that decide each sentence of ``content`` (in order; none for some)."""
-        found = (_fired(match.group().strip()) for match in _SENTENCE.finditer(content))
+        plain = content.replace("\u2019", "'")  # a typographic apostrophe: don’t, I’m
+        found = (_fired(match.group().strip()) for match in _SENTENCE.finditer(plain))
         return [rule for rule in found if rule is not None]
 
     def explain(self, content: str) -> list[str]:

@@ -28,6 +28,9 @@ CLASSIFY = RuleKindClassifier().classify
     ("I know how to juggle", "skill"),
     ("I can speak French", "skill"),
     ("I'm good at chess", "skill"),
+    ("I don\u2019t like cilantro", "preference"),  # typographic apostrophes
+    ("my name\u2019s Ada", "fact"),
+    ("I\u2019m good at chess", "skill"),
 ])
 def test_plain_statements(text: str, kind: str) -> None:
     assert CLASSIFY(text)[0] == kind
@@ -38,6 +41,7 @@ def test_plain_statements(text: str, kind: str) -> None:
     "Can I speak French?", "Do you remember that trip?",  # questions
     "My name is not Bob", "my name isn't Bob", "I can't swim", "I cannot swim",
     "I don't know how to juggle", "I can not come",  # negations that empty the statement
+    "my name isn\u2019t Bob", "I can\u2019t swim", "I don\u2019t know how to juggle",
     "I remember that day in Paris", "When I was young I lived in Paris",  # recollection
     "I can come tomorrow", "I can do that on Friday",  # availability, not ability
     "Priya prefers tea", "She said her name is Ada",  # not the speaker
