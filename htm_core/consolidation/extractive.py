@@ -109,20 +109,23 @@ def _near(a: _Sentence, b: _Sentence) -> bool:
     return a.numbers == b.numbers and len(set(a.words) ^ set(b.words)) <= 1
 
 
-def _item_centrality(items: Sequence[SourceItem]) -> list[float] | None:
-    """Cosine of each item's embedding to the centroid of all, or None when one has none."""
-    if not items or any(item.embedding is None for item in items):
+def _item_centrality(items: Sequence[SourceItem], speaking: set[int]) -> dict[int, float] | None:
+    """Cosine of the embedding of each item in ``speaking`` (those with a sentence) to the
+    centroid of theirs, or None when one of them has no embedding."""
+    vectors = {i: items[i].embedding for i in sorted(speaking)}
+    if not vectors or any(vector is None for vector in vectors.values()):
         return None
-    dims = {len(item.embedding or ()) for item in items}
+    dims = {len(vector or ()) for vector in vectors.values()}
     if len(dims) > 1:
         raise ValidationError(f"the items' embeddings have different dimensions {sorted(dims)}; "
                               "give vectors of one embedder, or none")
-    matrix = np.array([item.embedding for item in items], dtype=np.float64)
+    matrix = np.array(list(vectors.values()), dtype=np.float64)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     unit = matrix / np.where(norms == 0, 1.0, norms)
     centroid = unit.mean(axis=0)
     length = float(np.linalg.norm(centroid))
-    return [float(x) for x in (unit @ centroid / length if length else np.zeros(len(items)))]
+    cosines = unit @ centroid / length if length else np.zeros(len(vectors))
+    return dict(zip(vectors, (float(x) for x in cosines), strict=True))
 
 
 def _score(sentences: Sequence[_Sentence], items: Sequence[SourceItem]) -> None:
@@ -133,7 +136,7 @@ def _score(sentences: Sequence[_Sentence], items: Sequence[SourceItem]) -> None:
         for t, w in s.vector.items():
             centroid[t] = centroid.get(t, 0.0) + w / len(sentences)
     norm = math.sqrt(sum(w * w for w in centroid.values())) or 1.0
-    by_item = _item_centrality(items)
+    by_item = _item_centrality(items, {s.item for s in sentences})
     for s in sentences:
         central = _cosine(s.vector, centroid) / norm
         if by_item is not None:

@@ -115,6 +115,8 @@ def test_embeddings_steer_centrality() -> None:
     items = [SourceItem(text=t, id=n, embedding=v) for n, (t, v) in enumerate(zip(texts, vectors,
                                                                                 strict=True))]
     assert SUMMARISER.summarise(items, 8).source_ids == [1]
+    blank = SourceItem(text=" ", id=3)  # a blank item needs no vector
+    assert SUMMARISER.summarise([*items, blank], 8).source_ids == [1]
     vectors[0], vectors[1] = vectors[1], vectors[0]
     items = [SourceItem(text=t, id=n, embedding=v) for n, (t, v) in enumerate(zip(texts, vectors,
                                                                                 strict=True))]
