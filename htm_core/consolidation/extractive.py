@@ -39,6 +39,7 @@ NAME_BONUS = 0.25
 NUMBER_BONUS = 0.25
 
 _LINES = re.compile(r"\n\s*")
+_ENDED = re.compile(r"[.!?…。！？][\"'”’)\]]?$")
 _BREAK = re.compile(r"(?:(?<=[.!?…])|(?<=[.!?…][\"'”’)\]]))\s+|(?<=[。！？])")
 _LETTERS = re.compile(r"[^\W\d_]+")
 _WORDS = re.compile(r"[^\W_]+")
@@ -192,11 +193,15 @@ def _similarities(s: _Sentence, candidates: Sequence[_Sentence],
 
 
 def _text(chosen: Iterable[_Sentence]) -> str:
-    """The sentences in source order: one line per item, its sentences joined by spaces."""
-    lines: dict[int, list[str]] = {}
+    """The sentences in source order, each item's on a line of its own: after a full stop
+    a space (nothing after ``。！？``), after a sentence without one a line break."""
+    out, last = "", -1
     for s in sorted(chosen, key=lambda s: (s.item, s.order)):
-        lines.setdefault(s.item, []).append(s.text)
-    return "\n".join(" ".join(parts) for parts in lines.values())
+        if out:
+            out += "\n" if s.item != last or not _ENDED.search(out) else (
+                "" if out[-1] in "。！？" else " ")
+        out, last = out + s.text, s.item
+    return out
 
 
 def cut_to(text: str, target: int, count: Callable[[str], int]) -> str:
