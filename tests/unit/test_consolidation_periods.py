@@ -7,6 +7,8 @@ from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from htm_core.consolidation.periods import (
     Period,
@@ -130,3 +132,21 @@ def test_periods_between_is_half_open_and_ordered() -> None:
     naive = datetime(2026, 11, 28, 12)  # read as UTC, as htm reads created_at
     assert [p.label for p in periods_between(naive, naive + timedelta(hours=1))] == ["2026-11-28"]
     assert naive in Period("day", "2026-11-28")
+
+
+ZONES = ["UTC", "Europe/Paris", "America/Santiago", "Asia/Kathmandu", "Pacific/Chatham",
+         "Australia/Lord_Howe", "America/St_Johns", "UTC+14:00", "UTC-12:00"]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(instant=st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2100, 1, 1),
+                            timezones=st.just(UTC)),
+       tz=st.sampled_from(ZONES))
+def test_an_instant_is_in_its_day_its_week_and_its_month(instant: datetime, tz: str) -> None:
+    day, week, month = (period_of(instant, kind, tz) for kind in ("day", "week", "month"))
+    assert instant in day and instant in week and instant in month
+    assert parent(day) == week and parent(week) == month
+    assert month.start <= week.start <= day.start < day.end <= week.end <= month.end
+    assert parse_period(day.key) == day and parse_period(month.label, tz) == month
+    local = instant.astimezone(zone_of(tz)[1])
+    assert day.label == local.date().isoformat()
