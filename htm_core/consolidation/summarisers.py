@@ -135,15 +135,17 @@ def _split(text: str, limit: int, count: Callable[[str], int]) -> list[str]:
     """``text`` in consecutive parts of at most ``limit`` tokens (at sentence ends, else
     cut at a word)."""
     parts: list[str] = []
+    size = 0  # the last part's tokens, summed over its sentences (a space counted as one)
     for sentence in split_sentences(text):
-        while count(sentence) > limit:
+        while (tokens := count(sentence)) > limit:
             head = cut_to(sentence, limit, count)[:-1].rstrip() or sentence[:1]
             parts.append(head)
-            sentence = sentence[len(head):].lstrip()
-        if parts and count(f"{parts[-1]} {sentence}") <= limit:
-            parts[-1] = f"{parts[-1]} {sentence}"
+            size, sentence = limit, sentence[len(head):].lstrip()
+        if parts and size + 1 + tokens <= limit:
+            parts[-1], size = f"{parts[-1]} {sentence}", size + 1 + tokens
         elif sentence:
             parts.append(sentence)
+            size = tokens
     return parts
 
 
