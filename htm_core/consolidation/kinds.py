@@ -56,7 +56,8 @@ RULES = (
         r"^(?:please\s+|(?:can|could|would|will) you\s+)?(?:always\s+)?(?:remember|note|"
         r"keep in mind|don'?t forget|do not forget)\s*(?:that\b|:)", _I)),
     KindRule("my-name", "fact", 0.9, re.compile(
-        r"\b(?:my name(?:'s| is)|call me|i(?: am|'m) called)" + _NOT + r"\s+\w", _I)),
+        r"\b(?:(?:my name(?:'s| is)|i(?: am|'m) called)" + _NOT + r"\s+\w|call me\s+(?-i:[A-Z]))",
+        _I)),
     KindRule("prefer", "preference", 0.85, re.compile(
         _START + r"i(?:\s+(?:really|much|strongly|generally|usually|always))?\s+"
         r"(?:prefer|would rather|'d rather)\b|\bmy (?:favou?rite|preferred)\b", _I)),
@@ -64,14 +65,15 @@ RULES = (
         _START + r"i(?:\s+(?:really|truly|absolutely|just))?\s+(?:(?:do not|don'?t|never)\s+)?"
         r"(?:like|love|enjoy|hate|dislike|can'?t stand|detest)\b", _I)),
     KindRule("know-how", "skill", 0.8, re.compile(
-        _START + r"i(?: know how to| am able to|'m able to| am good at|'m good at| speak)\b", _I)),
+        _START + r"i(?: know how to| am able to|'m able to| am good at|'m good at|"
+                 r" speak\s+(?-i:[A-Z]))", _I)),
     KindRule("i-can", "skill", 0.55, re.compile(_START + r"i can" + _NOT + r"\s+\w", _I)),
     KindRule("my-x-is", "fact", 0.7, re.compile(
         r"\bmy (?:birthday|email|e-mail|address|phone(?: number)?|job|title|role|employer|"
         r"pronouns|timezone|time zone|partner|wife|husband|daughter|son|dog|cat)"
         r"(?:'s| is| are)" + _NOT + r"\s+\w", _I)),
     KindRule("about-me", "fact", 0.7, re.compile(
-        _START + r"i(?: live in| work (?:at|for|as)| was born| grew up in| am allergic| "
+        _START + r"i(?: live in| work (?:at|for|as)| was born| grew up in| am allergic|"
                  r"'m allergic)\b", _I)),
 )
 _QUESTION = re.compile(

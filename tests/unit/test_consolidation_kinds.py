@@ -28,6 +28,9 @@ CLASSIFY = RuleKindClassifier().classify
     ("I know how to juggle", "skill"),
     ("I can speak French", "skill"),
     ("I'm good at chess", "skill"),
+    ("I speak Portuguese and Tamil", "skill"),
+    ("I'm allergic to peanuts", "fact"),
+    ("please call me Zoë", "fact"),
     ("I don\u2019t like cilantro", "preference"),  # typographic apostrophes
     ("my name\u2019s Ada", "fact"),
     ("I\u2019m good at chess", "skill"),
@@ -46,6 +49,7 @@ def test_plain_statements(text: str, kind: str) -> None:
     "I can come tomorrow", "I can do that on Friday",  # availability, not ability
     "Priya prefers tea", "She said her name is Ada",  # not the speaker
     "I'd like a coffee", "I would like to book a table",  # requests
+    "Call me when you land", "I speak to my manager on Mondays",  # not a name, not a language
     "我叫艾达", "", "   ", "🎉", "the weather is nice",
 ])
 def test_not_classified(text: str) -> None:
