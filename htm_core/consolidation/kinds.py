@@ -54,7 +54,8 @@ _START = r"(?:^|[,;:]\s*|\b(?:and|but|so|also|btw|well|oh|ok|okay|hi|hello|hey)\
 RULES = (
     KindRule("remember-that", "fact", 0.9, re.compile(
         r"^(?:please\s+|(?:can|could|would|will) you\s+)?(?:always\s+)?(?:remember|note|"
-        r"keep in mind|don'?t forget|do not forget)\s*(?:that\b|:)", _I)),
+        r"keep in mind|don'?t forget|do not forget)\s*(?:that\b(?!\s+(?:time|day|night|week|"
+        r"trip|one|place|guy|song)\b)|:)", _I)),
     KindRule("my-name", "fact", 0.9, re.compile(
         r"\b(?:(?:my name(?:'s| is)|i(?: am|'m) called)" + _NOT + r"\s+\w|call me\s+(?-i:[A-Z]))",
         _I)),
@@ -82,10 +83,14 @@ _QUESTION = re.compile(
     r"should|have|has)\s+(?:i|you|we|my)\b)", _I)
 _POLITE = re.compile(r"^\s*(?:can|could|would|will) you\s+(?:please\s+)?(?:remember|note|keep in mind)"
                      r"\b[^?]*$", _I)
-#: "I can" about a time or a plan, not an ability ("I can come tomorrow").
+#: "I can" about a time, a plan, an offer or a perception, not an ability ("I can come
+#: tomorrow", "I can help", "I can see it").
 _AVAILABILITY = re.compile(r"\b(?:today|tonight|tomorrow|later|soon|now|next|this (?:week|"
                            r"weekend|morning|afternoon|evening)|on (?:mon|tue|wed|thu|fri|sat|"
-                           r"sun)\w*|at \d|by \d|make it|come|join|help you|do that)\b", _I)
+                           r"sun)\w*|at \d|by \d|make it|come|join|do that)\b|\bi can\s+(?:see|"
+                           r"hear|feel|tell|imagine|understand|guess|try|help|send|check|ask|"
+                           r"give|wait|look|get|go|call|meet|bring|take|show|share|assure)\b",
+                           _I)
 _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
 
 

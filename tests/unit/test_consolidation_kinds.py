@@ -47,6 +47,8 @@ def test_plain_statements(text: str, kind: str) -> None:
     "my name isn\u2019t Bob", "I can\u2019t swim", "I don\u2019t know how to juggle",
     "I remember that day in Paris", "When I was young I lived in Paris",  # recollection
     "I can come tomorrow", "I can do that on Friday",  # availability, not ability
+    "I can see the problem", "I can help with the slides",  # perception, an offer
+    "Remember that time we missed the train",  # reminiscing
     "Priya prefers tea", "She said her name is Ada",  # not the speaker
     "I'd like a coffee", "I would like to book a table",  # requests
     "Call me when you land", "I speak to my manager on Mondays",  # not a name, not a language
