@@ -33,17 +33,23 @@ _LABEL = {"day": re.compile(r"^(\d{4})-(\d{2})-(\d{2})$", re.ASCII),
           "month": re.compile(r"^(\d{4})-(\d{2})$", re.ASCII)}
 _FIXED = re.compile(r"^UTC([+-])(\d{2}):(\d{2})$", re.ASCII)
 _FORMS = "a day 2026-11-28, an ISO week 2026-W48 or a month 2026-11"
+#: The names of UTC (and of GMT, the same rules): one zone, one name, one digest key.
+_UTC_NAMES = frozenset({"UTC", "Z", "UCT", "UNIVERSAL", "ZULU", "GMT", "GMT0", "GMT+0", "GMT-0",
+                        "GREENWICH", "ETC/UTC", "ETC/UCT", "ETC/UNIVERSAL", "ETC/ZULU", "ETC/GMT",
+                        "ETC/GMT0", "ETC/GMT+0", "ETC/GMT-0", "ETC/GREENWICH"})
 
 
 def zone_of(tz: tzinfo | str | None) -> tuple[str, tzinfo]:
     """``(name, tzinfo)`` of a time zone: an IANA name or ``ZoneInfo``, ``"UTC"`` or
     :data:`datetime.timezone.utc` (the default), or a fixed offset (a ``timezone`` or
-    ``"UTC+05:30"``).
+    ``"UTC+05:30"``). Every name of UTC (``Etc/UTC``, ``utc``, ``Z``, ``GMT``, ...) is
+    ``"UTC"``.
 
     >>> zone_of("Europe/Paris")[0], zone_of(timezone(timedelta(hours=-3)))[0]
     ('Europe/Paris', 'UTC-03:00')
     """
-    if tz is None or tz == "UTC" or tz is timezone.utc:
+    key = tz.key if isinstance(tz, ZoneInfo) else tz
+    if tz is None or tz is timezone.utc or (isinstance(key, str) and key.upper() in _UTC_NAMES):
         return "UTC", timezone.utc
     if isinstance(tz, ZoneInfo) and tz.key:
         return tz.key, tz

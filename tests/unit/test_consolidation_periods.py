@@ -150,3 +150,13 @@ def test_an_instant_is_in_its_day_its_week_and_its_month(instant: datetime, tz: 
     assert parse_period(day.key) == day and parse_period(month.label, tz) == month
     local = instant.astimezone(zone_of(tz)[1])
     assert day.label == local.date().isoformat()
+
+
+@pytest.mark.parametrize("alias", ["Etc/UTC", "utc", "Z", "GMT", "Etc/GMT+0", "Zulu",
+                                   ZoneInfo("Etc/UTC"), ZoneInfo("UTC"), "UTC+00:00",
+                                   timezone(timedelta(0))])
+def test_every_name_of_utc_is_one_zone(alias: object) -> None:
+    """Two names of one zone would give one period two digest keys."""
+    assert zone_of(alias)[0] == "UTC"  # type: ignore[arg-type]
+    day = Period("day", "2026-11-28", alias)  # type: ignore[arg-type]
+    assert day == Period("day", "2026-11-28") and day.key == "day:2026-11-28"
