@@ -194,7 +194,7 @@ def period_of(when: datetime | date, kind: str = "day", tz: tzinfo | str | None 
 
 def parse_period(text: str, tz: tzinfo | str | None = None) -> Period:
     """The period a label (``2026-11-28``, ``2026-W48``, ``2026-11``) or a :attr:`Period.key`
-    names; a key's ``@zone`` wins over ``tz``.
+    names; a key's ``@zone`` wins over ``tz``. Case is ignored (``2026-w48``, ``WEEK:``).
 
     >>> parse_period("week:2026-W48@Europe/Paris") == Period("week", "2026-W48", "Europe/Paris")
     True
@@ -203,9 +203,9 @@ def parse_period(text: str, tz: tzinfo | str | None = None) -> Period:
         raise TimeframeError(f"a period label must be a string ({_FORMS}), got {text!r}")
     kind, colon, rest = text.strip().partition(":")
     label, at, zone = (rest if colon else kind).partition("@")
-    tz = zone if at else tz
+    label, tz = label.strip().replace("w", "W"), zone.strip() if at else tz
     if colon:
-        return Period(_kind(kind), label, zone_of(tz)[0])
+        return Period(_kind(kind.strip().lower()), label, zone_of(tz)[0])
     for kind in PERIOD_KINDS:
         if _LABEL[kind].match(label):
             return Period(kind, label, zone_of(tz)[0])

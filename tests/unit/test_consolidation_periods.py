@@ -96,6 +96,9 @@ def test_parse_round_trips_labels_and_keys() -> None:
         assert parse_period(p.label, p.tz) == p
         assert parse_period(p.key) == p
     assert parse_period(" 2026-11 ").kind == "month"
+    week = Period("week", "2026-W48")
+    assert parse_period("2026-w48") == parse_period("WEEK: 2026-w48 ") == week
+    assert parse_period("2026-w48").key == week.key == "week:2026-W48"
     assert parse_period("week:2026-W48@Asia/Tokyo", "Europe/Paris").tz == "Asia/Tokyo"
 
 
