@@ -192,3 +192,21 @@ def test_lines_without_a_full_stop_stay_lines_and_cjk_sentences_join_without_a_s
     digest = SUMMARISER.summarise([notes, "我喜欢喝绿茶。他不喜欢喝咖啡。"], 200)
     assert digest.text == ("Standup notes\nAda: ship Atlas on Friday\nBob: ok, 2 reviewers\n"
                            "我喜欢喝绿茶。他不喜欢喝咖啡。")
+
+
+def test_memories_are_items_with_their_ids_keys_and_times() -> None:
+    from htm_core import HTM, HashingEmbedder
+
+    with HTM(robot="digest", database_url=":memory:", embedder=HashingEmbedder()) as htm:
+        late = htm.add("Kenji shipped Atlas 2.0 to production.", key="m-late",
+                       created_at=datetime(2026, 11, 28, 18, tzinfo=timezone.utc))
+        early = htm.add("Ada planned the Atlas 2.0 release.", key="m-early",
+                        created_at=datetime(2026, 11, 28, 9, tzinfo=timezone.utc))
+        memories = [htm.get(late.key), htm.get(early.key)]
+    items = source_items(memories)
+    assert [i.key for i in items] == ["m-early", "m-late"]
+    assert all(isinstance(i.id, int) for i in items)
+    digest = SUMMARISER.summarise(memories, 100)
+    assert digest.text.splitlines() == ["Ada planned the Atlas 2.0 release.",
+                                        "Kenji shipped Atlas 2.0 to production."]
+    assert digest.source_ids == [early.id, late.id]
