@@ -174,6 +174,7 @@ PAGES: dict[str, list[Callable[[], dict[str, Any]]]] = {
     "docs/api.md": [_with_editor],
     "docs/backends.md": [],
     "docs/concepts.md": [_htm],
+    "docs/consolidation.md": [lambda: {"chat_model": _chat_model()}],
     "docs/embeddings.md": [lambda: {"conversation": TURNS, "turns": TURNS}],
     "docs/enrichment.md": [_htm, lambda: {
         "my_langchain_chat_model": _chat_model(), "write_tags": lambda key, tags: None,
