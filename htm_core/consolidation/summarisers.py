@@ -17,13 +17,13 @@ from typing import Any
 
 from ..enrich.errors import EnrichmentError
 from ..enrich.llm import LLMEnricher, LLMUsage, Rejected, ollama_chat_model, strip_fence
-from ..enrich.ratelimit import TokenBucket
 from ..errors import (
     InvalidBudgetError,
     InvalidContentError,
     UnknownStrategyError,
     ValidationError,
 )
+from ..jobs.ratelimit import TokenBucket
 from ..tokens import TokenCounter, resolve_counter
 from ..validation import check_content, check_int
 from .base import Digest, DigestStrategy, SourceItem, check_target, source_items, sources_of

@@ -173,6 +173,7 @@ PAGES: dict[str, list[Callable[[], dict[str, Any]]]] = {
     "README.md": [_htm, lambda: {"model": _chat_model()}],
     "docs/api.md": [_with_editor],
     "docs/backends.md": [],
+    "docs/configuration.md": [],
     "docs/concepts.md": [_htm],
     "docs/consolidation.md": [lambda: {"chat_model": _chat_model()}],
     "docs/embeddings.md": [lambda: {"conversation": TURNS, "turns": TURNS}],

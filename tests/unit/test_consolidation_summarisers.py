@@ -20,8 +20,8 @@ from htm_core.consolidation.summarisers import (
 )
 from htm_core.enrich.errors import EnrichmentError, InvalidModelOutputError
 from htm_core.enrich.llm import LLMUsage
-from htm_core.enrich.ratelimit import TokenBucket
 from htm_core.errors import InvalidBudgetError, UnknownStrategyError, ValidationError
+from htm_core.jobs import TokenBucket
 from htm_core.tokens import TiktokenCounter
 
 COUNTER = TiktokenCounter()

@@ -39,7 +39,8 @@ PACKAGES = ("htm_core", "htm_integrations")
 BELOW_THE_FACADE = ("htm_core.store", "htm_core.working", "htm_core.recall",
                     "htm_core.enrich", "htm_core._embedding", "htm_core._intake",
                     "htm_core._listing", "htm_core._versions", "htm_core._forgetting",
-                    "htm_core._introspection", "htm_core._async")
+                    "htm_core._introspection", "htm_core._async", "htm_core.jobs",
+                    "htm_core.consolidation", "htm_core.options")
 FACADE = ("htm_core.htm",)
 
 #: The working memory that knows nothing of storage (``working.resident`` is where the two meet).
