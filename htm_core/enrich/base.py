@@ -1,28 +1,10 @@
 """What an enricher is: the protocols every importance scorer, tagger and summariser meets.
 
-All enrichers are structural (:class:`typing.Protocol`): any object with the right methods
-qualifies, no base class needed.
-
-- :class:`ImportanceScorer`: ``name`` and ``score(content) -> float`` (0 to 10);
-  :class:`~htm_core.enrich.RuleImportanceScorer`, :class:`~htm_core.enrich.LLMImportanceScorer`.
-- :class:`Tagger`: ``name`` and ``tag(content) -> list[str]``;
-  :class:`~htm_core.enrich.RuleTagger`, :class:`~htm_core.enrich.LLMTagger`.
-- :class:`BatchTagger`: ``tag_many(contents) -> list[list[str]]``; ``LLMTagger``.
-- :class:`SummaryWriter`: ``summarise(texts) -> str``; :class:`~htm_core.enrich.Summariser`.
-- :class:`ModelBacked`: ``usage``, an :class:`~htm_core.enrich.LLMUsage`; every LLM enricher.
-
-The one rule that tells enrichers apart: an enricher is *model-backed* when it has a
-``usage`` counter (it is a :class:`ModelBacked`). A model-backed enricher is slow and runs
-in background jobs, never inside ``add``; any other enricher runs inline. A tagger that is
-also a :class:`BatchTagger` gets a claimed batch of tag jobs in one request.
-
->>> from htm_core.enrich import LLMTagger, RuleTagger
->>> isinstance(RuleTagger(), Tagger), uses_model(RuleTagger())
-(True, False)
->>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
->>> tagger = LLMTagger(FakeListChatModel(responses=["[]"]))
->>> isinstance(tagger, BatchTagger), uses_model(tagger)
-(True, True)
+All are structural (:class:`typing.Protocol`): :class:`ImportanceScorer` (``score``),
+:class:`Tagger` (``tag``), :class:`BatchTagger` (``tag_many``), :class:`SummaryWriter`
+(``summarise``) and :class:`ModelBacked` (a ``usage`` counter). The one rule that tells
+enrichers apart (:func:`uses_model`): a model-backed enricher runs in background jobs,
+never inside ``add``; any other runs inline. See docs/enrichment.md.
 """
 
 from __future__ import annotations
@@ -84,5 +66,16 @@ class ModelBacked(Protocol):
 
 
 def uses_model(enricher: object) -> bool:
-    """Whether ``enricher`` calls a model (and so must run in background jobs)."""
+    """Whether ``enricher`` calls a model (and so must run in background jobs): whether it
+    has a ``usage`` counter (it is a :class:`ModelBacked`). A tagger that is also a
+    :class:`BatchTagger` gets a claimed batch of tag jobs in one request.
+
+    >>> from htm_core.enrich import LLMTagger, RuleTagger
+    >>> isinstance(RuleTagger(), Tagger), uses_model(RuleTagger())
+    (True, False)
+    >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    >>> tagger = LLMTagger(FakeListChatModel(responses=["[]"]))
+    >>> isinstance(tagger, BatchTagger), uses_model(tagger)
+    (True, True)
+    """
     return isinstance(enricher, ModelBacked)

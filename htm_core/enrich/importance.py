@@ -1,24 +1,6 @@
-"""Importance when the caller gives none: a transparent rule set.
-
-The ``ImportanceScorer`` protocol is in :mod:`htm_core.enrich.base`.
-
-:class:`RuleImportanceScorer` starts from 1.0 (the default importance) and applies the
-rules below; ``explain(text)`` lists which fired. The result is clamped to 0–10.
-
-=========================================  ======
-rule                                       effect
-=========================================  ======
-"remember that", "don't forget", "note:"   +4
-a stated preference ("I prefer", "I like",
-"I hate", "my favourite", "always use")     +3
-a decision or commitment ("we decided",
-"I will", "deadline", "promise", "due")     +2.5
-a name (capitalised word mid-sentence)      +1 (once)
-a number, date, e-mail or URL               +1 (once)
-small talk (greetings, thanks, "ok", "lol",
-weather chat, fewer than 4 words)           set to 0.5 unless another rule fired
-=========================================  ======
-"""
+"""Importance when the caller gives none: :class:`RuleImportanceScorer`, a transparent rule
+set (its rules are in its docstring; ``explain(text)`` lists which fired). The
+``ImportanceScorer`` protocol is in :mod:`htm_core.enrich.base`; docs/enrichment.md."""
 
 from __future__ import annotations
 
@@ -57,7 +39,24 @@ _SMALL_TALK = re.compile(r"^\s*(hi|hello|hey|thanks|thank you|ok(ay)?|lol|haha|c
 
 
 class RuleImportanceScorer:
-    """The transparent default scorer; see the module docstring for its rules.
+    """The transparent default scorer.
+
+    :class:`RuleImportanceScorer` starts from 1.0 (the default importance) and applies the
+    rules below; ``explain(text)`` lists which fired. The result is clamped to 0–10.
+
+    =========================================  ======
+    rule                                       effect
+    =========================================  ======
+    "remember that", "don't forget", "note:"   +4
+    a stated preference ("I prefer", "I like",
+    "I hate", "my favourite", "always use")     +3
+    a decision or commitment ("we decided",
+    "I will", "deadline", "promise", "due")     +2.5
+    a name (capitalised word mid-sentence)      +1 (once)
+    a number, date, e-mail or URL               +1 (once)
+    small talk (greetings, thanks, "ok", "lol",
+    weather chat, fewer than 4 words)           set to 0.5 unless another rule fired
+    =========================================  ======
 
     >>> RuleImportanceScorer().score("Remember that I prefer dark mode")
     8.0

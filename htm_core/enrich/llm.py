@@ -1,17 +1,11 @@
 """LLM enrichers: an importance scorer and a hierarchical tagger over any chat model.
 
 A *chat model* is any object with ``invoke(prompt)`` returning an object with ``.content``
-(every LangChain chat model qualifies) and, optionally, ``ainvoke``. htm never imports a
-framework here; :func:`ollama_chat_model` imports ``langchain_ollama`` only when called.
-
-Every answer is validated before it is returned. A malformed answer is *rejected*: the
-model is asked again, with the reason, at most ``max_retries`` more times; if it is still
-malformed the call raises :class:`~htm_core.enrich.errors.InvalidModelOutputError` and
-nothing is returned to store. Calls, tokens (when the model reports usage), rejected
-answers and failures are counted in :class:`LLMUsage`.
-
-These enrichers are slow (one model request each) and belong in background jobs
-(:mod:`htm_core.jobs`), never inside ``add``.
+(every LangChain chat model qualifies); htm imports no framework here. Every answer is
+validated; a malformed one is rejected and asked again at most ``max_retries`` times, then
+:class:`~htm_core.enrich.errors.InvalidModelOutputError`. Calls, tokens and rejections are
+counted in :class:`LLMUsage`. These enrichers run in background jobs (:mod:`htm_core.jobs`),
+never inside ``add``; docs/enrichment.md ("Validated output").
 """
 
 from __future__ import annotations
