@@ -44,7 +44,7 @@ class Usage(Protocol):
 
 
 class JobRunner:
-    """Works through a :class:`JobQueue` on daemon threads; see the module docstring.
+    """Works through a :class:`JobQueue` on daemon threads (see :mod:`htm_core.jobs`).
 
     Args:
         queue: where the jobs are (:class:`SQLJobQueue` to survive restarts).
