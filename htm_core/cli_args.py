@@ -75,24 +75,8 @@ def _store_access_options(group: Any, default: Any) -> None:
                             "migrate, demo and mcp create it anyway)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``htm`` argument parser (every subcommand has ``--help``)."""
-    parser = argparse.ArgumentParser(
-        prog="htm", parents=[_global_options(suppress=False)],
-        description="htm: a two-tier memory for LLM applications (working memory over a "
-                    "long-term memory that never forgets).",
-        epilog="Exit status: 0 ok, 1 htm error, 2 usage error, 130 interrupted.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    common = _global_options(suppress=True)
-    no_robot = _global_options(suppress=True, robot=False)
-
-    scoped = _scope_options()
-
-    def add(name: str, help_: str, *, parent: argparse.ArgumentParser = common,
-            scope: bool = False) -> argparse.ArgumentParser:
-        parents = [parent, scoped] if scope else [parent]
-        return sub.add_parser(name, parents=parents, help=help_, description=help_)
-
+def _memory_commands(add: Any, no_robot: argparse.ArgumentParser) -> None:
+    """What works on memories: add, recall, context, stats, forget, restore, purge."""
     p = add("add", "remember a text (long-term, then working memory)", scope=True)
     p.add_argument("text", help="what to remember")
     p.add_argument("--importance", type=float, default=1.0, help="0 to 10 (default 1)")
@@ -141,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", help="purge only this forgotten memory")
     p.add_argument("--yes", action="store_true", help="confirm (required)")
 
+
+def _store_commands(add: Any) -> None:
+    """What works on the whole store: export, import, migrate, check, backup, reembed, copy."""
     p = add("export", "write every memory to a JSON Lines file")
     p.add_argument("file")
     p.add_argument("--with-embeddings", action="store_true", help="include the vectors")
@@ -174,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=100,
                    help="memories compared field by field in the final check (default 100)")
 
+
+def _look_commands(add: Any, no_robot: argparse.ArgumentParser) -> None:
+    """The operations log and the guided tour."""
     p = add("log", "the operations log, newest first", parent=no_robot)
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--op", help="only this operation (add, touch, evict, forget, restore, purge)")
@@ -181,6 +171,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("demo", "a guided tour on a throwaway database (no server, no network)")
     p.add_argument("--fast", action="store_true", help="no pauses between steps")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``htm`` argument parser (every subcommand has ``--help``)."""
+    parser = argparse.ArgumentParser(
+        prog="htm", parents=[_global_options(suppress=False)],
+        description="htm: a two-tier memory for LLM applications (working memory over a "
+                    "long-term memory that never forgets).",
+        epilog="Exit status: 0 ok, 1 htm error, 2 usage error, 130 interrupted.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    common = _global_options(suppress=True)
+    no_robot = _global_options(suppress=True, robot=False)
+
+    scoped = _scope_options()
+
+    def add(name: str, help_: str, *, parent: argparse.ArgumentParser = common,
+            scope: bool = False) -> argparse.ArgumentParser:
+        parents = [parent, scoped] if scope else [parent]
+        return sub.add_parser(name, parents=parents, help=help_, description=help_)
+
+    _memory_commands(add, no_robot)
+    _store_commands(add)
+    _look_commands(add, no_robot)
 
     _add_provided(parser, sub, common)
     return parser

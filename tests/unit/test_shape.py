@@ -27,7 +27,6 @@ CLASS_DEPTH = 3
 
 #: Functions over the budget today, with their length now.
 LONG_FUNCTIONS = {
-    "htm_core/cli_args.py::build_parser": 109,
     "htm_core/demo.py::_tour": 87,
     "htm_core/enrich/kinds.py::enrichment_handlers": 65,
     "htm_core/store/postgres/_writer.py::_PostgresWriter._add_many": 108,
