@@ -225,12 +225,34 @@ class WorkingMemory:
         """:meth:`add`'s work once the item is checked and known to fit the budget (call
         with the lock held)."""
         now = self._timestamp()
-        items = self._items
-        old = items.get(key)
+        old = self._items.get(key)
         if old is not None:
             self._unlink(old)
             access_count = max(access_count, old.access_count + 1)
             created_at = old.created_at if created_at is None else created_at
+        seq, access_seq = self._numbers(seq, access_seq)
+        item = _item(key, content, tokens, importance,
+                     now if created_at is None else float(created_at), now,
+                     now if last_accessed is None else float(last_accessed), access_count,
+                     seq, access_seq)
+        order = self._policy.sort_key(item)
+        entry: _HeapEntry = (*order, seq, item) if self._flat else (order, seq, item)
+        evicted = self._make_room(entry, tokens)
+        self._entries[key] = entry
+        self._items[key] = item
+        self._tokens += tokens
+        self._index(item)
+        sizes = self._size_counts
+        same = sizes.get(tokens)
+        if same is None:
+            sizes[tokens] = 1
+            self._new_size(tokens)
+        else:
+            sizes[tokens] = same + 1
+        return evicted
+
+    def _numbers(self, seq: int | None, access_seq: int | None) -> tuple[int, int]:
+        """An item's entry and access numbers: the ones saved with it, else the next."""
         if (seq is not None or access_seq is not None) and (
                 self._dead or len(self._heap) != len(self._entries)):
             # Saved numbers may equal those of stale index entries (an item put back as
@@ -245,57 +267,46 @@ class WorkingMemory:
             access_seq = seq
         else:
             self._seq = max(self._seq, access_seq)
-        item = _item(key, content, tokens, importance,
-                     now if created_at is None else float(created_at), now,
-                     now if last_accessed is None else float(last_accessed), access_count,
-                     seq, access_seq)
-        order = self._policy.sort_key(item)
-        entry: _HeapEntry = (*order, seq, item) if self._flat else (order, seq, item)
-        heap, entries = self._heap, self._entries
+        return seq, access_seq
+
+    def _make_room(self, entry: _HeapEntry, tokens: int) -> list[WorkingItem]:
+        """Evict, first in the policy's order, until ``tokens`` more fit, and put
+        ``entry`` on the heap (into the last victim's place); return the evicted items."""
+        heap, entries, items = self._heap, self._entries, self._items
         evicted: list[WorkingItem] = []
         free = self._max_tokens - tokens
         resident = self._tokens
-        if resident > free:
-            recency, sizes = self._recency, self._size_counts
-            while True:
-                top = heap[0]  # the first live entry is the victim
-                victim: WorkingItem = top[-1]
-                gone = victim.key
-                if entries.get(gone) is top:
-                    del items[gone]
-                    del entries[gone]
-                    recency.pop(gone)[2] = None
-                    size = victim.token_count
-                    resident -= size
-                    count = sizes[size]
-                    if count == 1:
-                        del sizes[size]
-                    else:
-                        sizes[size] = count - 1
-                    evicted.append(victim)
-                    if resident <= free:
-                        heapreplace(heap, entry)  # the victim's place goes to the new item
-                        break
-                heappop(heap)
-            self._evictions += len(evicted)
-            self._dead += 2 * len(evicted)
-            if self._dead > 2 * len(recency) + _DEAD_SLACK:
-                self._compact()
-        else:
+        if resident <= free:
             heappush(heap, entry)
             if len(heap) > 2 * len(entries) + 1024:
                 self._rebuild_heap()
-        entries[key] = entry
-        items[key] = item
-        self._tokens = resident + tokens
-        self._index(item)
-        sizes = self._size_counts
-        same = sizes.get(tokens)
-        if same is None:
-            sizes[tokens] = 1
-            self._new_size(tokens)
-        else:
-            sizes[tokens] = same + 1
+            return evicted
+        recency, sizes = self._recency, self._size_counts
+        while True:
+            top = heap[0]  # the first live entry is the victim
+            victim: WorkingItem = top[-1]
+            gone = victim.key
+            if entries.get(gone) is top:
+                del items[gone]
+                del entries[gone]
+                recency.pop(gone)[2] = None
+                size = victim.token_count
+                resident -= size
+                count = sizes[size]
+                if count == 1:
+                    del sizes[size]
+                else:
+                    sizes[size] = count - 1
+                evicted.append(victim)
+                if resident <= free:
+                    heapreplace(heap, entry)  # the victim's place goes to the new item
+                    break
+            heappop(heap)
+        self._tokens = resident
+        self._evictions += len(evicted)
+        self._dead += 2 * len(evicted)
+        if self._dead > 2 * len(recency) + _DEAD_SLACK:
+            self._compact()
         return evicted
 
     def get(self, key: str) -> WorkingItem | None:
