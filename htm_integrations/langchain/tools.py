@@ -41,9 +41,56 @@ def _present(runtime: Any) -> frozenset[str]:
     return frozenset(m.id for m in messages or () if isinstance(getattr(m, "id", None), str))
 
 
-def _tool(name: str, sync: Callable[..., str], coroutine: Callable[..., Any]) -> BaseTool:
-    return StructuredTool.from_function(sync, coroutine=coroutine, name=name,
-                                        description=DESCRIPTIONS[name], handle_tool_error=True)
+class _AgentTools:
+    """The tools' bodies over one ``HTM``: each resolves the run's scope, works through
+    :class:`~htm_integrations._memory_tools.MemoryTools` and turns an ``HTMError`` into a
+    ``ToolException`` (the model sees the message)."""
+
+    def __init__(self, scope: AgentScope, work: MemoryTools) -> None:
+        self.scope = scope
+        self.work = work
+
+    def _call(self, action: Callable[..., str], runtime: Any, *args: Any) -> str:
+        try:
+            return action(self.scope.of_runtime(runtime), *args)
+        except HTMError as exc:
+            raise ToolException(str(exc)) from exc
+
+    def remember(self, content: Annotated[str, "the fact, one self-contained sentence"],
+                 importance: Annotated[float | None, "0 to 10; default 5"] = None,
+                 runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        """Remember a fact."""
+        return self._call(self.work.remember, runtime, content, importance)
+
+    async def aremember(self, content: str, importance: float | None = None,
+                        runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        return await asyncio.to_thread(self.remember, content, importance, runtime)
+
+    def recall(self, query: Annotated[str, "what to look for"],
+               limit: Annotated[int | None, "how many memories at most"] = None,
+               runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        """Recall memories."""
+        return self._call(self.work.recall, runtime, query, limit, _present(runtime))
+
+    async def arecall(self, query: str, limit: int | None = None,
+                      runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        return await asyncio.to_thread(self.recall, query, limit, runtime)
+
+    def forget(self, key: Annotated[str, "the [key] recall showed"],
+               confirm: Annotated[bool, "true to forget; false only shows it"] = False,
+               runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        """Forget a memory."""
+        return self._call(self.work.forget, runtime, key, confirm)
+
+    async def aforget(self, key: str, confirm: bool = False,
+                      runtime: _Runtime = None) -> str:  # type: ignore[assignment]
+        return await asyncio.to_thread(self.forget, key, confirm, runtime)
+
+    def tool(self, name: str) -> BaseTool:
+        """The LangChain tool ``name`` (``remember``, ``recall`` or ``forget``)."""
+        return StructuredTool.from_function(
+            getattr(self, name), coroutine=getattr(self, "a" + name), name=name,
+            description=DESCRIPTIONS[name], handle_tool_error=True)
 
 
 def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = None,
@@ -74,53 +121,9 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
         >>> "Ada prefers Vim" in recall.invoke({"query": "Vim"})
         True
     """
-    scope = AgentScope.of(user_id=user_id, session_id=session_id, user_key=user_key,
-                          shared=shared, shared_tags=shared_tags)
-    work = MemoryTools(htm, recall_limit=recall_limit, importance=importance,
-                       recall_robot=recall_robot, min_score=min_score)
-
-    def guarded(action: Callable[..., str]) -> Callable[..., str]:
-        def call(runtime: Any, *args: Any) -> str:
-            try:
-                return action(scope.of_runtime(runtime), *args)
-            except HTMError as exc:
-                raise ToolException(str(exc)) from exc
-        return call
-
-    do_remember, do_recall, do_forget = (guarded(work.remember), guarded(work.recall),
-                                         guarded(work.forget))
-
-    def remember(content: Annotated[str, "the fact, one self-contained sentence"],
-                 importance: Annotated[float | None, "0 to 10; default 5"] = None,
-                 runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        """Remember a fact."""
-        return do_remember(runtime, content, importance)
-
-    async def aremember(content: str, importance: float | None = None,
-                        runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        return await asyncio.to_thread(do_remember, runtime, content, importance)
-
-    def recall(query: Annotated[str, "what to look for"],
-               limit: Annotated[int | None, "how many memories at most"] = None,
-               runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        """Recall memories."""
-        return do_recall(runtime, query, limit, _present(runtime))
-
-    async def arecall(query: str, limit: int | None = None,
-                      runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        return await asyncio.to_thread(do_recall, runtime, query, limit, _present(runtime))
-
-    def forget_(key: Annotated[str, "the [key] recall showed"],
-                confirm: Annotated[bool, "true to forget; false only shows it"] = False,
-                runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        """Forget a memory."""
-        return do_forget(runtime, key, confirm)
-
-    async def aforget(key: str, confirm: bool = False,
-                      runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        return await asyncio.to_thread(do_forget, runtime, key, confirm)
-
-    tools = [_tool("remember", remember, aremember), _tool("recall", recall, arecall)]
-    if forget:
-        tools.append(_tool("forget", forget_, aforget))
-    return tools
+    tools = _AgentTools(
+        AgentScope.of(user_id=user_id, session_id=session_id, user_key=user_key,
+                      shared=shared, shared_tags=shared_tags),
+        MemoryTools(htm, recall_limit=recall_limit, importance=importance,
+                    recall_robot=recall_robot, min_score=min_score))
+    return [tools.tool(name) for name in ("remember", "recall", "forget")[:3 if forget else 2]]

@@ -44,6 +44,45 @@ def _question_being_answered(htm: Any, scope: ChatScope) -> frozenset[str]:
 _LOOK_BACK = 20
 
 
+class _AgentTools:
+    """The tools' bodies over one ``HTM`` inside one scope, through
+    :class:`~htm_integrations._memory_tools.MemoryTools`."""
+
+    def __init__(self, htm: Any, scope: ChatScope, work: MemoryTools) -> None:
+        self.htm = htm
+        self.scope = scope
+        self.work = work
+
+    def remember(self, content: Annotated[str, Field(description="the fact, one sentence")],
+                 importance: Annotated[float | None, Field(description="0 to 10")] = None
+                 ) -> str:
+        return self.work.remember(self.scope, content, importance)
+
+    async def aremember(self, content: str, importance: float | None = None) -> str:
+        return await asyncio.to_thread(self.remember, content, importance)
+
+    def recall(self, query: Annotated[str, Field(description="what to look for")],
+               limit: Annotated[int | None, Field(description="how many at most")] = None
+               ) -> str:
+        return self.work.recall(self.scope, query, limit,
+                                keys=_question_being_answered(self.htm, self.scope))
+
+    async def arecall(self, query: str, limit: int | None = None) -> str:
+        return await asyncio.to_thread(self.recall, query, limit)
+
+    def forget(self, key: Annotated[str, Field(description="the [key] recall showed")],
+               confirm: Annotated[bool, Field(description="true to forget")] = False) -> str:
+        return self.work.forget(self.scope, key, confirm)
+
+    async def aforget(self, key: str, confirm: bool = False) -> str:
+        return await asyncio.to_thread(self.forget, key, confirm)
+
+    def tool(self, name: str) -> FunctionTool:
+        """The LlamaIndex tool ``name`` (``remember``, ``recall`` or ``forget``)."""
+        return FunctionTool.from_defaults(fn=getattr(self, name), async_fn=getattr(self, "a" + name),
+                                          name=name, description=DESCRIPTIONS[name])
+
+
 def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = None,
               shared: bool = False, shared_tags: Iterable[str] | str | None = None,
               recall_limit: int = 5, importance: float = NOTE_IMPORTANCE,
@@ -72,36 +111,7 @@ def htm_tools(htm: Any, *, user_id: str | None = None, session_id: str | None = 
     """
     scope = ChatScope.of(session_id=session_id if session_id or user_id else "default",
                          user_id=user_id, shared=shared, shared_tags=shared_tags)
-    work = MemoryTools(htm, recall_limit=recall_limit, importance=importance,
-                       recall_robot=recall_robot, min_score=min_score)
-
-    def remember(content: Annotated[str, Field(description="the fact, one sentence")],
-                 importance: Annotated[float | None, Field(description="0 to 10")] = None
-                 ) -> str:
-        return work.remember(scope, content, importance)
-
-    async def aremember(content: str, importance: float | None = None) -> str:
-        return await asyncio.to_thread(remember, content, importance)
-
-    def recall(query: Annotated[str, Field(description="what to look for")],
-               limit: Annotated[int | None, Field(description="how many at most")] = None
-               ) -> str:
-        return work.recall(scope, query, limit, keys=_question_being_answered(htm, scope))
-
-    async def arecall(query: str, limit: int | None = None) -> str:
-        return await asyncio.to_thread(recall, query, limit)
-
-    def forget_(key: Annotated[str, Field(description="the [key] recall showed")],
-                confirm: Annotated[bool, Field(description="true to forget")] = False) -> str:
-        return work.forget(scope, key, confirm)
-
-    async def aforget(key: str, confirm: bool = False) -> str:
-        return await asyncio.to_thread(forget_, key, confirm)
-
-    made: list[tuple[str, Any, Any]] = [("remember", remember, aremember),
-                                        ("recall", recall, arecall)]
-    if forget:
-        made.append(("forget", forget_, aforget))
-    return [FunctionTool.from_defaults(fn=fn, async_fn=afn, name=name,
-                                       description=DESCRIPTIONS[name])
-            for name, fn, afn in made]
+    tools = _AgentTools(htm, scope, MemoryTools(htm, recall_limit=recall_limit,
+                                                importance=importance, recall_robot=recall_robot,
+                                                min_score=min_score))
+    return [tools.tool(name) for name in ("remember", "recall", "forget")[:3 if forget else 2]]

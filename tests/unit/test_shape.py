@@ -32,8 +32,6 @@ LONG_FUNCTIONS = {
     "htm_core/store/postgres/_writer.py::_PostgresWriter._add_many": 108,
     "htm_core/store/sqlite/_engine.py::_SQLiteEngine._write": 62,
     "htm_core/store/sqlite/_writer.py::_SQLiteWriter._add_many": 104,
-    "htm_integrations/langchain/tools.py::htm_tools": 78,
-    "htm_integrations/llama_index/tools.py::htm_tools": 61,
 }
 
 #: Classes stacked deeper than the budget today, with their depth now.
