@@ -99,20 +99,7 @@ def enrichment_handlers(*, tagger: Tagger | None = None, scorer: ImportanceScore
         return {"robot": job.payload.get("robot")} if with_robot else {}
 
     if tagger is not None and on_tags is not None:
-        tag, apply_tags = tagger.tag, on_tags
-        tag_many = tagger.tag_many if batch_tags and isinstance(tagger, BatchTagger) else None
-        if tag_many is not None:
-            def run_tag_batch(jobs: list[Job]) -> None:
-                results = tag_many([job.payload["content"] for job in jobs])
-                for job, tags in zip(jobs, results, strict=True):
-                    apply_tags(job.memory_key, list(tags), **by(job))
-
-            handlers[TAGS] = BatchHandler(run_tag_batch)
-        else:
-            def run_tags(job: Job) -> None:
-                apply_tags(job.memory_key, list(tag(job.payload["content"])), **by(job))
-
-            handlers[TAGS] = run_tags
+        handlers[TAGS] = _tag_handler(tagger, on_tags, batch=batch_tags, by=by)
     if scorer is not None and on_importance is not None:
         score, apply_importance = scorer.score, on_importance
 
@@ -129,3 +116,24 @@ def enrichment_handlers(*, tagger: Tagger | None = None, scorer: ImportanceScore
 
         handlers[SUMMARY] = run_summary
     return handlers
+
+
+def _tag_handler(tagger: Tagger, apply_tags: Callable[..., None], *, batch: bool,
+                 by: Callable[[Job], dict[str, Any]]) -> Handler | BatchHandler:
+    """The ``tags`` handler: one job at a time, or a claimed batch in one request when
+    ``batch`` and the tagger is a :class:`~htm_core.enrich.base.BatchTagger`."""
+    if batch and isinstance(tagger, BatchTagger):
+        tag_many = tagger.tag_many
+
+        def run_tag_batch(jobs: list[Job]) -> None:
+            results = tag_many([job.payload["content"] for job in jobs])
+            for job, tags in zip(jobs, results, strict=True):
+                apply_tags(job.memory_key, list(tags), **by(job))
+
+        return BatchHandler(run_tag_batch)
+    tag = tagger.tag
+
+    def run_tags(job: Job) -> None:
+        apply_tags(job.memory_key, list(tag(job.payload["content"])), **by(job))
+
+    return run_tags
