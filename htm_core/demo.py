@@ -25,6 +25,7 @@ from typing import Any, TextIO
 from .clock import FrozenClock
 from .errors import HTMError
 from .htm import HTM
+from .models import Context, Stats
 
 __all__ = ["DemoReport", "load_corpus", "main", "run"]
 
@@ -112,28 +113,7 @@ def _tour(say: _Printer, database: str | Path, embedder: Any) -> DemoReport:
              embedder=embedder, clock=clock) as htm:
         say(f"database: {htm.store.url} (no server, no network)")
         say(f"embedder: {htm.stats().embedder_choice}")
-
-        say.step(f"1. A conversation flows into a {DEMO_BUDGET}-token working memory")
-        say("   imp  turn" + " " * 46 + "working memory")
-        evicted_all: list[str] = []
-        peak = 0
-        keys: dict[str, str] = {}
-        for turn in turns:
-            clock.advance(minutes=3)
-            before = set(htm.working_memory.keys())
-            memory = htm.add(f"{turn['speaker'].title()}: {turn['text']}",
-                             importance=float(turn["importance"]), key=turn.get("key"),
-                             tags=turn.get("tags", ()))
-            keys[memory.key] = memory.content
-            wm = htm.working_memory
-            peak = max(peak, wm.tokens)
-            gone = sorted(before - set(wm.keys()))
-            evicted_all.extend(gone)
-            say(f"   {turn['importance']:>3}  {_short(memory.content, 48):<48}  "
-                f"{_bar(wm.tokens, wm.max_tokens)} {wm.tokens:>3}/{wm.max_tokens}")
-            for key in gone:
-                say(f"          ↳ evicted: {_short(keys[key], 60)}")
-
+        evicted_all, peak = _flow(say, htm, clock, turns)
         stats = htm.stats()
         say.step("2. Eviction only clears a flag: nothing was deleted")
         say(f"   {len(evicted_all)} evictions; working memory holds {stats.working_memory_count} "
@@ -141,46 +121,11 @@ def _tour(say: _Printer, database: str | Path, embedder: Any) -> DemoReport:
         was_evicted = target not in htm.working_memory and target in evicted_all
         say(f"   the allergy fact ({target!r}) in working memory: "
             f"{target in htm.working_memory} (evicted: {target in evicted_all})")
-
         clock.advance(hours=2)
-        query = corpus["recall"]["query"]
-        tags = corpus["recall"].get("tags")
-        say.step("3. Recall brings the evicted fact back")
-        say(f"   recall({query!r},")
-        say(f"          tags={tags!r}, limit=3)   # only what we know about the user")
-        for hit in htm.recall(query, tags=tags, limit=3):
-            mark = "  ← evicted earlier" if hit.memory.key == target else ""
-            say(f"   {hit.score:.4f}  {_short(hit.memory.content, 58)}{mark}")
-        back = target in htm.working_memory
-        say(f"   the allergy fact in working memory now: {back}")
-
-        say.step("4. The context for the next prompt (strategy 'balanced', 80 tokens)")
-        ctx = htm.create_context(strategy="balanced", max_tokens=80)
-        for item in ctx.memories:
-            say(f"   │ {item.content}")
-        say(f"   {ctx.tokens} tokens of a {ctx.budget}-token budget (80 less a 10% margin), "
-            f"{len(ctx.memories)} memories ranked by importance × recency")
-
-        say.step("5. Never forget: forget is reversible until purge")
-        htm.forget("approver", confirm=True)
-        say(f"   forget('approver', confirm=True) → retrieve('approver') finds it: "
-            f"{htm.retrieve('approver') is not None}")
-        htm.restore("approver")
-        say(f"   restore('approver')              → retrieve('approver') finds it: "
-            f"{htm.retrieve('approver') is not None}")
-        say("   every add, eviction, forget and restore is in the operations log: "
-            f"{len(htm.operations(limit=1000))} entries (htm log)")
-
-        say.step("6. Stats")
-        stats = htm.stats()
-        say(f"   working memory: {stats.working_memory_count} memories, "
-            f"{stats.working_memory_tokens}/{stats.working_memory_max_tokens} tokens "
-            f"({stats.working_memory_utilisation:.0%}), {stats.evictions} evictions, "
-            f"policy {stats.eviction_policy}")
-        say(f"   long-term: {stats.long_term_total} memories, {stats.forgotten} forgotten, "
-            f"{stats.robots} robot(s), schema v{stats.schema_version}, {stats.backend}")
-        say(f"   embedder: {stats.embedder} (dim {stats.embedding_dim}); tokens: "
-            f"{stats.token_counter}")
+        back = _recall_back(say, htm, corpus["recall"], target)
+        ctx = _context(say, htm)
+        _never_forget(say, htm)
+        stats = _stats(say, htm)
         say("\nDone. Try it on your own memory: htm add \"...\"; htm recall \"...\"; htm --help")
         return DemoReport(
             turns=len(turns), evicted=tuple(evicted_all), recalled_key=target,
@@ -188,6 +133,86 @@ def _tour(say: _Printer, database: str | Path, embedder: Any) -> DemoReport:
             context_keys=ctx.keys, context_tokens=ctx.tokens,
             long_term_total=stats.long_term_total, max_working_tokens_seen=peak,
             budget=DEMO_BUDGET)
+
+
+def _flow(say: _Printer, htm: HTM, clock: FrozenClock, turns: Sequence[dict[str, Any]]
+          ) -> tuple[list[str], int]:
+    """Step 1: the conversation enters working memory; return the evicted keys, in order,
+    and the most tokens it held."""
+    say.step(f"1. A conversation flows into a {DEMO_BUDGET}-token working memory")
+    say("   imp  turn" + " " * 46 + "working memory")
+    evicted_all: list[str] = []
+    peak = 0
+    keys: dict[str, str] = {}
+    for turn in turns:
+        clock.advance(minutes=3)
+        before = set(htm.working_memory.keys())
+        memory = htm.add(f"{turn['speaker'].title()}: {turn['text']}",
+                         importance=float(turn["importance"]), key=turn.get("key"),
+                         tags=turn.get("tags", ()))
+        keys[memory.key] = memory.content
+        wm = htm.working_memory
+        peak = max(peak, wm.tokens)
+        gone = sorted(before - set(wm.keys()))
+        evicted_all.extend(gone)
+        say(f"   {turn['importance']:>3}  {_short(memory.content, 48):<48}  "
+            f"{_bar(wm.tokens, wm.max_tokens)} {wm.tokens:>3}/{wm.max_tokens}")
+        for key in gone:
+            say(f"          ↳ evicted: {_short(keys[key], 60)}")
+    return evicted_all, peak
+
+
+def _recall_back(say: _Printer, htm: HTM, recall: dict[str, Any], target: str) -> bool:
+    """Step 3: a recall brings the evicted fact back; return whether it is back."""
+    query, tags = recall["query"], recall.get("tags")
+    say.step("3. Recall brings the evicted fact back")
+    say(f"   recall({query!r},")
+    say(f"          tags={tags!r}, limit=3)   # only what we know about the user")
+    for hit in htm.recall(query, tags=tags, limit=3):
+        mark = "  ← evicted earlier" if hit.memory.key == target else ""
+        say(f"   {hit.score:.4f}  {_short(hit.memory.content, 58)}{mark}")
+    back = target in htm.working_memory
+    say(f"   the allergy fact in working memory now: {back}")
+    return back
+
+
+def _context(say: _Printer, htm: HTM) -> Context:
+    """Step 4: the context for the next prompt."""
+    say.step("4. The context for the next prompt (strategy 'balanced', 80 tokens)")
+    ctx = htm.create_context(strategy="balanced", max_tokens=80)
+    for item in ctx.memories:
+        say(f"   │ {item.content}")
+    say(f"   {ctx.tokens} tokens of a {ctx.budget}-token budget (80 less a 10% margin), "
+        f"{len(ctx.memories)} memories ranked by importance × recency")
+    return ctx
+
+
+def _never_forget(say: _Printer, htm: HTM) -> None:
+    """Step 5: forget, then restore."""
+    say.step("5. Never forget: forget is reversible until purge")
+    htm.forget("approver", confirm=True)
+    say(f"   forget('approver', confirm=True) → retrieve('approver') finds it: "
+        f"{htm.retrieve('approver') is not None}")
+    htm.restore("approver")
+    say(f"   restore('approver')              → retrieve('approver') finds it: "
+        f"{htm.retrieve('approver') is not None}")
+    say("   every add, eviction, forget and restore is in the operations log: "
+        f"{len(htm.operations(limit=1000))} entries (htm log)")
+
+
+def _stats(say: _Printer, htm: HTM) -> Stats:
+    """Step 6: the figures."""
+    say.step("6. Stats")
+    stats = htm.stats()
+    say(f"   working memory: {stats.working_memory_count} memories, "
+        f"{stats.working_memory_tokens}/{stats.working_memory_max_tokens} tokens "
+        f"({stats.working_memory_utilisation:.0%}), {stats.evictions} evictions, "
+        f"policy {stats.eviction_policy}")
+    say(f"   long-term: {stats.long_term_total} memories, {stats.forgotten} forgotten, "
+        f"{stats.robots} robot(s), schema v{stats.schema_version}, {stats.backend}")
+    say(f"   embedder: {stats.embedder} (dim {stats.embedding_dim}); tokens: "
+        f"{stats.token_counter}")
+    return stats
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,7 +27,6 @@ CLASS_DEPTH = 3
 
 #: Functions over the budget today, with their length now.
 LONG_FUNCTIONS = {
-    "htm_core/demo.py::_tour": 87,
     "htm_core/store/postgres/_writer.py::_PostgresWriter._add_many": 108,
     "htm_core/store/sqlite/_engine.py::_SQLiteEngine._write": 62,
     "htm_core/store/sqlite/_writer.py::_SQLiteWriter._add_many": 104,
