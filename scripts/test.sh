@@ -7,15 +7,18 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/_venv.sh
 source scripts/_venv.sh
 ensure_venv ".[all,notebooks,dev]"
-# The browser tests of `htm ui` (tests/ui) drive Debian's chromium through playwright.
-if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
-    echo "== installing chromium (for the htm ui browser tests)"
-    install_chromium() {
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
-    }
-    install_chromium >/dev/null || { apt-get update -q >/dev/null && install_chromium >/dev/null; } \
-        || echo "could not install chromium; the browser tests will fail in CI" >&2
-fi
+# Debian packages the tests drive: chromium (the browser tests of `htm ui`, through
+# playwright) and pgbouncer (PostgreSQL through a transaction-mode pooler).
+install_deb() {  # install_deb PACKAGE PROGRAM WHY
+    if [ ! -x "$2" ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing $1 ($3)"
+        local apt=(env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$1")
+        "${apt[@]}" >/dev/null || { apt-get update -q >/dev/null && "${apt[@]}" >/dev/null; } \
+            || echo "could not install $1; $3 will fail in CI" >&2
+    fi
+}
+install_deb chromium /usr/bin/chromium "the htm ui browser tests"
+install_deb pgbouncer /usr/sbin/pgbouncer "the tests through PgBouncer"
 # The wheel smoke (scripts/wheel_smoke.sh) runs beside the lint and the suite, its output kept
 # for the end; HTM_SKIP_WHEEL_SMOKE=1 leaves it out.
 smoke_pid=""

@@ -52,6 +52,14 @@ def pg_url(postgres_server_url: str) -> Iterator[str]:
     yield from fresh_database(postgres_server_url)
 
 
+@pytest.fixture(scope="session")
+def pooler_url(postgres_server_url: str) -> Iterator[str]:
+    """A transaction-mode PgBouncer in front of the session's server (``tests.pgbouncer``)."""
+    from tests.pgbouncer import session_pooler
+
+    yield from session_pooler(postgres_server_url)
+
+
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database on each backend."""
