@@ -57,35 +57,33 @@ class Forgetting:
 
     def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
         """Hide the memory from recall, recoverably. Raises ``NotFoundError``."""
-        def write(conn: Connection, rid: int) -> Memory:
-            mid, forgotten = row_for_key(conn, self._dialect, key)
-            if not forgotten:
-                conn.execute(text("UPDATE memories SET forgotten_at = :t WHERE id = :id"),
-                             {"t": self._dialect.time_in(at), "id": mid})
-                self._unhold(conn, [mid])
-                self._db.log_lines(conn, [("forget", rid, mid, key, None)])
-                self._changed(conn)
-            return self._rows.fetch(conn, "m.id = :id", {"id": mid}, False)[0]
-
-        memory = self._db.writing_as(robot, "forgetting a memory", write)
-        for listener in self._listeners:
-            listener.after_visibility(memory.id, alive=False)
-        return memory
+        return self._set_visible(key, robot, hidden_at=at)
 
     def restore(self, key: str, *, robot: str) -> Memory:
         """Undo ``forget``. Raises ``NotFoundError`` when no such memory exists."""
+        return self._set_visible(key, robot, hidden_at=None)
+
+    def _set_visible(self, key: str, robot: str, *, hidden_at: datetime | None) -> Memory:
+        """Forget the memory at ``hidden_at`` (taking it out of every working memory), or
+        restore it (None); logged, and nothing to do when it already is so."""
+        hide = hidden_at is not None
+
         def write(conn: Connection, rid: int) -> Memory:
             mid, forgotten = row_for_key(conn, self._dialect, key)
-            if forgotten:
-                conn.execute(text("UPDATE memories SET forgotten_at = NULL WHERE id = :id"),
-                             {"id": mid})
-                self._db.log_lines(conn, [("restore", rid, mid, key, None)])
+            if forgotten != hide:
+                conn.execute(text("UPDATE memories SET forgotten_at = :t WHERE id = :id"), {
+                    "t": None if hidden_at is None else self._dialect.time_in(hidden_at),
+                    "id": mid})
+                if hide:
+                    self._unhold(conn, [mid])
+                self._db.log_lines(conn, [("forget" if hide else "restore", rid, mid, key, None)])
                 self._changed(conn)
             return self._rows.fetch(conn, "m.id = :id", {"id": mid}, False)[0]
 
-        memory = self._db.writing_as(robot, "restoring a memory", write)
+        memory = self._db.writing_as(
+            robot, "forgetting a memory" if hide else "restoring a memory", write)
         for listener in self._listeners:
-            listener.after_visibility(memory.id, alive=True)
+            listener.after_visibility(memory.id, alive=not hide)
         return memory
 
     def purge(self, *, robot: str, key: str | None = None) -> int:

@@ -5,8 +5,8 @@
 - :class:`HistorySQL`: how :class:`~htm_core.store._sql.versions.Versions` writes a
   vector and searches superseded versions;
 - :class:`RowListener`: what a backend keeps beside the tables (SQLite's in-process vector
-  index, its id high-water mark), told of forgets, restores, purges and updates;
-  :class:`NoListener` is one that keeps nothing.
+  index, its id high-water mark), told of forgets, restores, purges and updates (each
+  method does nothing until a listener overrides it; :class:`NoListener` overrides none).
 """
 
 from __future__ import annotations
@@ -91,46 +91,31 @@ class HistorySQL(Protocol):
 
 
 class RowListener(Protocol):
-    """Told of changes to which memories are visible and to their text."""
+    """Told of changes to which memories are visible and to their text. Each method does
+    nothing unless a listener says otherwise: a part that reacts to some changes subclasses
+    this protocol and overrides those."""
 
     def visibility_changed(self, conn: Connection) -> None:
         """Inside the transaction that forgot, restored or purged rows, or changed a text."""
-        ...
+        return None
 
     def purged(self, conn: Connection, ids: Sequence[int]) -> None:
         """Inside the transaction that purged ``ids``."""
-        ...
+        return None
 
     def after_visibility(self, memory_id: int, *, alive: bool) -> None:
         """After the commit of a forget (``alive`` False) or a restore (True)."""
-        ...
+        return None
 
     def after_purge(self, ids: Sequence[int]) -> None:
         """After the commit of a purge of ``ids``."""
-        ...
+        return None
 
     def after_update(self, memory: Memory, vector: Sequence[float] | None,
                      text_changed: bool) -> None:
         """After the commit of an update (``vector``: the new text's, when it came with one)."""
-        ...
+        return None
 
 
-class NoListener:
-    """A :class:`RowListener` that keeps nothing beside the tables; a listener that
-    reacts to only some changes takes the others from here."""
-
-    def visibility_changed(self, conn: Connection) -> None:
-        """Nothing to do."""
-
-    def purged(self, conn: Connection, ids: Sequence[int]) -> None:
-        """Nothing to do."""
-
-    def after_visibility(self, memory_id: int, *, alive: bool) -> None:
-        """Nothing to do."""
-
-    def after_purge(self, ids: Sequence[int]) -> None:
-        """Nothing to do."""
-
-    def after_update(self, memory: Memory, vector: Sequence[float] | None,
-                     text_changed: bool) -> None:
-        """Nothing to do."""
+class NoListener(RowListener):
+    """A :class:`RowListener` that keeps nothing beside the tables."""

@@ -1,7 +1,7 @@
 """Each robot's persisted working memory: what both SQL stores share.
 
 Every change bumps the robot's ``working_version`` in its transaction
-(:meth:`SQLWorkingSet._bump_working`), which is how other processes notice it; clearing
+(:func:`bump_working`), which is how other processes notice it; clearing
 membership is logged. Membership inserts, evictions and the per-read version check stay in
 each backend's dialect (they are on the path of every add and recall).
 """
