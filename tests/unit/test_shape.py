@@ -31,8 +31,7 @@ LONG_FUNCTIONS = {
     "htm_core/demo.py::_tour": 87,
     "htm_core/enrich/kinds.py::enrichment_handlers": 65,
     "htm_core/store/postgres/_writer.py::_PostgresWriter._add_many": 108,
-    "htm_core/store/sqlite/_engine.py::_SQLiteEngine._write": 62,
-    "htm_core/store/sqlite/_writer.py::_SQLiteWriter._add_many": 104,
+    "htm_core/store/sqlite/writer.py::SQLiteWriter._add_many": 104,
     "htm_core/working/memory.py::WorkingMemory._put": 78,
     "htm_integrations/langchain/tools.py::htm_tools": 78,
     "htm_integrations/llama_index/tools.py::htm_tools": 61,
@@ -50,14 +49,6 @@ DEEP_CLASSES = {
     "htm_core.store.postgres._working.PostgresWorkingSet": 6,
     "htm_core.store.postgres._writer._PostgresWriter": 8,
     "htm_core.store.postgres.store.PostgresStore": 12,
-    "htm_core.store.sqlite._engine._SQLiteEngine": 4,
-    "htm_core.store.sqlite._history._SQLiteHistory": 10,
-    "htm_core.store.sqlite._records._SQLiteRecords": 5,
-    "htm_core.store.sqlite._search._SQLiteSearch": 7,
-    "htm_core.store.sqlite._windows._SQLiteWindows": 11,
-    "htm_core.store.sqlite._working.SQLiteWorkingSet": 6,
-    "htm_core.store.sqlite._writer._SQLiteWriter": 8,
-    "htm_core.store.sqlite.store.SQLiteStore": 12,
 }
 
 
