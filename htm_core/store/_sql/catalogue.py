@@ -49,8 +49,8 @@ class Catalogue:
         """The memory under ``key``, or None (forgotten ones only when asked)."""
         where = "m.key = :key" + ("" if include_forgotten else f" AND {VISIBLE}")
         found = self._db.reading("reading a memory",
-                              lambda conn: self._rows.fetch(conn, where, {"key": key},
-                                                       include_embedding))
+                                 lambda conn: self._rows.fetch(conn, where, {"key": key},
+                                                               include_embedding))
         return found[0] if found else None
 
     def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
@@ -190,7 +190,7 @@ class Catalogue:
                + (f"WHERE {' AND '.join(where)} " if where else "")
                + "ORDER BY o.id DESC LIMIT :limit")
         rows = self._db.reading("reading the operations log",
-                             lambda conn: conn.execute(text(sql), params).all())
+                                lambda conn: conn.execute(text(sql), params).all())
         return [Operation(id=int(r[0]), at=self._dialect.time_out(r[1]), op=r[2], robot=r[3],
                           key=r[4], detail=self._dialect.json_out(r[5])) for r in rows]
 
