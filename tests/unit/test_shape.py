@@ -31,7 +31,6 @@ LONG_FUNCTIONS = {
     "htm_core/demo.py::_tour": 87,
     "htm_core/enrich/kinds.py::enrichment_handlers": 65,
     "htm_core/store/postgres/_writer.py::_PostgresWriter._add_many": 108,
-    "htm_core/store/sqlite/writer.py::SQLiteWriter._add_many": 104,
     "htm_core/working/memory.py::WorkingMemory._put": 78,
     "htm_integrations/langchain/tools.py::htm_tools": 78,
     "htm_integrations/llama_index/tools.py::htm_tools": 61,

@@ -231,8 +231,8 @@ class SQLiteDatabase:
 
     @contextmanager
     def write(self, *, cache_kib: int | None = None, what: str = "write",
-               landed: Callable[[sqlite3.Connection], bool] | None = None
-               ) -> Iterator[Connection]:
+              landed: Callable[[sqlite3.Connection], bool] | None = None
+              ) -> Iterator[Connection]:
         """A write transaction: all or nothing. Waits (bounded) for another process's lock.
 
         ``cache_kib`` enlarges the page cache for this transaction only (a large batch then
@@ -317,11 +317,11 @@ class SQLiteDatabase:
                        "and run `htm check`", self.url, lost)
         def note(conn: Connection) -> None:  # skipped on a read-only store or a full disk
             noted, held = (int(self.meta(conn, k) or 0) for k in ("lost_commits",
-                                                                     "commit_count"))
+                                                                    "commit_count"))
             self.set_meta(conn, "lost_commits", str(noted + lost))
             self.set_meta(conn, "commit_count", str(held + lost))
         self.optional_write("the note of lost transactions",
-                             lambda: self.writing("noting lost transactions", note), lambda: None)
+                            lambda: self.writing("noting lost transactions", note), lambda: None)
 
     def _committed_anyway(self, landed: Callable[[sqlite3.Connection], bool]) -> bool:
         """Whether a transaction whose COMMIT raised is in the database after all."""
@@ -633,7 +633,7 @@ class SQLiteDatabase:
     # -- log -------------------------------------------------------------------------
 
     def log(self, conn: Connection, op: str, *, robot_id: int | None, memory_id: int | None = None,
-             key: str | None = None, detail: dict[str, Any] | None = None) -> None:
+            key: str | None = None, detail: dict[str, Any] | None = None) -> None:
         conn.execute(
             text("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) "
                  "VALUES (:at, :op, :r, :m, :k, :d)"),

@@ -22,7 +22,7 @@ class SQLiteHistory:
         self._db = db
 
     def set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
-                    embedder: str) -> None:
+                   embedder: str) -> None:
         unit = finite_unit(vector, f"embedding for memory {memory_id}")
         self._db.check_embedding(conn, embedder, int(unit.shape[0]))
         conn.execute(text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
@@ -42,7 +42,7 @@ class SQLiteHistory:
         return given
 
     def vector_hits(self, conn: Connection, vector: Sequence[float], where: str,
-                             params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+                    params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
         """Exact cosine over the filtered history (expected to be small beside the store)."""
         query = normalise(vector)
         width = int(query.shape[0]) * 4
@@ -58,7 +58,7 @@ class SQLiteHistory:
         return [(rows[i][0], float(scores[i])) for i in best]
 
     def text_hits(self, conn: Connection, words: Sequence[str], where: str,
-                           params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+                  params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         rows = conn.execute(text(
             "SELECT v.id, bm25(memory_versions_fts) AS rank FROM memory_versions_fts "

@@ -27,6 +27,8 @@ from ._schema import _HASH_INDEX_EXISTS, _HASH_PREFIX, _MEMORY_COLUMNS
 from .engine import SQLiteDatabase
 from .reads import SQLiteReads
 
+__all__ = ["SQLiteRows"]
+
 #: Stored vectors by one embedder for a JSON list of content hashes, found through the
 #: index on the hashes' prefix (``_HASH_PREFIX``); the caller compares the whole hash. A
 #: join from the list: ``IN (SELECT ... FROM json_each(?))`` would first build a temporary
@@ -46,6 +48,7 @@ _SCAN_EMBEDDINGS = (
 #: The memories the index of keys (the ``UNIQUE`` constraint's) holds, counted through it.
 _COUNT_KEYS_INDEXED = "SELECT count(key) FROM memories INDEXED BY sqlite_autoindex_memories_1"
 
+
 class SQLiteRows:
     """The :class:`~htm_core.store._sql.parts.Rows` of SQLite, and its other row reads."""
 
@@ -55,7 +58,7 @@ class SQLiteRows:
         self._key_index_damage: str | None = None
 
     def to_memory(self, row: Sequence[Any], tags: Sequence[str],
-                   embedding: bytes | None = None) -> Memory:
+                  embedding: bytes | None = None) -> Memory:
         """``row``: the columns of ``_MEMORY_COLUMNS``, in order."""
         (mid, key, content, content_hash, robot, importance, token_count, created_at,
          last_accessed, access_count, metadata, embedder, forgotten_at, version,
@@ -74,7 +77,7 @@ class SQLiteRows:
             version=int(version))
 
     def fetch(self, conn: Connection, where: str, params: dict[str, Any],
-               include_embedding: bool) -> list[Memory]:
+              include_embedding: bool) -> list[Memory]:
         """The memories matching ``where``, each with its tags (sorted by name)."""
         cur = conn.connection.cursor()
         try:
@@ -86,7 +89,7 @@ class SQLiteRows:
         return found
 
     def fetch_raw(self, cur: Any, where: str, params: dict[str, Any],
-                   include_embedding: bool) -> list[Memory]:
+                  include_embedding: bool) -> list[Memory]:
         # One statement on the raw cursor: this is on every recall's path, and SQLAlchemy's
         # per-statement overhead would be most of its time.
         cols = _MEMORY_COLUMNS + (", m.embedding" if include_embedding else ", NULL")

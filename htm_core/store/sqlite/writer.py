@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -74,6 +75,103 @@ def _rows_exist(raw: Any, made: dict[int, Memory]) -> bool:
     return row is not None and row[0] == memory.key
 
 
+class _Batch:
+    """What an ``add_many`` writes, gathered record by record: the new rows (and the
+    memories as written, in ``made``), tag links, touches and log lines, the re-adds to
+    merge, and the new rows' part of the vector index."""
+
+    def __init__(self, now: float, units: npt.NDArray[np.float32],
+                 made: dict[int, Memory]) -> None:
+        self.now = now
+        self.units, self.made = units, made
+        # The rows' bytes at once: a slice of them per row (a row's ``tobytes`` is 3× that).
+        self.blobs, self.width = units.tobytes(), units.shape[1] * units.itemsize
+        self.position = 0  # the row of ``units`` of the next record with a vector
+        self.results: list[tuple[int, bool]] = []
+        self.inserted: dict[str, tuple[int, str, None]] = {}  # keys new in this batch
+        self.new_rows: list[tuple[Any, ...]] = []
+        self.tag_links: list[tuple[int, str]] = []
+        self.log_rows: list[tuple[Any, ...]] = []
+        self.touched: list[tuple[float, int]] = []
+        self.readds: list[tuple[int, int, NewMemory]] = []  # (log row, id, record) of each
+        # The index's part of each new row with a vector: its id, row of ``units``, creation
+        # time and robot id (plain lists: one numpy array each after the loop).
+        self.vec_ids: list[int] = []
+        self.vec_rows: list[int] = []
+        self.vec_created: list[float] = []
+        self.vec_robots: list[int] = []
+
+    def readd(self, rec: NewMemory, rid: int, prior: tuple[int, str, float | None],
+              stored: dict[int, Merged]) -> bool:
+        """``rec`` again under a key the store (or this batch) holds as ``prior`` (id,
+        content, forgotten); refused when its content differs. Whether it was forgotten."""
+        if rec.embedding is not None:
+            self.position += 1
+        mid, old_content, forgotten = prior
+        if old_content != rec.content:
+            state = " (forgotten; purge it to reuse the key)" if forgotten else ""
+            raise DuplicateKeyError(
+                f"key {rec.key!r} already holds different content{state}; choose another key")
+        first = self.made.pop(mid, None)  # touched (a row of this batch, or an old one): read it back
+        if first is not None:  # a row of this batch: merge into it as written
+            stored[mid] = Merged(first.importance, dict(first.metadata), set(first.tags))
+        self.touched.append((self.now, mid))
+        self.readds.append((len(self.log_rows), mid, rec))
+        self.log_rows.append((self.now, "restore" if forgotten else "touch", rid, mid, rec.key,
+                              '{"reason": "added again"}'))
+        self.results.append((mid, False))
+        return bool(forgotten)
+
+    def insert(self, rec: NewMemory, rid: int, mid: int) -> None:
+        """``rec`` as the new row ``mid``, and as the memory it returns (in ``made``)."""
+        key, content = rec.key, rec.content
+        created, created_dt = _stamped(rec.created_at)
+        if rec.embedding is not None:
+            blob: bytes | None = self.blobs[self.position * self.width:
+                                            (self.position + 1) * self.width]
+            embedder_name = rec.embedder
+            self.vec_ids.append(mid)
+            self.vec_rows.append(self.position)
+            self.vec_created.append(created)
+            self.vec_robots.append(rid)
+            self.position += 1
+        else:
+            blob = embedder_name = None
+        if rec.last_accessed is None:
+            accessed, accessed_dt = created, created_dt
+        else:
+            accessed, accessed_dt = _stamped(rec.last_accessed)
+        forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
+        metadata = json.dumps(rec.metadata) if rec.metadata else "{}"
+        digest, tags = rec.content_hash, rec.tags
+        self.new_rows.append((
+            mid, key, content, digest, content_crc(content), rid, rec.importance,
+            rec.token_count, created, accessed, rec.access_count, metadata, blob,
+            embedder_name, forgotten_ts,
+        ))
+        self.made[mid] = checked_instance(Memory,
+            id=mid, key=key, content=content, content_hash=digest, robot=rec.robot,
+            importance=float(rec.importance), token_count=rec.token_count,
+            created_at=created_dt, last_accessed=accessed_dt, access_count=rec.access_count,
+            tags=tuple(sorted(set(tags))) if tags else (), embedding=None, version=1,
+            metadata=json.loads(metadata) if rec.metadata else {}, embedder=embedder_name,
+            forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None)
+        self.inserted[key] = (mid, content, None)
+        if tags:
+            self.tag_links.extend((mid, tag) for tag in tags)
+        self.log_rows.append((self.now, "add", rid, mid, key, "{}"))
+        self.results.append((mid, True))
+
+    def new_vectors(self) -> NewVectors | None:
+        """The new rows with a vector, as the index takes them (None: none)."""
+        if not self.vec_ids:
+            return None
+        return NewVectors(
+            np.array(self.vec_ids, dtype=np.int64), self.units[self.vec_rows],
+            np.array(self.vec_created, dtype=np.float64),
+            np.array(self.vec_robots, dtype=np.int64))
+
+
 class IdHighWater(RowListener):
     """Keeps the ids of purged memories from being handed out again (see ``_add_many``)."""
 
@@ -113,7 +211,7 @@ class SQLiteWriter:
         big = len(records) >= _LARGE_BATCH
         applied: WorkingResult | None = None
         with self._db.write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None,
-                         landed=lambda raw: _rows_exist(raw, made)) as conn:
+                            landed=lambda raw: _rows_exist(raw, made)) as conn:
             outcomes, vectors = self._add_many(conn, records, made, revived)
             # New rows are returned as written (no read-back); touched ones are re-read.
             again = [mid for mid, _created in outcomes if mid not in made]
@@ -134,7 +232,7 @@ class SQLiteWriter:
         return results, applied
 
     def _existing_rows(self, conn: Connection, records: Sequence[NewMemory]) -> tuple[
-            dict[str, tuple[int, str, float | None]], dict[int, Merged], int]:
+                       dict[str, tuple[int, str, float | None]], dict[int, Merged], int]:
         """The rows already holding the batch's keys (key -> id, content, forgotten_at),
         their importance and metadata (for re-adds), and the first id for new rows.
 
@@ -178,99 +276,26 @@ class SQLiteWriter:
         if vectors is not None:
             self._db.check_embedding(conn, *vectors)
         existing, stored, next_id = self._existing_rows(conn, records)
-        units = unit_embeddings(records)[1]
-        # The rows' bytes at once: a slice of them per row (a row's ``tobytes`` is 3× that).
-        blobs, width = units.tobytes(), units.shape[1] * units.itemsize
-        position = 0
+        batch = _Batch(now, unit_embeddings(records)[1], made)
         robot_ids: dict[str, int] = {}
-        results: list[tuple[int, bool]] = []
-        inserted: dict[str, tuple[int, str, None]] = {}  # keys new in this batch
-        new_rows: list[tuple[Any, ...]] = []
-        tag_links: list[tuple[int, str]] = []
-        log_rows: list[tuple[Any, ...]] = []
-        touched: list[tuple[float, int]] = []
-        readds: list[tuple[int, int, NewMemory]] = []  # (log row, id, record) of each re-add
-        # The index's part of each new row with a vector: its id, row of ``units``, creation
-        # time and robot id (plain lists: one numpy array each after the loop).
-        vec_ids: list[int] = []
-        vec_rows: list[int] = []
-        vec_created: list[float] = []
-        vec_robots: list[int] = []
         for rec in records:
-            key, content, embedding = rec.key, rec.content, rec.embedding
             rid = robot_ids.get(rec.robot)
             if rid is None:
                 rid = robot_ids[rec.robot] = self._db.robot_id(conn, rec.robot)
-            prior = existing.get(key) or inserted.get(key)
-            if prior is not None:
-                if embedding is not None:
-                    position += 1
-                mid, old_content, forgotten = prior
-                if old_content != content:
-                    state = " (forgotten; purge it to reuse the key)" if forgotten else ""
-                    raise DuplicateKeyError(
-                        f"key {key!r} already holds different content{state}; choose "
-                        "another key"
-                    )
-                first = made.pop(mid, None)  # touched (a row of this batch, or an old one): read it back
-                if first is not None:  # a row of this batch: merge into it as written
-                    stored[mid] = Merged(first.importance, dict(first.metadata), set(first.tags))
-                touched.append((now, mid))
-                readds.append((len(log_rows), mid, rec))
-                log_rows.append((now, "restore" if forgotten else "touch", rid, mid, key,
-                                 '{"reason": "added again"}'))
-                if forgotten:
-                    self._mirror.bump_generation(conn)
-                    revived.append(mid)
-                results.append((mid, False))
-                continue
-            created, created_dt = _stamped(rec.created_at)
-            mid = next_id
-            next_id += 1
-            if embedding is not None:
-                blob: bytes | None = blobs[position * width:(position + 1) * width]
-                embedder_name = rec.embedder
-                vec_ids.append(mid)
-                vec_rows.append(position)
-                vec_created.append(created)
-                vec_robots.append(rid)
-                position += 1
-            else:
-                blob = embedder_name = None
-            if rec.last_accessed is None:
-                accessed, accessed_dt = created, created_dt
-            else:
-                accessed, accessed_dt = _stamped(rec.last_accessed)
-            forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
-            metadata = json.dumps(rec.metadata) if rec.metadata else "{}"
-            digest = rec.content_hash
-            tags = rec.tags
-            new_rows.append((
-                mid, key, content, digest, content_crc(content), rid, rec.importance,
-                rec.token_count, created, accessed, rec.access_count, metadata, blob,
-                embedder_name, forgotten_ts,
-            ))
-            made[mid] = checked_instance(Memory,
-                id=mid, key=key, content=content, content_hash=digest, robot=rec.robot,
-                importance=float(rec.importance), token_count=rec.token_count,
-                created_at=created_dt, last_accessed=accessed_dt, access_count=rec.access_count,
-                tags=tuple(sorted(set(tags))) if tags else (), embedding=None, version=1,
-                metadata=json.loads(metadata) if rec.metadata else {}, embedder=embedder_name,
-                forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None)
-            inserted[key] = (mid, content, None)
-            if tags:
-                tag_links.extend((mid, tag) for tag in tags)
-            log_rows.append((now, "add", rid, mid, key, "{}"))
-            results.append((mid, True))
-        merged_rows = self._merge_readds(conn, readds, stored, tag_links, log_rows)
-        self._write_batch(conn, new_rows, tag_links, touched, log_rows)
+            prior = existing.get(rec.key) or batch.inserted.get(rec.key)
+            if prior is None:
+                batch.insert(rec, rid, next_id)
+                next_id += 1
+            elif batch.readd(rec, rid, prior, stored):  # a forgotten one, restored
+                self._mirror.bump_generation(conn)
+                revived.append(prior[0])
+        merged_rows = self._merge_readds(conn, batch.readds, stored, batch.tag_links,
+                                         batch.log_rows)
+        self._write_batch(conn, batch.new_rows, batch.tag_links, batch.touched, batch.log_rows)
         if merged_rows:
             conn.execute(text("UPDATE memories SET importance = :i, metadata = :m WHERE id = :id"),
                          [{"i": i, "m": m, "id": mid} for i, m, mid in merged_rows])
-        new_vectors = None if not vec_ids else NewVectors(
-            np.array(vec_ids, dtype=np.int64), units[vec_rows],
-            np.array(vec_created, dtype=np.float64), np.array(vec_robots, dtype=np.int64))
-        return results, new_vectors
+        return batch.results, batch.new_vectors()
 
     @staticmethod
     def _merge_readds(conn: Connection, readds: Sequence[tuple[int, int, NewMemory]],
