@@ -1,7 +1,7 @@
 """The SQLite reads on recall's path keep what they read current: briefs (whose text a
 store caches by memory version) follow an update or a forget made by another store object
 on the same file, and ``get_many`` returns each memory's tags sorted by name. The raw read
-block (``_cursor``) maps errors as every other read does and lets go of its lock, and a
+block (``store.reads.cursor``) maps errors as every other read does and lets go of its lock, and a
 recall's search reads ``data_version`` once, in no read transaction."""
 
 from __future__ import annotations
