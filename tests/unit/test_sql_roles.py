@@ -57,8 +57,8 @@ def _record(key: str, content: str) -> NewMemory:
 def test_forgetting_tells_each_listener_in_order(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "roles.db"))
     try:
-        upper, lower = (r.memory.id for r in store.add_many([_record("Ada", "one"),
-                                                        _record("ada", "two")]))
+        made = store.add_many([_record("Ada", "one"), _record("ada", "two")])
+        upper, lower = (r.memory.id for r in made)
         first, second = Recorder(), Recorder()
         role = Forgetting(store.database, SQLITE, store.rows, unhold=unhold,
                           listeners=[first, NoListener(), second])
