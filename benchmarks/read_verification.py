@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import htm_core.store.sqlite._records as sqlite_records
+import htm_core.store.sqlite.rows as sqlite_records
 from htm_core import HTM, HashingEmbedder
 from htm_core.store.values import content_hash
 

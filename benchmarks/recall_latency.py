@@ -58,7 +58,7 @@ def bench_size(n: int, *, queries: int, baseline_queries: int, baselines: bool) 
     ds = dataset(n, queries=queries)
     path = store_path(n)
     store = SQLiteStore(path)
-    index = store._index
+    index = store.mirror.index
     if index is not None and hasattr(index, "ensure_graph"):
         index.ensure_graph()
     qs = [(ds.query_texts[i], ds.query_vectors[i].tolist()) for i in range(queries)]

@@ -65,7 +65,7 @@ def store_path(n: int, seed: int = 7) -> Path:
     store = SQLiteStore(path)
     for begin in range(0, n, 5_000):
         store.add_many(records(ds, begin, min(n, begin + 5_000)))
-    index = store._index
+    index = store.mirror.index
     if index is not None and hasattr(index, "ensure_graph"):
         index.ensure_graph()  # persist the HNSW graph, as a long-running app would have
     store.close()
@@ -239,7 +239,7 @@ def bench_bulk_into(n: int, rows: int = 20_000, batch: int = 1_000) -> dict[str,
             store = SQLiteStore(db)
             if label == "graph_loaded":
                 store.vector_search(ds.vectors[0], limit=10, filters=SearchFilters())
-                index = store._index
+                index = store.mirror.index
                 if index is not None and hasattr(index, "wait"):
                     index.wait(300)
             t0 = time.perf_counter()
@@ -279,7 +279,7 @@ text, vec = queries[0]
 hits = search(store, query=text, query_vector=lambda: vec, strategy="hybrid", limit=10,
               filters=SearchFilters())
 t2 = time.perf_counter()
-index = store._index
+index = store.mirror.index
 if index is not None and hasattr(index, "wait"):
     index.wait(300)
 for text, vec in queries[1:]:

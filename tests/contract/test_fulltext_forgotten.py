@@ -15,7 +15,7 @@ import pytest
 
 from htm_core.embeddings import HashingEmbedder
 from htm_core.store import NewMemory, SearchFilters, open_store
-from htm_core.store.sqlite import _search as sqlite_search
+from htm_core.store.sqlite import search as sqlite_search
 
 T0 = datetime(2024, 5, 15, 12, tzinfo=timezone.utc)
 EMB = HashingEmbedder(dim=32)

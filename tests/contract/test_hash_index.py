@@ -128,11 +128,11 @@ def test_a_cached_vector_needs_the_whole_hash_to_match(store_url: str) -> None:
 
 
 def test_sqlite_finds_cached_vectors_through_the_prefix_index(tmp_path: Path) -> None:
-    from htm_core.store.sqlite._records import _FIND_EMBEDDINGS
+    from htm_core.store.sqlite.rows import _FIND_EMBEDDINGS
 
     store = open_store(str(tmp_path / "plan.db"))
     try:
-        with store._cursor() as cur:  # type: ignore[attr-defined]
+        with store.reads.cursor() as cur:  # type: ignore[attr-defined]
             plan = " ".join(str(row[-1]) for row in cur.execute(
                 "EXPLAIN QUERY PLAN " + _FIND_EMBEDDINGS, ('["ab"]', EMBEDDER.name)))
     finally:

@@ -374,12 +374,12 @@ def test_first_adds_after_open_do_not_regrow_the_vector_matrix(tmp_path: Path) -
     store.close()
     store = SQLiteStore(path)
     try:
-        index = store._index
+        index = store.mirror.index
         assert index is not None
         matrix = index._matrix
         store.add_many(make_records(1, start=4_000))
         store.add_many(make_records(900, start=4_001))
-        assert index._matrix is matrix and store._index is index
+        assert index._matrix is matrix and store.mirror.index is index
         assert store.vector_search(matrix[4_500], limit=1, filters=SearchFilters())[0][0] == 4_501
     finally:
         store.close()

@@ -31,7 +31,7 @@ def _keys(db: Path) -> set[str]:
 def _live_store_with_commits_in_its_wal(db: Path) -> HTM:
     htm = HTM(database_url=str(db), embedder=HashingEmbedder(), working_memory_tokens=50)
     htm.store.engine.dispose()
-    conn = htm.store._reader()  # the store's own connections: no automatic checkpoint
+    conn = htm.store.database.reader()  # the store's own connections: no automatic checkpoint
     conn.execute("PRAGMA wal_autocheckpoint = 0")
     for i in range(30):
         htm.add_many([{"content": f"memory {i}-{j} about cats", "key": f"k{i}-{j}"}

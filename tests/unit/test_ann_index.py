@@ -188,7 +188,7 @@ def test_sqlite_store_uses_and_persists_the_graph(tmp_path: Path,
                               created_at=start + timedelta(minutes=i),
                               embedding=vectors[i].tolist(), embedder="test")
                     for i in range(400)])
-    index = store._index
+    index = store.mirror.index
     assert isinstance(index, ApproximateIndex)
     store.vector_search(vectors[0].tolist(), limit=1, filters=SearchFilters())
     assert index.wait(60)
@@ -201,7 +201,7 @@ def test_sqlite_store_uses_and_persists_the_graph(tmp_path: Path,
     assert "k17" not in {m.key for m in store.get_many([h[0] for h in hits])}
     store.close()
     reopened = SQLiteStore(db)
-    index = reopened._index
+    index = reopened.mirror.index
     assert isinstance(index, ApproximateIndex)
     hits = reopened.vector_search(vectors[18].tolist(), limit=1, filters=SearchFilters())
     assert reopened.get_many([hits[0][0]])[0].key == "k18"

@@ -33,8 +33,8 @@ def _rec(i: int) -> NewMemory:
 def _steps(store: SQLiteStore, call: Callable[[], Any]) -> tuple[int, Any]:
     """SQLite virtual-machine steps (in hundreds) on the store's read connection during
     ``call``, and what it returned."""
-    with store._lock:
-        conn: sqlite3.Connection = store._reader()
+    with store.database.lock:
+        conn: sqlite3.Connection = store.database.reader()
     count = [0]
 
     def tick() -> int:

@@ -509,12 +509,11 @@ def test_long_batch_renews_its_lease_so_no_other_runner_takes_over(engines: Call
 
 
 def test_queue_on_the_sqlite_stores_own_engine(sqlite_url: str) -> None:
-    """The store's engine issues its own BEGIN from a listener; the queue must live with that.
-    (It reaches the engine through the private ``_engine`` until the store exposes one.)"""
+    """The store's engine issues its own BEGIN from a listener; the queue must live with that."""
     from htm_core import HTM, HashingEmbedder
 
     with HTM(database_url=sqlite_url, embedder=HashingEmbedder()) as htm:
-        engine = htm.store._engine  # type: ignore[attr-defined]
+        engine = htm.store.engine  # type: ignore[attr-defined]
         queue = SQLJobQueue(engine)
         others = [SQLJobQueue(engine) for _ in range(3)]
         claimed: list[int] = []

@@ -1,7 +1,7 @@
 """The SQLite reads on recall's path keep what they read current: briefs (whose text a
 store caches by memory version) follow an update or a forget made by another store object
 on the same file, and ``get_many`` returns each memory's tags sorted by name. The raw read
-block (``_cursor``) maps errors as every other read does and lets go of its lock, and a
+block (``store.reads.cursor``) maps errors as every other read does and lets go of its lock, and a
 recall's search reads ``data_version`` once, in no read transaction."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_search_arms_with_tags_and_a_reload_in_memory_and_on_a_file(tmp_path: Pa
                           embedding=[1.0, float(i), 0.0], embedder="e")
                 for i in range(4)])
             tagged = SearchFilters(tags=("home",))
-            store._index_stale = True  # the next search reloads the vector index
+            store.mirror.stale = True  # the next search reloads the vector index
             vector, text = store.search_arms([
                 ArmQuery(vector=[1.0, 3.0, 0.0], limit=5, filters=tagged),
                 ArmQuery(text="garden", limit=5, filters=tagged)])
@@ -89,21 +89,21 @@ def test_read_block_maps_errors_and_lets_go(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "m.db"))
     try:
         with pytest.raises(StoreError, match="reading the test rows") as caught, \
-                store._cursor("reading the test rows") as cur:
+                store.reads.cursor("reading the test rows") as cur:
             cur.execute("SELECT nothing FROM no_such_table")
         assert isinstance(caught.value.__cause__, sqlite3.Error)
         for raised, expected in ((ValueError("bad"), DatabaseCorruptError),
                                  (ValidationError("own"), ValidationError),
                                  (KeyError("other"), KeyError)):
-            with pytest.raises(expected), store._cursor() as cur:
+            with pytest.raises(expected), store.reads.cursor() as cur:
                 cur.execute("SELECT 1")
                 raise raised
-            assert not store._reader().in_transaction
-            assert store._lock.acquire(blocking=False)  # not held by an unfinished block
-            store._lock.release()
-        with store._cursor() as outer, store._cursor(snapshot=False) as inner:
+            assert not store.database.reader().in_transaction
+            assert store.database.lock.acquire(blocking=False)  # not held by an unfinished block
+            store.database.lock.release()
+        with store.reads.cursor() as outer, store.reads.cursor(snapshot=False) as inner:
             assert inner.connection is outer.connection and outer.connection.in_transaction
-        assert not store._reader().in_transaction
+        assert not store.database.reader().in_transaction
     finally:
         store.close()
 
@@ -122,7 +122,7 @@ def test_search_arms_reads_the_mark_once_without_a_transaction(tmp_path: Path) -
                 ArmQuery(vector=[1.0, 0.0, 0.0], limit=5, filters=SearchFilters())]
         first = store.search_arms(arms)
         seen: list[str] = []
-        store._reader().set_trace_callback(seen.append)
+        store.database.reader().set_trace_callback(seen.append)
         assert store.search_arms(arms) == first
         ours = [s for s in seen if not s.startswith("--")]  # not FTS5's own statements
         assert sum(s.startswith("PRAGMA data_version") for s in ours) == 1

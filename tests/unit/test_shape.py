@@ -30,8 +30,6 @@ CLASS_DEPTH = 3
 #: Functions over the budget today, with their length now.
 LONG_FUNCTIONS = {
     "htm_core/store/postgres/_writer.py::_PostgresWriter._add_many": 108,
-    "htm_core/store/sqlite/_engine.py::_SQLiteEngine._write": 62,
-    "htm_core/store/sqlite/_writer.py::_SQLiteWriter._add_many": 104,
 }
 
 #: Classes stacked deeper than the budget today, with their depth now.
@@ -45,14 +43,6 @@ DEEP_CLASSES = {
     "htm_core.store.postgres._working.PostgresWorkingSet": 6,
     "htm_core.store.postgres._writer._PostgresWriter": 8,
     "htm_core.store.postgres.store.PostgresStore": 12,
-    "htm_core.store.sqlite._engine._SQLiteEngine": 4,
-    "htm_core.store.sqlite._history._SQLiteHistory": 10,
-    "htm_core.store.sqlite._records._SQLiteRecords": 5,
-    "htm_core.store.sqlite._search._SQLiteSearch": 7,
-    "htm_core.store.sqlite._windows._SQLiteWindows": 11,
-    "htm_core.store.sqlite._working.SQLiteWorkingSet": 6,
-    "htm_core.store.sqlite._writer._SQLiteWriter": 8,
-    "htm_core.store.sqlite.store.SQLiteStore": 12,
 }
 
 

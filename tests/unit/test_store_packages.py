@@ -16,17 +16,35 @@ def test_public_import_paths_of_the_stores() -> None:
     assert postgres_url("postgres://u@h/db").startswith("postgresql+psycopg://")
 
 
-def test_both_stores_share_one_sql_layer() -> None:
+def test_the_sqlite_store_is_built_on_the_shared_sql_roles() -> None:
+    from htm_core.store._sql.catalogue import Catalogue
+    from htm_core.store._sql.dialect import SQLITE
+    from htm_core.store._sql.forgetting import Forgetting
+    from htm_core.store._sql.records import RecordChanges
+    from htm_core.store._sql.versions import Versions
+    from htm_core.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(":memory:")
+    try:
+        assert isinstance(store.catalogue, Catalogue)
+        assert isinstance(store.forgetting, Forgetting)
+        assert isinstance(store.record_changes, RecordChanges)
+        assert isinstance(store.versioning, Versions)
+        assert store.catalogue.tags() == store.tags() == {}
+        assert SQLITE.code_point_order == "" and SQLITE.lock_rows == ""
+    finally:
+        store.close()
+
+
+def test_the_postgres_store_shares_the_sql_layer() -> None:
     from htm_core.store._sql.catalogue import SQLCatalogue
     from htm_core.store._sql.forgetting import SQLForgetting
     from htm_core.store.postgres import PostgresStore
-    from htm_core.store.sqlite import SQLiteStore
 
-    for store in (SQLiteStore, PostgresStore):
-        assert issubclass(store, SQLForgetting) and issubclass(store, SQLCatalogue)
-        for shared in ("tags", "counts", "robots", "operations", "keys_with_prefix", "get",
-                       "forget", "restore", "purge", "clear_working", "_filter_sql",
-                       "add_tags", "set_importance", "mark_embedding_failures",
-                       "retry_embedding_failures"):
-            owner = getattr(store, shared).__qualname__.split(".")[0]
-            assert owner.startswith("SQL"), f"{store.__name__}.{shared} comes from {owner}"
+    assert issubclass(PostgresStore, SQLForgetting) and issubclass(PostgresStore, SQLCatalogue)
+    for shared in ("tags", "counts", "robots", "operations", "keys_with_prefix", "get",
+                   "forget", "restore", "purge", "clear_working", "_filter_sql",
+                   "add_tags", "set_importance", "mark_embedding_failures",
+                   "retry_embedding_failures"):
+        owner = getattr(PostgresStore, shared).__qualname__.split(".")[0]
+        assert owner.startswith("SQL"), f"PostgresStore.{shared} comes from {owner}"

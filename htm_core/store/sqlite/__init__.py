@@ -18,11 +18,11 @@
 
 from __future__ import annotations
 
-from ._engine import default_sqlite_path, sqlite_url
 from ._schema import _FTS_BATCH_KEY as _FTS_BATCH_KEY
 from ._schema import _HASH_INDEX as _HASH_INDEX
 from ._schema import _LARGE_BATCH_CACHE_KIB as _LARGE_BATCH_CACHE_KIB
 from ._schema import _SCHEMA_V1 as _SCHEMA_V1
+from .engine import default_sqlite_path, sqlite_url
 from .store import SQLiteStore
 
 __all__ = ["SQLiteStore", "default_sqlite_path", "sqlite_url"]

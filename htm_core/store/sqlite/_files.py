@@ -119,7 +119,7 @@ def existing_database_file(database: str | Path | None) -> Path:
     nothing is created, and a missing file, a folder, a file that is not SQLite and a
     SQLite file without htm's tables are each refused with a message naming the path.
     """
-    from ._engine import default_sqlite_path, sqlite_url
+    from .engine import default_sqlite_path, sqlite_url
 
     if database is None:
         path = default_sqlite_path()

@@ -1,6 +1,6 @@
 """SQLite: each robot's persisted working memory (membership, item state, version).
 
-The working-set half of :class:`~htm_core.store.sqlite.SQLiteStore`, in the class chain of the store: see
+The working-set part of :class:`~htm_core.store.sqlite.SQLiteStore`: see
 :mod:`htm_core.working.resident` for how working memory uses it. Every change bumps the
 robot's ``working_version`` in its transaction; a membership insert happens only for a
 visible memory, under the write lock, so it cannot race a forget.
@@ -20,33 +20,47 @@ from sqlalchemy.engine import Connection
 from ...clock import to_timestamp, utc_from_timestamp
 from ...models import Memory
 from .._common import chunks
-from .._sql.working import admit_named, recall_check_answer, recall_check_sql, sort_entries
+from .._sql.dialect import SQLITE
+from .._sql.working import (
+    WorkingSetSQL,
+    admit_named,
+    bump_working,
+    recall_check_answer,
+    recall_check_sql,
+    sort_entries,
+    working_rows,
+)
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
-from ._records import _SQLiteRecords
+from .engine import SQLiteDatabase
+from .reads import SQLiteReads
+from .rows import SQLiteRows
 
-__all__ = ["SQLiteWorkingSet"]
+__all__ = ["SQLiteWorkingSet", "unhold"]
 
 #: The recall check with the ids as one JSON parameter.
 _RECALL_CHECK = recall_check_sql("IN (SELECT value FROM json_each(:ids))")
 
 
-class SQLiteWorkingSet(_SQLiteRecords):
-    """Working-set methods of the SQLite store (mixed into ``SQLiteStore``)."""
+class SQLiteWorkingSet:
+    """Each robot's working memory on SQLite: membership, item state, version."""
 
+    def __init__(self, db: SQLiteDatabase, reads: SQLiteReads, rows: SQLiteRows) -> None:
+        self._db, self._reads, self._rows = db, reads, rows
+        self._shared = WorkingSetSQL(db, SQLITE)
 
     def working_set(self, robot: str) -> list[Memory]:
-        rid = self._known_robot_id(robot)
+        rid = self._db.known_robot_id(robot)
         if rid is None:
             return []
-        with self._read() as conn:
+        with self._db.read() as conn:
             order = {r[0]: i for i, r in enumerate(conn.execute(text(
                 "SELECT memory_id FROM working_memory WHERE robot_id = :r "
                 "ORDER BY seq, added_at, memory_id"), {"r": rid}))}
-        memories = self.get_many(list(order))
+        memories = self._rows.get_many(list(order))
         return sorted(memories, key=lambda m: order[m.id])
 
     def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
-        with self._read() as conn:  # one read transaction: one snapshot
+        with self._db.read() as conn:  # one read transaction: one snapshot
             row = conn.execute(text("SELECT id, working_version FROM robots WHERE name = :n"),
                                {"n": robot}).first()
             if row is None:
@@ -54,13 +68,13 @@ class SQLiteWorkingSet(_SQLiteRecords):
             states = {r[0]: r[1:] for r in conn.execute(text(
                 "SELECT memory_id, last_accessed, access_count, seq, access_seq "
                 "FROM working_memory WHERE robot_id = :r"), {"r": row[0]})}
-            memories = [m for part in chunks(list(states), 500) for m in self._fetch(
+            memories = [m for part in chunks(list(states), 500) for m in self._rows.fetch(
                 conn, f"m.id IN ({', '.join(str(int(i)) for i in part)}) "
                 "AND m.forgotten_at IS NULL", {}, False)]
-        return int(row[1]), self._working_rows(memories, states)
+        return int(row[1]), working_rows(SQLITE, memories, states)
 
     def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
-        with self._read() as conn:  # one read transaction: one snapshot
+        with self._db.read() as conn:  # one read transaction: one snapshot
             cur = conn.connection.cursor()
             try:
                 row = cur.execute("SELECT id, working_version FROM robots WHERE name = ?",
@@ -80,8 +94,8 @@ class SQLiteWorkingSet(_SQLiteRecords):
             for r in rows}
 
     def working_version(self, robot: str) -> int:
-        with self._cursor(snapshot=False) as cur:  # this runs before every read
-            seen = self._seen(self._mark(cur))
+        with self._reads.cursor(snapshot=False) as cur:  # this runs before every read
+            seen = self._reads.seen(self._reads.mark(cur))
             if seen is not None and robot in seen.versions:  # nothing committed since
                 return seen.versions[robot]
             row = cur.execute("SELECT working_version FROM robots WHERE name = ?",
@@ -95,7 +109,7 @@ class SQLiteWorkingSet(_SQLiteRecords):
         wanted = {int(i) for i in ids}
         if not wanted:
             return frozenset()
-        with self._cursor() as cur:  # one raw statement: this runs on every recall
+        with self._reads.cursor() as cur:  # one raw statement: this runs on every recall
             visible = {int(r[0]) for r in cur.execute(
                 f"SELECT id FROM memories WHERE id IN ({', '.join(map(str, sorted(wanted)))}) "
                 "AND forgotten_at IS NULL")}
@@ -103,10 +117,10 @@ class SQLiteWorkingSet(_SQLiteRecords):
 
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
         wanted = {int(i) for i in ids}
-        with self._cursor(snapshot=False) as cur:  # this runs on every recall
+        with self._reads.cursor(snapshot=False) as cur:  # this runs on every recall
             # The hits were read by get_many just before: while nothing was committed since
             # (the mark), they are still visible and the version is the one read last.
-            seen = self._seen(self._mark(cur))
+            seen = self._reads.seen(self._reads.mark(cur))
             if seen is not None and robot in seen.versions and wanted <= seen.visible:
                 return seen.versions[robot], frozenset()
             rows = cur.execute(_RECALL_CHECK, {"n": robot, "ids": json.dumps(sorted(wanted))}
@@ -120,10 +134,10 @@ class SQLiteWorkingSet(_SQLiteRecords):
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         def write() -> WorkingResult:
-            with self._write() as conn:
-                return self._apply_working(conn, change, expected_version)
+            with self._db.write() as conn:
+                return self.apply_in(conn, change, expected_version)
 
-        return self._optional_write(  # read-only or full disk: kept in this process only
+        return self._db.optional_write(  # read-only or full disk: kept in this process only
             "working-memory membership and access statistics", write,
             lambda: self._unwritten(change, expected_version))
 
@@ -137,7 +151,7 @@ class SQLiteWorkingSet(_SQLiteRecords):
         named = {int(s.memory_id): s for s in change.put if s.memory_id}
         if not named:
             return WorkingResult(version=version, in_step=True)
-        with self._cursor() as cur:
+        with self._reads.cursor() as cur:
             current = {int(mid): int(v) for mid, v in cur.execute(
                 "SELECT id, version FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
                 "AND forgotten_at IS NULL", (json.dumps(sorted(named)),))}
@@ -145,9 +159,8 @@ class SQLiteWorkingSet(_SQLiteRecords):
             s.key for mid, s in named.items()
             if mid not in current or (s.version and s.version != current[mid])))
 
-    def _apply_working(self, conn: Connection, change: WorkingChange,
-                       expected_version: int | None,
-                       written: Mapping[str, tuple[int, bool]] | None = None) -> WorkingResult:
+    def apply_in(self, conn: Connection, change: WorkingChange, expected_version: int | None,
+                 written: Mapping[str, tuple[int, bool]] | None = None) -> WorkingResult:
         """Write ``change`` on ``conn``. The write lock is held, so a forget, purge or
         update cannot run between the check of what enters and the insert: a memory hidden,
         gone or at another version than its entry names is refused (:func:`_entering`).
@@ -159,7 +172,7 @@ class SQLiteWorkingSet(_SQLiteRecords):
         eviction (it entered and left within the batch) deletes nothing; it is logged like
         every eviction.
         """
-        rid = self._robot_id(conn, change.robot)
+        rid = self._db.robot_id(conn, change.robot)
         ts = to_timestamp(change.at)
         known = written or {}
         cur = conn.connection.cursor()
@@ -192,23 +205,13 @@ class SQLiteWorkingSet(_SQLiteRecords):
         in_step = expected_version is None or version == expected_version + 1
         return WorkingResult(version, in_step, refused, stale)
 
-    @staticmethod
-    def _unhold(conn: Connection, ids: Sequence[int]) -> None:
-        """Take memories out of every robot's working set, bumping those robots' versions."""
-        for part in chunks(list(ids), 500):
-            id_list = ", ".join(str(int(i)) for i in part)
-            conn.execute(text(
-                "UPDATE robots SET working_version = working_version + 1 WHERE id IN "
-                f"(SELECT robot_id FROM working_memory WHERE memory_id IN ({id_list}))"))
-            conn.execute(text(f"DELETE FROM working_memory WHERE memory_id IN ({id_list})"))
-
     def update_working(self, robot: str, *, add: Sequence[int] = (),
                        remove: Sequence[int] = (), at: datetime) -> None:
         if not add and not remove:
             return
         ts = to_timestamp(at)
-        with self._write() as conn:
-            rid = self._robot_id(conn, robot)
+        with self._db.write() as conn:
+            rid = self._db.robot_id(conn, robot)
             if remove:
                 conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r AND memory_id = :m"),
                              [{"r": rid, "m": m} for m in remove])
@@ -216,7 +219,7 @@ class SQLiteWorkingSet(_SQLiteRecords):
                     "SELECT id, key FROM memories WHERE id IN ("
                     + ", ".join(str(int(m)) for m in remove) + ")")).all())
                 for mid in remove:
-                    self._log(conn, "evict", robot_id=rid, memory_id=mid, key=keys.get(mid))
+                    self._db.log(conn, "evict", robot_id=rid, memory_id=mid, key=keys.get(mid))
             if add:
                 conn.execute(text(
                     "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, seq, "
@@ -225,7 +228,21 @@ class SQLiteWorkingSet(_SQLiteRecords):
                     "WHERE robot_id = :r) WHERE id = :m AND forgotten_at IS NULL "
                     "ON CONFLICT(robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
                     [{"r": rid, "m": m, "t": ts} for m in add])
-            self._bump_working(conn, rid, ts, None)
+            bump_working(conn, SQLITE, rid, ts, None)
+
+    def clear_working(self, robot: str) -> int:
+        """Drop ``robot``'s working-memory membership (memories stay); return how many."""
+        return self._shared.clear_working(robot)
+
+
+def unhold(conn: Connection, ids: Sequence[int]) -> None:
+    """Take memories out of every robot's working set, bumping those robots' versions."""
+    for part in chunks(list(ids), 500):
+        id_list = ", ".join(str(int(i)) for i in part)
+        conn.execute(text(
+            "UPDATE robots SET working_version = working_version + 1 WHERE id IN "
+            f"(SELECT robot_id FROM working_memory WHERE memory_id IN ({id_list}))"))
+        conn.execute(text(f"DELETE FROM working_memory WHERE memory_id IN ({id_list})"))
 
 
 def _entering(cur: Any, put: Sequence[WorkingState], known: Mapping[str, tuple[int, bool]]
@@ -246,7 +263,7 @@ def _entering(cur: Any, put: Sequence[WorkingState], known: Mapping[str, tuple[i
 
 def _key_ids(cur: Any, keys: Sequence[str]) -> dict[str, tuple[int, bool]]:
     """key -> (id, forgotten) of the memories now under ``keys`` (a join: see
-    ``_SQLiteWriter._add_many``)."""
+    ``SQLiteWriter``)."""
     ids: dict[str, tuple[int, bool]] = {}
     for part in chunks(list(keys), 500):
         for key, mid, forgotten in cur.execute(

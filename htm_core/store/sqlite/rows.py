@@ -1,13 +1,11 @@
-"""SQLite: reading memories (by key, id, hash), tags and importance, the catalogue counts."""
+"""SQLite's memory rows: reading them (by a ``WHERE`` clause, by id, cached vectors by
+content hash), linking tags and deleting rows (:class:`SQLiteRows`)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from types import TracebackType
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -25,9 +23,11 @@ from .._vectors import (
     list_failures,
 )
 from ..values import check_stored_text, checked_instance
-from ._engine import _SQLiteEngine
-from ._errors import read_error
 from ._schema import _HASH_INDEX_EXISTS, _HASH_PREFIX, _MEMORY_COLUMNS
+from .engine import SQLiteDatabase
+from .reads import SQLiteReads
+
+__all__ = ["SQLiteRows"]
 
 #: Stored vectors by one embedder for a JSON list of content hashes, found through the
 #: index on the hashes' prefix (``_HASH_PREFIX``); the caller compares the whole hash. A
@@ -48,164 +48,22 @@ _SCAN_EMBEDDINGS = (
 #: The memories the index of keys (the ``UNIQUE`` constraint's) holds, counted through it.
 _COUNT_KEYS_INDEXED = "SELECT count(key) FROM memories INDEXED BY sqlite_autoindex_memories_1"
 
-#: A read connection and its ``data_version``: see :meth:`_SQLiteRecords._mark`.
-Mark = tuple[sqlite3.Connection, int]
 
-#: How many visible ids a :class:`_Seen` keeps before it starts again.
-_SEEN_KEPT = 20_000
+class SQLiteRows:
+    """The :class:`~htm_core.store._sql.parts.Rows` of SQLite, and its other row reads."""
 
+    def __init__(self, db: SQLiteDatabase, reads: SQLiteReads) -> None:
+        self._db, self._reads = db, reads
+        #: What :meth:`check_key_index` found: None not checked yet, "" sound, else the damage.
+        self._key_index_damage: str | None = None
 
-class _Seen:
-    """Memories found visible and robots' working-set versions, as of ``mark``."""
-
-    __slots__ = ("mark", "versions", "visible")
-
-    def __init__(self, mark: Mark) -> None:
-        self.mark = mark
-        self.visible: set[int] = set()
-        self.versions: dict[str, int] = {}
-
-
-class _ReadCursor:
-    """:meth:`_SQLiteRecords._cursor`'s block: a plain object rather than a generator, as a
-    recall enters about a dozen of them. The store's lock is held inside."""
-
-    __slots__ = ("_began", "_conn", "_cur", "_snapshot", "_store", "_what")
-    _began: bool
-    _conn: sqlite3.Connection
-    _cur: sqlite3.Cursor | None
-
-    def __init__(self, store: _SQLiteRecords, what: str, snapshot: bool) -> None:
-        self._store, self._what, self._snapshot = store, what, snapshot
-
-    def __enter__(self) -> sqlite3.Cursor:
-        self._store._lock.acquire()
-        self._cur = None
-        self._began = False
-        try:
-            conn = self._conn = self._store._reader()
-            cur = self._cur = conn.cursor()
-            if self._snapshot and not conn.in_transaction:
-                self._began = True
-                cur.execute("BEGIN")
-        except BaseException as exc:
-            self._close(exc)
-            raise
-        return cur
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        self._close(exc)
-
-    def _close(self, exc: BaseException | None) -> None:
-        """Close the cursor, end the transaction the block began, let go of the lock; a
-        driver error (``exc``, the block's, else one met here) becomes htm's."""
-        store, failed = self._store, None
-        try:
-            if self._cur is not None:
-                self._cur.close()
-            if self._began:
-                store._snapshot_mark = None
-                if self._conn.in_transaction:
-                    self._conn.rollback()
-        except Exception as error:
-            failed = error
-        finally:
-            store._lock.release()
-        raised = exc if exc is not None else failed
-        if raised is not None:
-            mapped = read_error(raised, store.url, self._what)
-            if mapped is not None:
-                raise mapped from raised
-            if failed is not None and exc is None:
-                raise failed
-
-
-class _SQLiteRecords(_SQLiteEngine):
-    """Reads of single memories and the catalogue."""
-
-    #: The mark of the read transaction in progress on the read connection, once read.
-    _snapshot_mark: Mark | None = None
-    #: The thread in a block of reads that all go by one mark read first, and that mark
-    #: (see :meth:`_holding`).
-    _held_mark: tuple[int, Mark] | None = None
-    #: See :meth:`_seen`.
-    _seen_at: _Seen | None = None
-    #: The mark :meth:`_mark` read last (None: none yet, or an in-memory database).
-    _last_mark: Mark | None = None
-    #: What :meth:`_check_key_index` found: None not checked yet, "" sound, else the damage.
-    _key_index_damage: str | None = None
-
-    # -- reading ---------------------------------------------------------------------
-
-    def _cursor(self, what: str = "read", *, snapshot: bool = True) -> _ReadCursor:
-        """A raw cursor in a read transaction (one snapshot), as :meth:`_read`'s but without
-        a SQLAlchemy ``Connection`` or a pool checkout (the store's own read connection):
-        every recall runs a few of these small reads, and those would be most of their
-        time. Nested, it reads in the outer one's snapshot. ``snapshot=False`` (a single
-        statement, or statements checked against a :meth:`_mark` read first) begins no
-        transaction: each statement then reads the newest state. Driver errors become
-        htm's, as in :func:`~htm_core.store.sqlite._errors.map_sqlite_errors`."""
-        return _ReadCursor(self, what, snapshot)
-
-    def _mark(self, cur: sqlite3.Cursor) -> Mark | None:
-        """The read connection and its ``data_version`` (read once per snapshot), which
-        moves with every commit of any other connection, in this process or another: what
-        the store read while the mark stays the same still holds. Outside a snapshot,
-        reading the mark first and then the data keeps that true (the data is as new as
-        the mark or newer, and a commit in between moves the mark). None for an in-memory
-        database (its writes share the read connection, which ``data_version`` does not
-        count)."""
-        if self._memory_db:
-            return None
-        conn = cur.connection
-        mark = self._held()
-        if mark is not None and mark[0] is conn:
-            return mark
-        held = self._snapshot_mark
-        if held is not None and held[0] is conn and conn.in_transaction:
-            return held
-        mark = self._last_mark = (conn, int(cur.execute("PRAGMA data_version").fetchone()[0]))
-        if conn.in_transaction:
-            self._snapshot_mark = mark
-        return mark
-
-    @contextmanager
-    def _holding(self) -> Iterator[sqlite3.Cursor]:
-        """A block of reads (no transaction) that all go by one mark, read first: what
-        each reads is as new as it or newer, as :meth:`_mark` needs. One ``data_version``
-        read and no ``BEGIN`` for the several reads of a recall's search."""
-        with self._cursor(snapshot=False) as cur:
-            mark = self._mark(cur)
-            self._held_mark = None if mark is None else (threading.get_ident(), mark)
-            try:
-                yield cur
-            finally:
-                self._held_mark = None
-
-    def _held(self) -> Mark | None:
-        """The mark of the :meth:`_holding` block this thread is in (it holds the lock),
-        or None: a step that checks it first needs no cursor while nothing moved."""
-        held = self._held_mark
-        return held[1] if held is not None and held[0] == threading.get_ident() else None
-
-    def _seen(self, mark: Mark | None) -> _Seen | None:
-        """What reads found visible, and the working-set versions they read, as of ``mark``
-        (emptied when the mark moved); None without a mark."""
-        if mark is None:
-            return None
-        seen = self._seen_at
-        if seen is None or seen.mark != mark or len(seen.visible) > _SEEN_KEPT:
-            seen = self._seen_at = _Seen(mark)
-        return seen
-
-    def _to_memory(self, row: Sequence[Any], tags: Sequence[str],
-                   embedding: bytes | None = None) -> Memory:
+    def to_memory(self, row: Sequence[Any], tags: Sequence[str],
+                  embedding: bytes | None = None) -> Memory:
         """``row``: the columns of ``_MEMORY_COLUMNS``, in order."""
         (mid, key, content, content_hash, robot, importance, token_count, created_at,
          last_accessed, access_count, metadata, embedder, forgotten_at, version,
          crc) = row[:15]
-        check_stored_text(key, mid, content, crc, content_hash, self.url)
+        check_stored_text(key, mid, content, crc, content_hash, self._db.url)
         return checked_instance(Memory,
             id=mid, key=key, content=content, content_hash=content_hash,
             robot=robot, importance=importance, token_count=token_count,
@@ -218,20 +76,20 @@ class _SQLiteRecords(_SQLiteEngine):
             forgotten_at=utc_from_timestamp(forgotten_at) if forgotten_at else None,
             version=int(version))
 
-    def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
-               include_embedding: bool) -> list[Memory]:
+    def fetch(self, conn: Connection, where: str, params: dict[str, Any],
+              include_embedding: bool) -> list[Memory]:
         """The memories matching ``where``, each with its tags (sorted by name)."""
         cur = conn.connection.cursor()
         try:
-            found = self._fetch_raw(cur, where, params, include_embedding)
+            found = self.fetch_raw(cur, where, params, include_embedding)
         finally:
             cur.close()
         if not found and where.startswith("m.key = :key") and self._key_index_damage != "":
-            self._check_key_index()  # a miss by key (``get``): is the index of keys whole?
+            self.check_key_index()  # a miss by key (``get``): is the index of keys whole?
         return found
 
-    def _fetch_raw(self, cur: Any, where: str, params: dict[str, Any],
-                   include_embedding: bool) -> list[Memory]:
+    def fetch_raw(self, cur: Any, where: str, params: dict[str, Any],
+                  include_embedding: bool) -> list[Memory]:
         # One statement on the raw cursor: this is on every recall's path, and SQLAlchemy's
         # per-statement overhead would be most of its time.
         cols = _MEMORY_COLUMNS + (", m.embedding" if include_embedding else ", NULL")
@@ -241,10 +99,10 @@ class _SQLiteRecords(_SQLiteEngine):
             f"FROM memories m JOIN robots r ON r.id = m.robot_id WHERE {where}",
             params).fetchall()
         # Python's order of str is SQLite's BINARY order of their UTF-8 bytes.
-        return [self._to_memory(r, sorted(json.loads(r[16])) if r[16] != "[]" else (), r[15])
+        return [self.to_memory(r, sorted(json.loads(r[16])) if r[16] != "[]" else (), r[15])
                 for r in rows]
 
-    def _check_key_index(self, cur: Any = None) -> None:
+    def check_key_index(self, cur: Any = None) -> None:
         """On the first miss by key (``get``, or an add of a key the index does not hold),
         whether the index of keys holds every memory (one count through it, one of the
         table), read through ``cur`` or a read cursor; raises :class:`DatabaseCorruptError`
@@ -253,7 +111,7 @@ class _SQLiteRecords(_SQLiteEngine):
         per store: a sound index costs nothing more."""
         if self._key_index_damage is None:
             if cur is None:
-                with self._cursor("checking the index of keys") as read:
+                with self._reads.cursor("checking the index of keys") as read:
                     self._key_index_damage = self._count_key_index(read)
             else:
                 self._key_index_damage = self._count_key_index(cur)
@@ -268,7 +126,7 @@ class _SQLiteRecords(_SQLiteEngine):
             indexed = None
         rows = cur.execute("SELECT count(*) FROM memories NOT INDEXED").fetchone()[0]
         return "" if indexed in (None, rows) else (
-            f"the index of keys of SQLite database {self.url} holds {indexed} of its "
+            f"the index of keys of SQLite database {self._db.url} holds {indexed} of its "
             f"{rows} memories, so a lookup by key can miss a memory that exists; run "
             "`htm check`, then rebuild the index (`REINDEX memories` in the sqlite3 "
             "shell) or restore the store from an export")
@@ -280,16 +138,16 @@ class _SQLiteRecords(_SQLiteEngine):
         found: dict[int, Memory] = {}
         visible = "" if include_forgotten else " AND m.forgotten_at IS NULL"
         parts = chunks(list(ids), 500)
-        with self._cursor(snapshot=len(parts) > 1) as cur:
+        with self._reads.cursor(snapshot=len(parts) > 1) as cur:
             # What is read now is as new as the last mark read or newer: labelled with that
             # mark (an older one than the newest only makes the next check read again), the
             # visible ids spare the recall check a read, with no data_version read here.
-            seen = None if include_forgotten else self._seen(
-                self._mark(cur) if len(parts) > 1 else self._last_mark)
+            seen = None if include_forgotten else self._reads.seen(
+                self._reads.mark(cur) if len(parts) > 1 else self._reads.last_mark)
             for part in parts:
                 # The ids as one JSON parameter: the statement's text is always the same,
                 # so the driver's statement cache spares compiling it on every recall.
-                for m in self._fetch_raw(cur, f"m.id IN (SELECT value FROM json_each(:ids))"
+                for m in self.fetch_raw(cur, f"m.id IN (SELECT value FROM json_each(:ids))"
                                          f"{visible}", {"ids": json.dumps(list(map(int, part)))},
                                          include_embedding):
                     found[m.id] = m
@@ -310,7 +168,7 @@ class _SQLiteRecords(_SQLiteEngine):
         # in the statement would let SQLite rewrite the prefix expression so that it no
         # longer matches the index).
         hashes = list(dict.fromkeys(content_hashes))
-        with self._cursor("reading cached embeddings") as cur:
+        with self._reads.cursor("reading cached embeddings") as cur:
             indexed = cur.execute(_HASH_INDEX_EXISTS).fetchone() is not None
             for part in chunks(hashes, 500) if indexed else [hashes]:
                 wanted = set(part)
@@ -321,7 +179,7 @@ class _SQLiteRecords(_SQLiteEngine):
         return found
 
     def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
-        with self._read() as conn:
+        with self._db.read() as conn:
             rows = conn.execute(text(
                 "SELECT m.id, m.content, m.metadata FROM memories m WHERE m.embedding IS NULL "
                 f"AND m.forgotten_at IS NULL AND {NOT_FAILED} ORDER BY m.id LIMIT :l"),
@@ -329,15 +187,15 @@ class _SQLiteRecords(_SQLiteEngine):
         return [(r[0], r[1], json.loads(r[2]) if r[2] else {}) for r in rows]
 
     def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
-        with self._read() as conn:
+        with self._db.read() as conn:
             rows = list_failures(conn, limit)
         return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=utc_from_timestamp(t))
                 for k, e, r, t in rows]
 
-    # -- tags ------------------------------------------------------------------------
+    # -- the writes of the shared roles ----------------------------------------------
 
     @staticmethod
-    def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
+    def link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
         for mid, tags in items:
             for tag in tags:
                 tag_id = conn.execute(text(
@@ -345,3 +203,8 @@ class _SQLiteRecords(_SQLiteEngine):
                     "SET name = excluded.name RETURNING id"), {"n": tag}).scalar_one()
                 conn.execute(text("INSERT OR IGNORE INTO memory_tags(memory_id, tag_id) "
                                   "VALUES (:m, :t)"), {"m": mid, "t": tag_id})
+
+    @staticmethod
+    def delete_rows(conn: Connection, ids: Sequence[int]) -> None:
+        for mid in ids:
+            conn.execute(text("DELETE FROM memories WHERE id = :id"), {"id": mid})

@@ -19,11 +19,12 @@ from sqlalchemy import text
 
 from ...errors import DimensionMismatchError
 from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
-from ..base import ArmQuery, SearchFilters
+from ..base import SearchFilters
 from ..vector_index import normalise, unit_rows
 from ..window_index import WindowIndex
-from ._history import _SQLiteHistory
-from ._records import Mark
+from .engine import SQLiteDatabase
+from .mirror import VectorMirror
+from .reads import Mark, SQLiteReads
 
 
 def merge_best(hits: list[tuple[int, float]], windows: list[tuple[int, float]],
@@ -53,18 +54,20 @@ def _window_rows(todo: Sequence[tuple[int, Sequence[Sequence[float]]]], dim: int
     return [{"m": mid, "n": n, "e": matrix[k].tobytes()} for k, (mid, n) in enumerate(owners)]
 
 
-class _SQLiteWindows(_SQLiteHistory):
+class SQLiteWindows:
     """:class:`~htm_core.store.base.Windows` on SQLite, and the window arm of the search."""
 
-    _windows: WindowIndex | None = None
-    #: The mark the window index was last caught up at, and the dimension it was for.
-    _windows_synced: tuple[Mark, int] | None = None
+    def __init__(self, db: SQLiteDatabase, reads: SQLiteReads, mirror: VectorMirror) -> None:
+        self._db, self._reads, self._mirror = db, reads, mirror
+        self._windows: WindowIndex | None = None
+        #: The mark the window index was last caught up at, and the dimension it was for.
+        self._windows_synced: tuple[Mark, int] | None = None
 
     def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
         if not items:
             return 0
-        with self._write() as conn:
-            dim = self._meta(conn, "embedding_dim")
+        with self._db.write() as conn:
+            dim = self._db.meta(conn, "embedding_dim")
             owners = {int(r[0]): (str(r[1]), bool(r[2])) for r in conn.execute(text(
                 OWNERS_SQL.format(ids=", ".join(str(int(mid)) for mid, _, _ in items))))}
             # updated, purged or without a vector meanwhile: skipped
@@ -85,58 +88,27 @@ class _SQLiteWindows(_SQLiteHistory):
 
     def missing_windows(self, *, window_words: int, limit: int
                         ) -> list[tuple[int, str, str, dict[str, Any]]]:
-        with self._read() as conn:
+        with self._db.read() as conn:
             rows = conn.execute(text(MISSING_SQL), {"words": window_words, "limit": limit}).all()
         return [(int(r[0]), str(r[1]), str(r[2]), json.loads(r[3]) if r[3] else {}) for r in rows]
 
     def window_count(self) -> int:
-        with self._read() as conn:
+        with self._db.read() as conn:
             return int(conn.execute(text(COUNT_SQL)).scalar() or 0)
 
-    # -- search ------------------------------------------------------------------------
-
-    def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
-        """Each search in turn; the window index is caught up once, for the first vector
-        search (a recall's arms read one state of the windows)."""
-        out: list[list[tuple[int, float]]] = []
-        synced = False
-        # One mark, read first, tells the catch-ups and the full-text counts of every arm
-        # whether anything was committed since (no transaction: in an in-memory database
-        # the read connection is also the pool's, through which a reload of the index reads).
-        with self._holding():
-            for a in arms:
-                if a.vector is None:
-                    out.append(self.fulltext_search(a.text or "", limit=a.limit,
-                                                    filters=a.filters))
-                    continue
-                out.append(self._vector_hits(a.vector, a.limit, a.filters, a.windows,
-                                             sync=not synced))
-                synced = synced or a.windows
-        return out
-
-    def vector_search(self, vector: Sequence[float], *, limit: int,
-                      filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
-        return self._vector_hits(vector, limit, filters, windows, sync=True)
-
-    def _vector_hits(self, vector: Sequence[float], limit: int, filters: SearchFilters,
-                     windows: bool, *, sync: bool) -> list[tuple[int, float]]:
-        hits = super().vector_search(vector, limit=limit, filters=filters)
-        if not windows or self._index is None:
-            return hits
-        found = self._window_hits(vector, limit, filters, sync=sync)
-        return merge_best(hits, found, limit) if found else hits
+    # -- the window arm of the vector search ---------------------------------------
 
     def _sync_windows(self, dim: int) -> WindowIndex | None:
         """The window index, caught up with the table (None while there are no windows);
         nothing to read while nothing was committed since the last catch-up (the mark)."""
-        held = self._held()  # a recall's search: its mark, no cursor to check it
+        held = self._reads.held()  # a recall's search: its mark, no cursor to check it
         if held is not None and self._windows_synced == (held, dim):
             return self._windows
-        with self._cursor(snapshot=False) as cur:
-            mark = self._mark(cur)
+        with self._reads.cursor(snapshot=False) as cur:
+            mark = self._reads.mark(cur)
             if mark is not None and self._windows_synced == (mark, dim):
                 return self._windows
-        with self._cursor() as cur:  # one snapshot: the generation, the newest id, new rows
+        with self._reads.cursor() as cur:  # one snapshot: the generation, the newest id, new rows
             self._windows_synced = None
             generation, newest = cur.execute(
                 "SELECT (SELECT value FROM htm_meta WHERE key = 'window_generation'), "
@@ -167,9 +139,11 @@ class _SQLiteWindows(_SQLiteHistory):
         self._windows = index
         return index
 
-    def _window_hits(self, vector: Sequence[float], limit: int, filters: SearchFilters, *,
-                     sync: bool = True) -> list[tuple[int, float]]:
-        memories = self._index
+    def hits(self, vector: Sequence[float], limit: int, filters: SearchFilters, *,
+             sync: bool = True) -> list[tuple[int, float]]:
+        """Each memory's best window for ``vector`` (top ``limit``), through the memory
+        index's filters; ``sync`` catches the window index up with the table first."""
+        memories = self._mirror.index
         if memories is None:
             return []
         index = self._sync_windows(memories.dim) if sync else self._windows
@@ -178,7 +152,7 @@ class _SQLiteWindows(_SQLiteHistory):
         query = normalise(vector)  # only once there are windows to search
         if query.shape[0] != memories.dim:
             return []
-        masks = self._index_masks(filters)
+        masks = self._mirror.masks(filters)
         if masks is None:
             return []
         return index.best(query, limit, memories, **masks)

@@ -1,33 +1,26 @@
-"""SQLite search: FTS5 full text, the in-process vector index (numpy, HNSW above a size) and briefs."""
+"""SQLite search: FTS5 full text, the in-process vector index (numpy, HNSW above a size)
+with the window arm, and briefs (:class:`SQLiteSearch`)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-from sqlalchemy import text
-from sqlalchemy.engine import Connection
-
-from ...clock import to_timestamp, utc_from_timestamp
+from ...clock import utc_from_timestamp
 from ...errors import (
     DimensionMismatchError,
 )
 from ...text import merge_hits, parse_query
 from .._common import chunks, informative_terms
-from .._sql.catalogue import VISIBLE
-from ..ann import ApproximateIndex, make_index
-from ..base import (
-    ArmQuery,
-    Brief,
-    SearchFilters,
-)
-from ..vector_index import VectorIndex, normalise
-from ._records import Mark
-from ._working import SQLiteWorkingSet
+from .._sql.dialect import SQLITE
+from .._sql.filters import VISIBLE, filter_sql
+from ..base import ArmQuery, Brief, SearchFilters
+from ..vector_index import normalise
+from .mirror import VectorMirror
+from .reads import Mark, SQLiteReads
+from .windows import SQLiteWindows, merge_best
 
 #: How many briefs a store keeps (their text read once); the cache is emptied beyond.
 _BRIEFS_CACHED = 20_000
@@ -40,32 +33,56 @@ _SPARE_HITS = 16
 #: unjoined; with fewer, joining each match to its memory costs less than a second statement.
 _UNJOINED_FROM = 100
 
-#: What :meth:`_SQLiteSearch.briefs` has not read since the mark (a brief, None: hidden).
+#: What :meth:`SQLiteSearch.briefs` has not read since the mark (a brief, None: hidden).
 _UNREAD: Any = object()
 
 
-class _SQLiteSearch(SQLiteWorkingSet):
-    """Full-text and vector search, and the vector index kept in step with the table."""
+class SQLiteSearch:
+    """Full-text and vector search (with the window arm) and briefs."""
 
-    #: Briefs read so far, by memory id: (version, brief); see :meth:`briefs`.
-    _brief_cache: dict[int, tuple[int, Brief]] | None = None
-    #: Which ids an unfiltered :meth:`briefs` found visible (their brief) or not (None), as
-    #: of ``_passed_at``: the read connection and its ``data_version`` then.
-    _passed: dict[int, Brief | None] | None = None
-    _passed_at: Mark | None = None
-    #: The mark the vector index was last caught up at, and that index.
-    _index_synced: tuple[Mark, VectorIndex] | None = None
-    #: The full-text counts of the rare-word rule (by term and cap; None: the newest id) as
-    #: of ``_counts_at``.
-    _counts: dict[tuple[str, int] | None, int] | None = None
-    _counts_at: Mark | None = None
+    def __init__(self, reads: SQLiteReads, mirror: VectorMirror, windows: SQLiteWindows) -> None:
+        self._reads, self._mirror, self._windows = reads, mirror, windows
+        #: Briefs read so far, by memory id: (version, brief); see :meth:`briefs`.
+        self._brief_cache: dict[int, tuple[int, Brief]] | None = None
+        #: Which ids an unfiltered :meth:`briefs` found visible (their brief) or not (None),
+        #: as of ``_passed_at``: the read connection and its ``data_version`` then.
+        self._passed: dict[int, Brief | None] | None = None
+        self._passed_at: Mark | None = None
+        #: The full-text counts of the rare-word rule (by term and cap; None: the newest id)
+        #: as of ``_counts_at``.
+        self._counts: dict[tuple[str, int] | None, int] | None = None
+        self._counts_at: Mark | None = None
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
-        """Each search in turn (an embedded database has no round trips to save)."""
-        return [self.vector_search(a.vector, limit=a.limit, filters=a.filters)
-                if a.vector is not None else
-                self.fulltext_search(a.text or "", limit=a.limit, filters=a.filters)
-                for a in arms]
+        """Each search in turn; the window index is caught up once, for the first vector
+        search (a recall's arms read one state of the windows)."""
+        out: list[list[tuple[int, float]]] = []
+        synced = False
+        # One mark, read first, tells the catch-ups and the full-text counts of every arm
+        # whether anything was committed since (no transaction: in an in-memory database
+        # the read connection is also the pool's, through which a reload of the index reads).
+        with self._reads.holding():
+            for a in arms:
+                if a.vector is None:
+                    out.append(self.fulltext_search(a.text or "", limit=a.limit,
+                                                    filters=a.filters))
+                    continue
+                out.append(self._vector_hits(a.vector, a.limit, a.filters, a.windows,
+                                             sync=not synced))
+                synced = synced or a.windows
+        return out
+
+    def vector_search(self, vector: Sequence[float], *, limit: int,
+                      filters: SearchFilters, windows: bool = True) -> list[tuple[int, float]]:
+        return self._vector_hits(vector, limit, filters, windows, sync=True)
+
+    def _vector_hits(self, vector: Sequence[float], limit: int, filters: SearchFilters,
+                     windows: bool, *, sync: bool) -> list[tuple[int, float]]:
+        hits = self._memory_hits(vector, limit, filters)
+        if not windows or self._mirror.index is None:
+            return hits
+        found = self._windows.hits(vector, limit, filters, sync=sync)
+        return merge_best(hits, found, limit) if found else hits
 
     def fulltext_search(self, query: str, *, limit: int,
                         filters: SearchFilters) -> list[tuple[int, float]]:
@@ -78,7 +95,7 @@ class _SQLiteSearch(SQLiteWorkingSet):
         # per-statement overhead would be most of its time. No snapshot: the counts are
         # kept by a mark read before them, the hits are one statement (and a visibility
         # check whose newer answer only leaves out what was forgotten meanwhile).
-        with self._cursor(snapshot=False) as cur:
+        with self._reads.cursor(snapshot=False) as cur:
             words = self._word_hits(cur, parsed.words, limit, filters)
             runs = self._run_hits(cur, parsed.runs, limit, filters)
         return merge_hits(words, runs, limit)
@@ -92,7 +109,7 @@ class _SQLiteSearch(SQLiteWorkingSet):
             return '"' + term.replace('"', '""') + '"'
 
         params: dict[str, Any] = {"limit": limit}
-        where = self._filter_sql(filters, params)
+        where = filter_sql(SQLITE, filters, params)
         sql = ("SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
                "JOIN memories m ON m.id = memories_fts.rowid "
                f"WHERE memories_fts MATCH :match AND {where} ORDER BY rank, m.id LIMIT :limit")
@@ -130,7 +147,7 @@ class _SQLiteSearch(SQLiteWorkingSet):
     def _counts_memo(self, cur: sqlite3.Cursor) -> dict[tuple[str, int] | None, int]:
         """The rare-word rule's counts read since the last commit to the database (the
         same words come back query after query); a fresh dict when the mark moved."""
-        mark = self._mark(cur)
+        mark = self._reads.mark(cur)
         memo = self._counts
         if mark is None or memo is None or self._counts_at != mark or len(memo) > 4096:
             memo = {}
@@ -176,101 +193,20 @@ class _SQLiteSearch(SQLiteWorkingSet):
             found = "c.memories_cjk MATCH :match"
         else:
             found = " OR ".join(f"instr(c.content, :r{i}) > 0" for i in range(len(runs)))
-        where = self._filter_sql(filters, params)
+        where = filter_sql(SQLITE, filters, params)
         sql = (f"SELECT m.id, {held} + 1.0 / (1 + length(c.content)) AS score "
                "FROM memories_cjk c JOIN memories m ON m.id = c.rowid "
                f"WHERE ({found}) AND {where} ORDER BY score DESC, m.id LIMIT :limit")
         return [(int(r[0]), float(r[1])) for r in cur.execute(sql, params).fetchall()]
 
-    def _load_index(self) -> None:
-        with self._read() as conn:
-            dim = self._meta(conn, "embedding_dim")
-            generation = int(self._meta(conn, "vector_generation") or 0)
-        if isinstance(self._index, ApproximateIndex):
-            self._index.close()
-        self._seen_generation, self._index_stale = generation, False
-        if dim is None:
-            self._index = None
-            return
-        self._index = self._new_index(int(dim))
-        self._pull_new_rows()
-
-    def _new_index(self, dim: int) -> VectorIndex:
-        path = None
-        if not self._memory_db:
-            db_file = self._url.split("///", 1)[-1].split("?", 1)[0]
-            path = Path(db_file + "-vectors.usearch") if db_file else None
-        return make_index(dim, path=path)
-
-    def _sync_index(self) -> None:
-        """Catch up with other writers: reload after their vector changes, else pull new rows.
-        Nothing to read while nothing was committed since the last catch-up (the mark)."""
-        index = self._index
-        if index is None:
-            return
-        held = self._held()  # a recall's search: its mark, no cursor to check it
-        if held is not None and self._index_synced == (held, index) and not self._index_stale:
-            return
-        with self._cursor(snapshot=False) as cur:  # this runs before every search
-            mark = self._mark(cur)
-            if mark is not None and self._index_synced == (mark, index) and not self._index_stale:
-                return
-            generation, newest = cur.execute(
-                "SELECT (SELECT value FROM htm_meta WHERE key = 'vector_generation'), "
-                "(SELECT coalesce(max(id), 0) FROM memories)").fetchone()
-        if int(generation or 0) != self._seen_generation or self._index_stale:
-            self._load_index()
-        elif int(newest) > index.max_id:
-            self._pull_new_rows()
-        self._index_synced = None if mark is None or self._index is None else (mark, self._index)
-
-    def _pull_new_rows(self, *, below: int | None = None) -> None:
-        """Add rows written since the index last saw the table (only ids under ``below``).
-
-        Rows are streamed in chunks straight into the index's arrays, so opening a large
-        store never holds every row as a Python object.
-        """
-        index = self._index
-        if index is None:
-            return
-        dim = index.dim
-        width = dim * 4
-        with self._read() as conn:
-            # The raw cursor: at 100,000 rows SQLAlchemy's row objects cost more than the read.
-            cur = conn.connection.cursor()
-            try:
-                cur.arraysize = 2048  # small chunks: little heap left behind after the load
-                newest = cur.execute("SELECT max(id) FROM memories").fetchone()[0]
-                upto = int(newest or 0) if below is None else min(int(newest or 0), below - 1)
-                # Allocate once, not by doubling, with a quarter to spare: otherwise the first
-                # add after opening a large store copies every vector to grow the matrix
-                # (0.6 s at 100k). Spare rows are zero pages never touched: not resident.
-                backlog = upto - index.max_id
-                index.reserve(backlog + backlog // 4)
-                cur.execute("SELECT id, embedding, created_at, robot_id, forgotten_at FROM memories "
-                            "WHERE id > ? AND id <= ? AND embedding IS NOT NULL ORDER BY id",
-                            (index.max_id, upto))
-                while part := cur.fetchmany():
-                    ids, blobs, created, robots, forgotten = zip(*part, strict=True)
-                    if any(len(b) != width for b in blobs):
-                        blobs = tuple(bytes(b[:width]) for b in blobs)
-                    index.add_arrays(
-                        np.array(ids, dtype=np.int64),
-                        np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(part), dim),
-                        np.array(created, dtype=np.float64),
-                        np.array(robots, dtype=np.int64),
-                        np.array([f is None for f in forgotten], dtype=bool),
-                    )
-            finally:
-                cur.close()
-
-    def vector_search(self, vector: Sequence[float], *, limit: int,
-                      filters: SearchFilters) -> list[tuple[int, float]]:
-        if self._index is None:
-            self._load_index()
+    def _memory_hits(self, vector: Sequence[float], limit: int,
+                     filters: SearchFilters) -> list[tuple[int, float]]:
+        """The in-process index's top ``limit`` memories for ``vector``."""
+        if self._mirror.index is None:
+            self._mirror.load()
         else:
-            self._sync_index()  # may replace the index when another writer changed vectors
-        index = self._index
+            self._mirror.sync()  # may replace the index when another writer changed vectors
+        index = self._mirror.index
         if index is None:
             return []
         query = normalise(vector)
@@ -278,36 +214,16 @@ class _SQLiteSearch(SQLiteWorkingSet):
             raise DimensionMismatchError(
                 f"query vector has dimension {query.shape[0]} but the store holds "
                 f"{index.dim}-dimensional vectors; use the store's embedder")
-        masks = self._index_masks(filters)
+        masks = self._mirror.masks(filters)
         if masks is None:
             return []
         return index.search(query, limit, **masks)
-
-    def _index_masks(self, filters: SearchFilters) -> dict[str, Any] | None:
-        """``filters`` as the in-process index's mask arguments (time, robot id, allowed
-        ids); None when the robot is unknown, so nothing can match."""
-        robot_id = None
-        if filters.robot is not None:
-            robot_id = self._known_robot_id(filters.robot)
-            if robot_id is None:
-                return None
-        allowed = None
-        if filters.tags:
-            params: dict[str, Any] = {}
-            where = self._filter_sql(SearchFilters(tags=filters.tags), params)
-            with self._read() as conn:
-                ids = [r[0] for r in conn.execute(text(f"SELECT m.id FROM memories m WHERE {where}"),
-                                                  params)]
-            allowed = np.asarray(ids, dtype=np.int64)
-        return {"start": to_timestamp(filters.start) if filters.start else None,
-                "end": to_timestamp(filters.end) if filters.end else None,
-                "robot": robot_id, "allowed_ids": allowed}
 
     def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
         if not ids:
             return {}
         params: dict[str, Any] = {}
-        where = self._filter_sql(filters, params)
+        where = filter_sql(SQLITE, filters, params)
         # A recall reads a couple of hundred briefs, mostly the same ones as the recall
         # before: which of them pass is read every time, their text only when it is not
         # cached. A memory's text changes only with its version, and ids are never reused.
@@ -318,7 +234,7 @@ class _SQLiteSearch(SQLiteWorkingSet):
         # One block, no snapshot: the mark first, so what is read after it is as new as it
         # or newer (see _mark). A brief's text comes with its version (one row): a text
         # read in a later statement than the version check is still that version's.
-        with self._cursor(snapshot=False) as cur:
+        with self._reads.cursor(snapshot=False) as cur:
             passed = self._passed_since(cur) if filters.is_empty else None
             todo = sorted(set(ids))
             if passed is not None:  # nothing committed since these were read
@@ -364,7 +280,7 @@ class _SQLiteSearch(SQLiteWorkingSet):
         moves with each); emptied when it moved.
         None for an in-memory database (its writes share the read connection, which
         ``data_version`` does not count)."""
-        at = self._mark(cur)
+        at = self._reads.mark(cur)
         if at is None:
             return None
         passed = self._passed
@@ -374,32 +290,6 @@ class _SQLiteSearch(SQLiteWorkingSet):
         return passed
 
     def vector_centroid(self) -> list[float] | None:
-        if self._index is None:
-            self._load_index()
         # No sync with other writers here: the vector search that follows does it, and an
         # estimate one query behind them is fine for centring.
-        return self._index.centroid_list() if self._index is not None else None
-
-    # -- what never-forget changes beside the table --------------------------------------
-
-    @staticmethod
-    def _delete_rows(conn: Connection, ids: Sequence[int]) -> None:
-        for mid in ids:
-            conn.execute(text("DELETE FROM memories WHERE id = :id"), {"id": mid})
-
-    def _visibility_changed(self, conn: Connection) -> None:
-        self._bump_generation(conn)
-
-    def _purged(self, conn: Connection, ids: Sequence[int]) -> None:
-        # The ids of purged memories are never handed out again (see _add_many).
-        high = max(int(self._meta(conn, "id_high_water") or 0), *ids)
-        self._set_meta(conn, "id_high_water", str(high))
-
-    def _after_visibility(self, memory_id: int, *, alive: bool) -> None:
-        if self._index is not None:
-            self._index.set_alive(memory_id, alive)
-
-    def _after_purge(self, ids: Sequence[int]) -> None:
-        if self._index is not None:
-            for mid in ids:
-                self._index.remove(mid)
+        return self._mirror.centroid()

@@ -9,24 +9,26 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ...clock import to_timestamp
-from ...models import Memory
-from .._sql.versions import SQLVersions
 from ..vector_index import finite_unit, normalise
-from ._writer import _SQLiteWriter
+from .engine import SQLiteDatabase
+
+__all__ = ["SQLiteHistory"]
 
 
-class _SQLiteHistory(SQLVersions, _SQLiteWriter):
-    """The dialect hooks of :class:`~htm_core.store._sql.versions.SQLVersions`."""
+class SQLiteHistory:
+    """The :class:`~htm_core.store._sql.parts.HistorySQL` of SQLite."""
 
-    def _set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
-                    embedder: str) -> None:
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self._db = db
+
+    def set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
+                   embedder: str) -> None:
         unit = finite_unit(vector, f"embedding for memory {memory_id}")
-        self._check_embedding(conn, embedder, int(unit.shape[0]))
+        self._db.check_embedding(conn, embedder, int(unit.shape[0]))
         conn.execute(text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
                      {"e": unit.tobytes(), "n": embedder, "id": memory_id})
 
-    def _next_history_id(self, conn: Connection) -> int:
+    def next_history_id(self, conn: Connection) -> int:
         """One past the highest history row id ever given: SQLite numbers a row one past
         the highest present, which reuses the id of a purged newest row, and a list walk's
         history mark must never see an update made after it below it."""
@@ -39,8 +41,8 @@ class _SQLiteHistory(SQLVersions, _SQLiteWriter):
                      {"v": str(given)})
         return given
 
-    def _history_vector_hits(self, conn: Connection, vector: Sequence[float], where: str,
-                             params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+    def vector_hits(self, conn: Connection, vector: Sequence[float], where: str,
+                    params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
         """Exact cosine over the filtered history (expected to be small beside the store)."""
         query = normalise(vector)
         width = int(query.shape[0]) * 4
@@ -55,8 +57,8 @@ class _SQLiteHistory(SQLVersions, _SQLiteWriter):
         best = np.argsort(-scores, kind="stable")[:limit]
         return [(rows[i][0], float(scores[i])) for i in best]
 
-    def _history_text_hits(self, conn: Connection, words: Sequence[str], where: str,
-                           params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+    def text_hits(self, conn: Connection, words: Sequence[str], where: str,
+                  params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         rows = conn.execute(text(
             "SELECT v.id, bm25(memory_versions_fts) AS rank FROM memory_versions_fts "
@@ -65,16 +67,3 @@ class _SQLiteHistory(SQLVersions, _SQLiteWriter):
             f"WHERE memory_versions_fts MATCH :match AND {where} ORDER BY rank, v.id "
             "LIMIT :limit"), {**params, "match": match, "limit": limit}).all()
         return [(int(r[0]), -float(r[1])) for r in rows]
-
-    def _after_update(self, memory: Memory, vector: Sequence[float] | None,
-                      text_changed: bool) -> None:
-        """The in-process vector index follows the new text (the generation was bumped in
-        the transaction, so other processes' indexes reload)."""
-        if self._index is None or not text_changed:
-            return
-        if vector is None:
-            self._index.remove(memory.id)
-            return
-        robot = self._known_robot_id(memory.robot)
-        self._index.add([(memory.id, normalise(vector), to_timestamp(memory.created_at),
-                          robot if robot is not None else 0)])

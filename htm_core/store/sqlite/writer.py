@@ -1,4 +1,5 @@
-"""SQLite batch writer: add_many in one transaction, FTS5 per batch, re-add merges, embeddings."""
+"""SQLite's writes of memory rows: ``add_many`` in one transaction (FTS5 indexed once per
+batch, re-adds merged), access statistics and embeddings (:class:`SQLiteWriter`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,11 +24,11 @@ from ...models import Memory
 from ...text import CJK_REGEX
 from .._coherence import Merged, as_dict, merge_readd, touch_detail
 from .._common import chunks
+from .._sql.parts import RowListener
 from .._vectors import (
     batch_embedder,
     clear_failures,
 )
-from ..ann import ApproximateIndex
 from ..base import (
     AddResult,
     NewMemory,
@@ -37,7 +38,10 @@ from ..base import (
 from ..values import checked_instance, content_crc, unit_embeddings
 from ..vector_index import finite_unit
 from ._schema import _FTS_BATCH_KEY, _LARGE_BATCH, _LARGE_BATCH_CACHE_KIB
-from ._search import _SQLiteSearch
+from .engine import SQLiteDatabase
+from .mirror import NewVectors, VectorMirror
+from .rows import SQLiteRows
+from .working import SQLiteWorkingSet
 
 
 def _stamped(when: datetime) -> tuple[float, datetime]:
@@ -62,15 +66,6 @@ def _stamped(when: datetime) -> tuple[float, datetime]:
 _CJK = re.compile(CJK_REGEX)
 
 
-class _NewVectors(NamedTuple):
-    """A batch's new rows with a vector, as the in-process index takes them (ids ascending)."""
-
-    ids: npt.NDArray[np.int64]
-    vectors: npt.NDArray[np.float32]
-    created: npt.NDArray[np.float64]
-    robots: npt.NDArray[np.int64]
-
-
 def _rows_exist(raw: Any, made: dict[int, Memory]) -> bool:
     """Whether the rows this batch created are in the database (see ``_write``'s ``landed``)."""
     if not made:
@@ -80,10 +75,120 @@ def _rows_exist(raw: Any, made: dict[int, Memory]) -> bool:
     return row is not None and row[0] == memory.key
 
 
-class _SQLiteWriter(_SQLiteSearch):
+class _Batch:
+    """What an ``add_many`` writes, gathered record by record: the new rows (and the
+    memories as written, in ``made``), tag links, touches and log lines, the re-adds to
+    merge, and the new rows' part of the vector index."""
+
+    def __init__(self, now: float, units: npt.NDArray[np.float32],
+                 made: dict[int, Memory]) -> None:
+        self.now = now
+        self.units, self.made = units, made
+        # The rows' bytes at once: a slice of them per row (a row's ``tobytes`` is 3× that).
+        self.blobs, self.width = units.tobytes(), units.shape[1] * units.itemsize
+        self.position = 0  # the row of ``units`` of the next record with a vector
+        self.results: list[tuple[int, bool]] = []
+        self.inserted: dict[str, tuple[int, str, None]] = {}  # keys new in this batch
+        self.new_rows: list[tuple[Any, ...]] = []
+        self.tag_links: list[tuple[int, str]] = []
+        self.log_rows: list[tuple[Any, ...]] = []
+        self.touched: list[tuple[float, int]] = []
+        self.readds: list[tuple[int, int, NewMemory]] = []  # (log row, id, record) of each
+        # The index's part of each new row with a vector: its id, row of ``units``, creation
+        # time and robot id (plain lists: one numpy array each after the loop).
+        self.vec_ids: list[int] = []
+        self.vec_rows: list[int] = []
+        self.vec_created: list[float] = []
+        self.vec_robots: list[int] = []
+
+    def readd(self, rec: NewMemory, rid: int, prior: tuple[int, str, float | None],
+              stored: dict[int, Merged]) -> bool:
+        """``rec`` again under a key the store (or this batch) holds as ``prior`` (id,
+        content, forgotten); refused when its content differs. Whether it was forgotten."""
+        if rec.embedding is not None:
+            self.position += 1
+        mid, old_content, forgotten = prior
+        if old_content != rec.content:
+            state = " (forgotten; purge it to reuse the key)" if forgotten else ""
+            raise DuplicateKeyError(
+                f"key {rec.key!r} already holds different content{state}; choose another key")
+        first = self.made.pop(mid, None)  # touched (a row of this batch, or an old one): read it back
+        if first is not None:  # a row of this batch: merge into it as written
+            stored[mid] = Merged(first.importance, dict(first.metadata), set(first.tags))
+        self.touched.append((self.now, mid))
+        self.readds.append((len(self.log_rows), mid, rec))
+        self.log_rows.append((self.now, "restore" if forgotten else "touch", rid, mid, rec.key,
+                              '{"reason": "added again"}'))
+        self.results.append((mid, False))
+        return bool(forgotten)
+
+    def insert(self, rec: NewMemory, rid: int, mid: int) -> None:
+        """``rec`` as the new row ``mid``, and as the memory it returns (in ``made``)."""
+        key, content = rec.key, rec.content
+        created, created_dt = _stamped(rec.created_at)
+        if rec.embedding is not None:
+            blob: bytes | None = self.blobs[self.position * self.width:
+                                            (self.position + 1) * self.width]
+            embedder_name = rec.embedder
+            self.vec_ids.append(mid)
+            self.vec_rows.append(self.position)
+            self.vec_created.append(created)
+            self.vec_robots.append(rid)
+            self.position += 1
+        else:
+            blob = embedder_name = None
+        if rec.last_accessed is None:
+            accessed, accessed_dt = created, created_dt
+        else:
+            accessed, accessed_dt = _stamped(rec.last_accessed)
+        forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
+        metadata = json.dumps(rec.metadata) if rec.metadata else "{}"
+        digest, tags = rec.content_hash, rec.tags
+        self.new_rows.append((
+            mid, key, content, digest, content_crc(content), rid, rec.importance,
+            rec.token_count, created, accessed, rec.access_count, metadata, blob,
+            embedder_name, forgotten_ts,
+        ))
+        self.made[mid] = checked_instance(Memory,
+            id=mid, key=key, content=content, content_hash=digest, robot=rec.robot,
+            importance=float(rec.importance), token_count=rec.token_count,
+            created_at=created_dt, last_accessed=accessed_dt, access_count=rec.access_count,
+            tags=tuple(sorted(set(tags))) if tags else (), embedding=None, version=1,
+            metadata=json.loads(metadata) if rec.metadata else {}, embedder=embedder_name,
+            forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None)
+        self.inserted[key] = (mid, content, None)
+        if tags:
+            self.tag_links.extend((mid, tag) for tag in tags)
+        self.log_rows.append((self.now, "add", rid, mid, key, "{}"))
+        self.results.append((mid, True))
+
+    def new_vectors(self) -> NewVectors | None:
+        """The new rows with a vector, as the index takes them (None: none)."""
+        if not self.vec_ids:
+            return None
+        return NewVectors(
+            np.array(self.vec_ids, dtype=np.int64), self.units[self.vec_rows],
+            np.array(self.vec_created, dtype=np.float64),
+            np.array(self.vec_robots, dtype=np.int64))
+
+
+class IdHighWater(RowListener):
+    """Keeps the ids of purged memories from being handed out again (see ``_add_many``)."""
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self._db = db
+
+    def purged(self, conn: Connection, ids: Sequence[int]) -> None:
+        high = max(int(self._db.meta(conn, "id_high_water") or 0), *ids)
+        self._db.set_meta(conn, "id_high_water", str(high))
+
+
+class SQLiteWriter:
     """The add path and the other writes of memory rows."""
 
-    # -- writing ---------------------------------------------------------------------
+    def __init__(self, db: SQLiteDatabase, rows: SQLiteRows, mirror: VectorMirror,
+                 working: SQLiteWorkingSet) -> None:
+        self._db, self._rows, self._mirror, self._working = db, rows, mirror, working
 
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
         """Write ``records`` in one transaction; all or nothing (see ``LongTermStore``)."""
@@ -105,31 +210,29 @@ class _SQLiteWriter(_SQLiteSearch):
         revived: list[int] = []
         big = len(records) >= _LARGE_BATCH
         applied: WorkingResult | None = None
-        with self._write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None,
-                         landed=lambda raw: _rows_exist(raw, made)) as conn:
+        with self._db.write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None,
+                            landed=lambda raw: _rows_exist(raw, made)) as conn:
             outcomes, vectors = self._add_many(conn, records, made, revived)
             # New rows are returned as written (no read-back); touched ones are re-read.
             again = [mid for mid, _created in outcomes if mid not in made]
-            by_id = {m.id: m for part in chunks(again, 500) for m in self._fetch(
+            by_id = {m.id: m for part in chunks(again, 500) for m in self._rows.fetch(
                 conn, f"m.id IN ({', '.join(str(int(i)) for i in part)})", {}, False)}
             by_id.update(made)
             results = [AddResult(by_id[mid], created) for mid, created in outcomes]
             change = working(results) if working is not None else None
             if change is not None:
                 written = {r.memory.key: (r.memory.id, r.created) for r in results}
-                applied = self._apply_working(conn, change, expected_version, written)
+                applied = self._working.apply_in(conn, change, expected_version, written)
         # The in-process index follows only once the transaction has committed.
-        self._index_new(vectors)
-        if self._index is not None:
-            for mid in revived:
-                self._index.set_alive(mid, True)
-            for rec, (mid, created) in zip(records, outcomes, strict=True):
-                if created and rec.forgotten_at is not None:
-                    self._index.set_alive(mid, False)  # imported forgotten: hidden until restored
+        self._mirror.add_new(vectors)
+        self._mirror.set_alive(revived, True)
+        self._mirror.set_alive([mid for rec, (mid, created) in zip(records, outcomes, strict=True)
+                                if created and rec.forgotten_at is not None],
+                               False)  # imported forgotten: hidden until restored
         return results, applied
 
     def _existing_rows(self, conn: Connection, records: Sequence[NewMemory]) -> tuple[
-            dict[str, tuple[int, str, float | None]], dict[int, Merged], int]:
+                       dict[str, tuple[int, str, float | None]], dict[int, Merged], int]:
         """The rows already holding the batch's keys (key -> id, content, forgotten_at),
         their importance and metadata (for re-adds), and the first id for new rows.
 
@@ -151,8 +254,8 @@ class _SQLiteWriter(_SQLiteSearch):
                         (json.dumps(part),)):
                     existing[row[0]] = (row[1], row[2], row[3])
                     stored[row[1]] = Merged(float(row[4]), as_dict(row[5]), set())
-            if len(existing) < len(keys) and self._key_index_damage != "":
-                self._check_key_index(cur)  # new keys: would the index let a duplicate in?
+            if len(existing) < len(keys):
+                self._rows.check_key_index(cur)  # new keys: would the index let a duplicate in?
             # Ids are never reused: past the newest row and past every purged one.
             next_id = int(cur.execute(
                 "SELECT max(coalesce((SELECT max(id) FROM memories), 0), coalesce((SELECT "
@@ -163,7 +266,7 @@ class _SQLiteWriter(_SQLiteSearch):
         return existing, stored, next_id
 
     def _add_many(self, conn: Connection, records: Sequence[NewMemory], made: dict[int, Memory],
-                  revived: list[int]) -> tuple[list[tuple[int, bool]], _NewVectors | None]:
+                  revived: list[int]) -> tuple[list[tuple[int, bool]], NewVectors | None]:
         """Write the batch on ``conn``; fill ``made`` (new rows) and ``revived`` (restored ids).
 
         Returns (id, created) per record and the new rows' vectors for the index.
@@ -171,101 +274,28 @@ class _SQLiteWriter(_SQLiteSearch):
         now = time.time()
         vectors = batch_embedder(records)  # one embedder and dimension per batch
         if vectors is not None:
-            self._check_embedding(conn, *vectors)
+            self._db.check_embedding(conn, *vectors)
         existing, stored, next_id = self._existing_rows(conn, records)
-        units = unit_embeddings(records)[1]
-        # The rows' bytes at once: a slice of them per row (a row's ``tobytes`` is 3× that).
-        blobs, width = units.tobytes(), units.shape[1] * units.itemsize
-        position = 0
+        batch = _Batch(now, unit_embeddings(records)[1], made)
         robot_ids: dict[str, int] = {}
-        results: list[tuple[int, bool]] = []
-        inserted: dict[str, tuple[int, str, None]] = {}  # keys new in this batch
-        new_rows: list[tuple[Any, ...]] = []
-        tag_links: list[tuple[int, str]] = []
-        log_rows: list[tuple[Any, ...]] = []
-        touched: list[tuple[float, int]] = []
-        readds: list[tuple[int, int, NewMemory]] = []  # (log row, id, record) of each re-add
-        # The index's part of each new row with a vector: its id, row of ``units``, creation
-        # time and robot id (plain lists: one numpy array each after the loop).
-        vec_ids: list[int] = []
-        vec_rows: list[int] = []
-        vec_created: list[float] = []
-        vec_robots: list[int] = []
         for rec in records:
-            key, content, embedding = rec.key, rec.content, rec.embedding
             rid = robot_ids.get(rec.robot)
             if rid is None:
-                rid = robot_ids[rec.robot] = self._robot_id(conn, rec.robot)
-            prior = existing.get(key) or inserted.get(key)
-            if prior is not None:
-                if embedding is not None:
-                    position += 1
-                mid, old_content, forgotten = prior
-                if old_content != content:
-                    state = " (forgotten; purge it to reuse the key)" if forgotten else ""
-                    raise DuplicateKeyError(
-                        f"key {key!r} already holds different content{state}; choose "
-                        "another key"
-                    )
-                first = made.pop(mid, None)  # touched (a row of this batch, or an old one): read it back
-                if first is not None:  # a row of this batch: merge into it as written
-                    stored[mid] = Merged(first.importance, dict(first.metadata), set(first.tags))
-                touched.append((now, mid))
-                readds.append((len(log_rows), mid, rec))
-                log_rows.append((now, "restore" if forgotten else "touch", rid, mid, key,
-                                 '{"reason": "added again"}'))
-                if forgotten:
-                    self._bump_generation(conn)
-                    revived.append(mid)
-                results.append((mid, False))
-                continue
-            created, created_dt = _stamped(rec.created_at)
-            mid = next_id
-            next_id += 1
-            if embedding is not None:
-                blob: bytes | None = blobs[position * width:(position + 1) * width]
-                embedder_name = rec.embedder
-                vec_ids.append(mid)
-                vec_rows.append(position)
-                vec_created.append(created)
-                vec_robots.append(rid)
-                position += 1
-            else:
-                blob = embedder_name = None
-            if rec.last_accessed is None:
-                accessed, accessed_dt = created, created_dt
-            else:
-                accessed, accessed_dt = _stamped(rec.last_accessed)
-            forgotten_ts = to_timestamp(rec.forgotten_at) if rec.forgotten_at else None
-            metadata = json.dumps(rec.metadata) if rec.metadata else "{}"
-            digest = rec.content_hash
-            tags = rec.tags
-            new_rows.append((
-                mid, key, content, digest, content_crc(content), rid, rec.importance,
-                rec.token_count, created, accessed, rec.access_count, metadata, blob,
-                embedder_name, forgotten_ts,
-            ))
-            made[mid] = checked_instance(Memory,
-                id=mid, key=key, content=content, content_hash=digest, robot=rec.robot,
-                importance=float(rec.importance), token_count=rec.token_count,
-                created_at=created_dt, last_accessed=accessed_dt, access_count=rec.access_count,
-                tags=tuple(sorted(set(tags))) if tags else (), embedding=None, version=1,
-                metadata=json.loads(metadata) if rec.metadata else {}, embedder=embedder_name,
-                forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None)
-            inserted[key] = (mid, content, None)
-            if tags:
-                tag_links.extend((mid, tag) for tag in tags)
-            log_rows.append((now, "add", rid, mid, key, "{}"))
-            results.append((mid, True))
-        merged_rows = self._merge_readds(conn, readds, stored, tag_links, log_rows)
-        self._write_batch(conn, new_rows, tag_links, touched, log_rows)
+                rid = robot_ids[rec.robot] = self._db.robot_id(conn, rec.robot)
+            prior = existing.get(rec.key) or batch.inserted.get(rec.key)
+            if prior is None:
+                batch.insert(rec, rid, next_id)
+                next_id += 1
+            elif batch.readd(rec, rid, prior, stored):  # a forgotten one, restored
+                self._mirror.bump_generation(conn)
+                revived.append(prior[0])
+        merged_rows = self._merge_readds(conn, batch.readds, stored, batch.tag_links,
+                                         batch.log_rows)
+        self._write_batch(conn, batch.new_rows, batch.tag_links, batch.touched, batch.log_rows)
         if merged_rows:
             conn.execute(text("UPDATE memories SET importance = :i, metadata = :m WHERE id = :id"),
                          [{"i": i, "m": m, "id": mid} for i, m, mid in merged_rows])
-        new_vectors = None if not vec_ids else _NewVectors(
-            np.array(vec_ids, dtype=np.int64), units[vec_rows],
-            np.array(vec_created, dtype=np.float64), np.array(vec_robots, dtype=np.int64))
-        return results, new_vectors
+        return batch.results, batch.new_vectors()
 
     @staticmethod
     def _merge_readds(conn: Connection, readds: Sequence[tuple[int, int, NewMemory]],
@@ -303,7 +333,7 @@ class _SQLiteWriter(_SQLiteSearch):
         cur = conn.connection.cursor()
         try:
             if new_rows:
-                batched = self._fts_batched and len(new_rows) > 1  # one row: the trigger is cheaper
+                batched = self._db.fts_batched and len(new_rows) > 1  # one row: the trigger is cheaper
                 if batched:
                     cur.execute("INSERT OR REPLACE INTO htm_meta(key, value) VALUES (?, '1')",
                                 (_FTS_BATCH_KEY,))
@@ -351,29 +381,19 @@ class _SQLiteWriter(_SQLiteSearch):
         finally:
             cur.close()
 
-    def _index_new(self, rows: _NewVectors | None) -> None:
-        if rows is None:
-            return
-        if self._index is None:
-            self._index = self._new_index(rows.vectors.shape[1])
-        # Rows other writers committed before ours sit between the index's newest id and ours:
-        # take them first, or the index's high-water mark would skip them for good.
-        self._pull_new_rows(below=int(rows.ids[0]))
-        self._index.add_arrays(rows.ids, rows.vectors, rows.created, rows.robots)
-
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         if not ids:
             return
 
         def write() -> None:
-            with self._write() as conn:
+            with self._db.write() as conn:
                 conn.execute(
                     text("UPDATE memories SET last_accessed = max(last_accessed, :t), "
                          "access_count = access_count + 1 WHERE id = :id"),
                     [{"t": to_timestamp(at), "id": i} for i in ids],
                 )
 
-        self._optional_write("access statistics", write, lambda: None)
+        self._db.optional_write("access statistics", write, lambda: None)
 
     def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
         if not items:
@@ -382,36 +402,29 @@ class _SQLiteWriter(_SQLiteSearch):
         dims = {len(u) for _, u in units}
         if len(dims) != 1:
             raise DimensionMismatchError(f"embeddings in one batch have different dimensions: {dims}")
-        with self._write() as conn:
-            self._check_embedding(conn, embedder, dims.pop())
+        with self._db.write() as conn:
+            self._db.check_embedding(conn, embedder, dims.pop())
             conn.execute(
                 text("UPDATE memories SET embedding = :e, embedder = :n WHERE id = :id"),
                 [{"e": u.tobytes(), "n": embedder, "id": mid} for mid, u in units],
             )
             clear_failures(conn, [mid for mid, _ in units])
-            self._bump_generation(conn)
+            self._mirror.bump_generation(conn)
             meta = {
                 r[0]: (r[1], r[2], r[3]) for part in chunks([m for m, _ in units], 500)
                 for r in conn.execute(text(
                     "SELECT id, created_at, robot_id, forgotten_at FROM memories WHERE id IN ("
                     + ", ".join(str(int(m)) for m in part) + ")"))
             }
-        if self._index is None:
-            self._index = self._new_index(len(units[0][1]))
-        self._index.add([(mid, u, meta[mid][0], meta[mid][1]) for mid, u in units if mid in meta])
-        for mid, _u in units:
-            if mid in meta and meta[mid][2] is not None:
-                self._index.set_alive(mid, False)
+        self._mirror.set_vectors(units, meta)
 
     def reset_embeddings(self) -> None:
-        with self._write() as conn:
+        with self._db.write() as conn:
             conn.execute(text("UPDATE memories SET embedding = NULL, embedder = NULL"))
             conn.execute(text("UPDATE memory_versions SET embedding = NULL, embedder = NULL "
                               "WHERE embedding IS NOT NULL"))
             conn.execute(text("DELETE FROM htm_meta WHERE key IN ('embedder', 'embedding_dim')"))
             clear_failures(conn)
-            self._log(conn, "reset_embeddings", robot_id=None)
-            self._bump_generation(conn)
-        if isinstance(self._index, ApproximateIndex):
-            self._index.discard()
-        self._index = None
+            self._db.log(conn, "reset_embeddings", robot_id=None)
+            self._mirror.bump_generation(conn)
+        self._mirror.discard()
