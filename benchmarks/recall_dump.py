@@ -5,6 +5,7 @@
     python -m benchmarks.recall_dump /tmp/before.txt                 # dev, assistant, LoCoMo
     python -m benchmarks.recall_dump /tmp/after.txt && cmp /tmp/before.txt /tmp/after.txt
     python -m benchmarks.recall_dump OUT --sets dev --quick          # a few questions only
+    python -m benchmarks.recall_dump OUT --sets dev --writer         # another robot writes too
 
 Every conversation of the generated development sets (``dev``: ``benchmarks/data/devset.json``;
 ``assistant``: built from its seed) and of the LoCoMo conversations in ``--locomo DIR``
@@ -118,8 +119,22 @@ def _explained(htm: HTM, question: str) -> str:
     return repr((arms, fused, why.query_time))
 
 
+def _writer_step(writer: HTM, items: Sequence[dict[str, Any]], i: int, gone: list[str]) -> None:
+    """Between two questions, another robot's writes on the same store: it adds a note,
+    forgets a turn and restores the turn it forgot the time before (deterministic, so two
+    dumps still compare line by line)."""
+    n = len(items)
+    writer.add(f"a note about {items[(i * 3) % n]['content']}", key=f"other-{i}")
+    if gone:
+        writer.restore(gone.pop())
+    key = items[(i * 7 + 1) % n]["key"]
+    if writer.store.get(key) is not None:
+        writer.forget(key, confirm=True)
+        gone.append(key)
+
+
 def _conversation(conv: dict[str, Any], questions: list[dict[str, Any]], folder: Path,
-                  write: Callable[[str], None], quick: bool) -> None:
+                  write: Callable[[str], None], quick: bool, writer: bool = False) -> None:
     items = _turns(conv)
     for item in items:
         item["tags"] = [f"speaker:{item['metadata']['speaker']}"]
@@ -135,9 +150,13 @@ def _conversation(conv: dict[str, Any], questions: list[dict[str, Any]], folder:
         facades = {name: HTM(robot="bench", store=base.store, embedder=embedder, clock=clock,
                              working_memory_tokens=1_000_000, retrieval=config)
                    for name, config in configs().items()}
+        other = HTM(robot="other", store=base.store, embedder=embedder, clock=clock)
+        gone: list[str] = []
         try:
             for i, q in enumerate(questions[:3] if quick else questions):
                 clock.set(datetime.fromisoformat(q["now"]))
+                if writer:
+                    _writer_step(other, items, i, gone)
                 head = f"{conv['id']} {q['id']}"
                 for label, kwargs in _calls(q, i, speakers, first, last):
                     write(f"{head} default {label}: {_hits(base.recall(q['question'], **kwargs))}")
@@ -146,11 +165,12 @@ def _conversation(conv: dict[str, Any], questions: list[dict[str, Any]], folder:
                     for name, facade in facades.items():
                         write(f"{head} {name}: {_hits(facade.recall(q['question'], limit=10))}")
         finally:
-            for facade in facades.values():
+            for facade in (*facades.values(), other):
                 facade.close()
 
 
-def dump(out: Path, sets: Sequence[str], locomo: Path, quick: bool = False) -> int:
+def dump(out: Path, sets: Sequence[str], locomo: Path, quick: bool = False,
+         writer: bool = False) -> int:
     """Write the answers of every set in ``sets`` to ``out``; return how many lines."""
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="htm-recall-dump-") as tmp:
@@ -162,7 +182,7 @@ def dump(out: Path, sets: Sequence[str], locomo: Path, quick: bool = False) -> i
                 folder.mkdir(exist_ok=True)
                 prefix = f"{name} "
                 _conversation(conv, questions, folder,
-                              lambda s, prefix=prefix: lines.append(prefix + s), quick)
+                              lambda s, prefix=prefix: lines.append(prefix + s), quick, writer)
                 if quick:
                     break
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -176,9 +196,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated: dev, assistant, locomo")
     parser.add_argument("--locomo", type=Path, default=LOCOMO, help="folder of LoCoMo *.json")
     parser.add_argument("--quick", action="store_true", help="one conversation, 3 questions")
+    parser.add_argument("--writer", action="store_true",
+                        help="another robot adds, forgets and restores between questions")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    n = dump(args.out, args.sets.split(","), args.locomo, args.quick)
+    n = dump(args.out, args.sets.split(","), args.locomo, args.quick, args.writer)
     print(f"{n} recalls written to {args.out} in {time.perf_counter() - t0:.0f} s")
     return 0
 
