@@ -2,8 +2,9 @@
 
 Each revision is checked out into its own temporary worktree; each run puts that tree's
 ``htm_core`` and ``htm_integrations`` first on ``PYTHONPATH`` beside *this* checkout's
-``benchmarks`` (so both sides run the same scripts), with its own ``HTM_BENCH_CACHE`` and
-``HTM_BENCH_RESULTS``. Runs go in pairs whose order alternates (before/after, then
+``benchmarks`` (so both sides run the same scripts; ``--own-scripts``: each side its own,
+for a script that reads a lower layer that changed), with its own ``HTM_BENCH_CACHE``
+and ``HTM_BENCH_RESULTS``. Runs go in pairs whose order alternates (before/after, then
 after/before, ...), so a load that rises through the session favours neither side. Every
 number in the scripts' result files is then compared: the median of each side and the
 median of the pair ratios (after / before).
@@ -47,8 +48,9 @@ def numbers(value: Any, path: str = "") -> Iterator[tuple[str, float]]:
             yield from numbers(item, f"{path}[{label}]")
 
 
-def side_root(tmp: Path, name: str, revision: str) -> Path:
-    """A folder holding ``revision``'s packages and this checkout's benchmarks."""
+def side_root(tmp: Path, name: str, revision: str, own_scripts: bool = False) -> Path:
+    """A folder holding ``revision``'s packages and this checkout's benchmarks (or the
+    revision's own)."""
     tree = tmp / f"{name}-tree"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), revision],
                    check=True, capture_output=True)
@@ -56,7 +58,7 @@ def side_root(tmp: Path, name: str, revision: str) -> Path:
     root.mkdir()
     for package in PACKAGES:
         (root / package).symlink_to(tree / package)
-    (root / "benchmarks").symlink_to(ROOT / "benchmarks")
+    (root / "benchmarks").symlink_to((tree if own_scripts else ROOT) / "benchmarks")
     return root
 
 
@@ -100,12 +102,14 @@ def main(argv: Sequence[str] | None = None) -> list[list[str]]:
     parser.add_argument("--before", required=True, help="the revision to compare against")
     parser.add_argument("--after", default="HEAD", help="the revision measured (default HEAD)")
     parser.add_argument("--runs", type=int, default=5, help="pairs of runs (default 5)")
+    parser.add_argument("--own-scripts", action="store_true",
+                        help="each side runs its own benchmarks/ (default: this checkout's)")
     parser.add_argument("commands", nargs="+", help="benchmark commands, each one string")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="htm-alternate-") as name:
         tmp = Path(name)
-        roots = {"before": side_root(tmp, "before", args.before),
-                 "after": side_root(tmp, "after", args.after)}
+        roots = {side: side_root(tmp, side, revision, args.own_scripts)
+                 for side, revision in (("before", args.before), ("after", args.after))}
         got: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
         try:
             for i in range(args.runs):
