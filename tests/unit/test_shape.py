@@ -30,7 +30,6 @@ LONG_FUNCTIONS = {
     "htm_core/cli_args.py::build_parser": 109,
     "htm_core/demo.py::_tour": 87,
     "htm_core/enrich/kinds.py::enrichment_handlers": 65,
-    "htm_core/store/postgres/_writer.py::_PostgresWriter._add_many": 108,
     "htm_core/store/sqlite/_engine.py::_SQLiteEngine._write": 62,
     "htm_core/store/sqlite/_writer.py::_SQLiteWriter._add_many": 104,
     "htm_core/working/memory.py::WorkingMemory._put": 78,
@@ -42,14 +41,7 @@ LONG_FUNCTIONS = {
 #: Classes stacked deeper than the budget today, with their depth now.
 DEEP_CLASSES = {
     "htm_core.store._sql.versions.SQLVersions": 4,
-    "htm_core.store.postgres._engine._PostgresEngine": 4,
-    "htm_core.store.postgres._history._PostgresHistory": 10,
-    "htm_core.store.postgres._records._PostgresRecords": 5,
-    "htm_core.store.postgres._search._PostgresSearch": 7,
-    "htm_core.store.postgres._windows._PostgresWindows": 11,
-    "htm_core.store.postgres._working.PostgresWorkingSet": 6,
-    "htm_core.store.postgres._writer._PostgresWriter": 8,
-    "htm_core.store.postgres.store.PostgresStore": 12,
+    "htm_core.store.postgres.store.PostgresStore": 5,
     "htm_core.store.sqlite._engine._SQLiteEngine": 4,
     "htm_core.store.sqlite._history._SQLiteHistory": 10,
     "htm_core.store.sqlite._records._SQLiteRecords": 5,
