@@ -1,0 +1,53 @@
+"""Which memories a read sees, in SQL both backends run: visibility, filters, key prefixes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...identity import prefix_range
+from ...tags import below
+from ..base import SearchFilters
+from .dialect import Dialect
+
+__all__ = ["VISIBLE", "filter_sql", "prefix_sql"]
+
+#: The rows recall, search and the catalogue see: memories not forgotten.
+VISIBLE = "m.forgotten_at IS NULL"
+
+
+def filter_sql(dialect: Dialect, filters: SearchFilters, params: dict[str, Any], *,
+               visible_only: bool = True) -> str:
+    """The ``WHERE`` clause (on ``memories m``) of ``filters``; binds its values."""
+    clauses = [VISIBLE if visible_only else "1 = 1"]
+    if filters.start is not None:
+        clauses.append("m.created_at >= :start")
+        params["start"] = dialect.time_in(filters.start)
+    if filters.end is not None:
+        clauses.append("m.created_at < :end")
+        params["end"] = dialect.time_in(filters.end)
+    if filters.robot is not None:
+        clauses.append("m.robot_id = (SELECT id FROM robots WHERE name = :robot)")
+        params["robot"] = filters.robot
+    if filters.tags:
+        ors = []
+        for i, tag in enumerate(filters.tags):  # the tag or a tag below it, exactly
+            params[f"tag{i}"] = tag
+            ors.append(f"t.name = :tag{i} OR "
+                       + prefix_sql(dialect, "t.name", f"tagp{i}", below(tag), params))
+        clauses.append(
+            "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+            f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))")
+    return " AND ".join(clauses)
+
+
+def prefix_sql(dialect: Dialect, column: str, name: str, prefix: str,
+               params: dict[str, Any]) -> str:
+    """``column`` starts with ``prefix``, exactly (:mod:`htm_core.identity`): a range in
+    code point order, which the column's index serves; binds ``name_lo``/``name_hi``."""
+    low, high = prefix_range(prefix)
+    ordered = f"{column}{dialect.code_point_order}"
+    params[f"{name}_lo"] = low
+    if high is None:
+        return f"{ordered} >= :{name}_lo"
+    params[f"{name}_hi"] = high
+    return f"({ordered} >= :{name}_lo AND {ordered} < :{name}_hi)"
