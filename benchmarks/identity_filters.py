@@ -45,10 +45,13 @@ def _plans(htm: Any, explain: str) -> list[str]:
     from sqlalchemy import text
 
     from htm_core.store import SearchFilters
+    from htm_core.store._sql.dialect import POSTGRES, SQLITE
+    from htm_core.store._sql.filters import filter_sql, prefix_sql
 
     store, out = htm.store, []
-    for build in (lambda p: store._filter_sql(SearchFilters(tags=("chat:user:u5",)), p),
-                  lambda p: store._prefix_sql("m.key", "p", "k19", p)):
+    dialect = SQLITE if store.backend == "sqlite" else POSTGRES
+    for build in (lambda p: filter_sql(dialect, SearchFilters(tags=("chat:user:u5",)), p),
+                  lambda p: prefix_sql(dialect, "m.key", "p", "k19", p)):
         params: dict[str, Any] = {}
         where = build(params)
         with store.engine.connect() as conn:

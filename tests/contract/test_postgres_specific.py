@@ -135,7 +135,7 @@ def raw_statements(store: PostgresStore) -> list[tuple[str, object]]:
     """Record every statement the store's own read connection (the recall path's reads:
     searches, briefs, memories, the recall check) sends from now on."""
     store.briefs([1], SearchFilters())  # the read connection exists after a first read
-    pg = store.db.raw_connection
+    pg = store.database.raw_connection
     assert pg is not None
     seen: list[tuple[str, object]] = []
 
@@ -162,7 +162,8 @@ def test_ef_search_is_set_per_query(store):
     seen.clear()
     store.vector_search(query, limit=3, filters=SearchFilters())
     assert [sql for sql, _ in seen if "hnsw.ef_search" in sql or "embedding_dim" in sql] == []
-    assert store.db.raw_connection.execute("SHOW hnsw.ef_search").fetchone()[0] == str(DEFAULT_EF_SEARCH)
+    own = store.database.raw_connection
+    assert own.execute("SHOW hnsw.ef_search").fetchone()[0] == str(DEFAULT_EF_SEARCH)
     with pytest.raises(ValidationError, match="ef_search"):
         store.vector_search(query, limit=3, filters=SearchFilters(), ef_search=0)
 
@@ -257,7 +258,7 @@ def test_recall_reads_while_the_own_connection_is_busy(store):
     query = EMB.embed_query("note 3 about topic 3")
     alone = store.vector_search(query, limit=5, filters=SearchFilters(), ef_search=77)
     ids = [h[0] for h in alone]
-    with store.db.raw_lock:  # as if another thread were reading
+    with store.database.raw_lock:  # as if another thread were reading
         assert store.vector_search(query, limit=5, filters=SearchFilters(), ef_search=77) == alone
         assert sorted(store.briefs(ids, SearchFilters())) == sorted(ids)
         assert [m.id for m in store.get_many(ids)] == ids

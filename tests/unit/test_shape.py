@@ -41,7 +41,6 @@ LONG_FUNCTIONS = {
 #: Classes stacked deeper than the budget today, with their depth now.
 DEEP_CLASSES = {
     "htm_core.store._sql.versions.SQLVersions": 4,
-    "htm_core.store.postgres.store.PostgresStore": 5,
     "htm_core.store.sqlite._engine._SQLiteEngine": 4,
     "htm_core.store.sqlite._history._SQLiteHistory": 10,
     "htm_core.store.sqlite._records._SQLiteRecords": 5,

@@ -16,17 +16,37 @@ def test_public_import_paths_of_the_stores() -> None:
     assert postgres_url("postgres://u@h/db").startswith("postgresql+psycopg://")
 
 
-def test_both_stores_share_one_sql_layer() -> None:
+def test_the_sqlite_store_shares_the_sql_layer() -> None:
     from htm_core.store._sql.catalogue import SQLCatalogue
     from htm_core.store._sql.forgetting import SQLForgetting
-    from htm_core.store.postgres import PostgresStore
     from htm_core.store.sqlite import SQLiteStore
 
-    for store in (SQLiteStore, PostgresStore):
-        assert issubclass(store, SQLForgetting) and issubclass(store, SQLCatalogue)
-        for shared in ("tags", "counts", "robots", "operations", "keys_with_prefix", "get",
-                       "forget", "restore", "purge", "clear_working", "_filter_sql",
-                       "add_tags", "set_importance", "mark_embedding_failures",
-                       "retry_embedding_failures"):
-            owner = getattr(store, shared).__qualname__.split(".")[0]
-            assert owner.startswith("SQL"), f"{store.__name__}.{shared} comes from {owner}"
+    assert issubclass(SQLiteStore, SQLForgetting) and issubclass(SQLiteStore, SQLCatalogue)
+    for shared in ("tags", "counts", "robots", "operations", "keys_with_prefix", "get",
+                   "forget", "restore", "purge", "clear_working", "_filter_sql",
+                   "add_tags", "set_importance", "mark_embedding_failures",
+                   "retry_embedding_failures"):
+        owner = getattr(SQLiteStore, shared).__qualname__.split(".")[0]
+        assert owner.startswith("SQL"), f"SQLiteStore.{shared} comes from {owner}"
+
+
+def test_the_postgres_store_shares_the_sql_layer(pg_url: str) -> None:
+    from htm_core.store._sql.catalogue import Catalogue
+    from htm_core.store._sql.dialect import POSTGRES
+    from htm_core.store._sql.forgetting import Forgetting
+    from htm_core.store._sql.records import RecordChanges
+    from htm_core.store._sql.versions import Versions
+    from htm_core.store._sql.working import WorkingSetSQL
+    from htm_core.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url)
+    try:
+        assert isinstance(store.catalogue, Catalogue)
+        assert isinstance(store.forgetting, Forgetting)
+        assert isinstance(store.record_changes, RecordChanges)
+        assert isinstance(store.working_sql, WorkingSetSQL)
+        assert isinstance(store.versioning, Versions)
+        assert store.catalogue.tags() == store.tags() == {}
+        assert POSTGRES.code_point_order == ' COLLATE "C"' and POSTGRES.lock_rows == " FOR UPDATE"
+    finally:
+        store.close()

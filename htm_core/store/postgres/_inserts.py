@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from ...models import Memory
 from .._coherence import Merged, as_dict, merge_readd, touch_detail
-from .._sql.forgetting import LogLine
+from .._sql.parts import LogLine
 from ..base import NewMemory
 from ..values import checked_instance
 from ._codec import _COPY_MEMORIES, _COPY_MEMORIES_TYPES, _EMPTY_JSON, _units, _vectors_binary

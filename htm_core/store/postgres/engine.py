@@ -24,7 +24,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from ...errors import SchemaError, ValidationError
 from ...validation import check_int
 from .._common import mask_url
-from .._sql.forgetting import LogLine
+from .._sql.parts import LogLine
 from .._sql.schema import needs_migration
 from ..base import SCHEMA_VERSION
 from ._codec import register_vectors

@@ -22,8 +22,8 @@ def _literal(vector: Sequence[float]) -> tuple[np.ndarray, int]:
 
 
 class PostgresHistory:
-    """What the shared versions role asks of PostgreSQL: writing a memory's vector, and
-    searching the superseded versions by vector and by full text."""
+    """:class:`~htm_core.store._sql.parts.HistorySQL` on PostgreSQL: writing a memory's
+    vector, and searching the superseded versions by vector and by full text."""
 
     def __init__(self, columns: VectorColumns) -> None:
         self.columns = columns
@@ -37,8 +37,8 @@ class PostgresHistory:
                           "WHERE id = :id"), {"e": literal, "n": embedder, "id": memory_id})
 
     @staticmethod
-    def history_vector_hits(conn: Connection, vector: Sequence[float], where: str,
-                            params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+    def vector_hits(conn: Connection, vector: Sequence[float], where: str,
+                    params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
         """Exact cosine over the filtered history (expected to be small beside the store)."""
         literal, dim = _literal(vector)
         rows = conn.execute(text(
@@ -50,8 +50,8 @@ class PostgresHistory:
         return [(int(r[0]), float(r[1])) for r in rows]
 
     @staticmethod
-    def history_text_hits(conn: Connection, words: Sequence[str], where: str,
-                          params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+    def text_hits(conn: Connection, words: Sequence[str], where: str,
+                  params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
         """Top ``limit`` (version row id, ``ts_rank``) of versions holding any of ``words``."""
         # Each word is a bound value through phraseto_tsquery: no tsquery syntax gets in.
         query = " || ".join(f"phraseto_tsquery('english', :hw{i})" for i in range(len(words)))
@@ -61,3 +61,8 @@ class PostgresHistory:
             f"WHERE v.tsv @@ ({query}) AND {where} ORDER BY rank DESC, v.id LIMIT :limit"),
             {**params, **{f"hw{i}": w for i, w in enumerate(words)}, "limit": limit}).all()
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    @staticmethod
+    def next_history_id(conn: Connection) -> int | None:
+        """None: the identity column numbers history rows (it never reuses an id)."""
+        return None

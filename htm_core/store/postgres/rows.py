@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...models import Memory
-from .._sql.catalogue import VISIBLE as _VISIBLE
+from .._sql.filters import VISIBLE as _VISIBLE
 from .._vectors import (
     CHUNK_POSTGRES,
     NOT_FAILED,

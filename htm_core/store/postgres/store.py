@@ -1,32 +1,46 @@
-"""PostgresStore: its options, and the parts it is assembled from."""
+"""PostgresStore: the PostgreSQL database, its dialect and the role objects, assembled.
+
+:class:`~htm_core.store.postgres.engine.PostgresDatabase` holds the pool and opens the
+database; the PostgreSQL parts of this package and the shared SQL roles of
+:mod:`htm_core.store._sql` are built on it in order, and every public method hands its
+call to the part that owns it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
-from ...models import Memory, Robot
+from ...models import Memory, Operation, Robot
 from ...validation import check_int
-from .._sql.forgetting import LogLine
+from .._sql.catalogue import Catalogue
+from .._sql.dialect import POSTGRES
+from .._sql.filters import filter_sql
+from .._sql.forgetting import Forgetting
+from .._sql.records import RecordChanges
 from .._sql.schema import needs_migration
-from .._sql.versions import SQLVersions
-from .._vectors import EmbeddingFailure
+from .._sql.versions import Versions
+from .._sql.working import WorkingSetSQL
 from ..base import (
+    UPDATE_FIELDS,
     AddResult,
     ArmQuery,
     Brief,
+    EmbeddingFailure,
     NewMemory,
     SearchFilters,
+    StoreCounts,
     WorkingChange,
     WorkingResult,
     WorkingRow,
     WorkingState,
 )
-from ._schema import _HISTORY_LOCK, DEFAULT_COPY_MIN_ROWS, DEFAULT_EF_SEARCH
+from ._schema import DEFAULT_COPY_MIN_ROWS, DEFAULT_EF_SEARCH
 from .bulk import BulkLoader
 from .engine import PostgresDatabase, postgres_url
 from .history import PostgresHistory
@@ -40,10 +54,10 @@ from .writer import PostgresWriter
 if TYPE_CHECKING:
     from ...enrich.jobs import JobQueue
 
-T = TypeVar("T")
+__all__ = ["PostgresStore"]
 
 
-class PostgresStore(SQLVersions):
+class PostgresStore:
     """The PostgreSQL + pgvector backend. See the package docstring for how it works.
 
     Args:
@@ -63,11 +77,12 @@ class PostgresStore(SQLVersions):
         copy_min_rows: batches with at least this many new rows are streamed with a
             binary ``COPY`` (faster for large batches); smaller ones are sent as arrays.
 
-    The parts, each built here with what it needs: ``db`` (the engine: pool,
+    The parts, each built here with what it needs: ``database`` (the engine: pool,
     transactions, meta, robots, log), ``columns`` (vector columns and HNSW indexes),
     ``rows`` (memory rows read as memories), ``working`` (each robot's working memory),
-    ``searcher``, ``writer``, ``windows``, ``history`` (the versions' PostgreSQL part)
-    and ``bulk`` (bulk loads and their recovery).
+    ``searcher``, ``writer``, ``windows``, ``bulk`` (bulk loads and their recovery), and
+    the shared SQL roles ``catalogue``, ``forgetting``, ``record_changes``,
+    ``working_sql`` and ``versioning`` (given :class:`~.history.PostgresHistory`).
 
     Example::
 
@@ -95,28 +110,33 @@ class PostgresStore(SQLVersions):
         hnsw_m, hnsw_ef_construction = check_hnsw(hnsw_m, hnsw_ef_construction)
         ef_search = check_int("ef_search", ef_search, 1, 1000)
         copy_min_rows = check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
-        self.db = PostgresDatabase(url, pool_size=pool_size, max_overflow=max_overflow,
-                                   pool_timeout=pool_timeout, connect_timeout=connect_timeout)
-        self.url = self.db.url
-        self.columns = VectorColumns(self.db, hnsw_m=hnsw_m,
-                                     hnsw_ef_construction=hnsw_ef_construction)
-        self.rows = PostgresRows(self.db)
-        self.working = PostgresWorkingSet(self.db, self.rows)
-        self.searcher = PostgresSearcher(self.db, filter_sql=self._filter_sql,
-                                         vector_sql=WindowedVectorSQL(self._filter_sql),
+        db = self.database = PostgresDatabase(
+            url, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout,
+            connect_timeout=connect_timeout)
+        self.url = db.url
+        where = functools.partial(filter_sql, POSTGRES)
+        columns = self.columns = VectorColumns(db, hnsw_m=hnsw_m,
+                                               hnsw_ef_construction=hnsw_ef_construction)
+        rows = self.rows = PostgresRows(db)
+        self.working = PostgresWorkingSet(db, rows)
+        self.searcher = PostgresSearcher(db, filter_sql=where, vector_sql=WindowedVectorSQL(where),
                                          ef_search=ef_search)
-        self.writer = PostgresWriter(self.db, self.rows, self.columns, self.working,
+        self.writer = PostgresWriter(db, rows, columns, self.working,
                                      after_reset=self.searcher.vectors_reset,
                                      copy_min_rows=copy_min_rows)
-        self.windows = PostgresWindows(self.db, self.columns)
-        self.history = PostgresHistory(self.columns)
-        self.bulk = BulkLoader(self.db, self.columns)
+        self.windows = PostgresWindows(db, columns)
+        self.bulk = BulkLoader(db, columns)
+        self.catalogue = Catalogue(db, POSTGRES, rows)
+        self.forgetting = Forgetting(db, POSTGRES, rows, unhold=PostgresWorkingSet.unhold)
+        self.record_changes = RecordChanges(db, POSTGRES, rows)
+        self.working_sql = WorkingSetSQL(db, POSTGRES)
+        self.versioning = Versions(db, POSTGRES, rows, PostgresHistory(columns))
         try:
             if needs_migration(self.url, self.schema_version(), migrate=migrate):
                 self.migrate()
             self.bulk.recover()
         except BaseException:
-            self.db.engine.dispose()
+            db.engine.dispose()
             raise
 
     def __repr__(self) -> str:
@@ -165,33 +185,33 @@ class PostgresStore(SQLVersions):
     @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for companions such as the enrichment job queue)."""
-        return self.db.engine
+        return self.database.engine
 
     def schema_version(self) -> int:
         """The schema version in the database (0 when empty)."""
-        return self.db.schema_version()
+        return self.database.schema_version()
 
     def migrate(self) -> int:
         """Create or upgrade the schema; return the version now in place. Never drops."""
-        return self.db.migrate()
+        return self.database.migrate()
 
     def close(self) -> None:
         """Release every pooled connection and the recall path's own."""
-        self.db.close()
+        self.database.close()
 
     def open_job_queue(self) -> JobQueue:
         """The enrichment job queue on this store's database (see ``LongTermStore``)."""
         from ...enrich.jobs import job_queue_on
 
-        return job_queue_on(self.db.engine)
+        return job_queue_on(self.database.engine)
 
     def embedding_info(self) -> tuple[str, int] | None:
         """(embedder name, dimension) fixed for this store, or None before any vector."""
-        return self.db.embedding_info()
+        return self.database.embedding_info()
 
     def ensure_robot(self, name: str, *, working_memory_tokens: int | None = None) -> Robot:
         """Register ``name`` if new (recording the budget its ``HTM`` runs with); return it."""
-        self.db.register_robot(name, working_memory_tokens)
+        self.database.register_robot(name, working_memory_tokens)
         return next(r for r in self.robots() if r.name == name)
 
     # -- bulk loading ----------------------------------------------------------------
@@ -368,63 +388,112 @@ class PostgresStore(SQLVersions):
         """Add/remove membership; each removal is logged as an eviction."""
         self.working.update_working(robot, add=add, remove=remove, at=at)
 
-    # -- hooks of the shared SQL roles -----------------------------------------------
+    # -- the catalogue ---------------------------------------------------------------
 
-    _CODE_POINT_ORDER: ClassVar[str] = ' COLLATE "C"'
-    _LOCK_ROWS: ClassVar[str] = " FOR UPDATE"
-    _BUMP_TIME: ClassVar[str] = "CAST(:t AS timestamptz)"
-    _JSON_PARAM: ClassVar[str] = "CAST(:meta AS jsonb)"
-    _SERIAL_HISTORY: ClassVar[str] = f"SELECT pg_advisory_xact_lock({_HISTORY_LOCK})"
+    def get(self, key: str, *, include_forgotten: bool = False,
+            include_embedding: bool = False) -> Memory | None:
+        """The memory under ``key``, or None (forgotten ones only when asked)."""
+        return self.catalogue.get(key, include_forgotten=include_forgotten,
+                                  include_embedding=include_embedding)
 
-    def _reading(self, what: str, fn: Callable[[Connection], T]) -> T:
-        return self.db.reading(what, fn)
+    def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
+                      include_forgotten: bool = False, order: str = "created_at",
+                      descending: bool = False, limit: int = 100,
+                      after: tuple[Any, int] | None = None,
+                      as_of: int | None = None) -> list[Memory]:
+        """Up to ``limit`` memories matching ``filters`` and ``key_prefix`` (keyset paging)."""
+        return self.catalogue.list_memories(
+            filters, key_prefix=key_prefix, include_forgotten=include_forgotten, order=order,
+            descending=descending, limit=limit, after=after, as_of=as_of)
 
-    def _writing(self, what: str, fn: Callable[[Connection], T]) -> T:
-        return self.db.writing(what, fn)
+    def history_mark(self) -> int:
+        """The newest superseded version's row id (0 before the first update)."""
+        return self.catalogue.history_mark()
 
-    def _writing_as(self, robot: str, what: str, fn: Callable[[Connection, int], T]) -> T:
-        return self.db.writing_as(robot, what, fn)
+    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
+                      include_embedding: bool = False, after_id: int = 0
+                      ) -> Iterator[list[Memory]]:
+        """Every memory in id order, in batches of ``batch_size`` (keyset pagination)."""
+        return self.catalogue.iter_memories(batch_size=batch_size,
+                                            include_forgotten=include_forgotten,
+                                            include_embedding=include_embedding,
+                                            after_id=after_id)
 
-    def _log_lines(self, conn: Connection, lines: Sequence[LogLine]) -> None:
-        self.db.log_lines(conn, lines)
+    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
+        """Keys starting with ``prefix``, sorted."""
+        return self.catalogue.keys_with_prefix(prefix, include_forgotten=include_forgotten)
 
-    def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
-               include_embedding: bool) -> list[Memory]:
-        return self.rows.fetch(conn, where, params, include_embedding)
+    def tags(self) -> dict[str, int]:
+        """Every tag with the number of visible memories carrying it."""
+        return self.catalogue.tags()
 
-    @staticmethod
-    def _delete_rows(conn: Connection, ids: Sequence[int]) -> None:
-        PostgresRows.delete_rows(conn, ids)
+    def counts(self, robot: str, *, tags: Sequence[str] | None = None) -> StoreCounts:
+        """Figures for ``stats()``."""
+        return self.catalogue.counts(robot, tags=tags)
 
-    @staticmethod
-    def _unhold(conn: Connection, ids: Sequence[int]) -> None:
-        PostgresWorkingSet.unhold(conn, ids)
+    def robots(self, *, tags: Sequence[str] | None = None) -> list[Robot]:
+        """Every robot on the store, with its count of visible memories."""
+        return self.catalogue.robots(tags=tags)
 
-    @staticmethod
-    def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
-        PostgresRows.link_tags(conn, items)
+    def operations(self, *, limit: int = 100, robot: str | None = None,
+                   op: str | None = None) -> list[Operation]:
+        """The newest operations first."""
+        return self.catalogue.operations(limit=limit, robot=robot, op=op)
 
-    @staticmethod
-    def _time_in(value: datetime) -> Any:
-        return value
+    # -- changes to memories ---------------------------------------------------------
 
-    @staticmethod
-    def _time_out(value: Any) -> datetime:
-        moment: datetime = value.astimezone(timezone.utc)
-        return moment
+    def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
+        """Hide the memory from recall, recoverably. Raises ``NotFoundError``."""
+        return self.forgetting.forget(key, robot=robot, at=at)
 
-    @staticmethod
-    def _json_out(value: Any) -> dict[str, Any]:
-        return dict(value or {})
+    def restore(self, key: str, *, robot: str) -> Memory:
+        """Undo ``forget``. Raises ``NotFoundError`` when no such memory exists."""
+        return self.forgetting.restore(key, robot=robot)
 
-    def _set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
-                    embedder: str) -> None:
-        self.history.set_vector(conn, memory_id, vector, embedder)
+    def purge(self, *, robot: str, key: str | None = None) -> int:
+        """Delete forgotten memories for good (one, or all); return how many."""
+        return self.forgetting.purge(robot=robot, key=key)
 
-    def _history_vector_hits(self, conn: Connection, vector: Sequence[float], where: str,
-                             params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
-        return self.history.history_vector_hits(conn, vector, where, params, limit)
+    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
+        """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
+        return self.record_changes.add_tags(key, tags, robot=robot)
 
-    def _history_text_hits(self, conn: Connection, words: Sequence[str], where: str,
-                           params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
-        return self.history.history_text_hits(conn, words, where, params, limit)
+    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
+        """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
+        return self.record_changes.set_importance(key, importance, robot=robot)
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        """Mark memories ``(id, reason)`` whose text ``embedder`` rejects."""
+        self.record_changes.mark_embedding_failures(failures, embedder)
+
+    def retry_embedding_failures(self) -> int:
+        """Clear every failure mark (the memories are pending again); return how many."""
+        return self.record_changes.retry_embedding_failures()
+
+    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
+        """The ids among ``ids`` whose memory is forgotten or purged now (one read)."""
+        return self.working_sql.hidden_ids(ids)
+
+    def clear_working(self, robot: str) -> int:
+        """Drop ``robot``'s working-memory membership (memories stay); return how many."""
+        return self.working_sql.clear_working(robot)
+
+    # -- versions --------------------------------------------------------------------
+
+    def update_memory(self, record: NewMemory, *, robot: str, at: datetime,
+                      read_version: int | None = None,
+                      fields: Collection[str] = UPDATE_FIELDS,
+                      strict: bool = False) -> Memory:
+        """Set ``fields`` of the memory under ``record.key`` to ``record``'s, as a new
+        version (see :class:`~htm_core.store._sql.versions.Versions`)."""
+        return self.versioning.update_memory(record, robot=robot, at=at,
+                                             read_version=read_version, fields=fields,
+                                             strict=strict)
+
+    def versions(self, key: str) -> list[Memory]:
+        """Every version of the memory under ``key``, oldest first, the current one last."""
+        return self.versioning.versions(key)
+
+    def search_history(self, arm: ArmQuery) -> list[tuple[Memory, float]]:
+        """Superseded versions of visible memories passing the arm's filters, best first."""
+        return self.versioning.search_history(arm)

@@ -12,14 +12,21 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...models import Memory
-from .._sql.catalogue import VISIBLE as _VISIBLE
-from .._sql.working import admit_named, recall_check_answer, recall_check_sql, sort_entries
+from .._sql.dialect import POSTGRES
+from .._sql.filters import VISIBLE as _VISIBLE
+from .._sql.working import (
+    admit_named,
+    bump_working,
+    recall_check_answer,
+    recall_check_sql,
+    sort_entries,
+    working_rows,
+)
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._codec import _COPY_WORKING, _COPY_WORKING_TYPES
 from ._copy import aware, copy_rows
@@ -30,33 +37,6 @@ __all__ = ["PostgresWorkingSet"]
 
 #: The recall check with the ids as one array.
 _RECALL_CHECK = recall_check_sql("= ANY(:ids)")
-
-
-
-def bump_working(conn: Connection, rid: int, stamp: Any, expected: int | None,
-                 refused: frozenset[str] = frozenset()) -> WorkingResult:
-    """Bump ``rid``'s working version (and its last activity to ``stamp`` unless None);
-    in step when it was ``expected`` (or nothing was expected)."""
-    version = int(conn.execute(text(
-        "UPDATE robots SET working_version = working_version + 1, "
-        "last_active = coalesce(CAST(:t AS timestamptz), last_active) WHERE id = :r "
-        "RETURNING working_version"), {"t": stamp, "r": rid}).scalar_one())
-    return WorkingResult(version, expected is None or version == expected + 1, refused)
-
-
-def _working_rows(memories: list[Memory], states: Mapping[int, Sequence[Any]]
-                  ) -> list[WorkingRow]:
-    """Entries from visible ``memories`` and their stored ``states`` (last access,
-    access count, seq, access seq per memory id), in entry order."""
-    out = []
-    for m in memories:
-        accessed, count, seq, access_seq = states[m.id]
-        out.append(WorkingRow(memory=m, state=WorkingState(
-            key=m.key, access_count=int(count), seq=int(seq), access_seq=int(access_seq),
-            last_accessed=m.last_accessed if accessed is None
-            else accessed.astimezone(timezone.utc))))
-    out.sort(key=lambda r: (r.state.seq, r.memory.id))
-    return out
 
 
 class PostgresWorkingSet:
@@ -91,7 +71,7 @@ class PostgresWorkingSet:
                 "FROM working_memory WHERE robot_id = :r"), {"r": row[0]})}
             memories = self.rows.fetch(conn, f"m.id = ANY(:ids) AND {_VISIBLE}",
                                    {"ids": list(states)}, False)
-            return int(row[1]), _working_rows(memories, states)
+            return int(row[1]), working_rows(POSTGRES, memories, states)
 
         return self.db.run("reading working memory", read)
 
@@ -180,7 +160,7 @@ class PostgresWorkingSet:
                     {"r": rid, "t": change.at, "rows": json.dumps([
                         [visible[s.key], s.last_accessed.isoformat(), s.access_count, s.seq,
                          s.access_seq] for s in put])})
-        result = bump_working(conn, rid, change.at, expected_version, refused)
+        result = bump_working(conn, POSTGRES, rid, change.at, expected_version, refused)
         return replace(result, stale=stale) if stale else result
 
     @staticmethod
@@ -218,7 +198,7 @@ class PostgresWorkingSet:
                     "FROM working_memory WHERE robot_id = :r) n "
                     "ON CONFLICT (robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
                     {"r": rid, "t": at, "ids": list(dict.fromkeys(int(m) for m in add))})
-            bump_working(conn, rid, at, None)
+            bump_working(conn, POSTGRES, rid, at, None)
 
         self.db.run("updating working memory", write)
 

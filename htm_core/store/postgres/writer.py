@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from ...errors import DimensionMismatchError, DuplicateKeyError
 from ...models import Memory
-from .._sql.forgetting import LogLine
+from .._sql.parts import LogLine
 from .._vectors import batch_embedder, clear_failures
 from ..base import AddResult, NewMemory, WorkingChange, WorkingResult
 from ..vector_index import finite_unit
