@@ -73,8 +73,8 @@ def _pyformat(sql: str) -> str:
     return PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
-def rows(pg: psycopg.Connection[Any], sql: str, params: dict[str, Any],
-         row_factory: Any = None) -> list[Any]:
+def driver_rows(pg: psycopg.Connection[Any], sql: str, params: dict[str, Any],
+                row_factory: Any = None) -> list[Any]:
     """The rows of ``sql`` (``text()`` placeholders) on the driver's connection."""
     with pg.cursor(row_factory=row_factory or tuple_row) as cur:
         return cur.execute(_pyformat(sql), params).fetchall()

@@ -23,7 +23,7 @@ from .._vectors import (
 from ..base import SearchFilters
 from ..values import check_stored_text, checked_instance
 from ._schema import _MEMORY_COLUMNS
-from .engine import PostgresDatabase, rows
+from .engine import PostgresDatabase, driver_rows
 
 __all__ = ["FilterSQL", "PostgresRows", "utc"]
 
@@ -78,7 +78,7 @@ class PostgresRows:
             return []
         where = "m.id = ANY(:ids)" + ("" if include_forgotten else f" AND {_VISIBLE}")
         found = [self.to_memory(r, include_embedding) for r in self.db.quick(
-            "reading memories", lambda pg, _info: rows(
+            "reading memories", lambda pg, _info: driver_rows(
                 pg, self.select(where, include_embedding), {"ids": [int(i) for i in ids]},
                 namedtuple_row))]
         by_id = {m.id: m for m in found}

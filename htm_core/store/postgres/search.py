@@ -25,7 +25,7 @@ from ..base import (
     SearchFilters,
 )
 from ..vector_index import normalise, not_finite
-from .engine import PARAM, PostgresDatabase, rows
+from .engine import PARAM, PostgresDatabase, driver_rows
 from .fulltext import CommonLexemes, fulltext_sql
 from .rows import FilterSQL
 
@@ -160,7 +160,7 @@ class PostgresSearcher:
             return {}
         params: dict[str, Any] = {"ids": sorted({int(i) for i in ids})}
         where = self.filter_sql(filters, params)
-        found = self.db.quick("reading memories", lambda pg, _info: rows(
+        found = self.db.quick("reading memories", lambda pg, _info: driver_rows(
             pg, "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
             f"JOIN robots r ON r.id = m.robot_id WHERE m.id = ANY(:ids) AND {where}", params))
         return {int(r[0]): Brief(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in found}
@@ -224,7 +224,7 @@ class PostgresSearcher:
                 return []
             if len(parts) == 1:
                 (k, (sql, params)), = parts.items()
-                return [(k, *row) for row in rows(pg, sql, params)]
+                return [(k, *row) for row in driver_rows(pg, sql, params)]
             union, merged = [], {}
             for k, (sql, params) in parts.items():
                 # Each arm's parameters get a prefix of their own.
@@ -232,7 +232,7 @@ class PostgresSearcher:
                 merged.update({f"a{k}_{name}": value for name, value in params.items()})
                 union.append(f"SELECT {k} AS arm, s.* FROM ({renamed}) s")
             sql = " UNION ALL ".join(f"({part})" for part in union)
-            return rows(pg, sql, merged)
+            return driver_rows(pg, sql, merged)
 
         answer = self.db.quick("search", run)
         found: list[list[tuple[int, float]]] = [[] for _ in arms]

@@ -30,7 +30,7 @@ from .._sql.working import (
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._codec import _COPY_WORKING, _COPY_WORKING_TYPES
 from ._copy import aware, copy_rows
-from .engine import PostgresDatabase, rows
+from .engine import PostgresDatabase, driver_rows
 from .rows import PostgresRows
 
 __all__ = ["PostgresWorkingSet"]
@@ -98,7 +98,7 @@ class PostgresWorkingSet:
         (on the recall path's own connection; the ids as one array, so the statement's
         text stays the same and is prepared)."""
         wanted = {int(i) for i in ids}
-        found = self.db.quick("checking what is still visible", lambda pg, _info: rows(
+        found = self.db.quick("checking what is still visible", lambda pg, _info: driver_rows(
             pg, _RECALL_CHECK, {"n": robot, "ids": sorted(wanted)}))
         return recall_check_answer(found, wanted)
 
