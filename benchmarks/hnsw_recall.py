@@ -111,7 +111,7 @@ def run(n: int, n_queries: int, efs: Sequence[int], *, url: str | None, m: int,
                              "min_recall": min(recalls), "median_s": statistics.median(times),
                              "p95_s": percentile(times, 0.95)})
             exact_times = []
-            with store._engine.connect() as conn:
+            with store.engine.connect() as conn:
                 for q in ds.query_vectors[: min(50, n_queries)]:
                     literal = "[" + ",".join(f"{x:.9g}" for x in q.tolist()) + "]"
                     t = time.perf_counter()

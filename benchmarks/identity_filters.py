@@ -82,10 +82,10 @@ def main(argv: list[str] | None = None) -> None:
         htm.close()
     with postgres_server(args.url) as server, fresh_database(server) as url:
         htm = _load(url, args.size)
-        with htm.store._engine.begin() as conn:
+        with htm.store.engine.begin() as conn:
             conn.exec_driver_sql("ANALYZE")
         _measure(htm, f"PostgreSQL, {args.size:,} memories", "EXPLAIN", args.runs)
-        with htm.store._engine.begin() as conn:
+        with htm.store.engine.begin() as conn:
             for ddl in (*C_INDEXES, "ANALYZE"):
                 conn.exec_driver_sql(ddl)
         _measure(htm, "PostgreSQL with indexes in code point order", "EXPLAIN", args.runs)

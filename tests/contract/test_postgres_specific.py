@@ -68,7 +68,7 @@ def store(pg_url: str) -> Iterator[PostgresStore]:
 def statements(store: PostgresStore) -> list[tuple[str, object]]:
     """Record every SQL statement the store sends from now on."""
     seen: list[tuple[str, object]] = []
-    event.listen(store._engine, "before_cursor_execute",
+    event.listen(store.engine, "before_cursor_execute",
                  lambda _c, _cur, sql, params, _ctx, _many: seen.append((sql, params)))
     return seen
 
@@ -135,7 +135,7 @@ def raw_statements(store: PostgresStore) -> list[tuple[str, object]]:
     """Record every statement the store's own read connection (the recall path's reads:
     searches, briefs, memories, the recall check) sends from now on."""
     store.briefs([1], SearchFilters())  # the read connection exists after a first read
-    pg = store._raw_conn
+    pg = store.database.raw_connection
     assert pg is not None
     seen: list[tuple[str, object]] = []
 
@@ -162,7 +162,8 @@ def test_ef_search_is_set_per_query(store):
     seen.clear()
     store.vector_search(query, limit=3, filters=SearchFilters())
     assert [sql for sql, _ in seen if "hnsw.ef_search" in sql or "embedding_dim" in sql] == []
-    assert store._raw_conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(DEFAULT_EF_SEARCH)
+    own = store.database.raw_connection
+    assert own.execute("SHOW hnsw.ef_search").fetchone()[0] == str(DEFAULT_EF_SEARCH)
     with pytest.raises(ValidationError, match="ef_search"):
         store.vector_search(query, limit=3, filters=SearchFilters(), ef_search=0)
 
@@ -203,13 +204,13 @@ def test_common_words_are_judged_by_the_statistics_once_analyzed(store, pg_url):
         return [sql for sql, _ in seen if "ts_rank" in sql][-1]
 
     # As before any ANALYZE (whatever autovacuum may have done meanwhile): counted.
-    store._common = (time.monotonic(), None)
+    store.searcher.common_lexemes.cached = (time.monotonic(), None)
     assert keys("Ana vehicle") == ["v0"]
     assert "count(*)" in searched() and "<@" not in searched()
     with admin(pg_url) as conn:
         conn.execute("ANALYZE memories")
-    store._common = None  # the cached read would otherwise last a minute
-    assert "ana" in (store._common_lexemes() or [])
+    store.searcher.common_lexemes.cached = None  # the cached read would otherwise last a minute
+    assert "ana" in (store.searcher.common_lexemes() or [])
     assert keys("Ana vehicle") == ["v0"]
     assert "count(*)" not in searched() and "<@" in searched()
     assert len(keys("Ana")) == 5  # a common word alone still matches
@@ -257,12 +258,12 @@ def test_recall_reads_while_the_own_connection_is_busy(store):
     query = EMB.embed_query("note 3 about topic 3")
     alone = store.vector_search(query, limit=5, filters=SearchFilters(), ef_search=77)
     ids = [h[0] for h in alone]
-    with store._raw_lock:  # as if another thread were reading
+    with store.database.raw_lock:  # as if another thread were reading
         assert store.vector_search(query, limit=5, filters=SearchFilters(), ef_search=77) == alone
         assert sorted(store.briefs(ids, SearchFilters())) == sorted(ids)
         assert [m.id for m in store.get_many(ids)] == ids
         assert store.recall_check("r1", ids)[1] == frozenset()
-        with store._engine.connect() as conn:
+        with store.engine.connect() as conn:
             assert conn.exec_driver_sql("SHOW hnsw.ef_search").scalar() == "77"
 
 
@@ -467,7 +468,7 @@ def test_htm_on_postgres_end_to_end(pg_url):
 
 def test_an_exhausted_pool_is_a_clear_error(pg_url):
     store = PostgresStore(pg_url, pool_size=1, max_overflow=0, pool_timeout=0.2)
-    held = store._engine.connect()  # the only connection, checked out and not returned
+    held = store.engine.connect()  # the only connection, checked out and not returned
     try:
         with pytest.raises(DatabaseUnavailableError, match="pool_size"):
             store.counts("r1")
@@ -486,7 +487,7 @@ def test_a_pool_of_one_connection_serves_a_hybrid_recall(pg_url):
         store.add_many(notes(250))
         with admin(pg_url) as conn:
             conn.execute("ANALYZE memories")
-        store._common = None  # the statistics are read inside this recall
+        store.searcher.common_lexemes.cached = None  # the statistics are read inside this recall
         hits = search(store, query="topic 4 colour 2", strategy="hybrid", limit=5,
                       query_vector=lambda: EMB.embed_query("topic 4 colour 2"),
                       filters=SearchFilters())
@@ -506,7 +507,7 @@ def test_a_reset_waits_for_a_write_checked_against_the_old_embedder(pg_url):
         done = threading.Event()
         with writer.engine.connect() as conn:
             trans = conn.begin()
-            writer._check_embedding(conn, EMB.name, 64)  # the check every vector write makes
+            writer.columns.check_embedding(conn, EMB.name, 64)  # the check every vector write makes
             thread = threading.Thread(target=lambda: (resetter.reset_embeddings(), done.set()))
             thread.start()
             with admin(pg_url) as watcher:  # until the reset has finished, or waits on a lock

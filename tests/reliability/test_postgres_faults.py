@@ -154,12 +154,12 @@ def test_prepared_recall_reads_survive_a_restart(own_server: OwnServer, own_url:
         first = [h.memory.key for h in htm.recall("deploy windows", limit=5)]
         for _ in range(8):
             assert [h.memory.key for h in htm.recall("deploy windows", limit=5)] == first
-        before = htm.store._raw_conn  # type: ignore[attr-defined]
+        before = htm.store.database.raw_connection  # type: ignore[attr-defined]
         assert before is not None and prepared(before)
         own_server.stop()
         own_server.start()
         assert [h.memory.key for h in htm.recall("deploy windows", limit=5)] == first
-        after = htm.store._raw_conn  # type: ignore[attr-defined]
+        after = htm.store.database.raw_connection  # type: ignore[attr-defined]
         assert after is not before and not after.broken
         for _ in range(8):
             assert [h.memory.key for h in htm.recall("deploy windows", limit=5)] == first

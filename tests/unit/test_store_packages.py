@@ -36,15 +36,23 @@ def test_the_sqlite_store_is_built_on_the_shared_sql_roles() -> None:
         store.close()
 
 
-def test_the_postgres_store_shares_the_sql_layer() -> None:
-    from htm_core.store._sql.catalogue import SQLCatalogue
-    from htm_core.store._sql.forgetting import SQLForgetting
+def test_the_postgres_store_is_built_on_the_shared_sql_roles(pg_url: str) -> None:
+    from htm_core.store._sql.catalogue import Catalogue
+    from htm_core.store._sql.dialect import POSTGRES
+    from htm_core.store._sql.forgetting import Forgetting
+    from htm_core.store._sql.records import RecordChanges
+    from htm_core.store._sql.versions import Versions
+    from htm_core.store._sql.working import WorkingSetSQL
     from htm_core.store.postgres import PostgresStore
 
-    assert issubclass(PostgresStore, SQLForgetting) and issubclass(PostgresStore, SQLCatalogue)
-    for shared in ("tags", "counts", "robots", "operations", "keys_with_prefix", "get",
-                   "forget", "restore", "purge", "clear_working", "_filter_sql",
-                   "add_tags", "set_importance", "mark_embedding_failures",
-                   "retry_embedding_failures"):
-        owner = getattr(PostgresStore, shared).__qualname__.split(".")[0]
-        assert owner.startswith("SQL"), f"PostgresStore.{shared} comes from {owner}"
+    store = PostgresStore(pg_url)
+    try:
+        assert isinstance(store.catalogue, Catalogue)
+        assert isinstance(store.forgetting, Forgetting)
+        assert isinstance(store.record_changes, RecordChanges)
+        assert isinstance(store.working_sql, WorkingSetSQL)
+        assert isinstance(store.versioning, Versions)
+        assert store.catalogue.tags() == store.tags() == {}
+        assert POSTGRES.code_point_order == ' COLLATE "C"' and POSTGRES.lock_rows == " FOR UPDATE"
+    finally:
+        store.close()

@@ -9,10 +9,8 @@ conversions and the collation of its :class:`~htm_core.store._sql.dialect.Dialec
 from __future__ import annotations
 
 import functools
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -20,12 +18,11 @@ from sqlalchemy.engine import Connection
 from ...models import Memory, Operation, Robot
 from .._vectors import FAILED_COUNT, NOT_FAILED
 from ..base import LIST_ORDERS, SearchFilters, StoreCounts
-from .chain import ChainParts, chain_dialect
 from .dialect import Dialect
 from .filters import VISIBLE, filter_sql, prefix_sql
 from .parts import Database, Rows
 
-__all__ = ["VISIBLE", "Catalogue", "SQLCatalogue"]
+__all__ = ["VISIBLE", "Catalogue"]
 
 T = TypeVar("T")
 
@@ -195,87 +192,3 @@ class Catalogue:
                           key=r[4], detail=self._dialect.json_out(r[5])) for r in rows]
 
 
-class SQLCatalogue(ABC):
-    """:class:`Catalogue` for a store built as a class chain, over its dialect hooks."""
-
-    #: What makes a text column sort in code point order (``Dialect.code_point_order``).
-    _CODE_POINT_ORDER: ClassVar[str] = ""
-
-    # -- dialect hooks ---------------------------------------------------------------
-
-    @abstractmethod
-    def _reading(self, what: str, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn`` on a read connection; ``what`` names the read in error messages."""
-
-    @staticmethod
-    @abstractmethod
-    def _time_in(value: datetime) -> Any:
-        """A datetime as the database stores it."""
-
-    @staticmethod
-    @abstractmethod
-    def _time_out(value: Any) -> datetime:
-        """A stored time as an aware UTC datetime."""
-
-    @staticmethod
-    @abstractmethod
-    def _json_out(value: Any) -> dict[str, Any]:
-        """A stored JSON object as a dict."""
-
-    @abstractmethod
-    def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
-               include_embedding: bool) -> list[Memory]:
-        """The memories (with robot and tags) whose row matches ``where``."""
-
-    @functools.cached_property
-    def _chain(self) -> ChainParts:
-        return ChainParts(self)
-
-    @functools.cached_property
-    def _catalogue(self) -> Catalogue:
-        return Catalogue(self._chain, chain_dialect(type(self)), self._chain)
-
-    @classmethod
-    def _filter_sql(cls, filters: SearchFilters, params: dict[str, Any], *,
-                    visible_only: bool = True) -> str:
-        return filter_sql(chain_dialect(cls), filters, params, visible_only=visible_only)
-
-    def get(self, key: str, *, include_forgotten: bool = False,
-            include_embedding: bool = False) -> Memory | None:
-        return self._catalogue.get(key, include_forgotten=include_forgotten,
-                                   include_embedding=include_embedding)
-
-    def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
-                      include_forgotten: bool = False, order: str = "created_at",
-                      descending: bool = False, limit: int = 100,
-                      after: tuple[Any, int] | None = None,
-                      as_of: int | None = None) -> list[Memory]:
-        return self._catalogue.list_memories(
-            filters, key_prefix=key_prefix, include_forgotten=include_forgotten, order=order,
-            descending=descending, limit=limit, after=after, as_of=as_of)
-
-    def history_mark(self) -> int:
-        return self._catalogue.history_mark()
-
-    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
-                      include_embedding: bool = False, after_id: int = 0
-                      ) -> Iterator[list[Memory]]:
-        return self._catalogue.iter_memories(
-            batch_size=batch_size, include_forgotten=include_forgotten,
-            include_embedding=include_embedding, after_id=after_id)
-
-    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
-        return self._catalogue.keys_with_prefix(prefix, include_forgotten=include_forgotten)
-
-    def tags(self) -> dict[str, int]:
-        return self._catalogue.tags()
-
-    def counts(self, robot: str, *, tags: Sequence[str] | None = None) -> StoreCounts:
-        return self._catalogue.counts(robot, tags=tags)
-
-    def robots(self, *, tags: Sequence[str] | None = None) -> list[Robot]:
-        return self._catalogue.robots(tags=tags)
-
-    def operations(self, *, limit: int = 100, robot: str | None = None,
-                   op: str | None = None) -> list[Operation]:
-        return self._catalogue.operations(limit=limit, robot=robot, op=op)

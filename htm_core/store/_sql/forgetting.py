@@ -9,23 +9,19 @@ its :class:`~htm_core.store._sql.parts.RowListener` parts.
 
 from __future__ import annotations
 
-import functools
-from abc import abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import ClassVar, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...errors import ConfirmationRequiredError, NotFoundError
 from ...models import Memory
-from .catalogue import SQLCatalogue
-from .chain import chain_dialect
 from .dialect import Dialect
 from .parts import Database, LogLine, RowListener, Rows, Unhold
 
-__all__ = ["Forgetting", "LogLine", "SQLForgetting", "row_for_key"]
+__all__ = ["Forgetting", "LogLine", "row_for_key"]
 
 T = TypeVar("T")
 
@@ -117,57 +113,3 @@ class Forgetting:
         return len(ids)
 
 
-class SQLForgetting(SQLCatalogue):
-    """:class:`Forgetting` for a store built as a class chain, over its hooks."""
-
-    #: Appended to the row lookups of a write (``Dialect.lock_rows``).
-    _LOCK_ROWS: ClassVar[str] = ""
-
-    # -- dialect hooks ---------------------------------------------------------------
-
-    @abstractmethod
-    def _writing(self, what: str, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn(conn)`` in one write transaction (all or nothing)."""
-
-    @abstractmethod
-    def _writing_as(self, robot: str, what: str, fn: Callable[[Connection, int], T]) -> T:
-        """Run ``fn(conn, robot id)`` in one write transaction (all or nothing)."""
-
-    @abstractmethod
-    def _log_lines(self, conn: Connection, lines: Sequence[LogLine]) -> None:
-        """Append ``lines`` to the operations log, in order."""
-
-    @abstractmethod
-    def _delete_rows(self, conn: Connection, ids: Sequence[int]) -> None:
-        """Delete the memory rows ``ids`` (their tags and embeddings go with them)."""
-
-    @staticmethod
-    @abstractmethod
-    def _unhold(conn: Connection, ids: Sequence[int]) -> None:
-        """Take ``ids`` out of every robot's working memory."""
-
-    def _visibility_changed(self, conn: Connection) -> None:
-        """Inside the transaction that forgot, restored or purged rows."""
-
-    def _purged(self, conn: Connection, ids: Sequence[int]) -> None:
-        """Inside the transaction that purged ``ids``."""
-
-    def _after_visibility(self, memory_id: int, *, alive: bool) -> None:
-        """After the commit of a forget (``alive`` False) or a restore (True)."""
-
-    def _after_purge(self, ids: Sequence[int]) -> None:
-        """After the commit of a purge of ``ids``."""
-
-    @functools.cached_property
-    def _forgetting(self) -> Forgetting:
-        return Forgetting(self._chain, chain_dialect(type(self)), self._chain,
-                          unhold=self._chain.unhold, listeners=[self._chain])
-
-    def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
-        return self._forgetting.forget(key, robot=robot, at=at)
-
-    def restore(self, key: str, *, robot: str) -> Memory:
-        return self._forgetting.restore(key, robot=robot)
-
-    def purge(self, *, robot: str, key: str | None = None) -> int:
-        return self._forgetting.purge(robot=robot, key=key)

@@ -7,8 +7,6 @@ linked by the backend's :class:`~htm_core.store._sql.parts.Rows`.
 
 from __future__ import annotations
 
-import functools
-from abc import abstractmethod
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -17,12 +15,11 @@ from sqlalchemy.engine import Connection
 
 from ...models import Memory
 from .._vectors import clear_failures, mark_failures
-from .chain import chain_dialect
 from .dialect import Dialect
-from .forgetting import SQLForgetting, row_for_key
+from .forgetting import row_for_key
 from .parts import Database, Rows
 
-__all__ = ["RecordChanges", "SQLRecordChanges"]
+__all__ = ["RecordChanges"]
 
 
 class RecordChanges:
@@ -64,26 +61,3 @@ class RecordChanges:
         return self._db.writing_as(robot, "setting importance", write)
 
 
-class SQLRecordChanges(SQLForgetting):
-    """:class:`RecordChanges` for a store built as a class chain, over its hooks."""
-
-    @staticmethod
-    @abstractmethod
-    def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
-        """Link each ``(memory id, tags)`` (creating tags as needed; links already there stay)."""
-
-    @functools.cached_property
-    def _record_changes(self) -> RecordChanges:
-        return RecordChanges(self._chain, chain_dialect(type(self)), self._chain)
-
-    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
-        self._record_changes.mark_embedding_failures(failures, embedder)
-
-    def retry_embedding_failures(self) -> int:
-        return self._record_changes.retry_embedding_failures()
-
-    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
-        return self._record_changes.add_tags(key, tags, robot=robot)
-
-    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
-        return self._record_changes.set_importance(key, importance, robot=robot)

@@ -18,12 +18,10 @@ goes with it when it is purged (``ON DELETE CASCADE``).
 
 from __future__ import annotations
 
-import functools
 import json
-from abc import abstractmethod
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -34,13 +32,11 @@ from ...text import parse_query
 from .._vectors import clear_failures
 from ..base import UPDATE_FIELDS, ArmQuery, NewMemory
 from ..merging import merge_update, update_fields
-from .chain import chain_dialect
 from .dialect import Dialect
 from .filters import filter_sql
 from .parts import Database, HistorySQL, RowListener, Rows
-from .working import SQLWorkingSet
 
-__all__ = ["SQLVersions", "Versions"]
+__all__ = ["Versions"]
 
 #: The columns of a superseded version, with its memory's (``v``: the version, ``m``, ``r``).
 _VERSION_COLUMNS = (
@@ -209,54 +205,3 @@ class Versions:
         return self._db.reading("searching history", read)
 
 
-class SQLVersions(SQLWorkingSet):
-    """:class:`Versions` for a store built as a class chain, over its hooks."""
-
-    #: The bound metadata as the ``metadata`` column takes it (``Dialect.json_param``).
-    _JSON_PARAM: ClassVar[str] = ":meta"
-    #: Orders the history writes (``Dialect.serial_history``).
-    _SERIAL_HISTORY: ClassVar[str] = ""
-
-    # -- dialect hooks ---------------------------------------------------------------
-
-    @abstractmethod
-    def _set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
-                    embedder: str) -> None:
-        """Store ``vector`` (checked against the store's embedder) on the memory's row."""
-
-    @abstractmethod
-    def _history_vector_hits(self, conn: Connection, vector: Sequence[float], where: str,
-                             params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
-        """Top ``limit`` (version row id, cosine) of versions whose memory passes ``where``."""
-
-    @abstractmethod
-    def _history_text_hits(self, conn: Connection, words: Sequence[str], where: str,
-                           params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
-        """Top ``limit`` (version row id, relevance) of versions holding any of ``words``."""
-
-    def _next_history_id(self, conn: Connection) -> int | None:
-        """The id of the next history row, None to let the database number it."""
-        return None
-
-    def _after_update(self, memory: Memory, vector: Sequence[float] | None,
-                      text_changed: bool) -> None:
-        """After the commit of an update (what a backend keeps beside the table)."""
-
-    @functools.cached_property
-    def _versions(self) -> Versions:
-        return Versions(self._chain, chain_dialect(type(self)), self._chain, self._chain,
-                        listeners=[self._chain])
-
-    def update_memory(self, record: NewMemory, *, robot: str, at: datetime,
-                      read_version: int | None = None,
-                      fields: Collection[str] = UPDATE_FIELDS,
-                      strict: bool = False) -> Memory:
-        return self._versions.update_memory(record, robot=robot, at=at,
-                                            read_version=read_version, fields=fields,
-                                            strict=strict)
-
-    def versions(self, key: str) -> list[Memory]:
-        return self._versions.versions(key)
-
-    def search_history(self, arm: ArmQuery) -> list[tuple[Memory, float]]:
-        return self._versions.search_history(arm)

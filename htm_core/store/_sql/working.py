@@ -8,21 +8,18 @@ each backend's dialect (they are on the path of every add and recall).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...models import Memory
 from ..base import WorkingResult, WorkingRow, WorkingState
-from .chain import chain_dialect
 from .dialect import Dialect
 from .parts import Database
-from .records import SQLRecordChanges
 
-__all__ = ["SQLWorkingSet", "WorkingSetSQL", "admit_named", "bump_working",
+__all__ = ["WorkingSetSQL", "admit_named", "bump_working",
            "recall_check_answer", "recall_check_sql", "sort_entries", "working_rows"]
 
 
@@ -88,19 +85,6 @@ class WorkingSetSQL:
     def __init__(self, db: Database, dialect: Dialect) -> None:
         self._db, self._dialect = db, dialect
 
-    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
-        """The ids among ``ids`` whose memory is forgotten or purged now (one read)."""
-        wanted = {int(i) for i in ids}
-        if not wanted:
-            return frozenset()
-
-        def read(conn: Connection) -> set[int]:
-            return {int(r[0]) for r in conn.exec_driver_sql(
-                f"SELECT id FROM memories WHERE id IN ({', '.join(map(str, sorted(wanted)))}) "
-                "AND forgotten_at IS NULL")}
-
-        return frozenset(wanted - self._db.reading("checking what is still visible", read))
-
     def clear_working(self, robot: str) -> int:
         """Drop ``robot``'s working-memory membership (memories stay); return how many."""
         def write(conn: Connection, rid: int) -> int:
@@ -113,31 +97,6 @@ class WorkingSetSQL:
         return self._db.writing_as(robot, "clearing working memory", write)
 
 
-class SQLWorkingSet(SQLRecordChanges):
-    """:class:`WorkingSetSQL` for a store built as a class chain, over its hooks."""
-
-    #: The bound time of a version bump as the database takes it (``Dialect.bump_time``).
-    _BUMP_TIME: ClassVar[str] = ":t"
-
-    @classmethod
-    def _bump_working(cls, conn: Connection, rid: int, stamp: Any, expected: int | None,
-                      refused: frozenset[str] = frozenset()) -> WorkingResult:
-        return bump_working(conn, chain_dialect(cls), rid, stamp, expected, refused)
-
-    @classmethod
-    def _working_rows(cls, memories: Iterable[Memory],
-                      states: Mapping[int, Sequence[Any]]) -> list[WorkingRow]:
-        return working_rows(chain_dialect(cls), memories, states)
-
-    @functools.cached_property
-    def _working_sql(self) -> WorkingSetSQL:
-        return WorkingSetSQL(self._chain, chain_dialect(type(self)))
-
-    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
-        return self._working_sql.hidden_ids(ids)
-
-    def clear_working(self, robot: str) -> int:
-        return self._working_sql.clear_working(robot)
 
 
 def recall_check_sql(ids_in: str) -> str:

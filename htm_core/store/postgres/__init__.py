@@ -67,10 +67,10 @@ except ImportError:
 
     raise missing_extra("pgvector", "postgres") from None
 
-from ._engine import postgres_url
 from ._schema import _SCHEMA_V1 as _SCHEMA_V1
 from ._schema import DEFAULT_COPY_MIN_ROWS as DEFAULT_COPY_MIN_ROWS
 from ._schema import DEFAULT_EF_SEARCH as DEFAULT_EF_SEARCH
+from .engine import postgres_url
 from .store import PostgresStore
 
 __all__ = ["DEFAULT_COPY_MIN_ROWS", "DEFAULT_EF_SEARCH", "PostgresStore", "postgres_url"]

@@ -1,52 +1,64 @@
-"""PostgresStore: its options, opening a store, bulk load and index rebuilds."""
+"""PostgresStore: the PostgreSQL database, its dialect and the role objects, assembled.
+
+:class:`~htm_core.store.postgres.engine.PostgresDatabase` holds the pool and opens the
+database; the PostgreSQL parts of this package and the shared SQL roles of
+:mod:`htm_core.store._sql` are built on it in order, and every public method hands its
+call to the part that owns it.
+"""
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.engine import Engine
 
-from ...errors import (
-    StoreError,
-    ValidationError,
-)
+from ...models import Memory, Operation, Robot
 from ...validation import check_int
-from .._common import mask_url
+from .._sql.catalogue import Catalogue
+from .._sql.dialect import POSTGRES
+from .._sql.filters import filter_sql
+from .._sql.forgetting import Forgetting
+from .._sql.records import RecordChanges
 from .._sql.schema import needs_migration
-from ._codec import register_vectors
-from ._engine import logger, postgres_url
-from ._errors import map_postgres_errors
-from ._schema import (
-    _BULK_LOCK,
-    _BULK_MARKER,
-    _GIN_DDL,
-    _GIN_INDEX,
-    _HNSW_INDEX,
-    DEFAULT_COPY_MIN_ROWS,
-    DEFAULT_EF_SEARCH,
+from .._sql.versions import Versions
+from .._sql.working import WorkingSetSQL
+from ..base import (
+    UPDATE_FIELDS,
+    AddResult,
+    ArmQuery,
+    Brief,
+    EmbeddingFailure,
+    NewMemory,
+    SearchFilters,
+    StoreCounts,
+    WorkingChange,
+    WorkingResult,
+    WorkingRow,
+    WorkingState,
 )
-from ._windows import _PostgresWindows
+from ._schema import DEFAULT_COPY_MIN_ROWS, DEFAULT_EF_SEARCH
+from .bulk import BulkLoader
+from .engine import PostgresDatabase, postgres_url
+from .history import PostgresHistory
+from .indexes import VectorColumns, check_hnsw
+from .rows import PostgresRows
+from .search import PostgresSearcher
+from .windows import PostgresWindows, WindowedVectorSQL
+from .working import PostgresWorkingSet
+from .writer import PostgresWriter
 
-#: How long an opening store waits for the index build of a loader that may have been
-#: killed (its server backend stops within a second of noticing; see ``_recover_bulk_load``).
-_ORPHAN_WAIT_MS = 10_000
+if TYPE_CHECKING:
+    from ...jobs import JobQueue
 
-#: Whether a live ``bulk_load`` holds the bulk lock (shared, for the whole load).
-_LIVE_LOAD = ("SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
-              "WHERE d.datname = current_database() AND l.locktype = 'advisory' "
-              "AND l.mode = 'ShareLock' AND l.granted AND l.objsubid = 1 "
-              "AND l.classid::bigint = (:k >> 32) AND l.objid::bigint = (:k & 4294967295))")
+__all__ = ["PostgresStore"]
 
 
-class PostgresStore(_PostgresWindows):
-    """The PostgreSQL + pgvector backend. See the module docstring for how it works.
+class PostgresStore:
+    """The PostgreSQL + pgvector backend. See the package docstring for how it works.
 
     Args:
         url: ``postgresql://user:password@host:port/database`` (``postgres://`` and
@@ -65,6 +77,13 @@ class PostgresStore(_PostgresWindows):
         copy_min_rows: batches with at least this many new rows are streamed with a
             binary ``COPY`` (faster for large batches); smaller ones are sent as arrays.
 
+    The parts, each built here with what it needs: ``database`` (the engine: pool,
+    transactions, meta, robots, log), ``columns`` (vector columns and HNSW indexes),
+    ``rows`` (memory rows read as memories), ``working`` (each robot's working memory),
+    ``searcher``, ``writer``, ``windows``, ``bulk`` (bulk loads and their recovery), and
+    the shared SQL roles ``catalogue``, ``forgetting``, ``record_changes``,
+    ``working_sql`` and ``versioning`` (given :class:`~.history.PostgresHistory`).
+
     Example::
 
         store = PostgresStore("postgresql://htm:secret@localhost/htm")
@@ -72,6 +91,7 @@ class PostgresStore(_PostgresWindows):
     """
 
     backend = "postgres"
+
     def __init__(
         self,
         url: str,
@@ -86,43 +106,113 @@ class PostgresStore(_PostgresWindows):
         ef_search: int = DEFAULT_EF_SEARCH,
         copy_min_rows: int = DEFAULT_COPY_MIN_ROWS,
     ) -> None:
-        self._url = postgres_url(url)
-        self.url = mask_url(self._url)
-        self.hnsw_m = check_int("hnsw_m", hnsw_m, 2, 100)
-        self.hnsw_ef_construction = check_int("hnsw_ef_construction", hnsw_ef_construction,
-                                               4, 1000)
-        if self.hnsw_ef_construction < 2 * self.hnsw_m:
-            raise ValidationError(
-                f"hnsw_ef_construction ({hnsw_ef_construction}) must be at least 2 * hnsw_m "
-                f"({2 * hnsw_m}); pgvector refuses a smaller one")
-        self.ef_search = check_int("ef_search", ef_search, 1, 1000)
-        self.copy_min_rows = check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
-        self._robot_ids: dict[str, int] = {}
-        # (newest id, monotonic time, embedder, centroid) of vector_centroid's last estimate.
-        self._centroid: tuple[int, float, str | None, list[float] | None] | None = None
-        # The vector dimension once vectors exist (see _prepare_vector_query).
-        self._dim: int | None = None
-        # (monotonic time, lexemes) of _common_lexemes' last read.
-        self._common: tuple[float, list[str] | None] | None = None
-        self._raw_lock = threading.Lock()
-        self._raw_info: dict[str, Any] = {}
-        self._engine: Engine = create_engine(
-            self._url,
-            pool_size=check_int("pool_size", pool_size, 1, 1000),
-            max_overflow=check_int("max_overflow", max_overflow, 0, 1000),
-            pool_timeout=pool_timeout,
-            pool_recycle=1800,
-            connect_args={"connect_timeout": check_int("connect_timeout", connect_timeout, 1, 3600),
-                          "application_name": "htm"},
-        )
-        register_vectors(self._engine)
+        url = postgres_url(url)  # the options are checked in this order, before connecting
+        hnsw_m, hnsw_ef_construction = check_hnsw(hnsw_m, hnsw_ef_construction)
+        ef_search = check_int("ef_search", ef_search, 1, 1000)
+        copy_min_rows = check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
+        db = self.database = PostgresDatabase(
+            url, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout,
+            connect_timeout=connect_timeout)
+        self.url = db.url
+        where = functools.partial(filter_sql, POSTGRES)
+        columns = self.columns = VectorColumns(db, hnsw_m=hnsw_m,
+                                               hnsw_ef_construction=hnsw_ef_construction)
+        rows = self.rows = PostgresRows(db)
+        self.working = PostgresWorkingSet(db, rows)
+        self.searcher = PostgresSearcher(db, filter_sql=where, vector_sql=WindowedVectorSQL(where),
+                                         ef_search=ef_search)
+        self.writer = PostgresWriter(db, rows, columns, self.working,
+                                     after_reset=self.searcher.vectors_reset,
+                                     copy_min_rows=copy_min_rows)
+        self.windows = PostgresWindows(db, columns)
+        self.bulk = BulkLoader(db, columns)
+        self.catalogue = Catalogue(db, POSTGRES, rows)
+        self.forgetting = Forgetting(db, POSTGRES, rows, unhold=PostgresWorkingSet.unhold)
+        self.record_changes = RecordChanges(db, POSTGRES, rows)
+        self.working_sql = WorkingSetSQL(db, POSTGRES)
+        self.versioning = Versions(db, POSTGRES, rows, PostgresHistory(columns))
         try:
             if needs_migration(self.url, self.schema_version(), migrate=migrate):
                 self.migrate()
-            self._recover_bulk_load()
+            self.bulk.recover()
         except BaseException:
-            self._engine.dispose()
+            db.engine.dispose()
             raise
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+    # -- options the parts hold ------------------------------------------------------
+
+    @property
+    def hnsw_m(self) -> int:
+        """HNSW ``m`` of the indexes built from now on."""
+        return self.columns.hnsw_m
+
+    @hnsw_m.setter
+    def hnsw_m(self, value: int) -> None:
+        self.columns.hnsw_m = value
+
+    @property
+    def hnsw_ef_construction(self) -> int:
+        """HNSW ``ef_construction`` of the indexes built from now on."""
+        return self.columns.hnsw_ef_construction
+
+    @hnsw_ef_construction.setter
+    def hnsw_ef_construction(self, value: int) -> None:
+        self.columns.hnsw_ef_construction = value
+
+    @property
+    def ef_search(self) -> int:
+        """HNSW ``ef_search`` of a vector search that names none."""
+        return self.searcher.ef_search
+
+    @ef_search.setter
+    def ef_search(self, value: int) -> None:
+        self.searcher.ef_search = value
+
+    @property
+    def copy_min_rows(self) -> int:
+        """Batches with at least this many new rows go by binary COPY."""
+        return self.writer.copy_min_rows
+
+    @copy_min_rows.setter
+    def copy_min_rows(self, value: int) -> None:
+        self.writer.copy_min_rows = value
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for companions such as the enrichment job queue)."""
+        return self.database.engine
+
+    def schema_version(self) -> int:
+        """The schema version in the database (0 when empty)."""
+        return self.database.schema_version()
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema; return the version now in place. Never drops."""
+        return self.database.migrate()
+
+    def close(self) -> None:
+        """Release every pooled connection and the recall path's own."""
+        self.database.close()
+
+    def open_job_queue(self) -> JobQueue:
+        """The enrichment job queue on this store's database (see ``LongTermStore``)."""
+        from ...jobs import job_queue_on
+
+        return job_queue_on(self.database.engine)
+
+    def embedding_info(self) -> tuple[str, int] | None:
+        """(embedder name, dimension) fixed for this store, or None before any vector."""
+        return self.database.embedding_info()
+
+    def ensure_robot(self, name: str, *, working_memory_tokens: int | None = None) -> Robot:
+        """Register ``name`` if new (recording the budget its ``HTM`` runs with); return it."""
+        self.database.register_robot(name, working_memory_tokens)
+        return next(r for r in self.robots() if r.name == name)
 
     # -- bulk loading ----------------------------------------------------------------
 
@@ -150,53 +240,10 @@ class PostgresStore(_PostgresWindows):
                 for batch in batches:          # lists of NewMemory, e.g. 10,000 each
                     store.add_many(batch)
         """
-        memory = check_int("maintenance_work_mem_mb", maintenance_work_mem_mb, 1, 2**31 - 1)
-        workers = None if parallel_workers is None else check_int(
-            "parallel_workers", parallel_workers, 0, 1024)
-
-        def start(conn: Connection) -> None:
-            self._set_meta(conn, _BULK_MARKER, json.dumps({"defer_fulltext": defer_fulltext}))
-            conn.exec_driver_sql(f"DROP INDEX IF EXISTS {_HNSW_INDEX}")
-            if defer_fulltext:
-                conn.exec_driver_sql(f"DROP INDEX IF EXISTS {_GIN_INDEX}")
-            self._log_many(conn, [("bulk_load", None, None, None, {"phase": "start"})])
-
-        with map_postgres_errors(self.url, "starting a bulk load"):
-            holder = self._engine.connect()
-        try:
-            with map_postgres_errors(self.url, "starting a bulk load"):
-                # Held for the whole load: tells other stores this loader is alive.
-                holder.execute(text("SELECT pg_advisory_lock_shared(:k)"), {"k": _BULK_LOCK})
-                holder.commit()
-            try:
-                self._run("starting a bulk load", start)
-                yield self
-            finally:
-                try:
-                    holder.execute(text("SELECT pg_advisory_unlock_shared(:k)"),
-                                   {"k": _BULK_LOCK})
-                    holder.commit()
-                except DBAPIError:
-                    holder.invalidate()  # closing the session releases the lock too
-                self._vacuum()
-                self.rebuild_indexes(maintenance_work_mem_mb=memory, parallel_workers=workers)
-        finally:
-            holder.close()
-
-    def _vacuum(self) -> None:
-        """VACUUM the table after a load, before the big indexes exist again.
-
-        The load's inserts would otherwise set off autovacuum soon after, a full pass
-        over the new rows competing with the first searches (and, by then, visiting the
-        rebuilt indexes too). A failure here only costs that later pass: it is logged.
-        """
-        try:
-            with self._engine.connect() as conn:
-                conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
-                    "VACUUM memories")
-        except (DBAPIError, PoolTimeoutError) as exc:
-            logger.warning("%s: VACUUM after a bulk load failed (autovacuum will do it): %s",
-                           self.url, exc)
+        with self.bulk.loading(maintenance_work_mem_mb=maintenance_work_mem_mb,
+                               parallel_workers=parallel_workers,
+                               defer_fulltext=defer_fulltext):
+            yield self
 
     def rebuild_indexes(self, *, maintenance_work_mem_mb: int = 1024,
                         parallel_workers: int | None = None) -> list[str]:
@@ -205,79 +252,231 @@ class PostgresStore(_PostgresWindows):
         :meth:`bulk_load` calls this on its way out; call it yourself after a load was
         interrupted. Clears the bulk-load marker unless another load is still running.
         """
-        memory = check_int("maintenance_work_mem_mb", maintenance_work_mem_mb, 1, 2**31 - 1)
-        workers = None if parallel_workers is None else check_int(
-            "parallel_workers", parallel_workers, 0, 1024)
-        return self._run("rebuilding the search indexes",
-                         lambda conn: self._rebuild(conn, memory, workers, abandoned_only=False))
+        return self.bulk.rebuild_indexes(maintenance_work_mem_mb=maintenance_work_mem_mb,
+                                         parallel_workers=parallel_workers)
 
-    def _rebuild(self, conn: Connection, memory_mb: int, workers: int | None, *,
-                 abandoned_only: bool) -> list[str]:
-        if abandoned_only:  # no live load: wait (bounded) for a build that may be orphaned
-            conn.execute(text("SELECT set_config('lock_timeout', :t, true)"),
-                         {"t": f"{_ORPHAN_WAIT_MS}ms"})
-            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _BULK_LOCK})
-            alone = True
-        else:
-            alone = bool(conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"),
-                                      {"k": _BULK_LOCK}).scalar())
-        # A build whose client died stops within a second instead of running to its end
-        # while holding the lock (PostgreSQL 14 and later).
-        conn.execute(text("SELECT set_config('client_connection_check_interval', '1000', true) "
-                          "WHERE current_setting('server_version_num')::int >= 140000"))
-        conn.execute(text("SELECT set_config('maintenance_work_mem', :m, true)"),
-                     {"m": f"{memory_mb}MB"})
-        if workers is not None:
-            conn.execute(text("SELECT set_config('max_parallel_maintenance_workers', :w, true)"),
-                         {"w": str(workers)})
-        present = {str(r[0]) for r in conn.execute(text(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories' "
-            "AND schemaname = current_schema()"))}
-        built: list[str] = []
-        if _GIN_INDEX not in present:
-            conn.exec_driver_sql(_GIN_DDL)
-            built.append(_GIN_INDEX)
-        if _HNSW_INDEX not in present and self._info(self._meta(conn)) is not None:
-            conn.exec_driver_sql(self._hnsw_ddl())
-            built.append(_HNSW_INDEX)
-        if alone:
-            conn.execute(text("DELETE FROM htm_meta WHERE key = :k"), {"k": _BULK_MARKER})
-        if built:
-            conn.exec_driver_sql("ANALYZE memories")
-        self._log_many(conn, [("bulk_load", None, None, None,
-                               {"phase": "indexes built", "built": built})])
-        return built
+    # -- records ---------------------------------------------------------------------
 
-    def _recover_bulk_load(self) -> None:
-        """Build the indexes a bulk load dropped when that load's process died mid-way.
+    def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
+        """Write ``records`` in one transaction (see :class:`~.writer.PostgresWriter`)."""
+        return self.writer.add_many(records)
 
-        The marker (set when the load starts, cleared by the transaction that builds the
-        indexes) says a load has not finished. A live load holds the bulk lock shared for
-        its whole length and builds the indexes itself. Without one, the lock can still be
-        held, exclusively, by the final build of a loader that was killed: its server
-        backend goes on until it notices, within a second, that its client is gone. So the
-        store waits for that lock (at most ``_ORPHAN_WAIT_MS``), then builds what is missing;
-        if a build is still running then, it says so.
-        """
-        def state(conn: Connection) -> tuple[Any, bool]:
-            marker = conn.execute(text("SELECT value FROM htm_meta WHERE key = :k"),
-                                  {"k": _BULK_MARKER}).scalar()
-            loading = marker is not None and bool(conn.execute(text(_LIVE_LOAD),
-                                                               {"k": _BULK_LOCK}).scalar())
-            return marker, loading
+    def add_and_enter(self, records: Sequence[NewMemory], *,
+                      working: Callable[[list[AddResult]], WorkingChange | None],
+                      expected_version: int | None = None,
+                      ) -> tuple[list[AddResult], WorkingResult | None]:
+        """``add_many`` and a working-memory change in one transaction (see ``LongTermStore``)."""
+        return self.writer.add_and_enter(records, working=working,
+                                         expected_version=expected_version)
 
-        marker, loading = self._read("reading the bulk-load marker", state)
-        if marker is None or loading:
-            return
-        try:
-            built = self._run("rebuilding the search indexes", lambda conn: self._rebuild(
-                conn, 1024, None, abandoned_only=True))
-        except StoreError as exc:
-            logger.warning("%s: a bulk load's search indexes are missing and another process "
-                           "is still building them (%s); searches are exact scans until it "
-                           "ends, and the next store to open rebuilds them if it fails",
-                           self.url, exc)
-            return
-        if built:
-            logger.warning("%s: a bulk load ended without rebuilding its indexes; rebuilt %s",
-                           self.url, ", ".join(built))
+    def touch(self, ids: Sequence[int], *, at: datetime) -> None:
+        """Record an access: ``last_accessed`` (never moved back) and ``access_count``."""
+        self.writer.touch(ids, at=at)
+
+    def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
+                 include_forgotten: bool = False) -> list[Memory]:
+        """Memories with these ids (visible ones unless asked), in the order of ``ids``."""
+        return self.rows.get_many(ids, include_embedding=include_embedding,
+                                  include_forgotten=include_forgotten)
+
+    # -- embeddings ------------------------------------------------------------------
+
+    def find_embeddings(self, content_hashes: Sequence[str], embedder: str
+                        ) -> dict[str, list[float]]:
+        """Stored vectors by this embedder for any of these contents, by content hash."""
+        return self.rows.find_embeddings(content_hashes, embedder)
+
+    def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """Visible memories without a vector and not marked as failing, oldest first."""
+        return self.rows.missing_embeddings(limit=limit)
+
+    def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
+        """The memories marked as failing, with the reason, oldest mark first."""
+        return self.rows.embedding_failures(limit=limit)
+
+    def set_embeddings(self, items: Sequence[tuple[int, Sequence[float]]], embedder: str) -> None:
+        """Store vectors for existing memories in one statement."""
+        self.writer.set_embeddings(items, embedder)
+
+    def reset_embeddings(self) -> None:
+        """Drop every vector, the HNSW index and the fixed dimension, to re-embed from scratch."""
+        self.writer.reset_embeddings()
+
+    # -- search ----------------------------------------------------------------------
+
+    def vector_search(self, vector: Sequence[float], *, limit: int, filters: SearchFilters,
+                      windows: bool = True, ef_search: int | None = None
+                      ) -> list[tuple[int, float]]:
+        """Top ``limit`` (id, cosine similarity), best first, filters applied in SQL."""
+        return self.searcher.vector_search(vector, limit=limit, filters=filters,
+                                           windows=windows, ef_search=ef_search)
+
+    def fulltext_search(self, query: str, *, limit: int,
+                        filters: SearchFilters) -> list[tuple[int, float]]:
+        """Top ``limit`` (id, ``ts_rank``) for the words of ``query``, OR-ed, best first."""
+        return self.searcher.fulltext_search(query, limit=limit, filters=filters)
+
+    def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
+        """All the searches in one statement (one round trip), results in the order asked."""
+        return self.searcher.search_arms(arms)
+
+    def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
+        """Id, content, robot and creation time of the visible ``ids`` that pass ``filters``."""
+        return self.searcher.briefs(ids, filters)
+
+    def vector_centroid(self) -> list[float] | None:
+        """The mean direction of the newest 20,000 vectors (an estimate)."""
+        return self.searcher.vector_centroid()
+
+    def explain_search(self, *, vector: Sequence[float] | None = None, query: str | None = None,
+                       limit: int = 10, filters: SearchFilters | None = None,
+                       ef_search: int | None = None, seqscan: bool = True) -> str:
+        """The PostgreSQL plan of the vector (``vector=``) or full-text (``query=``) search
+        (see :meth:`~.search.PostgresSearcher.explain_search`)."""
+        return self.searcher.explain_search(vector=vector, query=query, limit=limit,
+                                            filters=filters, ef_search=ef_search,
+                                            seqscan=seqscan)
+
+    # -- windows ---------------------------------------------------------------------
+
+    def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
+        """Store the window vectors of memories (see ``Windows``); return how many took them."""
+        return self.windows.set_windows(items)
+
+    def missing_windows(self, *, window_words: int, limit: int
+                        ) -> list[tuple[int, str, str, dict[str, Any]]]:
+        """Visible long memories with a vector and no windows, oldest first."""
+        return self.windows.missing_windows(window_words=window_words, limit=limit)
+
+    def window_count(self) -> int:
+        """How many window vectors are stored."""
+        return self.windows.window_count()
+
+    # -- working memory --------------------------------------------------------------
+
+    def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
+        """``robot``'s working-set version and entries, read in one snapshot."""
+        return self.working.working_rows(robot)
+
+    def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
+        """``robot``'s working-set version and entry states by memory id, one snapshot."""
+        return self.working.working_states(robot)
+
+    def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
+        """The working-set version of ``robot`` and which of ``ids`` are hidden, one read."""
+        return self.working.recall_check(robot, ids)
+
+    def working_version(self, robot: str) -> int:
+        """``robot``'s working-set version (0 for an unknown robot)."""
+        return self.working.working_version(robot)
+
+    def apply_working(self, change: WorkingChange, *,
+                      expected_version: int | None = None) -> WorkingResult:
+        """Write a working-memory change in one transaction."""
+        return self.working.apply_working(change, expected_version=expected_version)
+
+    # -- the catalogue ---------------------------------------------------------------
+
+    def get(self, key: str, *, include_forgotten: bool = False,
+            include_embedding: bool = False) -> Memory | None:
+        """The memory under ``key``, or None (forgotten ones only when asked)."""
+        return self.catalogue.get(key, include_forgotten=include_forgotten,
+                                  include_embedding=include_embedding)
+
+    def list_memories(self, filters: SearchFilters, *, key_prefix: str | None = None,
+                      include_forgotten: bool = False, order: str = "created_at",
+                      descending: bool = False, limit: int = 100,
+                      after: tuple[Any, int] | None = None,
+                      as_of: int | None = None) -> list[Memory]:
+        """Up to ``limit`` memories matching ``filters`` and ``key_prefix`` (keyset paging)."""
+        return self.catalogue.list_memories(
+            filters, key_prefix=key_prefix, include_forgotten=include_forgotten, order=order,
+            descending=descending, limit=limit, after=after, as_of=as_of)
+
+    def history_mark(self) -> int:
+        """The newest superseded version's row id (0 before the first update)."""
+        return self.catalogue.history_mark()
+
+    def iter_memories(self, *, batch_size: int = 1000, include_forgotten: bool = True,
+                      include_embedding: bool = False, after_id: int = 0
+                      ) -> Iterator[list[Memory]]:
+        """Every memory in id order, in batches of ``batch_size`` (keyset pagination)."""
+        return self.catalogue.iter_memories(batch_size=batch_size,
+                                            include_forgotten=include_forgotten,
+                                            include_embedding=include_embedding,
+                                            after_id=after_id)
+
+    def keys_with_prefix(self, prefix: str, *, include_forgotten: bool = False) -> list[str]:
+        """Keys starting with ``prefix``, sorted."""
+        return self.catalogue.keys_with_prefix(prefix, include_forgotten=include_forgotten)
+
+    def tags(self) -> dict[str, int]:
+        """Every tag with the number of visible memories carrying it."""
+        return self.catalogue.tags()
+
+    def counts(self, robot: str, *, tags: Sequence[str] | None = None) -> StoreCounts:
+        """Figures for ``stats()``."""
+        return self.catalogue.counts(robot, tags=tags)
+
+    def robots(self, *, tags: Sequence[str] | None = None) -> list[Robot]:
+        """Every robot on the store, with its count of visible memories."""
+        return self.catalogue.robots(tags=tags)
+
+    def operations(self, *, limit: int = 100, robot: str | None = None,
+                   op: str | None = None) -> list[Operation]:
+        """The newest operations first."""
+        return self.catalogue.operations(limit=limit, robot=robot, op=op)
+
+    # -- changes to memories ---------------------------------------------------------
+
+    def forget(self, key: str, *, robot: str, at: datetime) -> Memory:
+        """Hide the memory from recall, recoverably. Raises ``NotFoundError``."""
+        return self.forgetting.forget(key, robot=robot, at=at)
+
+    def restore(self, key: str, *, robot: str) -> Memory:
+        """Undo ``forget``. Raises ``NotFoundError`` when no such memory exists."""
+        return self.forgetting.restore(key, robot=robot)
+
+    def purge(self, *, robot: str, key: str | None = None) -> int:
+        """Delete forgotten memories for good (one, or all); return how many."""
+        return self.forgetting.purge(robot=robot, key=key)
+
+    def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
+        """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
+        return self.record_changes.add_tags(key, tags, robot=robot)
+
+    def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
+        """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
+        return self.record_changes.set_importance(key, importance, robot=robot)
+
+    def mark_embedding_failures(self, failures: Sequence[tuple[int, str]], embedder: str) -> None:
+        """Mark memories ``(id, reason)`` whose text ``embedder`` rejects."""
+        self.record_changes.mark_embedding_failures(failures, embedder)
+
+    def retry_embedding_failures(self) -> int:
+        """Clear every failure mark (the memories are pending again); return how many."""
+        return self.record_changes.retry_embedding_failures()
+
+    def clear_working(self, robot: str) -> int:
+        """Drop ``robot``'s working-memory membership (memories stay); return how many."""
+        return self.working_sql.clear_working(robot)
+
+    # -- versions --------------------------------------------------------------------
+
+    def update_memory(self, record: NewMemory, *, robot: str, at: datetime,
+                      read_version: int | None = None,
+                      fields: Collection[str] = UPDATE_FIELDS,
+                      strict: bool = False) -> Memory:
+        """Set ``fields`` of the memory under ``record.key`` to ``record``'s, as a new
+        version (see :class:`~htm_core.store._sql.versions.Versions`)."""
+        return self.versioning.update_memory(record, robot=robot, at=at,
+                                             read_version=read_version, fields=fields,
+                                             strict=strict)
+
+    def versions(self, key: str) -> list[Memory]:
+        """Every version of the memory under ``key``, oldest first, the current one last."""
+        return self.versioning.versions(key)
+
+    def search_history(self, arm: ArmQuery) -> list[tuple[Memory, float]]:
+        """Superseded versions of visible memories passing the arm's filters, best first."""
+        return self.versioning.search_history(arm)

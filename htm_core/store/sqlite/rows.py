@@ -155,9 +155,6 @@ class SQLiteRows:
             seen.visible.update(found)
         return [found[i] for i in ids if i in found]
 
-    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
-        return self.find_embeddings([content_hash], embedder).get(content_hash)
-
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
                         ) -> dict[str, list[float]]:
         found: dict[str, list[float]] = {}

@@ -229,9 +229,6 @@ class SQLiteStore:
 
     # -- working set -------------------------------------------------------------------
 
-    def working_set(self, robot: str) -> list[Memory]:
-        return self.working.working_set(robot)
-
     def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
         return self.working.working_rows(robot)
 
@@ -241,19 +238,12 @@ class SQLiteStore:
     def working_version(self, robot: str) -> int:
         return self.working.working_version(robot)
 
-    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
-        return self.working.hidden_ids(ids)
-
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
         return self.working.recall_check(robot, ids)
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         return self.working.apply_working(change, expected_version=expected_version)
-
-    def update_working(self, robot: str, *, add: Sequence[int] = (),
-                       remove: Sequence[int] = (), at: datetime) -> None:
-        self.working.update_working(robot, add=add, remove=remove, at=at)
 
     def clear_working(self, robot: str) -> int:
         return self.working.clear_working(robot)
@@ -262,9 +252,6 @@ class SQLiteStore:
 
     def embedding_info(self) -> tuple[str, int] | None:
         return self.database.embedding_info()
-
-    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
-        return self.rows.find_embedding(content_hash, embedder)
 
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
                         ) -> dict[str, list[float]]:

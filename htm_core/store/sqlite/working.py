@@ -11,20 +11,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...clock import to_timestamp, utc_from_timestamp
-from ...models import Memory
 from .._common import chunks
 from .._sql.dialect import SQLITE
 from .._sql.working import (
     WorkingSetSQL,
     admit_named,
-    bump_working,
     recall_check_answer,
     recall_check_sql,
     sort_entries,
@@ -47,17 +44,6 @@ class SQLiteWorkingSet:
     def __init__(self, db: SQLiteDatabase, reads: SQLiteReads, rows: SQLiteRows) -> None:
         self._db, self._reads, self._rows = db, reads, rows
         self._shared = WorkingSetSQL(db, SQLITE)
-
-    def working_set(self, robot: str) -> list[Memory]:
-        rid = self._db.known_robot_id(robot)
-        if rid is None:
-            return []
-        with self._db.read() as conn:
-            order = {r[0]: i for i, r in enumerate(conn.execute(text(
-                "SELECT memory_id FROM working_memory WHERE robot_id = :r "
-                "ORDER BY seq, added_at, memory_id"), {"r": rid}))}
-        memories = self._rows.get_many(list(order))
-        return sorted(memories, key=lambda m: order[m.id])
 
     def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
         with self._db.read() as conn:  # one read transaction: one snapshot
@@ -104,16 +90,6 @@ class SQLiteWorkingSet:
         if seen is not None:
             seen.versions[robot] = version
         return version
-
-    def hidden_ids(self, ids: Sequence[int]) -> frozenset[int]:
-        wanted = {int(i) for i in ids}
-        if not wanted:
-            return frozenset()
-        with self._reads.cursor() as cur:  # one raw statement: this runs on every recall
-            visible = {int(r[0]) for r in cur.execute(
-                f"SELECT id FROM memories WHERE id IN ({', '.join(map(str, sorted(wanted)))}) "
-                "AND forgotten_at IS NULL")}
-        return frozenset(wanted - visible)
 
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
         wanted = {int(i) for i in ids}
@@ -204,31 +180,6 @@ class SQLiteWorkingSet:
             cur.close()
         in_step = expected_version is None or version == expected_version + 1
         return WorkingResult(version, in_step, refused, stale)
-
-    def update_working(self, robot: str, *, add: Sequence[int] = (),
-                       remove: Sequence[int] = (), at: datetime) -> None:
-        if not add and not remove:
-            return
-        ts = to_timestamp(at)
-        with self._db.write() as conn:
-            rid = self._db.robot_id(conn, robot)
-            if remove:
-                conn.execute(text("DELETE FROM working_memory WHERE robot_id = :r AND memory_id = :m"),
-                             [{"r": rid, "m": m} for m in remove])
-                keys: dict[int, str] = dict(conn.execute(text(
-                    "SELECT id, key FROM memories WHERE id IN ("
-                    + ", ".join(str(int(m)) for m in remove) + ")")).all())
-                for mid in remove:
-                    self._db.log(conn, "evict", robot_id=rid, memory_id=mid, key=keys.get(mid))
-            if add:
-                conn.execute(text(
-                    "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, seq, "
-                    "access_seq) SELECT :r, id, :t, last_accessed, n, n FROM memories, (SELECT "
-                    "coalesce(max(max(seq), max(access_seq)), 0) + 1 AS n FROM working_memory "
-                    "WHERE robot_id = :r) WHERE id = :m AND forgotten_at IS NULL "
-                    "ON CONFLICT(robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
-                    [{"r": rid, "m": m, "t": ts} for m in add])
-            bump_working(conn, SQLITE, rid, ts, None)
 
     def clear_working(self, robot: str) -> int:
         """Drop ``robot``'s working-memory membership (memories stay); return how many."""

@@ -1,6 +1,6 @@
 """PostgreSQL: each robot's persisted working memory (membership, item state, version).
 
-The working-set half of :class:`~htm_core.store.postgres.PostgresStore`, in the class chain of the store: see
+The working-set role of :class:`~htm_core.store.postgres.PostgresStore`: see
 :mod:`htm_core.working.resident` for how working memory uses it. Every change bumps the
 robot's ``working_version`` in its transaction; a memory entering is locked ``FOR SHARE``
 while checked visible, which ``forget``'s ``FOR UPDATE`` serialises against.
@@ -11,44 +11,39 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
-from typing import TypeVar
+from datetime import timezone
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ...models import Memory
-from .._sql.catalogue import VISIBLE as _VISIBLE
-from .._sql.working import admit_named, recall_check_answer, recall_check_sql, sort_entries
+from .._sql.dialect import POSTGRES
+from .._sql.filters import VISIBLE as _VISIBLE
+from .._sql.working import (
+    admit_named,
+    bump_working,
+    recall_check_answer,
+    recall_check_sql,
+    sort_entries,
+    working_rows,
+)
 from ..base import WorkingChange, WorkingResult, WorkingRow, WorkingState
 from ._codec import _COPY_WORKING, _COPY_WORKING_TYPES
-from ._engine import _aware, _copy_rows, _rows
-from ._records import _PostgresRecords
+from ._copy import aware, copy_rows
+from .engine import PostgresDatabase, driver_rows
+from .rows import PostgresRows
 
 __all__ = ["PostgresWorkingSet"]
 
 #: The recall check with the ids as one array.
 _RECALL_CHECK = recall_check_sql("= ANY(:ids)")
 
-T = TypeVar("T")
 
+class PostgresWorkingSet:
+    """Each robot's working memory on PostgreSQL (its rows read through ``rows``)."""
 
-
-class PostgresWorkingSet(_PostgresRecords):
-    """Working-set methods of the PostgreSQL store (mixed into ``PostgresStore``)."""
-
-
-    def working_set(self, robot: str) -> list[Memory]:
-        """The visible memories in ``robot``'s working memory, oldest entry first."""
-        def read(conn: Connection) -> list[Memory]:
-            rid = self._known_robot_id(conn, robot)
-            if rid is None:
-                return []
-            return self._fetch(
-                conn, f"{_VISIBLE} ORDER BY w.seq, w.added_at, m.id", {"r": rid}, False,
-                join="JOIN working_memory w ON w.memory_id = m.id AND w.robot_id = :r")
-
-        return self._read("reading working memory", read)
+    def __init__(self, db: PostgresDatabase, rows: PostgresRows) -> None:
+        self.db = db
+        self.rows = rows
 
     def working_rows(self, robot: str) -> tuple[int, list[WorkingRow]]:
         """``robot``'s working-set version and entries, read in one snapshot."""
@@ -61,11 +56,11 @@ class PostgresWorkingSet(_PostgresRecords):
             states = {int(r[0]): r[1:] for r in conn.execute(text(
                 "SELECT memory_id, last_accessed, access_count, seq, access_seq "
                 "FROM working_memory WHERE robot_id = :r"), {"r": row[0]})}
-            memories = self._fetch(conn, f"m.id = ANY(:ids) AND {_VISIBLE}",
+            memories = self.rows.fetch(conn, f"m.id = ANY(:ids) AND {_VISIBLE}",
                                    {"ids": list(states)}, False)
-            return int(row[1]), self._working_rows(memories, states)
+            return int(row[1]), working_rows(POSTGRES, memories, states)
 
-        return self._run("reading working memory", read)
+        return self.db.run("reading working memory", read)
 
     def working_states(self, robot: str) -> tuple[int, dict[int, WorkingState]]:
         """``robot``'s working-set version and entry states by memory id, one snapshot."""
@@ -83,31 +78,31 @@ class PostgresWorkingSet(_PostgresRecords):
                 seq=int(r[5]), access_seq=int(r[6]), content_hash=r[7], version=int(r[8]))
                 for r in rows if r[1] is not None}
 
-        return self._read("reading working memory", read)
+        return self.db.read("reading working memory", read)
 
     def recall_check(self, robot: str, ids: Sequence[int]) -> tuple[int, frozenset[int]]:
         """The working-set version of ``robot`` and which of ``ids`` are hidden, one read
         (on the recall path's own connection; the ids as one array, so the statement's
         text stays the same and is prepared)."""
         wanted = {int(i) for i in ids}
-        rows = self._quick("checking what is still visible", lambda pg, _info: _rows(
+        found = self.db.quick("checking what is still visible", lambda pg, _info: driver_rows(
             pg, _RECALL_CHECK, {"n": robot, "ids": sorted(wanted)}))
-        return recall_check_answer(rows, wanted)
+        return recall_check_answer(found, wanted)
 
     def working_version(self, robot: str) -> int:
         """``robot``'s working-set version (0 for an unknown robot)."""
-        value = self._read("reading the working-set version", lambda conn: conn.execute(
+        value = self.db.read("reading the working-set version", lambda conn: conn.execute(
             text("SELECT working_version FROM robots WHERE name = :n"), {"n": robot}).scalar())
         return int(value) if value is not None else 0
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         """Write a working-memory change in one transaction."""
-        self._robot_id(change.robot)
-        return self._run("updating working memory",
-                         lambda conn: self._apply_working(conn, change, expected_version))
+        self.db.robot_id(change.robot)
+        return self.db.run("updating working memory",
+                           lambda conn: self.apply(conn, change, expected_version))
 
-    def _apply_working(self, conn: Connection, change: WorkingChange,
+    def apply(self, conn: Connection, change: WorkingChange,
                        expected_version: int | None,
                        held: Mapping[str, int] | None = None,
                        created: frozenset[int] = frozenset()) -> WorkingResult:
@@ -120,7 +115,7 @@ class PostgresWorkingSet(_PostgresRecords):
         batch of adds: rows it inserted or locked and touched); they need no check. The
         ids in ``created`` were inserted by this transaction, so no entry can hold them
         yet: theirs are copied in (a plain insert, no conflict to look for)."""
-        rid = self._robot_id(change.robot)
+        rid = self.db.robot_id(change.robot)
         if change.touch:
             conn.execute(text(
                 "UPDATE memories SET last_accessed = GREATEST(last_accessed, :t), "
@@ -135,8 +130,8 @@ class PostgresWorkingSet(_PostgresRecords):
             refused = frozenset(s.key for s in change.put if s.key not in visible)
             put = [s for s in change.put if s.key in visible]
             fresh = [s for s in put if visible[s.key] in created]
-            if fresh and _aware(change.at, *(s.last_accessed for s in fresh)):
-                _copy_rows(conn, _COPY_WORKING, _COPY_WORKING_TYPES, (
+            if fresh and aware(change.at, *(s.last_accessed for s in fresh)):
+                copy_rows(conn, _COPY_WORKING, _COPY_WORKING_TYPES, (
                     (rid, visible[s.key], change.at, s.last_accessed, s.access_count, s.seq,
                      s.access_seq) for s in fresh))
                 put = [s for s in put if visible[s.key] not in created]
@@ -152,47 +147,16 @@ class PostgresWorkingSet(_PostgresRecords):
                     {"r": rid, "t": change.at, "rows": json.dumps([
                         [visible[s.key], s.last_accessed.isoformat(), s.access_count, s.seq,
                          s.access_seq] for s in put])})
-        result = self._bump_working(conn, rid, change.at, expected_version, refused)
+        result = bump_working(conn, POSTGRES, rid, change.at, expected_version, refused)
         return replace(result, stale=stale) if stale else result
 
     @staticmethod
-    def _unhold(conn: Connection, ids: Sequence[int]) -> None:
+    def unhold(conn: Connection, ids: Sequence[int]) -> None:
         """Take memories out of every robot's working set, bumping those robots' versions."""
         conn.execute(text(
             "WITH gone AS (DELETE FROM working_memory WHERE memory_id = ANY(:ids) "
             "RETURNING robot_id) UPDATE robots SET working_version = working_version + 1 "
             "WHERE id IN (SELECT robot_id FROM gone)"), {"ids": [int(i) for i in ids]})
-
-    def update_working(self, robot: str, *, add: Sequence[int] = (),
-                       remove: Sequence[int] = (), at: datetime) -> None:
-        """Add/remove membership; each removal is logged as an eviction."""
-        if not add and not remove:
-            return
-        rid = self._robot_id(robot)
-
-        def write(conn: Connection) -> None:
-            if remove:
-                conn.execute(text(
-                    "DELETE FROM working_memory WHERE robot_id = :r AND memory_id = ANY(:ids)"),
-                    {"r": rid, "ids": [int(m) for m in remove]})
-                keys = {int(r[0]): str(r[1]) for r in conn.execute(text(
-                    "SELECT id, key FROM memories WHERE id = ANY(:ids)"),
-                    {"ids": [int(m) for m in remove]})}
-                self._log_many(conn, [("evict", rid, int(m), keys.get(int(m)), None)
-                                      for m in remove])
-            if add:
-                conn.execute(text(
-                    "INSERT INTO working_memory(robot_id, memory_id, added_at, last_accessed, "
-                    "seq, access_seq) SELECT :r, m.id, :t, m.last_accessed, n.base + v.ord, "
-                    "n.base + v.ord FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY "
-                    "AS v(mid, ord) JOIN memories m ON m.id = v.mid AND m.forgotten_at IS NULL "
-                    "CROSS JOIN (SELECT coalesce(GREATEST(max(seq), max(access_seq)), 0) AS base "
-                    "FROM working_memory WHERE robot_id = :r) n "
-                    "ON CONFLICT (robot_id, memory_id) DO UPDATE SET added_at = excluded.added_at"),
-                    {"r": rid, "t": at, "ids": list(dict.fromkeys(int(m) for m in add))})
-            self._bump_working(conn, rid, at, None)
-
-        self._run("updating working memory", write)
 
 
 def _entering(conn: Connection, put: Sequence[WorkingState], held: Mapping[str, int]

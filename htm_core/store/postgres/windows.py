@@ -3,7 +3,8 @@ and the vector search taking each memory's better score of its whole vector and 
 window, in SQL.
 
 The window column gets its dimension (and its HNSW index) with the first windows of an
-embedder, as ``memories.embedding`` does with the first vector.
+embedder (:meth:`~htm_core.store.postgres.indexes.VectorColumns.window_dim`), as
+``memories.embedding`` does with the first vector.
 """
 
 from __future__ import annotations
@@ -19,21 +20,29 @@ from ...errors import DimensionMismatchError
 from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
 from ..base import SearchFilters
 from ..vector_index import normalise
-from ._history import _PostgresHistory
-from ._schema import _DIMENSION_LOCK, _WINDOWS_HNSW_INDEX
+from .engine import PostgresDatabase
+from .indexes import VectorColumns
+from .rows import FilterSQL
+from .search import memory_vector_sql
+
+__all__ = ["PostgresWindows", "WindowedVectorSQL"]
 
 
-class _PostgresWindows(_PostgresHistory):
-    """:class:`~htm_core.store.base.Windows` on PostgreSQL."""
+class WindowedVectorSQL:
+    """The vector search statement of a store with windows (a :class:`~htm_core.store.
+    postgres.search.VectorSQL`): the memories' search and, with ``windows``, the
+    windows' (each an HNSW scan ordered by distance alone), the better score per memory
+    kept."""
 
-    def _vector_sql(self, unit: np.ndarray, limit: int, filters: SearchFilters,
-                    windows: bool = True) -> tuple[str, dict[str, Any]]:
-        """The memories' search and, with ``windows``, the windows' (each an HNSW scan
-        ordered by distance alone), the better score per memory kept."""
-        sql, params = super()._vector_sql(unit, limit, filters)
+    def __init__(self, filter_sql: FilterSQL) -> None:
+        self.filter_sql = filter_sql
+
+    def __call__(self, unit: np.ndarray, limit: int, filters: SearchFilters,
+                 windows: bool = True) -> tuple[str, dict[str, Any]]:
+        sql, params = memory_vector_sql(unit, limit, filters, self.filter_sql)
         if not windows:
             return sql, params
-        where = self._filter_sql(filters, params)
+        where = self.filter_sql(filters, params)
         params["wlimit"] = 2 * limit
         return (
             "SELECT u.id, max(u.score) AS score FROM ("
@@ -44,24 +53,13 @@ class _PostgresWindows(_PostgresHistory):
             "ORDER BY w.embedding <=> CAST(:q AS vector) LIMIT :wlimit)) u "
             "GROUP BY u.id ORDER BY score DESC, u.id LIMIT :limit", params)
 
-    def _window_dim(self, conn: Connection, dim: int) -> None:
-        """Give the window column dimension ``dim`` and its HNSW index (once per embedder)."""
-        def typmod() -> int:
-            return int(conn.execute(text(
-                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memory_windows'::regclass "
-                "AND attname = 'embedding'")).scalar_one())
 
-        if typmod() == dim:
-            return
-        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DIMENSION_LOCK})
-        if typmod() == dim:
-            return
-        conn.execute(text("DELETE FROM memory_windows"))  # another embedder's, if any
-        conn.exec_driver_sql(f"ALTER TABLE memory_windows ALTER COLUMN embedding TYPE vector({dim})")
-        conn.exec_driver_sql(
-            f"CREATE INDEX IF NOT EXISTS {_WINDOWS_HNSW_INDEX} ON memory_windows "
-            f"USING hnsw (embedding vector_cosine_ops) WITH (m = {self.hnsw_m}, "
-            f"ef_construction = {self.hnsw_ef_construction})")
+class PostgresWindows:
+    """:class:`~htm_core.store.base.Windows` on PostgreSQL: the ``memory_windows`` rows."""
+
+    def __init__(self, db: PostgresDatabase, columns: VectorColumns) -> None:
+        self.db = db
+        self.columns = columns
 
     def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
         if not items:
@@ -82,7 +80,7 @@ class _PostgresWindows(_PostgresHistory):
                 raise DimensionMismatchError(
                     f"window vectors do not have the store's dimension ({dim}); use the "
                     "store's embedder")
-            self._window_dim(conn, dim)
+            self.columns.window_dim(conn, dim)
             conn.execute(text("DELETE FROM memory_windows WHERE memory_id = ANY(:ids)"),
                          {"ids": [mid for mid, _ in todo]})
             rows = [{"m": mid, "n": n, "e": u} for mid, units in todo for n, u in enumerate(units)]
@@ -94,14 +92,14 @@ class _PostgresWindows(_PostgresHistory):
                 conn.execute(text(NONE_SQL), none)
             return len(todo)
 
-        return self._run("storing windows", write)
+        return self.db.run("storing windows", write)
 
     def missing_windows(self, *, window_words: int, limit: int
                         ) -> list[tuple[int, str, str, dict[str, Any]]]:
-        rows = self._read("finding memories without windows", lambda conn: conn.execute(
+        rows = self.db.read("finding memories without windows", lambda conn: conn.execute(
             text(MISSING_SQL), {"words": window_words, "limit": limit}).all())
         return [(int(r[0]), str(r[1]), str(r[2]), dict(r[3] or {})) for r in rows]
 
     def window_count(self) -> int:
-        return int(self._read("counting windows",
-                              lambda conn: conn.execute(text(COUNT_SQL)).scalar()) or 0)
+        return int(self.db.read("counting windows",
+                                lambda conn: conn.execute(text(COUNT_SQL)).scalar()) or 0)

@@ -1,10 +1,11 @@
-"""PostgreSQL search SQL: pgvector HNSW with an exact fallback, tsvector full text, briefs."""
+"""PostgreSQL search: pgvector HNSW with an exact fallback, tsvector full text, all the
+arms of a recall in one statement, briefs, the vector centroid, ``explain_search``."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import psycopg
@@ -16,17 +17,17 @@ from ...errors import (
     SchemaError,
     ValidationError,
 )
-from ...text import CJK_REGEX, TextQuery, parse_query
+from ...text import TextQuery, parse_query
 from ...validation import check_int
-from .. import _common
 from ..base import (
     ArmQuery,
     Brief,
     SearchFilters,
 )
 from ..vector_index import normalise, not_finite
-from ._engine import _PARAM, _rows
-from ._working import PostgresWorkingSet
+from .engine import PARAM, PostgresDatabase, driver_rows
+from .fulltext import CommonLexemes, fulltext_sql
+from .rows import FilterSQL
 
 #: The memories' estimated mean direction: (newest id, monotonic time checked, the
 #: store's embedder, the unit mean).
@@ -60,119 +61,52 @@ def estimate_mean(first_row: Callable[[str], Sequence[Any] | None],
     return newest, now, embedder, unit
 
 
-class _PostgresSearch(PostgresWorkingSet):
-    """Vector and full-text search, one statement per search."""
+def memory_vector_sql(unit: np.ndarray, limit: int, filters: SearchFilters,
+                      filter_sql: FilterSQL) -> tuple[str, dict[str, Any]]:
+    """The memories' vector search: one HNSW scan, ``filters`` applied."""
+    # ORDER BY the distance alone: a second sort key would stop the HNSW index scan.
+    params: dict[str, Any] = {"q": unit, "limit": limit}
+    where = filter_sql(filters, params)
+    return (
+        "SELECT m.id, 1 - (m.embedding <=> CAST(:q AS vector)) AS score FROM memories m "
+        f"WHERE m.embedding IS NOT NULL AND {where} "
+        "ORDER BY m.embedding <=> CAST(:q AS vector) LIMIT :limit", params)
 
-    def _vector_sql(self, unit: np.ndarray, limit: int, filters: SearchFilters,
-                    windows: bool = True) -> tuple[str, dict[str, Any]]:
-        # ORDER BY the distance alone: a second sort key would stop the HNSW index scan.
-        params: dict[str, Any] = {"q": unit, "limit": limit}
-        where = self._filter_sql(filters, params)
-        return (
-            "SELECT m.id, 1 - (m.embedding <=> CAST(:q AS vector)) AS score FROM memories m "
-            f"WHERE m.embedding IS NOT NULL AND {where} "
-            "ORDER BY m.embedding <=> CAST(:q AS vector) LIMIT :limit", params)
 
-    def _fulltext_sql(self, parsed: TextQuery, limit: int, filters: SearchFilters,
-                      common: Sequence[str] | None) -> tuple[str, dict[str, Any]]:
-        """The words' hits and the CJK runs' hits, merged as
-        :func:`~htm_core.text.merge_hits` merges them, in one statement."""
-        params: dict[str, Any] = {"limit": limit}
-        if not parsed.runs:
-            return self._words_sql(parsed.words, filters, common, params), params
-        held = " + ".join(f"CAST(strpos(m.content, :r{i}) > 0 AS integer)"
-                          for i in range(len(parsed.runs)))
-        found = " OR ".join(f"strpos(m.content, :r{i}) > 0" for i in range(len(parsed.runs)))
-        params.update({f"r{i}": run for i, run in enumerate(parsed.runs)})
-        where = self._filter_sql(filters, params)
-        # The CJK condition is the partial index's, so the scan reads only CJK memories.
-        runs = (f"SELECT m.id, CAST({held} AS double precision) "
-                "+ CAST(1 AS double precision) / (1 + char_length(m.content)) AS rank "
-                f"FROM memories m WHERE m.content ~ '{CJK_REGEX}' AND ({found}) AND {where} "
-                "ORDER BY rank DESC, m.id LIMIT :limit")
-        if not parsed.words:
-            return runs, params
-        words = self._words_sql(parsed.words, filters, common, params)
-        return (
-            "SELECT u.id, sum(u.s) AS rank FROM ("
-            f"SELECT w.id, w.rank / (1 + abs(w.rank)) AS s FROM ({words}) w "
-            f"UNION ALL SELECT r.id, r.rank AS s FROM ({runs}) r) u "
-            "GROUP BY u.id ORDER BY rank DESC, u.id LIMIT :limit", params)
+class VectorSQL(Protocol):
+    """The statement of a vector search (``windows``: each memory's windows count too)."""
 
-    def _words_sql(self, terms: Sequence[str], filters: SearchFilters,
-                   common: Sequence[str] | None, params: dict[str, Any]) -> str:
-        """Rank by every term; match only the informative ones, all in one statement.
+    def __call__(self, unit: np.ndarray, limit: int, filters: SearchFilters,
+                 windows: bool = True) -> tuple[str, dict[str, Any]]: ...
 
-        The rule is :func:`~htm_core.store._common.informative_terms`'s, worked out in the
-        database: a word found in more than ``COMMON_TERM_SHARE`` of the memories does not
-        widen the candidates, it only breaks ties among those holding a rarer word; a
-        single word, a small store, or a query of common words only matches on every word.
-        ``common`` is :meth:`_common_lexemes`: a word is common when each of its lexemes
-        is among them. Without statistics (None), each word's matches are counted,
-        stopping one past the threshold. A term with no lexeme is never the rare one (it
-        would leave the match empty).
-        """
-        # Each term is a bound value through phraseto_tsquery: no tsquery syntax can get
-        # in; a term of several words (``v2 1``) is a phrase.
-        params.update({f"w{i}": t for i, t in enumerate(terms)})
-        words = [f"phraseto_tsquery('english', :w{i})" for i in range(len(terms))]
-        query = " || ".join(words)
-        match = query
-        if len(terms) > 1:
-            params["share"] = _common.COMMON_TERM_SHARE
-            params["small"] = _common.MIN_MEMORIES_FOR_COMMON
-            if common is None:
-                # `SELECT FROM` (no columns) lets the count skip the heap's all-visible pages.
-                rare = [f"numnode({w}) > 0 AND (SELECT count(*) FROM (SELECT FROM memories "
-                        f"WHERE tsv @@ {w} LIMIT n.cap + 1) s) <= n.cap" for w in words]
-            else:
-                params["common"] = list(common)
-                lexemes = [f"tsvector_to_array(to_tsvector('english', :w{i}))"
-                           for i in range(len(terms))]
-                rare = [f"cardinality({x}) > 0 AND NOT ({x} <@ CAST(:common AS text[]))"
-                        for x in lexemes]
-            kept = " || ".join(f"CASE WHEN c.k[{i + 1}] THEN {w} ELSE ''::tsquery END"
-                               for i, w in enumerate(words))
-            match = (
-                "(SELECT CASE WHEN c.total < :small OR NOT (true = ANY(c.k)) "
-                f"THEN {query} ELSE {kept} END "
-                f"FROM (SELECT n.total, ARRAY[{', '.join(f'({r})' for r in rare)}] AS k "
-                "FROM (SELECT t.total, floor(t.total * :share)::bigint AS cap "
-                "FROM (SELECT coalesce(max(id), 0) AS total FROM memories) t) n "
-                # OFFSET 0 keeps the counts from being inlined into (and run again by)
-                # each CASE branch.
-                "OFFSET 0) c)")
-        where = self._filter_sql(filters, params)
-        return (
-            # double precision, like the vector score: the two can share one statement.
-            f"SELECT m.id, CAST(ts_rank(m.tsv, {query}) AS double precision) AS rank "
-            f"FROM memories m WHERE m.tsv @@ {match} AND {where} "
-            "ORDER BY rank DESC, m.id LIMIT :limit")
 
-    def _common_lexemes(self) -> list[str] | None:
-        """The lexemes found in more than ``COMMON_TERM_SHARE`` of the memories, from the
-        table's statistics (``ANALYZE`` keeps the share of rows holding each of the most
-        frequent lexemes, so this costs no scan); read at most once a minute. None while
-        the table has no statistics yet."""
-        cached = self._common
-        now = time.monotonic()
-        if cached is not None and now - cached[0] < 60.0:
-            return cached[1]
+class PostgresSearcher:
+    """Vector and full-text search, all the arms of a recall in one statement.
 
-        def read(conn: Connection) -> list[str] | None:
-            row = conn.execute(text(
-                "SELECT CAST(CAST(most_common_elems AS text) AS text[]), most_common_elem_freqs "
-                "FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'memories' "
-                "AND attname = 'tsv'")).first()
-            if row is None or row[0] is None:
-                return None
-            # The frequencies end with three summary numbers; zip stops at the lexemes.
-            return [str(e) for e, f in zip(row[0], row[1], strict=False)
-                    if f > _common.COMMON_TERM_SHARE]
+    ``vector_sql`` builds each vector arm's statement (the windows' part of the store
+    gives one that counts each memory's windows too); ``ef_search`` is the HNSW
+    ``ef_search`` used when a search names none. The searcher keeps the store's vector
+    dimension once vectors exist and the centroid's estimate: :meth:`vectors_reset`
+    drops both.
+    """
 
-        common = self._read("reading the full-text statistics", read)
-        self._common = (now, common)
-        return common
+    def __init__(self, db: PostgresDatabase, *, filter_sql: FilterSQL, vector_sql: VectorSQL,
+                 ef_search: int) -> None:
+        self.db = db
+        self.filter_sql = filter_sql
+        self.vector_sql = vector_sql
+        self.ef_search = ef_search
+        #: The words too common to widen a full-text match (read at most once a minute).
+        self.common_lexemes = CommonLexemes(db)
+        # (newest id, monotonic time, embedder, centroid) of vector_centroid's last estimate.
+        self._centroid: MeanEstimate | None = None
+        # The vector dimension once vectors exist (see _unit_query).
+        self._dim: int | None = None
+
+    def vectors_reset(self) -> None:
+        """Forget the dimension and the centroid (every vector was dropped)."""
+        self._centroid = None
+        self._dim = None
 
     def _unit_query(self, vector: Sequence[float],
                     stored_dim: Callable[[], int | None]) -> np.ndarray | None:
@@ -225,11 +159,11 @@ class _PostgresSearch(PostgresWorkingSet):
         if not ids:
             return {}
         params: dict[str, Any] = {"ids": sorted({int(i) for i in ids})}
-        where = self._filter_sql(filters, params)
-        rows = self._quick("reading memories", lambda pg, _info: _rows(
+        where = self.filter_sql(filters, params)
+        found = self.db.quick("reading memories", lambda pg, _info: driver_rows(
             pg, "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
             f"JOIN robots r ON r.id = m.robot_id WHERE m.id = ANY(:ids) AND {where}", params))
-        return {int(r[0]): Brief(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows}
+        return {int(r[0]): Brief(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in found}
 
     def vector_centroid(self) -> list[float] | None:
         """The mean direction of the newest 20,000 vectors (an estimate, see
@@ -238,7 +172,7 @@ class _PostgresSearch(PostgresWorkingSet):
         if not _mean_is_due(cached):
             assert cached is not None
             return cached[3]
-        self._centroid = self._read("estimating the vector centroid", lambda conn: estimate_mean(
+        self._centroid = self.db.read("estimating the vector centroid", lambda conn: estimate_mean(
             lambda sql: conn.execute(text(sql)).first(), cached))
         return self._centroid[3]
 
@@ -269,7 +203,7 @@ class _PostgresSearch(PostgresWorkingSet):
     def _search(self, arms: Sequence[ArmQuery], ef: int) -> list[list[tuple[int, float]]]:
         parts: dict[int, tuple[str, dict[str, Any]]] = {}
         # Read (at most once a minute) before taking a connection for the searches.
-        common = self._common_lexemes() if any(a.text for a in arms) else None
+        common = self.common_lexemes() if any(a.text for a in arms) else None
         deepest = max((a.limit for a in arms if a.vector is not None), default=0)
 
         def run(pg: psycopg.Connection[Any], info: dict[str, Any]) -> list[Any]:
@@ -280,28 +214,29 @@ class _PostgresSearch(PostgresWorkingSet):
                     if unit is not None:
                         self._session_ef(pg, info, min(1000, max(ef, deepest)))
                     if unit is not None and np.any(unit):
-                        parts[k] = self._vector_sql(unit, arm.limit, arm.filters, arm.windows)
+                        parts[k] = self.vector_sql(unit, arm.limit, arm.filters, arm.windows)
                 else:
                     parsed = parse_query(arm.text or "")
                     if parsed:
-                        parts[k] = self._fulltext_sql(parsed, arm.limit, arm.filters, common)
+                        parts[k] = fulltext_sql(parsed, arm.limit, arm.filters, common,
+                                                 self.filter_sql)
             if not parts:
                 return []
             if len(parts) == 1:
                 (k, (sql, params)), = parts.items()
-                return [(k, *row) for row in _rows(pg, sql, params)]
+                return [(k, *row) for row in driver_rows(pg, sql, params)]
             union, merged = [], {}
             for k, (sql, params) in parts.items():
                 # Each arm's parameters get a prefix of their own.
-                renamed = _PARAM.sub(rf":a{k}_\1", sql)
+                renamed = PARAM.sub(rf":a{k}_\1", sql)
                 merged.update({f"a{k}_{name}": value for name, value in params.items()})
                 union.append(f"SELECT {k} AS arm, s.* FROM ({renamed}) s")
             sql = " UNION ALL ".join(f"({part})" for part in union)
-            return _rows(pg, sql, merged)
+            return driver_rows(pg, sql, merged)
 
-        rows = self._quick("search", run)
+        answer = self.db.quick("search", run)
         found: list[list[tuple[int, float]]] = [[] for _ in arms]
-        for row in rows:
+        for row in answer:
             found[int(row[0])].append((int(row[1]), float(row[2])))
         for k, arm in enumerate(arms):
             if arm.vector is not None and k in parts and len(found[k]) < arm.limit:
@@ -321,7 +256,7 @@ class _PostgresSearch(PostgresWorkingSet):
             conn.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
             return list(conn.execute(text(sql), params).all())
 
-        return [(int(r[0]), float(r[1])) for r in self._run("vector search", exact)]
+        return [(int(r[0]), float(r[1])) for r in self.db.run("vector search", exact)]
 
     def explain_search(self, *, vector: Sequence[float] | None = None, query: str | None = None,
                        limit: int = 10, filters: SearchFilters | None = None,
@@ -344,10 +279,11 @@ class _PostgresSearch(PostgresWorkingSet):
                 unit = self._prepare_vector_query(conn, vector, ef_search or self.ef_search)
                 if unit is None:
                     raise SchemaError("the store holds no vectors yet; add some before explaining")
-                sql, params = self._vector_sql(unit, limit, chosen)
+                sql, params = self.vector_sql(unit, limit, chosen)
             else:
                 parsed = parse_query(query or "") or TextQuery(words=("_",))
-                sql, params = self._fulltext_sql(parsed, limit, chosen, self._common_lexemes())
+                sql, params = fulltext_sql(parsed, limit, chosen, self.common_lexemes(),
+                                           self.filter_sql)
             return "\n".join(str(r[0]) for r in conn.execute(text("EXPLAIN " + sql), params))
 
-        return self._run("explaining a search", explain)
+        return self.db.run("explaining a search", explain)

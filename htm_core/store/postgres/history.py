@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from .._sql.versions import SQLVersions
 from ..vector_index import finite_unit
-from ._schema import _HISTORY_LOCK
-from ._writer import _PostgresWriter
+from .indexes import VectorColumns
+
+__all__ = ["PostgresHistory"]
 
 
 def _literal(vector: Sequence[float]) -> tuple[np.ndarray, int]:
@@ -21,21 +21,24 @@ def _literal(vector: Sequence[float]) -> tuple[np.ndarray, int]:
     return unit.astype(np.float32), int(unit.shape[0])
 
 
-class _PostgresHistory(SQLVersions, _PostgresWriter):
-    """The dialect hooks of :class:`~htm_core.store._sql.versions.SQLVersions`."""
+class PostgresHistory:
+    """:class:`~htm_core.store._sql.parts.HistorySQL` on PostgreSQL: writing a memory's
+    vector, and searching the superseded versions by vector and by full text."""
 
-    _JSON_PARAM: ClassVar[str] = "CAST(:meta AS jsonb)"
-    _SERIAL_HISTORY: ClassVar[str] = f"SELECT pg_advisory_xact_lock({_HISTORY_LOCK})"
+    def __init__(self, columns: VectorColumns) -> None:
+        self.columns = columns
 
-    def _set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
-                    embedder: str) -> None:
+    def set_vector(self, conn: Connection, memory_id: int, vector: Sequence[float],
+                   embedder: str) -> None:
+        """Store ``vector`` (checked against the store's embedder) on the memory's row."""
         literal, dim = _literal(vector)
-        self._check_embedding(conn, embedder, dim)
+        self.columns.check_embedding(conn, embedder, dim)
         conn.execute(text("UPDATE memories SET embedding = CAST(:e AS vector), embedder = :n "
                           "WHERE id = :id"), {"e": literal, "n": embedder, "id": memory_id})
 
-    def _history_vector_hits(self, conn: Connection, vector: Sequence[float], where: str,
-                             params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+    @staticmethod
+    def vector_hits(conn: Connection, vector: Sequence[float], where: str,
+                    params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
         """Exact cosine over the filtered history (expected to be small beside the store)."""
         literal, dim = _literal(vector)
         rows = conn.execute(text(
@@ -46,8 +49,10 @@ class _PostgresHistory(SQLVersions, _PostgresWriter):
             {**params, "hq": literal, "hdim": dim, "limit": limit}).all()
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def _history_text_hits(self, conn: Connection, words: Sequence[str], where: str,
-                           params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+    @staticmethod
+    def text_hits(conn: Connection, words: Sequence[str], where: str,
+                  params: dict[str, Any], limit: int) -> list[tuple[int, float]]:
+        """Top ``limit`` (version row id, ``ts_rank``) of versions holding any of ``words``."""
         # Each word is a bound value through phraseto_tsquery: no tsquery syntax gets in.
         query = " || ".join(f"phraseto_tsquery('english', :hw{i})" for i in range(len(words)))
         rows = conn.execute(text(
@@ -56,3 +61,8 @@ class _PostgresHistory(SQLVersions, _PostgresWriter):
             f"WHERE v.tsv @@ ({query}) AND {where} ORDER BY rank DESC, v.id LIMIT :limit"),
             {**params, **{f"hw{i}": w for i, w in enumerate(words)}, "limit": limit}).all()
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    @staticmethod
+    def next_history_id(conn: Connection) -> int | None:
+        """None: the identity column numbers history rows (it never reuses an id)."""
+        return None

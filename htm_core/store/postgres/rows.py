@@ -1,10 +1,11 @@
-"""PostgreSQL: reading memories (by key, id, hash), tags and importance, the catalogue counts."""
+"""PostgreSQL memory rows: reading them as memories (by a ``WHERE`` clause, by ids, by
+content hash), linking tags, deleting rows."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import timezone
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from psycopg.rows import namedtuple_row
@@ -12,26 +13,40 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...models import Memory
-from .._sql.catalogue import VISIBLE as _VISIBLE
+from .._sql.filters import VISIBLE as _VISIBLE
 from .._vectors import (
     CHUNK_POSTGRES,
     NOT_FAILED,
     EmbeddingFailure,
     list_failures,
 )
+from ..base import SearchFilters
 from ..values import check_stored_text, checked_instance
-from ._engine import _PostgresEngine, _rows, _utc
 from ._schema import _MEMORY_COLUMNS
+from .engine import PostgresDatabase, driver_rows
+
+__all__ = ["FilterSQL", "PostgresRows", "utc"]
+
+#: The ``WHERE`` clause (on ``memories m``) of a search's filters, binding its values.
+FilterSQL = Callable[[SearchFilters, dict[str, Any]], str]
 
 
-class _PostgresRecords(_PostgresEngine):
-    """Reads of single memories and the catalogue."""
+def utc(value: datetime | None) -> datetime | None:
+    """A stored time (or None) as an aware UTC datetime."""
+    return None if value is None else value.astimezone(timezone.utc)
+
+
+class PostgresRows:
+    """The memory rows of one database, read as :class:`~htm_core.models.Memory`."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self.db = db
 
     # -- reading ---------------------------------------------------------------------
 
-    def _to_memory(self, row: Any, include_embedding: bool) -> Memory:
+    def to_memory(self, row: Any, include_embedding: bool) -> Memory:
         check_stored_text(row.key, int(row.id), row.content, row.content_crc,
-                          row.content_hash, self.url)
+                          row.content_hash, self.db.url)
         return checked_instance(Memory,
             id=int(row.id), key=row.key, content=row.content,
             content_hash=row.content_hash, robot=row.robot,
@@ -42,19 +57,19 @@ class _PostgresRecords(_PostgresEngine):
             metadata=dict(row.metadata or {}), embedder=row.embedder,
             embedding=[float(x) for x in row.embedding]
             if include_embedding and row.embedding is not None else None,
-            forgotten_at=_utc(row.forgotten_at), version=int(row.version))
+            forgotten_at=utc(row.forgotten_at), version=int(row.version))
 
     @staticmethod
-    def _select(where: str, include_embedding: bool, join: str = "") -> str:
+    def select(where: str, include_embedding: bool, join: str = "") -> str:
         """The statement reading memories (and their robot's name) that match ``where``."""
         cols = _MEMORY_COLUMNS + (", CAST(m.embedding AS real[]) AS embedding"
                                   if include_embedding else "")
         return f"SELECT {cols} FROM memories m JOIN robots r ON r.id = m.robot_id {join} WHERE {where}"
 
-    def _fetch(self, conn: Connection, where: str, params: dict[str, Any],
+    def fetch(self, conn: Connection, where: str, params: dict[str, Any],
                include_embedding: bool, *, join: str = "") -> list[Memory]:
-        rows = conn.execute(text(self._select(where, include_embedding, join)), params).all()
-        return [self._to_memory(r, include_embedding) for r in rows]
+        found = conn.execute(text(self.select(where, include_embedding, join)), params).all()
+        return [self.to_memory(r, include_embedding) for r in found]
 
     def get_many(self, ids: Sequence[int], *, include_embedding: bool = False,
                  include_forgotten: bool = False) -> list[Memory]:
@@ -62,20 +77,12 @@ class _PostgresRecords(_PostgresEngine):
         if not ids:
             return []
         where = "m.id = ANY(:ids)" + ("" if include_forgotten else f" AND {_VISIBLE}")
-        found = [self._to_memory(r, include_embedding) for r in self._quick(
-            "reading memories", lambda pg, _info: _rows(
-                pg, self._select(where, include_embedding), {"ids": [int(i) for i in ids]},
+        found = [self.to_memory(r, include_embedding) for r in self.db.quick(
+            "reading memories", lambda pg, _info: driver_rows(
+                pg, self.select(where, include_embedding), {"ids": [int(i) for i in ids]},
                 namedtuple_row))]
         by_id = {m.id: m for m in found}
         return [by_id[i] for i in ids if i in by_id]
-
-    def find_embedding(self, content_hash: str, embedder: str) -> list[float] | None:
-        """A stored vector for this content by this embedder, if any (the store cache)."""
-        row = self._read("looking up an embedding", lambda conn: conn.execute(text(
-            "SELECT CAST(embedding AS real[]) FROM memories WHERE content_hash = :h "
-            f"AND embedder = :e AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES} LIMIT 1"),
-            {"h": content_hash, "e": embedder}).first())
-        return [float(x) for x in row[0]] if row else None
 
     def find_embeddings(self, content_hashes: Sequence[str], embedder: str
                         ) -> dict[str, list[float]]:
@@ -83,32 +90,32 @@ class _PostgresRecords(_PostgresEngine):
         if not content_hashes:
             return {}
         # The hashes as one JSON text: psycopg dumps a text[] parameter element by element.
-        rows = self._read("looking up embeddings", lambda conn: conn.execute(text(
+        found = self.db.read("looking up embeddings", lambda conn: conn.execute(text(
             "SELECT DISTINCT ON (content_hash) content_hash, CAST(embedding AS real[]) "
             "FROM memories WHERE content_hash = ANY(ARRAY(SELECT jsonb_array_elements_text("
             "CAST(:h AS jsonb)))) AND embedder = :e "
             f"AND embedding IS NOT NULL AND NOT {CHUNK_POSTGRES}"),
             {"h": json.dumps(list(dict.fromkeys(content_hashes))), "e": embedder}).all())
-        return {str(r[0]): [float(x) for x in r[1]] for r in rows}
+        return {str(r[0]): [float(x) for x in r[1]] for r in found}
 
     def missing_embeddings(self, *, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
         """Up to ``limit`` (id, content, metadata) of visible memories without a vector and
         not marked as failing, oldest id first."""
-        rows = self._read("listing memories without embeddings", lambda conn: conn.execute(text(
+        found = self.db.read("listing memories without embeddings", lambda conn: conn.execute(text(
             "SELECT m.id, m.content, m.metadata FROM memories m WHERE m.embedding IS NULL "
             f"AND m.forgotten_at IS NULL AND {NOT_FAILED} ORDER BY m.id LIMIT :l"),
             {"l": limit}).all())
-        return [(int(r[0]), str(r[1]), dict(r[2] or {})) for r in rows]
+        return [(int(r[0]), str(r[1]), dict(r[2] or {})) for r in found]
 
     def embedding_failures(self, *, limit: int = 100) -> list[EmbeddingFailure]:
         """The memories marked as failing, with the reason, oldest mark first."""
-        rows = self._read("listing failed embeddings", lambda conn: list_failures(conn, limit))
-        return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=t) for k, e, r, t in rows]
+        found = self.db.read("listing failed embeddings", lambda conn: list_failures(conn, limit))
+        return [EmbeddingFailure(key=k, embedder=e, error=r, failed_at=t) for k, e, r, t in found]
 
-    # -- tags ------------------------------------------------------------------------
+    # -- writing ---------------------------------------------------------------------
 
     @staticmethod
-    def _link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
+    def link_tags(conn: Connection, items: Sequence[tuple[int, Sequence[str]]]) -> None:
         pairs = [(mid, tag) for mid, tags in items for tag in tags]
         if not pairs:
             return
@@ -122,3 +129,8 @@ class _PostgresRecords(_PostgresEngine):
             "CAST(:mids AS bigint[]), CAST(:names AS text[])) AS p(mid, name) "
             "JOIN tags t ON t.name = p.name ON CONFLICT DO NOTHING"),
             {"mids": [p[0] for p in pairs], "names": [p[1] for p in pairs]})
+
+    @staticmethod
+    def delete_rows(conn: Connection, ids: Sequence[int]) -> None:
+        """Delete the memory rows ``ids`` (their tags, windows and history go with them)."""
+        conn.execute(text("DELETE FROM memories WHERE id = ANY(:ids)"), {"ids": list(ids)})
