@@ -301,6 +301,18 @@ def test_benchmark_runs_the_locomo_set_from_a_folder(locomo_dir: Path,
     assert "| htm hybrid (default) | 1.000 ± 0.000 |" in printed
 
 
+def test_rows_keep_the_default_and_the_named_ablation_rows(locomo_dir: Path) -> None:
+    """``--rows`` narrows ``--ablation`` to the default and the rows naming one of its parts."""
+    rows = ["no atypical", "fixed full-text"]
+    assert list(rq.htm_configs(True, rows)) == [
+        "htm hybrid (default)", "hybrid, no atypical time arm", "hybrid, fixed full-text weight",
+        "hybrid, fixed full-text weight, no atypical time arm"]
+    assert len(rq.htm_configs(True)) > 20  # no rows: every arm
+    result = rq.main(["--set", "none", "--locomo", str(locomo_dir), "--embedder", "hashing",
+                      "--no-baselines", "--ablation", "--rows", ",".join(rows)])
+    assert list(result["locomo"]) == list(rq.htm_configs(True, rows))
+
+
 def test_cached_embedder_reuses_vectors_across_instances(tmp_path: Path) -> None:
     calls: list[int] = []
 
