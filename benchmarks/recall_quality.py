@@ -316,8 +316,10 @@ def _llamaindex_arm(conv: dict[str, Any], questions: list[dict[str, Any]],
     return result
 
 
-def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
-    """The htm arms: name -> (strategy, config)."""
+def htm_configs(ablation: bool, rows: Sequence[str] = ()
+                ) -> dict[str, tuple[str, RetrievalConfig]]:
+    """The htm arms: name -> (strategy, config); with ``rows``, only the default and the
+    arms whose name contains one of them."""
     default = RetrievalConfig()
     configs = {
         "htm vector": ("vector", default),
@@ -349,6 +351,8 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
             "hybrid, long memories borrow alike": ("hybrid", default.with_options(
                 neighbor_words=None)),
             "hybrid, fixed full-text weight": ("hybrid", default.with_options(adaptive=False)),
+            "hybrid, fixed full-text weight, no atypical time arm": ("hybrid", default.with_options(
+                adaptive=False, weights={**w, "atypical@time": 0.0})),
             "hybrid, no typicality penalty": ("hybrid", default.with_options(typical_penalty=0.0)),
             "hybrid, typicality penalty 0.35": ("hybrid", default.with_options(
                 typical_penalty=0.35)),
@@ -360,11 +364,15 @@ def htm_configs(ablation: bool) -> dict[str, tuple[str, RetrievalConfig]]:
             "htm vector, no windows": ("vector", default.with_options(window_words=None)),
             "hybrid, no windows": ("hybrid", default.with_options(window_words=None)),
         })
+    if rows:
+        configs = {name: arm for name, arm in configs.items()
+                   if name == "htm hybrid (default)" or any(r in name for r in rows)}
     return configs
 
 
 def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = False,
              ablation: bool = False, baselines: bool = True, depth: int = 25,
+             rows: Sequence[str] = (),
              database: Callable[[str], AbstractContextManager[str]] | None = None
              ) -> tuple[list[dict[str, Any]], dict[str, ArmResult]]:
     """Run every arm over the dev set; return the questions asked and each arm's results.
@@ -375,7 +383,7 @@ def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = 
     convs = devset["conversations"][:1] if quick else devset["conversations"]
     asked: list[dict[str, Any]] = []
     results: dict[str, ArmResult] = {}
-    configs = htm_configs(ablation)
+    configs = htm_configs(ablation, rows)
     with tempfile.TemporaryDirectory(prefix="htm-recall-") as tmp:
         for conv in convs:
             questions = [q for q in devset["questions"] if q["conversation"] == conv["id"]]
@@ -572,6 +580,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
                         "quarter of its questions (the CI smoke run)")
     parser.add_argument("--ablation", action="store_true", help="also run hybrid with each option "
                         "changed")
+    parser.add_argument("--rows", type=lambda v: [r for r in v.split(",") if r], default=[],
+                        metavar="A,B", help="only the default hybrid and the arms whose name "
+                        "contains A or B (e.g. 'atypical,fixed')")
     parser.add_argument("--no-baselines", action="store_true", help="skip LangChain and LlamaIndex")
     parser.add_argument("--set", choices=(*SETS, "both", "none"), default="both", help="dev: "
                         "the committed chat set; assistant: long user-assistant sessions built "
@@ -621,7 +632,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
             t0 = time.perf_counter()
             computed = embedder.computed
             questions, results = evaluate(data, embedder=embedder, quick=args.quick,
-                                          ablation=args.ablation,
+                                          ablation=args.ablation, rows=args.rows,
                                           baselines=not args.no_baselines, database=database)
             turns = sum(len(s["turns"]) for c in data["conversations"][: 1 if args.quick else None]
                         for s in c["sessions"])

@@ -301,6 +301,31 @@ def test_benchmark_runs_the_locomo_set_from_a_folder(locomo_dir: Path,
     assert "| htm hybrid (default) | 1.000 ± 0.000 |" in printed
 
 
+def test_rows_keep_the_default_and_the_named_ablation_rows(locomo_dir: Path) -> None:
+    """``--rows`` narrows ``--ablation`` to the default and the rows naming one of its parts."""
+    rows = ["no atypical", "fixed full-text"]
+    assert list(rq.htm_configs(True, rows)) == [
+        "htm hybrid (default)", "hybrid, no atypical time arm", "hybrid, fixed full-text weight",
+        "hybrid, fixed full-text weight, no atypical time arm"]
+    assert len(rq.htm_configs(True)) > 20  # no rows: every arm
+    result = rq.main(["--set", "none", "--locomo", str(locomo_dir), "--embedder", "hashing",
+                      "--no-baselines", "--ablation", "--rows", ",".join(rows)])
+    assert list(result["locomo"]) == list(rq.htm_configs(True, rows))
+
+
+def test_session_reranks_reorder_by_session() -> None:
+    from benchmarks import session_rerank as sr
+
+    hits = [("a1", "A", 1.0), ("a2", "A", 0.95), ("b1", "B", 0.9), ("c1", "C", 0.5)]
+    # Diversity: a2 (0.95 × 0.9 = 0.855) falls below b1 (0.9), not below c1.
+    assert [h[0] for h in sr.diversify(hits, 0.9, 1)] == ["a1", "b1", "a2", "c1"]
+    assert sr.diversify(hits, 0.9, 2) == hits  # two hits of a session go free
+    # Expansion over the first 3 (floor 0.9): a2 borrows 0.5 × (1.0 - 0.9) from a1.
+    expanded = dict((t, s) for t, _, s in sr.expand(hits, 0.5, total=False, pool=3))
+    assert expanded["a2"] == pytest.approx(1.0) and expanded["b1"] == 0.9
+    assert expanded["c1"] == 0.5
+
+
 def test_cached_embedder_reuses_vectors_across_instances(tmp_path: Path) -> None:
     calls: list[int] = []
 
