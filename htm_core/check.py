@@ -67,7 +67,7 @@ def check_store(url: str | Path | None) -> CheckReport:
     """
     if is_postgres_url(url):
         return _check_through_store(str(url))
-    from .store.sqlite._files import existing_database_file
+    from .store.sqlite.files import existing_database_file
 
     try:
         path = existing_database_file(url)
@@ -102,7 +102,7 @@ def check_store(url: str | Path | None) -> CheckReport:
 def _check_lost_commits(path: Path, found: list[Finding]) -> None:
     """Write transactions acknowledged on the store that it does not hold (a lost ``-wal``
     or an older copy put in its place), counted now or noted by an earlier open."""
-    from .store.sqlite._files import lost_commits
+    from .store.sqlite.files import lost_commits
 
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)

@@ -55,7 +55,7 @@ def _store_access(args: argparse.Namespace) -> dict[str, Any]:
     been refused a SQLite store that does not exist (unless ``--create`` was given): a
     mistyped ``--db`` is an error naming the path, not a new empty store."""
     from .store import is_postgres_url
-    from .store.sqlite._files import existing_database_file
+    from .store.sqlite.files import existing_database_file
 
     url = _database_url(args)
     if args.command not in CREATING_COMMANDS and not _opt(args, "create") \
@@ -418,7 +418,7 @@ def _cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _cmd_backup(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .errors import ValidationError
     from .store import is_postgres_url
-    from .store.sqlite._files import backup_database
+    from .store.sqlite.files import backup_database
 
     url = _database_url(args)
     if is_postgres_url(url):

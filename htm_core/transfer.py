@@ -34,8 +34,8 @@ from .errors import (
     ValidationError,
 )
 from .models import Memory
-from .store._vectors import mismatch_advice
 from .store.base import BulkLoad, LongTermStore, NewMemory, capability, content_hash
+from .store.one_embedder import mismatch_advice
 from .validation import check_content
 
 __all__ = [
@@ -184,7 +184,7 @@ def open_source(url: str | Path | None) -> LongTermStore:
             return open_store(url, migrate=False)
         except SchemaError as exc:
             raise SchemaError(f"cannot read from it: {exc}; is it the right database?") from None
-    from .store.sqlite._files import existing_database_file
+    from .store.sqlite.files import existing_database_file
 
     existing_database_file(url)
     return open_store(url)

@@ -20,7 +20,7 @@ import pytest
 
 from htm_core import HTM, HashingEmbedder
 from htm_core.cli import main
-from htm_core.store.sqlite._files import backup_database
+from htm_core.store.sqlite.files import backup_database
 
 
 def _keys(db: Path) -> set[str]:

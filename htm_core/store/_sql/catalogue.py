@@ -16,8 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...models import Memory, Operation, Robot
-from .._vectors import FAILED_COUNT, NOT_FAILED
 from ..base import LIST_ORDERS, SearchFilters, StoreCounts
+from ..one_embedder import FAILED_COUNT, NOT_FAILED
 from .dialect import Dialect
 from .filters import VISIBLE, filter_sql, prefix_sql
 from .parts import Database, Rows

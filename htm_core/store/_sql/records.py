@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ...models import Memory
-from .._vectors import clear_failures, mark_failures
+from ..one_embedder import clear_failures, mark_failures
 from .dialect import Dialect
 from .forgetting import row_for_key
 from .parts import Database, Rows

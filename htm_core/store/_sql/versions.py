@@ -29,9 +29,9 @@ from sqlalchemy.engine import Connection
 from ...errors import NotFoundError
 from ...models import Memory
 from ...text import parse_query
-from .._vectors import clear_failures
 from ..base import UPDATE_FIELDS, ArmQuery, NewMemory
 from ..merging import merge_update, update_fields
+from ..one_embedder import clear_failures
 from .dialect import Dialect
 from .filters import filter_sql
 from .parts import Database, HistorySQL, RowListener, Rows

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...text import CJK_REGEX, PG_INDEX_TEXT
-from .._vectors import (
+from ..one_embedder import (
     FAILURES_DDL,
 )
 

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Connection
 
 from ...errors import ValidationError
 from ...validation import check_int
-from .._vectors import check_embedder
+from ..one_embedder import check_embedder
 from ._schema import _BULK_MARKER, _DIMENSION_LOCK, _HNSW_INDEX, _WINDOWS_HNSW_INDEX
 from .engine import PostgresDatabase, embedding_settings
 

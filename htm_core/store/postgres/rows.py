@@ -14,13 +14,13 @@ from sqlalchemy.engine import Connection
 
 from ...models import Memory
 from .._sql.filters import VISIBLE as _VISIBLE
-from .._vectors import (
+from ..base import SearchFilters
+from ..one_embedder import (
     CHUNK_POSTGRES,
     NOT_FAILED,
     EmbeddingFailure,
     list_failures,
 )
-from ..base import SearchFilters
 from ..values import check_stored_text, checked_instance
 from ._schema import _MEMORY_COLUMNS
 from .engine import PostgresDatabase, driver_rows

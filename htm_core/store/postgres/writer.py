@@ -14,8 +14,8 @@ from sqlalchemy.engine import Connection
 from ...errors import DimensionMismatchError, DuplicateKeyError
 from ...models import Memory
 from .._sql.parts import LogLine
-from .._vectors import batch_embedder, clear_failures
 from ..base import AddResult, NewMemory, WorkingChange, WorkingResult
+from ..one_embedder import batch_embedder, clear_failures
 from ..vector_index import finite_unit
 from ._codec import _COPY_OPERATIONS, _COPY_OPERATIONS_TYPES, _EMPTY_JSON, _units
 from ._copy import KeyRace, aware, copy_rows

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy.engine import Connection
 
 from ...text import CJK_GLOB
-from .._vectors import (
+from ..one_embedder import (
     FAILURES_DDL,
 )
 from ..values import content_crc

@@ -31,23 +31,23 @@ from .._address import resolve_sqlite
 from .._common import mask_url
 from .._sql.parts import LogLine
 from .._sql.schema import needs_migration
-from .._vectors import check_embedder
 from ..base import SCHEMA_VERSION
+from ..one_embedder import check_embedder
 from ._errors import DRIVER_ERRORS, _driver_message, is_locked, map_sqlite_errors, sqlite_error
-from ._files import (
-    CommitCounter,
-    count_commit,
-    create_private,
-    lost_commits,
-    refuse_schemeless_server,
-    writable,
-)
 from ._schema import (
     _FTS_BATCH_KEY,
     _GATED_TRIGGERS,
     _HASH_INDEX,
     _HASH_INDEX_EXISTS,
     _MIGRATIONS,
+)
+from .files import (
+    CommitCounter,
+    count_commit,
+    create_private,
+    lost_commits,
+    refuse_schemeless_server,
+    writable,
 )
 
 T = TypeVar("T")

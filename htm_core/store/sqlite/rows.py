@@ -16,7 +16,7 @@ from ...clock import utc_from_timestamp
 from ...errors import DatabaseCorruptError
 from ...models import Memory
 from .._common import chunks
-from .._vectors import (
+from ..one_embedder import (
     CHUNK_SQLITE,
     NOT_FAILED,
     EmbeddingFailure,

@@ -25,15 +25,15 @@ from ...text import CJK_REGEX
 from .._coherence import Merged, as_dict, merge_readd, touch_detail
 from .._common import chunks
 from .._sql.parts import RowListener
-from .._vectors import (
-    batch_embedder,
-    clear_failures,
-)
 from ..base import (
     AddResult,
     NewMemory,
     WorkingChange,
     WorkingResult,
+)
+from ..one_embedder import (
+    batch_embedder,
+    clear_failures,
 )
 from ..values import checked_instance, content_crc, unit_embeddings
 from ..vector_index import finite_unit
