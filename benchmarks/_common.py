@@ -3,7 +3,7 @@
 Data is reproducible from a seed: sentences of common words plus three rare words per
 topic (so the full-text arm has real term overlap: a query's informative words match
 about 0.2% of the memories, its common words most of them) paired with clustered 384-d
-unit vectors (one cluster per topic, so nearest neighbours are meaningful; uniform random
+unit vectors (one cluster per topic, so nearest neighbors are meaningful; uniform random
 vectors are the worst case of every ANN index and say nothing about real use).
 """
 
@@ -78,10 +78,10 @@ def _topic_words(topic: int) -> tuple[str, str, str]:
 def dataset(n: int, *, queries: int = 50, seed: int = 7) -> Dataset:
     """A reproducible clustered dataset of ``n`` memories and ``queries`` queries."""
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((TOPICS, DIM)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    centers = rng.standard_normal((TOPICS, DIM)).astype(np.float32)
+    centers /= np.linalg.norm(centers, axis=1, keepdims=True)
     topics = rng.integers(0, TOPICS, n)
-    vectors = centres[topics] + (0.8 / np.sqrt(DIM)) * rng.standard_normal((n, DIM)).astype(np.float32)
+    vectors = centers[topics] + (0.8 / np.sqrt(DIM)) * rng.standard_normal((n, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     subj = rng.integers(0, len(_SUBJECTS), n)
     verb = rng.integers(0, len(_VERBS), n)
@@ -94,7 +94,7 @@ def dataset(n: int, *, queries: int = 50, seed: int = 7) -> Dataset:
     start = datetime(2024, 1, 1, tzinfo=timezone.utc)
     created = [start + timedelta(minutes=int(m)) for m in np.sort(rng.integers(0, 200_000, n))]
     q_topics = topics[rng.integers(0, n, queries)] if n else rng.integers(0, TOPICS, queries)
-    q_vectors = centres[q_topics] + (0.9 / np.sqrt(DIM)) * rng.standard_normal(
+    q_vectors = centers[q_topics] + (0.9 / np.sqrt(DIM)) * rng.standard_normal(
         (queries, DIM)).astype(np.float32)
     q_vectors /= np.linalg.norm(q_vectors, axis=1, keepdims=True)
     q_texts = [f"what about the {_topic_words(int(t))[0]} {_topic_words(int(t))[2]}?" for t in q_topics]

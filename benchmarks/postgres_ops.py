@@ -127,7 +127,7 @@ def bench_size(server_url: str, n: int, *, queries: int, batch: int, append: int
             out["ef_sweep"].append({"ef_search": ef, "recall_at_10": found / (10 * len(qs)),
                                     "vector": median_time(at_ef, runs=queries)})
         # add_many with the indexes live, after the queries (the extra rows are not in the
-        # exact neighbour sets above).
+        # exact neighbor sets above).
         more = dataset(2 * append, seed=23)
         for name, threshold, first in (("live_copy_per_s", store.copy_min_rows, 0),
                                        ("live_statement_per_s", 2**31 - 1, append)):

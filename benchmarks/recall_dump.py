@@ -63,11 +63,11 @@ def configs() -> dict[str, RetrievalConfig]:
 
     return {
         "plain": RetrievalConfig.plain(),
-        "no-centring": default.with_options(centering=False),
+        "no-centering": default.with_options(centering=False),
         "no-coverage": default.with_options(coverage=False),
         "no-time": default.with_options(time_boost=False),
-        "neighbours-2": default.with_options(neighbors=2, neighbor_weight=0.8),
-        "no-neighbours": default.with_options(neighbors=0),
+        "neighbors-2": default.with_options(neighbors=2, neighbor_weight=0.8),
+        "no-neighbors": default.with_options(neighbors=0),
         "borrow-alike": default.with_options(neighbor_words=None),
         "fixed-weights": default.with_options(adaptive=False),
         "atypical-12": default.with_options(weights={**w, "atypical@time": 12.0}),
@@ -77,7 +77,7 @@ def configs() -> dict[str, RetrievalConfig]:
         "no-windows": default.with_options(window_words=None),
         "candidates-2": default.with_options(candidates=2),
         "fusion-fn": default.with_options(fusion=weighted_fusion),
-        "fusion-fn-no-neighbours": default.with_options(fusion=weighted_fusion, neighbors=0),
+        "fusion-fn-no-neighbors": default.with_options(fusion=weighted_fusion, neighbors=0),
     }
 
 

@@ -7,7 +7,7 @@ figure excludes the time to embed the query (see ``benchmarks.embedding`` for th
 
 Columns: htm vector arm (top-10); htm full-text arm; htm hybrid search with the default
 ``RetrievalConfig`` (both arms fused by RRF plus the quality extras: time-phrase arms and
-neighbour scores) and with ``RetrievalConfig.plain()`` (both arms fused by RRF only); the
+neighbor scores) and with ``RetrievalConfig.plain()`` (both arms fused by RRF only); the
 full ``HTM.recall`` (hybrid search, fetching the memories, recording the access and
 updating working memory, all committed); exact numpy top-10 (the floor of exact search);
 and the two in-memory stores. Ratios are baseline time / htm hybrid time.

@@ -330,18 +330,18 @@ def htm_configs(ablation: bool, rows: Sequence[str] = ()
     if ablation:
         w = dict(default.weights)
         configs.update({
-            "hybrid, no centring": ("hybrid", default.with_options(centering=False)),
-            "centred vector arm alone": ("hybrid", RetrievalConfig(
+            "hybrid, no centering": ("hybrid", default.with_options(centering=False)),
+            "centered vector arm alone": ("hybrid", RetrievalConfig(
                 time_boost=False, neighbors=0, coverage=False,
                 weights={"vector": 1.0, "fulltext": 0.0})),
             "hybrid, no coverage": ("hybrid", default.with_options(coverage=False)),
             "hybrid, no time boost": ("hybrid", default.with_options(time_boost=False)),
             "hybrid, time arms weight 1": ("hybrid", default.with_options(
                 weights={**w, "vector@time": 1.0, "fulltext@time": 1.0})),
-            "hybrid, no neighbours": ("hybrid", default.with_options(neighbors=0)),
-            "hybrid, neighbours=2": ("hybrid", default.with_options(neighbors=2)),
-            "hybrid, neighbour weight 0.5": ("hybrid", default.with_options(neighbor_weight=0.5)),
-            "hybrid, neighbour weight 0.8": ("hybrid", default.with_options(neighbor_weight=0.8)),
+            "hybrid, no neighbors": ("hybrid", default.with_options(neighbors=0)),
+            "hybrid, neighbors=2": ("hybrid", default.with_options(neighbors=2)),
+            "hybrid, neighbor weight 0.5": ("hybrid", default.with_options(neighbor_weight=0.5)),
+            "hybrid, neighbor weight 0.8": ("hybrid", default.with_options(neighbor_weight=0.8)),
             "hybrid, vector weight 2": ("hybrid", default.with_options(weights={**w, "vector": 2.0})),
             "hybrid, candidates=2": ("hybrid", default.with_options(candidates=2)),
             "hybrid, no atypical time arm": ("hybrid", default.with_options(

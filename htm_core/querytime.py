@@ -197,9 +197,9 @@ def _resolve(kind: str, m: re.Match[str], now: datetime) -> tuple[datetime, date
     if kind == "ago":
         word = m.group(1).lower()
         days = _UNIT_DAYS[m.group(2).lower()]
-        centre = now - timedelta(days=_count(word) * days)
+        center = now - timedelta(days=_count(word) * days)
         half = timedelta(days=max(2, days * (1 if word in ("few", "several") else 0.75)))
-        return centre - half, min(now, centre + half)
+        return center - half, min(now, center + half)
     if kind == "season":
         word, first = m.group(1).lower(), _SEASONS[m.group(2).lower()]
         # The latest season of that name to have begun by today ...

@@ -30,7 +30,7 @@ __all__ = ["COVERAGE_WEIGHT", "DEFAULT_MIN_SCORE", "TIE_STEP", "check_min_score"
 COVERAGE_WEIGHT = 0.8
 #: A hit ranked above a better match scores this share of the way from that match's score
 #: towards the nearer end of the scale (0 or 1) above it: the list reads best first and
-#: two neighbouring hits never show the same score.
+#: two neighboring hits never show the same score.
 TIE_STEP = 0.01
 #: The ``min_score`` the CLI, the MCP server and the agent tools apply by default
 #: (docs/recall-quality.md, "Scores and min_score", has the measurements behind it).

@@ -13,7 +13,7 @@ import numpy as np
 from ..clock import local_now
 from ..querytime import QueryTime, query_timeframe
 from ..store.base import ArmQuery, Search, SearchFilters
-from .centring import centre
+from .centering import center
 from .config import RetrievalConfig
 
 __all__ = ["TIME_ARM_SUFFIX", "hybrid_arms", "similarities", "without_idle_time_arms"]
@@ -29,7 +29,7 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
                 now: datetime | None = None) -> tuple[dict[str, ArmQuery], QueryTime | None]:
     """The arms a hybrid recall asks the store for, by name, and the time the query names.
 
-    Both arms run ``config.candidates`` deep with the (centred) query vector and the query's
+    Both arms run ``config.candidates`` deep with the (centered) query vector and the query's
     text less its time phrase; a time phrase adds the same two arms inside its window (and
     the window's least typical memories when weighted). :func:`search` fuses their answers;
     :func:`htm_core.explain.explain_recall` shows them.
@@ -39,8 +39,8 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
     # scalars costs tens of microseconds to convert.
     given = np.asarray(query_vector(), dtype=np.float64)
     centroid = store.vector_centroid() if config.centering else None
-    centred = centre(given, centroid, config.typical_penalty) if config.centering else None
-    vector: Sequence[float] = given if centred is None else centred  # type: ignore[assignment]
+    centered = center(given, centroid, config.typical_penalty) if config.centering else None
+    vector: Sequence[float] = given if centered is None else centered  # type: ignore[assignment]
     when = query_timeframe(query, now or local_now()) if config.time_boost else None
     text = query.replace(when.phrase, " ") if when is not None else query
     window = _intersect(filters, when) if when is not None else None

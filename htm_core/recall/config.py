@@ -30,9 +30,9 @@ class RetrievalConfig:
             ``vector@time``, ``fulltext@time`` and ``atypical@time`` (0 switches it off).
         time_boost: resolve time expressions in the query and add the time-window arms.
         neighbors: how many adjacent memories on each side lend a hit their score (0: off).
-        neighbor_weight: the share of a better neighbour's score a memory gains (raised to
+        neighbor_weight: the share of a better neighbor's score a memory gains (raised to
             the power of the distance).
-        neighbor_gap: seconds; memories further apart in time are not neighbours.
+        neighbor_gap: seconds; memories further apart in time are not neighbors.
         neighbor_words: a memory longer than this many words borrows proportionally less
             (``neighbor_words / words``): a short reply needs the turn before it to mean
             anything, a long message stands on its own. ``None``: every memory borrows alike.
@@ -44,13 +44,13 @@ class RetrievalConfig:
             weights as they are).
         centering: remove the store's mean direction from the query before the vector arm
             (and the time-window vector arm) runs, windows of long memories included (the
-            same query, centred on the memories' mean); ``strategy="vector"`` is never
-            centred, its scores stay plain cosine similarities.
+            same query, centered on the memories' mean); ``strategy="vector"`` is never
+            centered, its scores stay plain cosine similarities.
         no_terms_floor: a query with no searchable words (stop words, emoji or
             punctuation only) returns only the memories whose cosine similarity to it is at
-            least this (the vector arm alone, not centred), so it never fills working
+            least this (the vector arm alone, not centered), so it never fills working
             memory with arbitrary memories.
-        typical_penalty: with centring, the centred query also loses this share of the
+        typical_penalty: with centering, the centered query also loses this share of the
             store's mean direction, so each memory's similarity drops by ``typical_penalty
             × its similarity to the average memory``: small talk and boilerplate that look
             like everything else give way to memories that say something (0: off).
@@ -114,7 +114,7 @@ class RetrievalConfig:
     @classmethod
     def plain(cls) -> RetrievalConfig:
         """Plain RRF of the two arms (top 2 × limit each, equal weights), no time boost, no
-        neighbours, no centring: the design's hybrid recall."""
+        neighbors, no centering: the design's hybrid recall."""
         return cls(candidates=2, time_boost=False, neighbors=0, coverage=False, centering=False,
                    weights={"vector": 1.0, "fulltext": 1.0}, duplicates=None, typical_penalty=0.0,
                    adaptive=False)

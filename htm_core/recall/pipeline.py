@@ -4,8 +4,8 @@ step's work).
 
 ``strategy`` is ``"vector"`` (cosine similarity of the query embedding), ``"fulltext"``
 (bm25 on SQLite, ``ts_rank`` on PostgreSQL, by the rules of :mod:`htm_core.text`) or
-``"hybrid"`` (default): weighted RRF of the arms, with centring, time arms, near-duplicates
-and neighbour context. Filters run inside each arm, in the database. How hybrid ranks:
+``"hybrid"`` (default): weighted RRF of the arms, with centering, time arms, near-duplicates
+and neighbor context. Filters run inside each arm, in the database. How hybrid ranks:
 docs/concepts.md ("How hybrid recall ranks"); the measurements: docs/recall-quality.md.
 """
 
@@ -22,7 +22,7 @@ from .config import RetrievalConfig, check_recall_strategy
 from .coverage import stems_of
 from .duplicates import demote_duplicates
 from .fusion import coverage_scores, may_reach_top, reciprocal_rank_fusion
-from .neighbours import neighbour_scores, with_neighbours
+from .neighbors import neighbor_scores, with_neighbors
 from .ranked import RankedId
 
 __all__ = ["run_arms", "search"]
@@ -76,7 +76,7 @@ def search(
 
 def vector_arm_alone(store: Search, query_vector: Callable[[], Sequence[float]], limit: int,
                      filters: SearchFilters, config: RetrievalConfig) -> list[RankedId]:
-    """``strategy="vector"``: plain cosine similarity, never centred."""
+    """``strategy="vector"``: plain cosine similarity, never centered."""
     return [RankedId(mid, score, {"vector": i}, similarity=score)
             for i, (mid, score) in enumerate(
                 vector_hits(store, query_vector(), limit, filters, config), start=1)]
@@ -93,7 +93,7 @@ def fulltext_arm_alone(store: Search, query: str, limit: int,
 
 def no_terms(store: Search, query_vector: Callable[[], Sequence[float]], limit: int,
              filters: SearchFilters, config: RetrievalConfig) -> list[RankedId]:
-    """A hybrid query with no searchable words: the vector arm alone (not centred), only
+    """A hybrid query with no searchable words: the vector arm alone (not centered), only
     the memories at least ``config.no_terms_floor`` similar to it."""
     return [RankedId(mid, score, {"vector": i}, similarity=score) for i, (mid, score) in enumerate(
         vector_hits(store, query_vector(), limit, filters, config), start=1)
@@ -120,7 +120,7 @@ def run_arms(store: Search, query: str, query_vector: Callable[[], Sequence[floa
              limit: int, filters: SearchFilters, config: RetrievalConfig,
              now: datetime | None = None) -> tuple[dict[str, ArmQuery], Found]:
     """Ask the store for every arm of a hybrid recall in one call (:func:`.arms.hybrid_arms`:
-    the (centred) query vector, the query's text less its time phrase, and the same inside
+    the (centered) query vector, the query's text less its time phrase, and the same inside
     the window the query names), and drop the time arms that tell the candidates nothing
     apart; return what was asked and what each arm found, by arm name."""
     asked, _when = hybrid_arms(store, query, query_vector, limit=limit, filters=filters,
@@ -138,7 +138,7 @@ def fuse_by_coverage(arms: Mapping[str, Sequence[int]], text: str, config: Retri
                      similarity: Mapping[int, float]) -> list[RankedId]:
     """The default hybrid ranking: read the briefs every step needs, fuse by weighted RRF
     with each full-text hit counted by its coverage of ``text`` (:mod:`.fusion`), demote
-    near-duplicates (:mod:`.duplicates`), lend to neighbours (:mod:`.neighbours`), keep
+    near-duplicates (:mod:`.duplicates`), lend to neighbors (:mod:`.neighbors`), keep
     the best ``limit``."""
     read_briefs(arms, config, briefs, pool)
     order, scores, ranks = coverage_scores(arms, text, config, briefs)
@@ -148,13 +148,13 @@ def fuse_by_coverage(arms: Mapping[str, Sequence[int]], text: str, config: Retri
     # Only the best ``limit`` become RankedIds: the results, made once with their
     # similarity.
     if config.neighbors:
-        return with_neighbours(order, scores, ranks, config, pool, briefs, limit, similarity)
+        return with_neighbors(order, scores, ranks, config, pool, briefs, limit, similarity)
     return [RankedId(m, scores[m], ranks[m], similarity.get(m)) for m in order[:limit]]
 
 
 def read_briefs(arms: Mapping[str, Sequence[int]], config: RetrievalConfig, briefs: Briefs,
                 pool: int) -> None:
-    """One read for the steps after it: the full-text hits (coverage) and the neighbours of
+    """One read for the steps after it: the full-text hits (coverage) and the neighbors of
     every memory that can still reach the fused top ``pool``, whatever its coverage."""
     briefs.fetch([mid for arm, got in arms.items() if arm.startswith("fulltext")
                   for mid in got] +
@@ -166,12 +166,12 @@ def fuse_by_function(arms: Mapping[str, Sequence[int]], config: RetrievalConfig,
                      briefs: Briefs, *, pool: int, limit: int,
                      similarity: Mapping[int, float]) -> list[RankedId]:
     """Hybrid ranking without coverage: the built-in RRF with the configured weights, or
-    the configured fusion function; then the neighbours; the best ``limit``."""
+    the configured fusion function; then the neighbors; the best ``limit``."""
     if config.fusion is reciprocal_rank_fusion:
         fused = reciprocal_rank_fusion(arms, config.rrf_k, config.weights)
     else:
         fused = config.fusion(arms, config.rrf_k)
     if config.neighbors:
-        fused = neighbour_scores(fused, config, pool, briefs, limit)
+        fused = neighbor_scores(fused, config, pool, briefs, limit)
     return [RankedId(r.id, r.score, r.ranks, similarity.get(r.id), r.relevance)
             for r in fused[:limit]]

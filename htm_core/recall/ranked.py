@@ -16,7 +16,7 @@ class RankedId:
     """One result of a search: memory id, score (higher is better), rank in each arm.
 
     ``score`` orders the results of one search (for hybrid, the fused RRF score);
-    ``similarity`` is the memory's cosine similarity to the (centred, for hybrid) query when
+    ``similarity`` is the memory's cosine similarity to the (centered, for hybrid) query when
     a vector arm found it; ``relevance`` is the score on htm's one 0..1 scale, set by
     :func:`htm_core.scoring.finish` (what :attr:`htm_core.models.Hit.score` carries).
     """

@@ -17,7 +17,7 @@ HNSW graph with int8-quantised vectors as a candidate generator:
 - **Exact re-ranking.** The graph proposes ``max(4 × limit, 64)`` candidates (more when
   a filter passes only a fraction of the rows); they are filtered with the same masks as
   exact search and scored exactly in float32, so scores equal exact search's and recall
-  only depends on whether the true neighbours are among the candidates. If too few
+  only depends on whether the true neighbors are among the candidates. If too few
   candidates pass the filters, the search falls back to exact.
 - **Persisted beside the database.** With a ``path``, the graph is saved there after each
   build or fold: written to a temporary file in the same folder, sealed with a footer

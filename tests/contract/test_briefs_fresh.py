@@ -27,7 +27,7 @@ def test_briefs_follow_every_commit_of_another_store_object(store_url: str) -> N
     reader, writer = open_store(store_url), open_store(store_url)
     try:
         ids = [r.memory.id for r in writer.add_many([_new(i) for i in range(6)])]
-        later = max(ids) + 1  # asked before it exists, as a neighbour of the newest
+        later = max(ids) + 1  # asked before it exists, as a neighbor of the newest
         asked = [*ids, later]
 
         def contents() -> dict[int, str]:

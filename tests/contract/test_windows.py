@@ -50,8 +50,8 @@ def _unit(vector: object) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def test_windows_are_scored_with_the_same_centred_query_as_the_memories(htm_factory):
-    """Hybrid recall's vector arm carries the query centred on the memories' mean; a long
+def test_windows_are_scored_with_the_same_centered_query_as_the_memories(htm_factory):
+    """Hybrid recall's vector arm carries the query centered on the memories' mean; a long
     memory scores the better cosine of its whole vector and its best window to that very
     vector, on every backend."""
     htm = htm_factory(embedder=BagOfWords())
@@ -61,7 +61,7 @@ def test_windows_are_scored_with_the_same_centred_query_as_the_memories(htm_fact
     arm = hybrid_arms(htm.store, QUERY, lambda: given, limit=5, filters=SearchFilters(),
                       config=RetrievalConfig())[0]["vector"]
     query = _unit(arm.vector)
-    assert arm.windows and not np.allclose(query, _unit(given))  # centred
+    assert arm.windows and not np.allclose(query, _unit(given))  # centered
     (hits,) = htm.store.search_arms([arm])
     long = htm.get("long")
     assert long is not None

@@ -181,7 +181,7 @@ CHAT_FACTS = [
 ]
 
 
-def test_centring_lifts_paraphrased_facts_above_small_talk(
+def test_centering_lifts_paraphrased_facts_above_small_talk(
         minilm: tuple[LocalEmbedder, list[Any]], tmp_path: Path, clock: Any) -> None:
     """Every short "Kenji: ..." line sits close to any question naming Kenji; hybrid recall
     removes the store's common direction from the query, so the turn that answers rises."""
@@ -198,16 +198,16 @@ def test_centring_lifts_paraphrased_facts_above_small_talk(
               for j, (key, text, _) in enumerate(CHAT_FACTS)]
     with HTM(database_url=str(tmp_path / "chat.db"), embedder=embedder, clock=clock) as htm:
         htm.add_many(items)
-        uncentred = HTM(store=htm.store, embedder=embedder, clock=clock,
+        uncentered = HTM(store=htm.store, embedder=embedder, clock=clock,
                         retrieval=RetrievalConfig(centering=False))
 
         def rank(memory: HTM, key: str, question: str) -> int:
             keys = [h.memory.key for h in memory.recall(question, limit=len(items))]
             return keys.index(key) + 1
 
-        centred = {key: rank(htm, key, q) for key, _, q in CHAT_FACTS}
-        plain = {key: rank(uncentred, key, q) for key, _, q in CHAT_FACTS}
-        uncentred.close()
-    assert all(centred[k] < plain[k] for k in centred), (centred, plain)
-    assert sum(r <= 10 for r in centred.values()) >= 3, centred
+        centered = {key: rank(htm, key, q) for key, _, q in CHAT_FACTS}
+        plain = {key: rank(uncentered, key, q) for key, _, q in CHAT_FACTS}
+        uncentered.close()
+    assert all(centered[k] < plain[k] for k in centered), (centered, plain)
+    assert sum(r <= 10 for r in centered.values()) >= 3, centered
     assert sum(r <= 10 for r in plain.values()) == 0, plain

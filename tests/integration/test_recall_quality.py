@@ -1,5 +1,5 @@
 """Recall quality: the dev-set generator, the benchmark's metrics and smoke run,
-and the hybrid-retrieval additions (weighted RRF, time expressions, neighbour context,
+and the hybrid-retrieval additions (weighted RRF, time expressions, neighbor context,
 common full-text terms). Everything runs on real SQLite files with the hashing embedder;
 quality thresholds are not asserted here (see docs/recall-quality.md for the numbers).
 """
@@ -440,9 +440,9 @@ def test_time_expression_lifts_memories_from_that_time(sqlite_url: str) -> None:
         assert flat.recall("Where did Ana go hiking last May?", limit=3)[0].memory.key != "may0"
 
 
-def _neighbour_store(htm: HTM) -> None:
+def _neighbor_store(htm: HTM) -> None:
     start = datetime(2024, 3, 1, 18, tzinfo=UTC)
-    # Notes two hours apart: not each other's neighbours (neighbor_gap is one hour).
+    # Notes two hours apart: not each other's neighbors (neighbor_gap is one hour).
     _chat(htm, start - timedelta(days=10), [f"Bo: {line} {i}" for i, line in
                                             enumerate(FILLER * 6)], prefix="f",
           every=timedelta(hours=2))
@@ -458,24 +458,24 @@ def _ranked_keys(htm: HTM, query: str, config: RetrievalConfig, **filters: Any) 
     return [m.key for m in htm.store.get_many([r.id for r in ranked])]
 
 
-def test_neighbour_context_brings_in_the_reply(sqlite_url: str, clock: FrozenClock) -> None:
+def test_neighbor_context_brings_in_the_reply(sqlite_url: str, clock: FrozenClock) -> None:
     with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
-        _neighbour_store(htm)
+        _neighbor_store(htm)
         query = "puppy adopted from the rescue shelter"
         with_context = _ranked_keys(htm, query, RetrievalConfig())
         assert with_context[:2] == ["pup0", "pup1"]
         assert "pup1" not in _ranked_keys(htm, query, RetrievalConfig(neighbors=0))
         assert set(_ranked_keys(htm, query, RetrievalConfig(neighbors=2))[:3]) == {
             "pup0", "pup1", "pup2"}
-        # Neighbours obey the filters: the reply is outside this timeframe.
+        # Neighbors obey the filters: the reply is outside this timeframe.
         end = datetime(2024, 3, 1, 18, 0, 30, tzinfo=UTC)
         filtered = _ranked_keys(htm, query, RetrievalConfig(), end=end)
         assert "pup0" in filtered and "pup1" not in filtered
 
 
-def test_neighbours_must_be_close_in_time(sqlite_url: str, clock: FrozenClock) -> None:
+def test_neighbors_must_be_close_in_time(sqlite_url: str, clock: FrozenClock) -> None:
     with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
-        _neighbour_store(htm)
+        _neighbor_store(htm)
         keys = _ranked_keys(htm, "puppy adopted from the rescue shelter",
                             RetrievalConfig(neighbor_gap=30.0))
         assert keys[0] == "pup0" and "pup1" not in keys
@@ -483,7 +483,7 @@ def test_neighbours_must_be_close_in_time(sqlite_url: str, clock: FrozenClock) -
 
 def test_recall_neighbors_option(sqlite_url: str, clock: FrozenClock) -> None:
     with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
-        _neighbour_store(htm)
+        _neighbor_store(htm)
         query = "puppy adopted from the rescue shelter"
         assert [h.memory.key for h in htm.recall(query, limit=3)][:2] == ["pup0", "pup1"]
         assert "pup1" not in [h.memory.key for h in htm.recall(query, limit=10, neighbors=0)]
@@ -550,11 +550,11 @@ def test_atypical_time_arm_lifts_the_events_of_the_window(sqlite_url: str) -> No
         assert all("atypical@time" not in r.ranks for r in plain)
 
 
-def test_long_memories_borrow_less_from_their_neighbours(sqlite_url: str, clock: FrozenClock
+def test_long_memories_borrow_less_from_their_neighbors(sqlite_url: str, clock: FrozenClock
                                                          ) -> None:
     long_reply = "Bo: " + " ".join(["there are many ways to think about this"] * 15)
     with HTM(database_url=sqlite_url, embedder=HashingEmbedder(), clock=clock) as htm:
-        _neighbour_store(htm)
+        _neighbor_store(htm)
         _chat(htm, datetime(2024, 3, 5, 18, tzinfo=UTC),
               ["Ana: the kitten from the rescue shelter came home!", long_reply], prefix="kit")
         query = "kitten from the rescue shelter"

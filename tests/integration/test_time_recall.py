@@ -1,6 +1,6 @@
 """Time in recall on both backends: ordinary words in a query are not read as
 dates, rolling timeframes end at now, naive times follow the local zone's daylight-saving
-rules, and the neighbour step only brings in memories that gained a real bonus."""
+rules, and the neighbor step only brings in memories that gained a real bonus."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ UTC = timezone.utc
 NOW = datetime(2024, 6, 19, 15, 30, tzinfo=UTC)
 
 FILLER = ["Bo: the weather in the park was odd today", "Bo: we tried a new noodle place",
-          "Bo: my train was late again", "Bo: the neighbours are painting their fence",
+          "Bo: my train was late again", "Bo: the neighbors are painting their fence",
           "Bo: I watched a documentary about whales", "Bo: the office coffee ran out",
           "Bo: my sister called about the wedding", "Bo: I fixed the squeaky door"]
 
@@ -84,7 +84,7 @@ def _text_led(arms: Mapping[str, Sequence[int]], k: int) -> list[RankedId]:
     return reciprocal_rank_fusion({"fulltext": arms["fulltext"]}, k)
 
 
-def test_neighbours_enter_only_with_a_real_bonus(htm_factory: Callable[..., HTM]) -> None:
+def test_neighbors_enter_only_with_a_real_bonus(htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory(clock=FrozenClock(NOW),
                       retrieval=RetrievalConfig(fusion=_text_led, neighbors=1))
     day = NOW - timedelta(days=3)
@@ -98,7 +98,7 @@ def test_neighbours_enter_only_with_a_real_bonus(htm_factory: Callable[..., HTM]
     contents = [h.memory.content for h in hits]
     assert contents == ["Ana: we adopted a beagle puppy", "Bo: what's his name?",
                         "Bo: a beagle barked all night"]
-    # A neighbour that entered ranks above the weakest real hit (Hit.score is relevance on
+    # A neighbor that entered ranks above the weakest real hit (Hit.score is relevance on
     # the 0..1 scale: never below the score of a hit ranked after it).
     weakest = max(i for i, h in enumerate(hits) if "fulltext" in h.ranks)
     assert all(i < weakest for i, h in enumerate(hits) if "neighbor" in h.ranks)

@@ -58,7 +58,7 @@ def test_robot_scoped_recall_never_leaks(writes: list[tuple[str, list[str], str]
                 hits = htm.recall(word, robot=htm.robot, strategy=strategy, limit=50)
                 assert {h.memory.robot for h in hits} <= {htm.robot}, (robot, word, strategy)
                 assert {h.memory.key for h in hits} <= set(written[robot])
-                if strategy == "vector":  # nearest neighbours within the scope: all of them
+                if strategy == "vector":  # nearest neighbors within the scope: all of them
                     assert {h.memory.key for h in hits} == set(written[robot]), (robot, word)
             # Another robot asking for this robot's memories also gets only this robot's.
             other = htms[ROBOTS[(ROBOTS.index(robot) + 1) % len(ROBOTS)]]

@@ -41,7 +41,7 @@ SECRET = "the kettle key is hidden under the blue flowerpot"
 TWIN = "the kettle manual lies in the drawer by the window"
 SLASH = "the garden hose hangs on the shed door"
 NEWCOMER = "the newcomer note says the shed is painted green"
-REPLACED = "the spare key now sits with the neighbour"
+REPLACED = "the spare key now sits with the neighbor"
 
 
 def _reader(url: str, conn: Any) -> None:

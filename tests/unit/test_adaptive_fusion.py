@@ -166,7 +166,7 @@ def test_recall_keeps_the_clear_vector_answer_first(
     embedder = _Table()
     htm = htm_factory(robot="r", embedder=embedder)
     for text in [FACT, *ASIDES, *NAMED]:
-        clock.advance(hours=2)  # never neighbours
+        clock.advance(hours=2)  # never neighbors
         htm.add(text)
     base = RetrievalConfig(centering=False, duplicates=None)  # the geometry as written
     fixed = htm_factory(robot="r", store=htm.store, embedder=embedder,

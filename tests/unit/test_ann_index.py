@@ -25,9 +25,9 @@ DIM = 32
 
 def clustered(n: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((20, DIM)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    x = centres[rng.integers(0, 20, n)] + 0.15 * rng.standard_normal((n, DIM)).astype(np.float32)
+    centers = rng.standard_normal((20, DIM)).astype(np.float32)
+    centers /= np.linalg.norm(centers, axis=1, keepdims=True)
+    x = centers[rng.integers(0, 20, n)] + 0.15 * rng.standard_normal((n, DIM)).astype(np.float32)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 

@@ -1,5 +1,5 @@
 """Hybrid recall reads its light rows once: the full-text hits (for coverage) and the
-neighbours of every memory that can still reach the fused top, in one ``briefs`` call."""
+neighbors of every memory that can still reach the fused top, in one ``briefs`` call."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_fused_top_is_always_inside_the_prefetched_set() -> None:
     assert narrower > 250
 
 
-def test_no_neighbours_means_nothing_to_prefetch() -> None:
+def test_no_neighbors_means_nothing_to_prefetch() -> None:
     config = RetrievalConfig(neighbors=0)
     assert may_reach_top({"vector": [1, 2], "fulltext": [3]}, config, 20) == []
 

@@ -1,4 +1,4 @@
-"""Hybrid ranking options of recall round two: the typicality penalty on the centred
+"""Hybrid ranking options of recall round two: the typicality penalty on the centered
 query and near-duplicate demotion (newest first), on both backends."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from htm_core import HTM, FrozenClock, RetrievalConfig
 from htm_core.errors import ValidationError
-from htm_core.recall import centred_query
+from htm_core.recall import centered_query
 from htm_core.recall.coverage import stems_of
 from htm_core.recall.duplicates import demote_duplicates
 from htm_core.store.base import Brief
@@ -47,7 +47,7 @@ class TableEmbedder:
 
 # Ten fillers along the common direction e0, one typical memory that leans towards the
 # query (e0 and e1) and one atypical memory that shares less of the query but nothing of
-# the common direction. Centred, the typical one wins by 0.07; penalised, the atypical one
+# the common direction. Centered, the typical one wins by 0.07; penalised, the atypical one
 # wins by 0.08 (worked out in test_penalty_flips_a_typical_memory_below_an_atypical_one).
 FILLERS = {f"Filler remark number {i}.": _unit(0.9 * _axis(0) + 0.1 * _axis(3 + i))
            for i in range(10)}
@@ -61,19 +61,19 @@ TABLE = {**FILLERS,
 
 
 def test_penalty_lowers_each_similarity_by_its_share_of_the_centroid() -> None:
-    """Ranking by the penalised query is ranking by ``q'·d - p (μ·d)`` (q' centred)."""
+    """Ranking by the penalised query is ranking by ``q'·d - p (μ·d)`` (q' centered)."""
     rng = np.random.default_rng(4)
     for _ in range(20):
         q, mu = rng.normal(size=DIM), rng.normal(size=DIM)
         mu /= np.linalg.norm(mu)
         docs = [d / np.linalg.norm(d) for d in rng.normal(size=(30, DIM))]
-        centred = np.asarray(centred_query(q.tolist(), mu.tolist()))
-        penalised = np.asarray(centred_query(q.tolist(), mu.tolist(), 0.2))
+        centered = np.asarray(centered_query(q.tolist(), mu.tolist()))
+        penalised = np.asarray(centered_query(q.tolist(), mu.tolist(), 0.2))
         assert float(np.linalg.norm(penalised)) == pytest.approx(1.0)
-        want = [float(centred @ d - 0.2 * (mu @ d)) for d in docs]
+        want = [float(centered @ d - 0.2 * (mu @ d)) for d in docs]
         got = [float(penalised @ d) for d in docs]
         assert np.argsort(want).tolist() == np.argsort(got).tolist()
-    assert centred_query([0.6, 0.8], None, 0.2) == [0.6, 0.8]
+    assert centered_query([0.6, 0.8], None, 0.2) == [0.6, 0.8]
 
 
 def test_penalty_flips_a_typical_memory_below_an_atypical_one() -> None:
@@ -81,10 +81,10 @@ def test_penalty_flips_a_typical_memory_below_an_atypical_one() -> None:
     mu = np.mean(vectors, axis=0)
     mu /= np.linalg.norm(mu)
     q = TABLE[QUERY]
-    centred = np.asarray(centred_query(q, mu.tolist()))
-    penalised = np.asarray(centred_query(q, mu.tolist(), 0.2))
+    centered = np.asarray(centered_query(q, mu.tolist()))
+    penalised = np.asarray(centered_query(q, mu.tolist(), 0.2))
     typical, atypical = np.asarray(TABLE[TYPICAL]), np.asarray(TABLE[ATYPICAL])
-    assert centred @ typical > centred @ atypical + 0.05
+    assert centered @ typical > centered @ atypical + 0.05
     assert penalised @ atypical > penalised @ typical + 0.05
 
 
@@ -92,7 +92,7 @@ def _recall_order(make: Callable[..., HTM], clock: FrozenClock,
                   configs: dict[str, RetrievalConfig]) -> dict[str, list[str]]:
     htm = make(robot="r", embedder=TableEmbedder(TABLE))
     for text in [*FILLERS, TYPICAL, ATYPICAL]:
-        clock.advance(hours=2)  # never neighbours
+        clock.advance(hours=2)  # never neighbors
         htm.add(text)
     out = {}
     for name, config in configs.items():
@@ -106,7 +106,7 @@ def test_recall_puts_the_atypical_memory_first_with_the_penalty(
         htm_factory: Callable[..., HTM], clock: FrozenClock) -> None:
     order = _recall_order(htm_factory, clock, {
         "off": RetrievalConfig(typical_penalty=0.0), "default": RetrievalConfig()})
-    assert order["off"][:2] == [TYPICAL, ATYPICAL]  # centring alone: the typical first
+    assert order["off"][:2] == [TYPICAL, ATYPICAL]  # centering alone: the typical first
     assert order["default"][:2] == [ATYPICAL, TYPICAL]
 
 

@@ -35,7 +35,7 @@ STRATEGIES = ("hybrid", "vector", "fulltext")
 def _store(make: Callable[..., HTM]) -> HTM:
     htm = make()
     start = datetime(2024, 5, 1, 9, tzinfo=timezone.utc)
-    # Two hours apart: no memory is another's neighbour.
+    # Two hours apart: no memory is another's neighbor.
     htm.add_many([{"content": text, "key": f"m{i}", "created_at": start + timedelta(hours=2 * i)}
                   for i, text in enumerate(UNRELATED)])
     return htm

@@ -61,9 +61,9 @@ def test_a_time_word_still_lifts_the_memories_of_its_window(
     assert "old" in [h.memory.key for h in hits]
 
 
-def test_neighbouring_hits_never_tie(htm_factory: Callable[..., HTM],
+def test_neighboring_hits_never_tie(htm_factory: Callable[..., HTM],
                                      clock: FrozenClock) -> None:
-    """Hits with the same evidence (the same words of the query, the same neighbour credit)
+    """Hits with the same evidence (the same words of the query, the same neighbor credit)
     still read best first, each a little above the next."""
     htm = _today_store(htm_factory, clock)
     for strategy in ("hybrid", "vector", "fulltext"):
@@ -113,7 +113,7 @@ def test_a_negation_in_the_question_prefers_the_memory_that_holds_it(
 
 def test_notes_written_next_to_a_match_do_not_score_like_matches(
         htm_factory: Callable[..., HTM], clock: FrozenClock) -> None:
-    """Neighbour context ranks the turn after a match higher; it lends it no score, so the
+    """Neighbor context ranks the turn after a match higher; it lends it no score, so the
     default cut-off leaves out the unrelated notes stored a minute before and after."""
     htm = _today_store(htm_factory, clock)
     hits = htm.recall("billing", limit=7)

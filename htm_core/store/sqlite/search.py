@@ -291,5 +291,5 @@ class SQLiteSearch:
 
     def vector_centroid(self) -> list[float] | None:
         # No sync with other writers here: the vector search that follows does it, and an
-        # estimate one query behind them is fine for centring.
+        # estimate one query behind them is fine for centering.
         return self._mirror.centroid()

@@ -1,8 +1,8 @@
-"""Neighbour credit: a memory stored next to a better-scoring one shares its relevance.
+"""Neighbor credit: a memory stored next to a better-scoring one shares its relevance.
 
 In a conversation the reply "Biscuit!" means nothing without the turn before it ("we
 adopted a puppy"). Hybrid recall (:mod:`htm_core.recall.pipeline`) therefore lets each scored
-memory lend to the memories up to ``neighbours`` ids away (same robot, created within
+memory lend to the memories up to ``neighbors`` ids away (same robot, created within
 ``gap`` seconds) that score less: ``weight ** distance`` × what lifts the lender above the
 weakest candidate, never enough to pass the lender, and proportionally less to a memory
 longer than ``words`` words (a long message stands on its own). A memory no arm found
@@ -23,30 +23,30 @@ from .ranked import RankedId
 if TYPE_CHECKING:
     from .config import RetrievalConfig
 
-__all__ = ["lend_to_neighbours", "neighbour_scores", "with_neighbours"]
+__all__ = ["lend_to_neighbors", "neighbor_scores", "with_neighbors"]
 
 
-def lend_to_neighbours(order: list[int], score: Mapping[int, float],
+def lend_to_neighbors(order: list[int], score: Mapping[int, float],
                        fetch: Callable[[Collection[int]], Mapping[int, Brief]], *, pool: int,
-                       limit: int | None, neighbours: int, weight: float, gap: float,
+                       limit: int | None, neighbors: int, weight: float, gap: float,
                        words: int | None) -> tuple[list[int], dict[int, float]]:
     """The best ``limit`` ids (default: all) after the first ``pool`` of ``order`` (fused
-    ids, best first, scored by ``score``) lent to their neighbours, and every id's new score.
+    ids, best first, scored by ``score``) lent to their neighbors, and every id's new score.
 
     ``fetch`` reads the briefs of ids (forgotten ones and those failing the recall's
     filters are left out, so they neither lend nor borrow).
     """
-    wanted = {mid + d for mid in order[:pool] for d in range(-neighbours, neighbours + 1)}
+    wanted = {mid + d for mid in order[:pool] for d in range(-neighbors, neighbors + 1)}
     known = fetch(wanted)
     memories = {i: known[i] for i in wanted if i in known}
     apart = timedelta(seconds=gap)
     # A memory neither arm returned scores at most what the last candidate scored.
     floor = min(score.values(), default=0.0)
     # Each scored memory lends to the memories around it that score less (only those can
-    # gain): a memory's bonus is the best share a better neighbour lends it.
+    # gain): a memory's bonus is the best share a better neighbor lends it.
     bonus: dict[int, float] = {}
-    short: dict[int, float] = {}  # worked out for the memories that have a better neighbour only
-    offsets = [(d, weight ** abs(d)) for d in range(-neighbours, neighbours + 1) if d]
+    short: dict[int, float] = {}  # worked out for the memories that have a better neighbor only
+    offsets = [(d, weight ** abs(d)) for d in range(-neighbors, neighbors + 1) if d]
     for oid, other in memories.items():
         lender = score.get(oid)
         if lender is None:
@@ -64,8 +64,8 @@ def lend_to_neighbours(order: list[int], score: Mapping[int, float],
             if share is None:
                 share = short[mid] = 1.0 if words is None else \
                     min(1.0, words / max(1, len(memory.content.split())))
-            # Lend a share of what lifts the neighbour above the weakest candidate,
-            # never enough to pass the neighbour itself.
+            # Lend a share of what lifts the neighbor above the weakest candidate,
+            # never enough to pass the neighbor itself.
             lent = share_of_distance * (lender - floor) * share
             bonus[mid] = max(bonus.get(mid, 0.0), min(lent, (lender - own) * (1 - 1e-6)))
     out: dict[int, float] = {}
@@ -84,23 +84,23 @@ def lend_to_neighbours(order: list[int], score: Mapping[int, float],
     return ordered[:limit], out
 
 
-def neighbour_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
+def neighbor_scores(fused: list[RankedId], config: RetrievalConfig, pool: int,
                      briefs: Briefs, limit: int | None = None) -> list[RankedId]:
     """Add to each memory ``weight ** distance × (s - floor)`` from its best better
-    neighbour scoring ``s`` (``floor``: the weakest candidate's score), capped below ``s``;
+    neighbor scoring ``s`` (``floor``: the weakest candidate's score), capped below ``s``;
     the best ``limit`` (default: all)."""
-    return with_neighbours([r.id for r in fused], {r.id: r.score for r in fused},
+    return with_neighbors([r.id for r in fused], {r.id: r.score for r in fused},
                            {r.id: r.ranks for r in fused}, config, pool, briefs, limit)
 
 
-def with_neighbours(order: list[int], score: dict[int, float],
+def with_neighbors(order: list[int], score: dict[int, float],
                     ranks: Mapping[int, Mapping[str, int]], config: RetrievalConfig, pool: int,
                     briefs: Briefs, limit: int | None,
                     similarity: Mapping[int, float] | None = None) -> list[RankedId]:
-    """:func:`neighbour_scores` of the fused ids ``order`` (best first) with their scores
+    """:func:`neighbor_scores` of the fused ids ``order`` (best first) with their scores
     and ranks (and ``similarity``, each id's, when given)."""
-    ordered, out = lend_to_neighbours(order, score, briefs.fetch, pool=pool, limit=limit,
-                                      neighbours=config.neighbors, weight=config.neighbor_weight,
+    ordered, out = lend_to_neighbors(order, score, briefs.fetch, pool=pool, limit=limit,
+                                      neighbors=config.neighbors, weight=config.neighbor_weight,
                                       gap=config.neighbor_gap, words=config.neighbor_words)
     cosine = similarity or {}
     return [RankedId(m, out[m], ranks.get(m, {"neighbor": 1}), cosine.get(m)) for m in ordered]

@@ -1,4 +1,4 @@
-"""Centring: the query less the store's mean direction (what every memory has in common),
+"""Centering: the query less the store's mean direction (what every memory has in common),
 and less a share of it more (the typicality penalty); see :mod:`htm_core.recall.pipeline`."""
 
 from __future__ import annotations
@@ -8,22 +8,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["centre", "centred_query"]
+__all__ = ["center", "centered_query"]
 
 
-def centred_query(vector: Sequence[float], centroid: Sequence[float] | None,
+def centered_query(vector: Sequence[float], centroid: Sequence[float] | None,
                   penalty: float = 0.0) -> list[float]:
     """``vector`` without its component along ``centroid`` (unit length), renormalised;
     with a ``penalty``, less ``penalty × centroid`` as well (renormalised), so a memory's
     similarity drops by ``penalty × (its similarity to the centroid)``: see
     :data:`RetrievalConfig.typical_penalty`."""
-    out = centre(np.asarray(vector, dtype=np.float64), centroid, penalty)
+    out = center(np.asarray(vector, dtype=np.float64), centroid, penalty)
     return out.tolist() if out is not None else list(vector)
 
 
-def centre(q: np.ndarray, centroid: Sequence[float] | np.ndarray | None,
+def center(q: np.ndarray, centroid: Sequence[float] | np.ndarray | None,
              penalty: float = 0.0) -> np.ndarray | None:
-    """:func:`centred_query` of a float64 vector, as an array (None: left as it is)."""
+    """:func:`centered_query` of a float64 vector, as an array (None: left as it is)."""
     if centroid is None:
         return None
     # sqrt(q·q) is what np.linalg.norm works out for a flat float64 vector (the same

@@ -1,4 +1,4 @@
-"""Query centring for hybrid recall: the maths of ``centred_query`` and the running centroid
+"""Query centering for hybrid recall: the maths of ``centered_query`` and the running centroid
 of the in-process vector index (exact, also after rows are replaced)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from htm_core.recall import RetrievalConfig, centred_query
+from htm_core.recall import RetrievalConfig, centered_query
 from htm_core.store.vector_index import VectorIndex, normalise
 
 
@@ -14,10 +14,10 @@ def _unit(rng: np.random.Generator, dim: int = 16) -> np.ndarray:
     return normalise(rng.normal(size=dim))
 
 
-def test_centred_query_removes_the_common_direction() -> None:
+def test_centered_query_removes_the_common_direction() -> None:
     rng = np.random.default_rng(1)
     query, centroid = _unit(rng), _unit(rng)
-    out = np.asarray(centred_query(query.tolist(), centroid.tolist()))
+    out = np.asarray(centered_query(query.tolist(), centroid.tolist()))
     assert float(out @ centroid) == pytest.approx(0.0, abs=1e-6)
     assert float(np.linalg.norm(out)) == pytest.approx(1.0)
     # What is left of the query is kept: the residual points the same way.
@@ -25,21 +25,21 @@ def test_centred_query_removes_the_common_direction() -> None:
     assert float(out @ normalise(residual)) == pytest.approx(1.0)
 
 
-def test_centred_query_leaves_the_query_alone_when_it_cannot_apply() -> None:
+def test_centered_query_leaves_the_query_alone_when_it_cannot_apply() -> None:
     q = [0.6, 0.8, 0.0]
-    assert centred_query(q, None) == q
-    assert centred_query([0.0, 0.0, 0.0], [1.0, 0.0, 0.0]) == [0.0, 0.0, 0.0]
-    assert centred_query(q, [1.0, 0.0]) == q  # wrong dimension: the arm reports it
-    assert centred_query([1.0, 0.0, 0.0], [1.0, 0.0, 0.0]) == [1.0, 0.0, 0.0]  # nothing left
+    assert centered_query(q, None) == q
+    assert centered_query([0.0, 0.0, 0.0], [1.0, 0.0, 0.0]) == [0.0, 0.0, 0.0]
+    assert centered_query(q, [1.0, 0.0]) == q  # wrong dimension: the arm reports it
+    assert centered_query([1.0, 0.0, 0.0], [1.0, 0.0, 0.0]) == [1.0, 0.0, 0.0]  # nothing left
 
 
 def test_ranking_between_two_memories_is_unchanged_by_their_own_mean() -> None:
-    """With two stored vectors the centroid is their bisector: centring cannot flip them."""
+    """With two stored vectors the centroid is their bisector: centering cannot flip them."""
     rng = np.random.default_rng(2)
     for _ in range(50):
         a, b, q = _unit(rng), _unit(rng), _unit(rng)
         mu = normalise(a + b)
-        c = np.asarray(centred_query(q.tolist(), mu.tolist()))
+        c = np.asarray(centered_query(q.tolist(), mu.tolist()))
         assert (a @ q > b @ q) == (a @ c > b @ c)
 
 
@@ -84,6 +84,6 @@ def test_centroid_kept_between_calls_follows_every_change() -> None:
         assert index.centroid().tolist() == first
 
 
-def test_plain_config_does_not_centre() -> None:
+def test_plain_config_does_not_center() -> None:
     assert RetrievalConfig().centering is True
     assert RetrievalConfig.plain().centering is False
