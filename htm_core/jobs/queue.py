@@ -1,8 +1,8 @@
 """The job queue: what a job is, the :class:`JobQueue` protocol, and a queue in memory.
 
 A queue hands each job to one worker at a time under a lease; the durable queue on a
-database is :class:`~htm_core.enrich.sqlqueue.SQLJobQueue`, the worker
-:class:`~htm_core.enrich.runner.JobRunner` (the whole design: :mod:`htm_core.enrich.jobs`).
+database is :class:`~htm_core.jobs.sql.SQLJobQueue`, the worker
+:class:`~htm_core.jobs.runner.JobRunner` (the whole design: :mod:`htm_core.jobs`).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ FAILURES_DDL = """CREATE TABLE IF NOT EXISTS embedding_failures (
 NOT_FAILED = "NOT EXISTS (SELECT 1 FROM embedding_failures f WHERE f.memory_id = m.id)"
 #: True for a document chunk, whose vector is of its heading path and text
 #: (:func:`htm_core.enrich.documents.embed_text`), not of its content alone: the store
-#: cache (``find_embedding(s)``) never hands such a vector out for another text.
+#: cache (``find_embeddings``) never hands such a vector out for another text.
 CHUNK_SQLITE = ("(json_extract(metadata, '$.heading_path[0]') IS NOT NULL AND "
                 "json_extract(metadata, '$.chunk_index') IS NOT NULL AND "
                 "json_extract(metadata, '$.source') IS NOT NULL)")

@@ -47,7 +47,7 @@ _LARGE_BATCH = 256
 _LARGE_BATCH_CACHE_KIB = 32_768
 
 #: What the embedding-cache index (``memories_hash``) holds of a row: the first 16 hex digits
-#: (64 bits) of its content hash. Lookups (``find_embedding(s)``) go through this expression
+#: (64 bits) of its content hash. Lookups (``find_embeddings``) go through this expression
 #: and then compare the whole hash and the embedder on the row, so the meaning is the full
 #: (content hash, embedder) match of schema 1-4 (and of PostgreSQL's index).
 _HASH_PREFIX = "substr(content_hash, 1, 16)"

@@ -113,7 +113,7 @@ class SQLiteStore:
         on ``content_hash`` (random keys: every batch dirties pages all over it, which halves
         bulk throughput in a 100k store) is dropped when the block starts and built when it
         ends, also when it ends with an error; a loader that dies in between leaves that to
-        the next open of the store. Meanwhile ``find_embedding(s)`` read the table once per
+        the next open of the store. Meanwhile ``find_embeddings`` read the table once per
         call, in every process. Blocks may nest; the outermost one builds the index.
 
         >>> store = SQLiteStore(":memory:")
