@@ -29,7 +29,8 @@ from ._forgetting import Forgetter
 from ._intake import Intake
 from ._introspection import Introspection
 from ._listing import Lister
-from ._versions import Versions, check_include_history, with_history, write_readding
+from ._recalling import ContextMaker, Recaller
+from ._versions import Versions, write_readding
 from .background import FlushTimer
 from .clock import Clock, local_now
 from .config import Settings
@@ -40,15 +41,11 @@ from .errors import ClosedError
 from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
 from .observability import Metrics, instrumented
 from .options import EmbeddingOptions, EnrichmentOptions, Observability, WorkingMemoryOptions, group
-from .recall import RetrievalConfig, search
-from .recall.rerank import check_rerank, rerank_depth
-from .scoring import check_min_score, finish
-from .store import LongTermStore, SearchFilters, open_store
-from .tags import tag_filter
+from .recall import RetrievalConfig
+from .store import LongTermStore, open_store
 from .tokens import TokenCounter, resolve_counter
-from .validation import check_content, check_key, check_max_tokens, check_name, check_tags
+from .validation import check_content, check_max_tokens, check_name, check_tags
 from .working import WorkingMemory
-from .working.context import SEPARATOR, check_strategy, fit
 from .working.resident import ResidentSet
 
 __all__ = ["HTM"]
@@ -244,6 +241,11 @@ class HTM:
                                   resident=self._resident, lock=lock, clock=clock)
         self._forgetter = Forgetter(store, robot, resident=self._resident, lock=lock,
                                     clock=clock)
+        self._recaller = Recaller(store, embedding=self._embedding, resident=self._resident,
+                                  lock=lock, clock=clock, retrieval=self._retrieval)
+        self._contexts = ContextMaker(store, wm=self._wm, resident=self._resident, lock=lock,
+                                      counter=self._counter, enrichment=self._enrichment,
+                                      recall=self.recall)
         self._introspection = Introspection(
             store, robot, resident=self._resident, lock=lock, embedding=self._embedding,
             counter=self._counter, metrics=self.metrics, enrichment=self._enrichment)
@@ -600,45 +602,17 @@ class HTM:
         Returns:
             :class:`~htm_core.models.Hit` objects, best first, scores never increasing.
         """
-        filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
-                                                       robot, clock=self._clock)
-        history = check_include_history(include_history)
-        strategy = self._embedding.recall_strategy(strategy)
-        config = self._retrieval if neighbors is None else self._retrieval.with_options(
-            neighbors=_intake.check_neighbors(neighbors))
-        floor, reranker = check_min_score(min_score), check_rerank(rerank)
-        hits = self._hits(query, strategy, limit, filters, config, floor, reranker)
-        if history:
-            hits = with_history(self._store, hits, query=query, strategy=strategy, limit=limit,
-                                query_vector=lambda: self._embedding.query(query),
-                                filters=filters, min_score=floor)
-        return hits
+        return self._recaller.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
+                                     tags=tags, robot=robot, neighbors=neighbors,
+                                     include_history=include_history, min_score=min_score,
+                                     rerank=rerank)
 
     arecall = twin(recall)
-
-    def _hits(self, query: str, strategy: str, limit: int, filters: SearchFilters,
-              config: RetrievalConfig, floor: float | None, reranker: Any) -> list[Hit]:
-        """Search, rank and finish the current memories for ``query``; they enter working
-        memory, and one forgotten since it was read is left out."""
-        now = self._clock()  # the query's "now" and the hits' access time: one reading
-        ranked = search(self._store, query=query, query_vector=lambda: self._embedding.query(query),
-                        strategy=strategy, limit=rerank_depth(limit) if reranker else limit,
-                        filters=filters, config=config, now=now)
-        by_id = {m.id: m for m in self._store.get_many([r.id for r in ranked])}
-        ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
-                        min_score=floor, rerank=reranker, now=now)
-        with self._lock:
-            shown = self._resident.recalled([by_id[r.id] for r in ranked], now)
-        # A hit forgotten since it was read is not returned (nor entered: the store refused it).
-        return [Hit(memory=shown[r.id], score=r.relevance, ranks=dict(r.ranks))
-                for r in ranked if r.id in shown]
 
     @_open
     def retrieve(self, key: str) -> Memory | None:
         """The memory under ``key`` (exact lookup), or None; counts as an access."""
-        memory = self._store.get(check_key(key))
-        with self._lock:
-            return self._resident.retrieved(memory, self._clock())
+        return self._recaller.retrieve(key)
 
     aretrieve = twin(retrieve)
 
@@ -667,29 +641,10 @@ class HTM:
         taken in strategy order within the same budget (one user's context, say, out of a
         working memory that several users' turns share).
         """
-        check_strategy(strategy)
-        limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
-        budget = self._wm.budget_for(limit)
-        scope = _intake.context_scope(tags, scope_working)
-        in_scope = tag_filter(scope)
-        _intake.check_include_summaries(include_summaries)
-        summaries: list[Memory] = []
-        if include_summaries:
-            newest = list(self._enrichment.summaries)[-include_summaries:][::-1]
-            summaries = [m for m in (self._store.get(k) for k in newest) if m is not None
-                         and (not scope or in_scope(m.tags))]
-        recalled: list[Memory] = []
-        if query is not None:
-            recalled = [hit.memory for hit in self.recall(
-                query, limit=recall_limit, strategy=recall_strategy, tags=tags, robot=robot)]
-        with self._lock:  # scoped: every resident one in order; fit applies the budget
-            resident = self._resident.ordered(strategy, limit, (lambda m: in_scope(m.tags))
-                                              if scope else None)
-        memories, text, tokens = fit([*summaries, *recalled, *resident], budget,
-                                     count=self._counter.count,
-                                     separator_tokens=self._counter.count(SEPARATOR))
-        return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
-                       max_tokens=limit, budget=budget)
+        return self._contexts.create_context(
+            strategy, max_tokens, include_summaries=include_summaries, query=query,
+            recall_limit=recall_limit, recall_strategy=recall_strategy, tags=tags, robot=robot,
+            scope_working=scope_working)
 
     acreate_context = twin(create_context)
 
