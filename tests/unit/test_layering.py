@@ -38,7 +38,8 @@ PACKAGES = ("htm_core", "htm_integrations")
 
 BELOW_THE_FACADE = ("htm_core.store", "htm_core.working", "htm_core.recall",
                     "htm_core.enrich", "htm_core._embedding", "htm_core._intake",
-                    "htm_core._listing", "htm_core._versions", "htm_core._forgetting",
+                    "htm_core._listing", "htm_core._recalling", "htm_core._versions",
+                    "htm_core._forgetting",
                     "htm_core._introspection", "htm_core._async", "htm_core.jobs",
                     "htm_core.consolidation", "htm_core.options")
 FACADE = ("htm_core.htm",)
