@@ -197,3 +197,21 @@ def test_the_option_and_the_url_parameter(pooler_url: str, pg_url: str) -> None:
         PostgresStore(via + "?pooler=session")
     with pytest.raises(ValidationError, match="pooler"):
         PostgresStore(via, pooler="statement")
+
+
+def test_the_pooler_benchmark_runs(postgres_server_url: str, pooler_url: str) -> None:
+    """``python -m benchmarks.pooler --quick`` prints its table (a smoke run, no timing)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.pooler", "--quick", "--database-url",
+         postgres_server_url, "--pooler-url", pooler_url],
+        cwd=root, env=dict(os.environ), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert [r.split("|")[1].strip() for r in rows[2:]] == [
+        "direct", "direct, pooler=transaction", "PgBouncer, pooler=transaction"]
