@@ -197,6 +197,47 @@ def test_the_option_and_the_url_parameter(pooler_url: str, pg_url: str) -> None:
         PostgresStore(via + "?pooler=session")
     with pytest.raises(ValidationError, match="pooler"):
         PostgresStore(via, pooler="statement")
+    with pytest.raises(ValidationError, match="pooler"):
+        PostgresStore(via + "?pooler=transaction&pooler=session", pooler="transaction")
+
+
+def test_htm_database_url_with_the_parameter(pooled_url: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTM_DATABASE_URL", pooled_url)
+    with HTM(robot="env", embedder=HashingEmbedder()) as htm:
+        for k in range(8):
+            htm.add(f"setting from the environment {k}", key=f"env{k}")
+            assert htm.recall("environment", limit=3)
+        assert getattr(htm.store, "pooler", None) == "transaction"
+
+
+def test_stores_opening_together_migrate_once_through_the_pooler(pooled_url: str) -> None:
+    """Migrations serialised by a transaction advisory lock: eight stores opening an
+    empty database at once through the pooler all come up on the same schema."""
+    opened: list[PostgresStore] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            opened.append(PostgresStore(pooled_url, pool_size=1, max_overflow=1))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert not errors, errors
+        versions = {s.schema_version() for s in opened}
+        assert len(opened) == 8 and len(versions) == 1
+        log = opened[0].database.read("reading the log", lambda conn: conn.exec_driver_sql(
+            "SELECT count(*) FROM operations WHERE op = 'migrate'").scalar())
+        assert log == versions.pop()  # each version step logged once
+    finally:
+        for s in opened:
+            s.close()
 
 
 def test_the_pooler_benchmark_runs(postgres_server_url: str, pooler_url: str) -> None:

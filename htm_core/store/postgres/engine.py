@@ -67,7 +67,7 @@ POOLER_MODES = ("transaction",)
 
 def split_pooler(url: str, pooler: str | None = None) -> tuple[str, str | None]:
     """``url`` without its ``pooler`` query parameter, and the pooler mode: ``pooler``, or
-    the URL's ``?pooler=transaction`` (the two must agree when both are given).
+    the URL's ``?pooler=transaction``.
 
     >>> split_pooler("postgresql://me@pool.example:6432/htm?pooler=transaction")
     ('postgresql://me@pool.example:6432/htm', 'transaction')
@@ -86,8 +86,6 @@ def split_pooler(url: str, pooler: str | None = None) -> tuple[str, str | None]:
                 "(or ?pooler=transaction in the URL) behind a pooler that hands out a server "
                 "connection per transaction, such as PgBouncer's pool_mode = transaction; "
                 "behind a session-mode pooler or none, leave it out")
-    if pooler is not None and in_url is not None and pooler != in_url:
-        raise ValidationError(f"pooler={pooler!r} contradicts the URL's pooler={in_url!r}")
     if in_url is None:
         return url, pooler
     return parsed.difference_update_query(["pooler"]).render_as_string(
@@ -317,7 +315,13 @@ class PostgresDatabase:
 
     @staticmethod
     def _version(conn: Connection) -> int:
-        if conn.execute(text("SELECT to_regclass('htm_meta')")).scalar() is None:
+        # pg_class read by a query, not to_regclass(): a lookup without a lock may answer
+        # from the session's cache, which a transaction that waited for the migration
+        # lock has not refreshed (a table created meanwhile would look missing).
+        if conn.execute(text(
+                "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE c.relname = 'htm_meta' "
+                "AND n.nspname = ANY(current_schemas(false))")).first() is None:
             return 0
         value = conn.execute(text("SELECT value FROM htm_meta WHERE key = 'schema_version'")
                              ).scalar()
