@@ -46,6 +46,13 @@ class BulkLoader:
                 defer_fulltext: bool = True) -> Iterator[None]:
         """The block of :meth:`PostgresStore.bulk_load <htm_core.store.postgres.PostgresStore.bulk_load>`:
         the indexes dropped on the way in, vacuum and rebuild on the way out."""
+        if self.db.pooler is not None:
+            raise StoreError(
+                f"bulk_load cannot run through a transaction-mode pooler ({self.db.url}, "
+                "pooler=transaction): it holds a lock for the whole load, which only a server "
+                "session keeps; open a PostgresStore on a direct URL to the server (its own "
+                "host and port, without ?pooler=transaction) for the load, and keep the pooled "
+                "URL for everything else")
         memory = check_int("maintenance_work_mem_mb", maintenance_work_mem_mb, 1, 2**31 - 1)
         workers = None if parallel_workers is None else check_int(
             "parallel_workers", parallel_workers, 0, 1024)

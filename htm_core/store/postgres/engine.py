@@ -61,6 +61,37 @@ def postgres_url(url: str) -> str:
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 
+#: The pooler modes ``pooler=`` (or a URL's ``?pooler=``) accepts.
+POOLER_MODES = ("transaction",)
+
+
+def split_pooler(url: str, pooler: str | None = None) -> tuple[str, str | None]:
+    """``url`` without its ``pooler`` query parameter, and the pooler mode: ``pooler``, or
+    the URL's ``?pooler=transaction``.
+
+    >>> split_pooler("postgresql://me@pool.example:6432/htm?pooler=transaction")
+    ('postgresql://me@pool.example:6432/htm', 'transaction')
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url, pooler  # postgres_url says what is wrong with it
+    in_url = parsed.query.get("pooler")
+    if isinstance(in_url, tuple):
+        in_url = in_url[-1]
+    for given in (pooler, in_url):
+        if given is not None and given not in POOLER_MODES:
+            raise ValidationError(
+                f"unknown pooler mode {given!r} for {mask_url(url)!r}: use pooler='transaction' "
+                "(or ?pooler=transaction in the URL) behind a pooler that hands out a server "
+                "connection per transaction, such as PgBouncer's pool_mode = transaction; "
+                "behind a session-mode pooler or none, leave it out")
+    if in_url is None:
+        return url, pooler
+    return parsed.difference_update_query(["pooler"]).render_as_string(
+        hide_password=False), in_url
+
+
 #: A ``text()`` placeholder (``:name``), not a ``::`` cast.
 PARAM = re.compile(r"(?<![:\w]):(\w+)")
 
@@ -93,6 +124,14 @@ def embedding_settings(meta: dict[str, str]) -> tuple[str, int] | None:
     return meta["embedder"], int(meta["embedding_dim"])
 
 
+def _in_transaction(fn: Quick[T]) -> Quick[T]:
+    """``fn`` run in one transaction of its (autocommit) connection."""
+    def inside(pg: psycopg.Connection[Any], info: dict[str, Any]) -> T:
+        with pg.transaction():
+            return fn(pg, info)
+    return inside
+
+
 class PostgresDatabase:
     """One PostgreSQL database: the pool, how work runs on it, and what every part shares.
 
@@ -100,11 +139,25 @@ class PostgresDatabase:
     :meth:`read` autocommit reads on a pooled connection, :meth:`quick` reads on the
     store's own connection kept out of the pool (the recall path). The robot ids it
     caches stay valid because robots are never deleted.
+
+    With ``pooler="transaction"`` (a pooler such as PgBouncer gives each transaction
+    whichever server connection is free) no state is kept in a server session:
+    psycopg prepares no statement, :meth:`quick` runs its reads in one transaction, and
+    locks are held for a transaction only.
     """
 
     def __init__(self, url: str, *, pool_size: int = 5, max_overflow: int = 10,
-                 pool_timeout: float = 30.0, connect_timeout: int = 10) -> None:
+                 pool_timeout: float = 30.0, connect_timeout: int = 10,
+                 pooler: str | None = None) -> None:
+        url, pooler = split_pooler(url, pooler)
+        #: ``"transaction"`` behind a transaction-mode pooler, else None.
+        self.pooler = pooler
         full = postgres_url(url)
+        connect_args: dict[str, Any] = {
+            "connect_timeout": check_int("connect_timeout", connect_timeout, 1, 3600),
+            "application_name": "htm"}
+        if pooler is not None:
+            connect_args["prepare_threshold"] = None  # a prepared statement is session state
         #: The database's address with the password masked (for messages).
         self.url = mask_url(full)
         #: The SQLAlchemy engine (its pool gives every connection pgvector's codec).
@@ -114,8 +167,7 @@ class PostgresDatabase:
             max_overflow=check_int("max_overflow", max_overflow, 0, 1000),
             pool_timeout=pool_timeout,
             pool_recycle=1800,
-            connect_args={"connect_timeout": check_int("connect_timeout", connect_timeout, 1, 3600),
-                          "application_name": "htm"},
+            connect_args=connect_args,
         )
         register_vectors(self.engine)
         self._robot_ids: dict[str, int] = {}
@@ -180,8 +232,12 @@ class PostgresDatabase:
         no pool checkout, no SQLAlchemy statement, and psycopg prepares a statement run
         five times (a fresh connection starts with none prepared). While another thread
         holds that connection, ``fn`` runs on a pooled one. A dead connection is replaced
-        and ``fn`` run again, once; a process made by ``fork`` opens its own.
+        and ``fn`` run again, once; a process made by ``fork`` opens its own. Behind a
+        transaction-mode pooler ``fn`` runs in one transaction, so all its statements
+        meet the same server connection (and nothing is prepared).
         """
+        if self.pooler is not None:
+            fn = _in_transaction(fn)
         if not self.raw_lock.acquire(blocking=False):
             return self.read(what, lambda conn: fn(
                 conn.connection.driver_connection,  # type: ignore[arg-type]
@@ -259,7 +315,13 @@ class PostgresDatabase:
 
     @staticmethod
     def _version(conn: Connection) -> int:
-        if conn.execute(text("SELECT to_regclass('htm_meta')")).scalar() is None:
+        # pg_class read by a query, not to_regclass(): a lookup without a lock may answer
+        # from the session's cache, which a transaction that waited for the migration
+        # lock has not refreshed (a table created meanwhile would look missing).
+        if conn.execute(text(
+                "SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE c.relname = 'htm_meta' "
+                "AND n.nspname = ANY(current_schemas(false))")).first() is None:
             return 0
         value = conn.execute(text("SELECT value FROM htm_meta WHERE key = 'schema_version'")
                              ).scalar()
@@ -295,7 +357,8 @@ class PostgresDatabase:
 
         Safe to run from many processes at once: migrations are serialised by a session
         advisory lock, and each runs in one transaction started after the lock is held
-        (so it sees whatever the previous holder created).
+        (so it sees whatever the previous holder created). Behind a transaction-mode
+        pooler the lock is the migration transaction's own, taken before anything is read.
         """
         def step(conn: Connection) -> int:
             current = self._version(conn)
@@ -312,6 +375,10 @@ class PostgresDatabase:
             return SCHEMA_VERSION
 
         with map_postgres_errors(self.url, "migrating the schema"), self.engine.connect() as conn:
+            if self.pooler is not None:
+                with conn.begin():
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK})
+                    return step(conn)
             conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _MIGRATE_LOCK})
             conn.commit()
             try:

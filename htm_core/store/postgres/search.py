@@ -140,12 +140,15 @@ class PostgresSearcher:
                          {"v": str(ef_search)})
         return query
 
-    @staticmethod
-    def _session_ef(pg: psycopg.Connection[Any], info: dict[str, Any], ef_search: int) -> None:
+    def _session_ef(self, pg: psycopg.Connection[Any], info: dict[str, Any],
+                    ef_search: int) -> None:
         """Set ``hnsw.ef_search`` for the connection's session, only when it holds another
         value (every vector search goes through here, so a pooled connection's value
-        never matters, and a warm one costs no round trip)."""
-        if info.get("hnsw.ef_search") != ef_search:
+        never matters, and a warm one costs no round trip). Behind a transaction-mode
+        pooler it is set for the search's transaction only, every time."""
+        if self.db.pooler is not None:
+            pg.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
+        elif info.get("hnsw.ef_search") != ef_search:
             pg.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef_search),))
             info["hnsw.ef_search"] = ef_search
 

@@ -76,6 +76,12 @@ class PostgresStore:
             :meth:`vector_search`); higher is more exact and slower.
         copy_min_rows: batches with at least this many new rows are streamed with a
             binary ``COPY`` (faster for large batches); smaller ones are sent as arrays.
+        pooler: ``"transaction"`` when ``url`` reaches the server through a pooler that
+            gives each transaction whichever server connection is free (PgBouncer's
+            ``pool_mode = transaction``); the URL can say so instead, with
+            ``?pooler=transaction``. Then nothing is kept in a server session: no
+            prepared statements, ``hnsw.ef_search`` set per transaction, transaction
+            advisory locks only; :meth:`bulk_load` is refused (it needs a session).
 
     The parts, each built here with what it needs: ``database`` (the engine: pool,
     transactions, meta, robots, log), ``columns`` (vector columns and HNSW indexes),
@@ -105,6 +111,7 @@ class PostgresStore:
         hnsw_ef_construction: int = 64,
         ef_search: int = DEFAULT_EF_SEARCH,
         copy_min_rows: int = DEFAULT_COPY_MIN_ROWS,
+        pooler: str | None = None,
     ) -> None:
         url = postgres_url(url)  # the options are checked in this order, before connecting
         hnsw_m, hnsw_ef_construction = check_hnsw(hnsw_m, hnsw_ef_construction)
@@ -112,7 +119,7 @@ class PostgresStore:
         copy_min_rows = check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
         db = self.database = PostgresDatabase(
             url, pool_size=pool_size, max_overflow=max_overflow, pool_timeout=pool_timeout,
-            connect_timeout=connect_timeout)
+            connect_timeout=connect_timeout, pooler=pooler)
         self.url = db.url
         where = functools.partial(filter_sql, POSTGRES)
         columns = self.columns = VectorColumns(db, hnsw_m=hnsw_m,
@@ -161,6 +168,11 @@ class PostgresStore:
     @hnsw_ef_construction.setter
     def hnsw_ef_construction(self, value: int) -> None:
         self.columns.hnsw_ef_construction = value
+
+    @property
+    def pooler(self) -> str | None:
+        """``"transaction"`` behind a transaction-mode pooler, else None."""
+        return self.database.pooler
 
     @property
     def ef_search(self) -> int:
@@ -232,7 +244,9 @@ class PostgresStore:
         they stay correct, only slower. The build at the end blocks
         writers (not readers) for its duration. With ``defer_fulltext=False`` the GIN
         index is kept and maintained as rows arrive. The block keeps one pooled
-        connection for itself (it holds the advisory lock that marks the load as alive).
+        connection for itself (it holds the advisory lock that marks the load as alive),
+        so behind a transaction-mode pooler (``pooler="transaction"``) it is refused with
+        a :class:`~htm_core.errors.StoreError`: load through a direct URL instead.
 
         Example::
 
