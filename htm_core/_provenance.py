@@ -84,7 +84,8 @@ def provenance(content: str, kind: Any, source: Any, confidence: Any,
     >>> provenance("We met at noon.", None, None, None)
     ('episodic', None, None)
     """
-    checked_source, checked_confidence = check_source(source), check_confidence(confidence)
+    checked_source = None if source is None else check_source(source)
+    checked_confidence = None if confidence is None else check_confidence(confidence)
     if kind is not None:
         return check_kind(kind), checked_source, checked_confidence
     found, sure = _RULES.classify(content)

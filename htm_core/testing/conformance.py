@@ -19,6 +19,7 @@ import pytest
 from ..embeddings import HashingEmbedder
 from ..errors import (
     ConfirmationRequiredError,
+    ConflictError,
     DimensionMismatchError,
     DuplicateKeyError,
     NotFoundError,
@@ -254,11 +255,23 @@ class StoreConformance:
                                    fields=("kind",)).kind == "fact"
         assert [(m.version, m.kind, m.source) for m in store.versions("tea")] == [
             (1, "episodic", "user"), (2, "preference", "rule"), (3, "fact", "rule")]
+        # Compare-and-set: based on version 3, an importance merges with a kind set since,
+        # a kind set since to another value refuses the update.
+        store.update_memory(rec("Ada likes green tea", key="tea", kind="skill"),
+                            robot="r1", at=T0, read_version=3, fields=("kind",))
+        merged = store.update_memory(rec("Ada likes green tea", key="tea", kind="fact",
+                                         importance=7.0), robot="r1", at=T0, read_version=3,
+                                     fields=("importance",))
+        assert (merged.version, merged.kind, merged.importance) == (5, "skill", 7.0)
+        with pytest.raises(ConflictError, match="kind"):
+            store.update_memory(rec("Ada likes green tea", key="tea", kind="digest"),
+                                robot="r1", at=T0, read_version=3, fields=("kind",))
+        assert store.get("tea").version == 5
         # The filter is on the memory's current kind; each old version shows its own.
         hits = store.search_history(ArmQuery(limit=5, text="likes tea",
-                                             filters=SearchFilters(kinds=("fact",))))
+                                             filters=SearchFilters(kinds=("skill",))))
         assert sorted((m.version, m.kind) for m, _ in hits) == [
-            (1, "episodic"), (2, "preference")]
+            (1, "episodic"), (2, "preference"), (3, "fact"), (4, "skill")]
         assert store.search_history(ArmQuery(limit=5, text="likes tea", filters=SearchFilters(
             kinds=("preference",)))) == []
 
