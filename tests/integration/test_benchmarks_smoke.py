@@ -158,3 +158,15 @@ def test_recall_dump_quick_is_the_same_twice(tmp_path: Path) -> None:
                  " fusion-fn:"):
         assert any(call in line for line in lines), call
     assert any("'neighbor'" in line for line in lines)
+
+
+@pytest.mark.postgres
+def test_async_recall_quick(tmp_path: Path, postgres_server_url: str) -> None:
+    """Runs on the suite's server; its ceilings come from the CPU times it reads in /proc."""
+    out = run("async_recall", "--quick", "--concurrency", "20", "--database-url",
+              postgres_server_url, cache=tmp_path)
+    rows = {r[0]: r for r in table_rows(out)}
+    assert float(rows["sequential"][1].replace(",", "")) > 0
+    assert rows["sequential"][2] == "1.0×"
+    assert float(rows["arecall × 20 (thread twins)"][1].replace(",", "")) > 0
+    assert "ms client CPU" in out
