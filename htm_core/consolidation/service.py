@@ -186,8 +186,7 @@ class Consolidator:
         self._clock = clock
         self._counter = token_counter
         self._options = dict(runner_options or {})
-        rate = self._options.get("requests_per_second")
-        self._limiter = TokenBucket(rate, self._options.get("burst", 1.0)) if rate else None
+        self._limiter: TokenBucket | None = None
         self._worker: JobRunner | None = None
         self._strategies: dict[str, DigestStrategy] = {}
         self._lock = threading.Lock()
@@ -199,8 +198,8 @@ class Consolidator:
         needs ``chat_model``)."""
         if isinstance(strategy, str):
             options: dict[str, Any] = {}
-            if strategy.strip().lower() != "extractive" and self._limiter is not None:
-                options["limiter"] = self._limiter
+            if strategy.strip().lower() != "extractive" and chat_model is not None:
+                options["limiter"] = self._rate_limit()
             return strategy_named(strategy, chat_model=chat_model,
                                   token_counter=self._counter, **options)
         if callable(getattr(strategy, "summarise", None)) and isinstance(
@@ -209,6 +208,15 @@ class Consolidator:
         raise ValidationError(f"strategy must be a name ('extractive', 'simple', "
                               f"'hierarchical', 'map-reduce') or a digest strategy object, got "
                               f"{strategy!r}")
+
+    def _rate_limit(self) -> TokenBucket | None:
+        """The bucket every model request of a strategy named here waits on: the jobs'
+        ``requests_per_second`` (and ``burst``), shared by every such strategy."""
+        rate = self._options.get("requests_per_second")
+        with self._lock:
+            if self._limiter is None and rate is not None:
+                self._limiter = TokenBucket(rate, self._options.get("burst", 1.0))
+            return self._limiter
 
     def period(self, kind: Any, at: Any = None, tz: Any = None) -> Period:
         """The period of ``kind`` holding ``at`` in ``tz`` (default: the clock's zone);
