@@ -298,10 +298,13 @@ class Consolidator:
         return len(self._store.get_many(ids)) != len(set(ids))
 
     def _drop(self, digest: Memory) -> None:
-        """Delete ``digest`` and every version of it."""
-        if digest.forgotten_at is None:
-            self._writers.forget(digest.key)
-        self._writers.purge(digest.key)
+        """Delete ``digest`` and every version of it (done already by another writer: fine)."""
+        try:
+            if digest.forgotten_at is None:
+                self._writers.forget(digest.key)
+            self._writers.purge(digest.key)
+        except NotFoundError:
+            pass
 
     def _sources(self, scope: DigestScope, period: Period) -> list[Memory]:
         """What the digest of ``period`` is made of: the scope's memories of the day, or
@@ -334,7 +337,13 @@ class Consolidator:
                     return self._writers.update(key, text, metadata=metadata)
         item = {"content": text, "key": key, "tags": scope.stored_tags, "metadata": metadata,
                 "created_at": period.start, **digest_fields()}
-        return self._writers.add([item])[0]
+        try:
+            return self._writers.add([item])[0]
+        except DuplicateKeyError:
+            existing = self._current(key)  # written meanwhile by another process
+            if existing is None:
+                raise
+            return self._writers.update(key, text, metadata=metadata)
 
     # -- listing ---------------------------------------------------------------------
 

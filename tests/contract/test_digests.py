@@ -342,3 +342,22 @@ def test_a_scheduled_consolidation_runs_in_the_background_worker(
     assert week is not None and "Atlas" in week.content
     assert len(threads) == 8 and all(t.startswith("htm-consolidate") for t in threads)
     assert threading.current_thread().name not in threads
+
+
+def test_two_writers_consolidating_at_once_make_one_digest_per_period(
+        htm_factory: Callable[..., HTM]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    first, second = htm_factory(robot="first"), htm_factory(robot="second")
+    fill_week(first)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda h: h.consolidate("week"), (first, second, first)))
+    assert [[m.key for m in made] for made in results] == [[m.key for m in results[0]]] * 3
+    digests = second.digests(limit=1000)
+    assert len(digests) == 8 and len({d.key for d in digests}) == 8
+    week = second.get("digest:week:2024-W19")
+    assert week is not None
+    assert [s["key"] for s in week.metadata["digest"]["sources"]] == \
+        [f"digest:day:{d}" for d in WEEK]
+    assert [s["id"] for s in week.metadata["digest"]["sources"]] == \
+        [second.get(f"digest:day:{d}").id for d in WEEK]  # type: ignore[union-attr]
