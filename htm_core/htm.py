@@ -726,7 +726,8 @@ class HTM:
         Raises :class:`~htm_core.errors.ConfirmationRequiredError` unless ``confirm=True``
         and :class:`~htm_core.errors.NotFoundError` for an unknown or purged key (the memory
         is then out of this robot's working memory too). Every working memory holding the
-        memory, in any process, drops it from its next call on.
+        memory, in any process, drops it from its next call on. Every digest built on it
+        (:meth:`consolidate`) is rebuilt without it, its history deleted.
         """
         memory = self._forgetter.forget(key, confirm=confirm)
         self._consolidator.forgotten(memory)
@@ -748,7 +749,8 @@ class HTM:
 
         Only memories already forgotten are purged; returns how many were removed.
         """
-        gone = self._store.get(key, include_forgotten=True) if isinstance(key, str) else None
+        checked = _intake.confirm_purge(confirm, key)
+        gone = self._store.get(checked, include_forgotten=True) if checked else None
         count = self._forgetter.purge(confirm=confirm, key=key)
         if gone is not None:
             self._consolidator.forgotten(gone)

@@ -361,3 +361,49 @@ def test_two_writers_consolidating_at_once_make_one_digest_per_period(
         [f"digest:day:{d}" for d in WEEK]
     assert [s["id"] for s in week.metadata["digest"]["sources"]] == \
         [second.get(f"digest:day:{d}").id for d in WEEK]  # type: ignore[union-attr]
+
+
+def test_forgetting_a_users_source_rebuilds_the_users_and_the_stores_digests(
+        htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory()
+    ada, other = ChatScope.of(user_id="ada"), ChatScope.of(user_id="Ada")
+    fill_week(htm, ada, who="Quokka")
+    fill_week(htm, other, who="Zephyr")
+    secret = ada.own_key("secret")
+    htm.add("Zanzibar is Quokka's codename.", key=secret, tags=ada.stored_tags(None),
+            created_at=at(WEEK[4], 12))
+    for user in ("ada", "Ada", None):
+        htm.consolidate("week", user_id=user)
+    others = {d.key: d.id for d in htm.digests(user_id="Ada", limit=100)}
+    assert sum("Zanzibar" in t for t in every_text(htm)) == 4  # ada's and the store's
+    htm.forget(secret, confirm=True)
+    assert not any("Zanzibar" in t for t in every_text(htm))
+    assert {d.key: d.id for d in htm.digests(user_id="Ada", limit=100)} == others  # untouched
+    assert len(htm.digests(user_id="ada", limit=100)) == 8
+    assert "Quokka" in htm.get(f"digest:day:{WEEK[4]}").content  # type: ignore[union-attr]
+
+
+def test_forgetting_a_day_digest_rebuilds_its_week_and_the_next_consolidate_replaces_it(
+        htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory()
+    fill_week(htm)
+    htm.consolidate("week")
+    day_key = f"digest:day:{WEEK[2]}"
+    htm.forget(day_key, confirm=True)
+    week = htm.get("digest:week:2024-W19")
+    assert week is not None and "step 2 " not in week.content
+    assert day_key not in [s["key"] for s in week.metadata["digest"]["sources"]]
+    made = htm.consolidate("week")
+    assert day_key in [m.key for m in made] and "step 2 " in made[-1].content
+    assert htm.get(day_key, include_forgotten=True).forgotten_at is None  # type: ignore[union-attr]
+
+
+def test_a_scheduled_model_consolidation(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory(enrichment_options={"requests_per_second": 1000.0, "burst": 100.0})
+    fill_week(htm)
+    model = FakeListChatModel(responses=["Atlas steps, by the model."])
+    htm.schedule_consolidation("day", at=WEEK[0], strategy="simple", chat_model=model)
+    assert htm.flush_consolidation(timeout=60)
+    digest = htm.get(f"digest:day:{WEEK[0]}")
+    assert digest is not None and digest.content == "Atlas steps, by the model."
+    assert digest.metadata["digest"]["strategy"] == "simple"
