@@ -407,3 +407,29 @@ def test_a_scheduled_model_consolidation(htm_factory: Callable[..., HTM]) -> Non
     digest = htm.get(f"digest:day:{WEEK[0]}")
     assert digest is not None and digest.content == "Atlas steps, by the model."
     assert digest.metadata["digest"]["strategy"] == "simple"
+
+
+def test_each_worker_waits_only_for_its_own_jobs(htm_factory: Callable[..., HTM]) -> None:
+    """A ``consolidate`` job left in the shared queue by a process that stopped does not
+    hold up ``flush_enrichment``, and enrichment jobs no runner here does do not hold up
+    ``flush_consolidation``. Fails before ``JobRunner.flush`` counted its own kinds only:
+    both flushes then ran into their timeouts and returned False."""
+    from htm_core.enrich import LLMTagger
+
+    tagger = LLMTagger(FakeListChatModel(responses=['["launch"]']))
+    tagging = htm_factory(robot="tagging", tagger=tagger)
+    queue = tagging.store.open_job_queue()
+    queue.put("consolidate", "digest:day:2024-05-06",
+              {"period": "day:2024-05-06", "scope": "robot", "strategy": "extractive",
+               "target_tokens": None})
+    tagging.add("Ada planned the Atlas launch.", key="note")
+    assert tagging.flush_enrichment(timeout=10)
+    assert tagging.get("note").tags == ("launch",)  # type: ignore[union-attr]
+
+    plain = htm_factory(robot="plain")
+    fill_week(plain)
+    queue.put("importance", "note", {"content": "Ada planned the Atlas launch."})
+    plain.schedule_consolidation("day", at=WEEK[0])
+    assert plain.flush_consolidation(timeout=10)
+    assert queue.counts(kinds=["importance"])["pending"] == 1  # no runner here does it
+    assert plain.get(f"digest:day:{WEEK[0]}") is not None
