@@ -36,11 +36,12 @@ from ..store import LongTermStore, SearchFilters
 from ..store.base import EnrichmentStore, capability
 from ..validation import check_int
 from .base import DigestStrategy, SourceItem, check_target
+from .kinds import KINDS
 from .periods import PERIOD_KINDS, Period, children, parent, parse_period, period_of, zone_of
 from .summarisers import strategy_named
 
-__all__ = ["CONSOLIDATE", "DEFAULT_TARGETS", "DIGEST_TAG", "Consolidator", "DigestScope",
-           "digest_fields", "is_digest"]
+__all__ = ["CONSOLIDATE", "DEFAULT_TARGETS", "DIGEST_TAG", "SOURCE_KINDS", "Consolidator",
+           "DigestScope", "Writers", "digest_fields", "is_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,19 +56,24 @@ _REACH = timedelta(days=45)
 _PAGE = 1000
 
 
+#: The kinds of memory a day's digest is made of: all but digests and summaries.
+SOURCE_KINDS = tuple(k for k in KINDS if k not in ("digest", "summary"))
+
+
 def digest_fields() -> dict[str, Any]:
     """The fields of ``add`` that mark a memory as a digest, beyond its metadata."""
-    return {}
+    return {"kind": "digest"}
 
 
 def is_digest(memory: Memory) -> bool:
-    """Whether ``memory`` is a digest (its ``metadata["digest"]`` and the tag say so)."""
-    return isinstance(memory.metadata.get("digest"), dict) and DIGEST_TAG in memory.tags
+    """Whether ``memory`` is a digest written here: of kind ``digest``, with its
+    ``metadata["digest"]``."""
+    return memory.kind == "digest" and isinstance(memory.metadata.get("digest"), dict)
 
 
 def _is_source(memory: Memory) -> bool:
     """Whether a memory may go into a day's digest: neither a digest nor a summary."""
-    return not is_digest(memory) and SUMMARY_TAG not in memory.tags
+    return memory.kind in SOURCE_KINDS and SUMMARY_TAG not in memory.tags
 
 
 @dataclass(frozen=True)
@@ -312,7 +318,8 @@ class Consolidator:
         if period.kind != "day":
             found = [self._store.get(scope.key(c)) for c in children(period)]
             return [m for m in found if m is not None and is_digest(m)]
-        filters = SearchFilters(start=period.start, end=period.end, tags=scope.filter_tags)
+        filters = SearchFilters(start=period.start, end=period.end, tags=scope.filter_tags,
+                                kinds=SOURCE_KINDS)
         out: list[Memory] = []
         after: tuple[Any, int] | None = None
         while True:
@@ -356,7 +363,7 @@ class Consolidator:
         check_int("limit", limit, 1, 10_000)
         where = DigestScope.of(scope, user_id=user_id, session_id=session_id)
         prefix = where.prefix + (f"{kind}:" if kind else "")
-        page = self._store.list_memories(SearchFilters(tags=(DIGEST_TAG,)), key_prefix=prefix,
+        page = self._store.list_memories(SearchFilters(kinds=("digest",)), key_prefix=prefix,
                                          descending=True, limit=limit)
         return [m for m in page if is_digest(m)]
 
@@ -367,7 +374,7 @@ class Consolidator:
         tree; one that cannot be rebuilt here is deleted (the next consolidate writes it)."""
         filters = SearchFilters(start=memory.created_at - _REACH,
                                 end=memory.created_at + timedelta(microseconds=1),
-                                tags=(DIGEST_TAG,))
+                                kinds=("digest",))
         hit = [d for d in self._store.list_memories(filters, limit=10_000)
                if is_digest(d) and any(s.get("id") == memory.id
                                        for s in d.metadata["digest"].get("sources", []))]

@@ -80,7 +80,11 @@ def test_week_is_made_of_its_days(htm_factory: Callable[..., HTM]) -> None:
     assert [(s["id"], s["key"]) for s in info["sources"]] == [(d.id, d.key) for d in days]
     assert info["children"] == [d.key for d in days]
     assert week.created_at == datetime(2024, 5, 6, tzinfo=timezone.utc)
-    assert DIGEST_TAG in week.tags
+    assert DIGEST_TAG in week.tags and week.kind == "digest"
+    assert {m.key for m in htm.list(kinds="digest", limit=100).memories} == {m.key for m in made}
+    assert {h.memory.kind for h in htm.recall("Atlas launch", kinds=["digest"])} == {"digest"}
+    assert not [h for h in htm.recall("Atlas launch", kinds=["episodic"], limit=50)
+                if is_digest(h.memory)]
     for day, digest in zip(WEEK, days, strict=True):
         own = {m.id for m in sources if m.created_at.date() == day}
         assert {s["id"] for s in digest.metadata["digest"]["sources"]} <= own
