@@ -51,7 +51,9 @@ DIGEST_TAG = "digest"
 CONSOLIDATE = "consolidate"
 #: The token target of a digest when none is given, by period kind.
 DEFAULT_TARGETS = {"day": 300, "week": 500, "month": 800}
-#: How far back of a memory's time a digest built on it may start (a month of six weeks).
+#: How far back of a memory's time a day digest built on it starts (a day lasts at most 25
+#: hours, in any zone); a week or month digest built on a digest, at most six weeks back.
+_DAY_REACH = timedelta(hours=26)
 _REACH = timedelta(days=45)
 _PAGE = 1000
 
@@ -372,7 +374,8 @@ class Consolidator:
     def forgotten(self, memory: Memory) -> None:
         """``memory`` was forgotten (or purged): rebuild every digest built on it, up the
         tree; one that cannot be rebuilt here is deleted (the next consolidate writes it)."""
-        filters = SearchFilters(start=memory.created_at - _REACH,
+        reach = _REACH if memory.kind == "digest" else _DAY_REACH
+        filters = SearchFilters(start=memory.created_at - reach,
                                 end=memory.created_at + timedelta(microseconds=1),
                                 kinds=("digest",))
         hit = [d for d in self._store.list_memories(filters, limit=10_000)
