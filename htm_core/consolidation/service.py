@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
@@ -322,17 +322,20 @@ class Consolidator:
             return [m for m in found if m is not None and is_digest(m)]
         filters = SearchFilters(start=period.start, end=period.end, tags=scope.filter_tags,
                                 kinds=SOURCE_KINDS)
-        out: list[Memory] = []
-        after: tuple[Any, int] | None = None
-        while True:
-            page = self._store.list_memories(filters, limit=_PAGE, after=after)
-            out.extend(m for m in page if _is_source(m))
-            if len(page) < _PAGE:
-                break
-            after = (page[-1].created_at, page[-1].id)
+        out = [m for m in self._every(filters) if _is_source(m)]
         by_id = {m.id: m for m in self._store.get_many([m.id for m in out],
                                                         include_embedding=True)}
         return [by_id.get(m.id, m) for m in out]
+
+    def _every(self, filters: SearchFilters) -> Iterator[Memory]:
+        """Every visible memory passing ``filters``, in creation order, a page at a time."""
+        after: tuple[Any, int] | None = None
+        while True:
+            page = self._store.list_memories(filters, limit=_PAGE, after=after)
+            yield from page
+            if len(page) < _PAGE:
+                return
+            after = (page[-1].created_at, page[-1].id)
 
     def _write(self, key: str, text: str, metadata: dict[str, Any], period: Period,
                scope: DigestScope, existing: Memory | None) -> Memory:
@@ -378,7 +381,7 @@ class Consolidator:
         filters = SearchFilters(start=memory.created_at - reach,
                                 end=memory.created_at + timedelta(microseconds=1),
                                 kinds=("digest",))
-        hit = [d for d in self._store.list_memories(filters, limit=10_000)
+        hit = [d for d in self._every(filters)
                if is_digest(d) and any(s.get("id") == memory.id
                                        for s in d.metadata["digest"].get("sources", []))]
         for digest in sorted(hit, key=lambda d: PERIOD_KINDS.index(

@@ -437,3 +437,17 @@ def test_each_worker_waits_only_for_its_own_jobs(htm_factory: Callable[..., HTM]
     assert plain.flush_consolidation(timeout=10)
     assert queue.counts(kinds=["importance"])["pending"] == 1  # no runner here does it
     assert plain.get(f"digest:day:{WEEK[0]}") is not None
+
+
+def test_a_day_of_more_memories_than_one_page(htm_factory: Callable[..., HTM]) -> None:
+    """The day's inputs are read a page (1,000) at a time: the last memory of a busy day is
+    one of them, and forgetting it changes the digest."""
+    htm = htm_factory()
+    start = at(WEEK[0], 0)
+    htm.add_many([{"content": f"Turn {n}: Ada and Kenji went through checklist item {n}.",
+                   "key": f"turn-{n}", "created_at": start + timedelta(seconds=30 * n)}
+                  for n in range(1_003)], working_memory=False)
+    first = htm.consolidate("day", at=WEEK[0])[-1]
+    htm.store.forget("turn-1002", robot=htm.robot, at=htm.clock())
+    again = htm.consolidate("day", at=WEEK[0])[-1]
+    assert (again.id, again.version) != (first.id, first.version)
