@@ -305,11 +305,11 @@ class HTM:
             return
         self._closing = True
         try:
+            self._consolidator.stop()  # a job running until here writes through the services
             with self._lock:
                 self._resident.close()
                 self._write_behind.close()
             self._embedding.stop()
-            self._consolidator.stop()
             self._enrichment.stop()  # a job running until here may still add its summary
         finally:
             self._closed = True
