@@ -430,7 +430,14 @@ def _cmd_backup(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_consolidate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .consolidation import STRATEGIES
+
     scope = _scope(args)
+    named = args.strategy.strip().lower().replace("_", "-")
+    if named in STRATEGIES and named != "extractive" and args.model is None:
+        raise ValidationError(f"--strategy {args.strategy} writes with a chat model: give "
+                              "--model ollama (or ollama:<model>), or use --strategy "
+                              "extractive, which needs none")
     with _open_htm(args) as htm:
         made = htm.consolidate(args.period, at=args.at, scope=scope, strategy=args.strategy,
                                target_tokens=args.target_tokens, tz=args.tz,

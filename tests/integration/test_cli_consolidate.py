@@ -62,7 +62,8 @@ def test_nothing_to_digest_and_bad_arguments(db: Path) -> None:
     for argv, says in ((["--at", "someday"], "2026-11-28"),
                        (["--tz", "Nowhere/Land"], "IANA"),
                        (["--strategy", "abstractive"], "extractive"),
-                       (["--strategy", "simple"], "chat model"),
+                       (["--strategy", "simple"], "give --model ollama"),
+                       (["--strategy", "Map_Reduce"], "give --model ollama"),
                        (["--target-tokens", "0"], "target_tokens"),
                        (["--session", "s1"], "--session needs a user")):
         code, _, err = run(db, "consolidate", *argv)
