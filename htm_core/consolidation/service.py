@@ -41,7 +41,7 @@ from .periods import PERIOD_KINDS, Period, children, parent, parse_period, perio
 from .summarisers import strategy_named
 
 __all__ = ["CONSOLIDATE", "DEFAULT_TARGETS", "DIGEST_TAG", "SOURCE_KINDS", "Consolidator",
-           "DigestScope", "Writers", "digest_fields", "is_digest"]
+           "DigestScope", "Plan", "Writers", "digest_fields", "is_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -135,8 +135,9 @@ class DigestScope:
 
 
 @dataclass(frozen=True)
-class _Plan:
-    """One digest to make: where, when, how, and how long."""
+class Plan:
+    """A consolidation, checked: whose digests (``scope``), of which ``period``, made with
+    which ``strategy``, at most how long (``target``; None: :data:`DEFAULT_TARGETS`)."""
 
     scope: DigestScope
     period: Period
@@ -242,21 +243,21 @@ class Consolidator:
     def plan(self, kind: Any, *, at: Any = None, tz: Any = None, scope: Any = None,
              user_id: str | None = None, session_id: str | None = None,
              strategy: Any = "extractive", target_tokens: Any = None,
-             chat_model: Any = None) -> _Plan:
+             chat_model: Any = None) -> Plan:
         """Every argument of a consolidation checked, before anything is written."""
         period = self.period(kind, at, tz)
         where = DigestScope.of(scope, user_id=user_id, session_id=session_id)
         target = None if target_tokens is None else check_target(target_tokens)
-        return _Plan(where, period, self.strategy(strategy, chat_model), target)
+        return Plan(where, period, self.strategy(strategy, chat_model), target)
 
     # -- consolidating ----------------------------------------------------------------
 
-    def consolidate(self, plan: _Plan) -> list[Memory]:
+    def consolidate(self, plan: Plan) -> list[Memory]:
         """The digests of ``plan.period`` and of the lower periods it is made from, lowest
         first, the period's own last (those with nothing to digest are left out)."""
         return self._tree(plan, plan.period)
 
-    def _tree(self, plan: _Plan, period: Period) -> list[Memory]:
+    def _tree(self, plan: Plan, period: Period) -> list[Memory]:
         made: list[Memory] = []
         now = self._clock()
         for child in children(period):
@@ -265,7 +266,7 @@ class Consolidator:
         own = self._make(plan, period)
         return [*made, own] if own is not None else made
 
-    def _make(self, plan: _Plan, period: Period) -> Memory | None:
+    def _make(self, plan: Plan, period: Period) -> Memory | None:
         """Write (or leave as it is) the digest of ``period`` in ``plan.scope``."""
         key = plan.scope.key(period)
         existing = self._current(key)
@@ -279,7 +280,9 @@ class Consolidator:
             return None
         target = plan.target_of(period)
         digest = plan.strategy.summarise([_item(m) for m in sources], target)
-        if not digest.text.strip():
+        if not digest.text.strip():  # nothing worth a sentence (emoji, punctuation)
+            if existing is not None:
+                self._drop(existing)
             return None
         self._strategies[plan.strategy.name] = plan.strategy
         below = [m.key for m in sources] if period.kind != "day" else []
@@ -294,8 +297,10 @@ class Consolidator:
         if existing is None:
             return None
         if not is_digest(existing):
-            raise DuplicateKeyError(f"key {key!r} holds a memory that is not a digest; "
-                                    "give it another key, or forget and purge it")
+            raise DuplicateKeyError(f"key {key!r}, where this digest belongs, holds a memory "
+                                    "that is not a digest; forget and purge that memory (add "
+                                    "it again under another key to keep it), then "
+                                    "consolidate again")
         if existing.forgotten_at is None and not self._tainted(existing):
             return existing
         self._drop(existing)
@@ -407,7 +412,7 @@ class Consolidator:
         strategy = self._known(info.get("strategy"))
         if strategy is not None:
             try:
-                self._make(_Plan(scope, period, strategy, info.get("target_tokens")), period)
+                self._make(Plan(scope, period, strategy, info.get("target_tokens")), period)
                 return
             except HTMError as exc:
                 logger.warning("digest %s could not be rebuilt; it is deleted until the next "
@@ -430,7 +435,7 @@ class Consolidator:
 
     # -- background ------------------------------------------------------------------
 
-    def schedule(self, plan: _Plan) -> int:
+    def schedule(self, plan: Plan) -> int:
         """Queue ``plan`` as a ``consolidate`` job for the worker (started here once)."""
         payload = {"period": plan.period.key, "scope": plan.scope.tag,
                    "strategy": plan.strategy.name, "target_tokens": plan.target}
@@ -455,7 +460,7 @@ class Consolidator:
             raise ValidationError(f"the {payload['strategy']!r} strategy needs a chat model; "
                                   "this worker was not given one (schedule_consolidation("
                                   "..., chat_model=...) in this process)")
-        plan = _Plan(DigestScope.from_tag(payload["scope"]), period, strategy,
+        plan = Plan(DigestScope.from_tag(payload["scope"]), period, strategy,
                      payload.get("target_tokens"))
         self.consolidate(plan)
 
@@ -469,13 +474,13 @@ class Consolidator:
             self._worker.stop(timeout=10)
 
 
-def _unchanged(existing: Memory, signature: str, plan: _Plan, period: Period) -> bool:
+def _unchanged(existing: Memory, signature: str, plan: Plan, period: Period) -> bool:
     info = existing.metadata["digest"]
     return bool(info.get("inputs") == signature and info.get("strategy") == plan.strategy.name
             and info.get("target_tokens") == plan.target_of(period))
 
 
-def _metadata(plan: _Plan, period: Period, sources: Sequence[SourceItem], signature: str,
+def _metadata(plan: Plan, period: Period, sources: Sequence[SourceItem], signature: str,
               target: int, child_keys: list[str]) -> dict[str, Any]:
     return {"period": period.key, "kind": period.kind, "label": period.label,
             "tz": period.tz, "start": _utc_iso(period.start), "end": _utc_iso(period.end),

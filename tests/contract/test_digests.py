@@ -451,3 +451,16 @@ def test_a_day_of_more_memories_than_one_page(htm_factory: Callable[..., HTM]) -
     htm.store.forget("turn-1002", robot=htm.robot, at=htm.clock())
     again = htm.consolidate("day", at=WEEK[0])[-1]
     assert (again.id, again.version) != (first.id, first.version)
+
+
+def test_a_key_held_by_another_memory_is_refused(htm_factory: Callable[..., HTM]) -> None:
+    from htm_core.errors import DuplicateKeyError
+
+    htm = htm_factory()
+    fill_week(htm)
+    htm.add("A note someone keyed like a digest.", key=f"digest:day:{WEEK[0]}",
+            created_at=at(date(2024, 4, 1)))
+    with pytest.raises(DuplicateKeyError, match="forget and purge that memory"):
+        htm.consolidate("day", at=WEEK[0])
+    assert htm.digests() == []
+    assert htm.get(f"digest:day:{WEEK[0]}").version == 1  # type: ignore[union-attr]
