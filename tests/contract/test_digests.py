@@ -107,6 +107,11 @@ def test_month_is_made_of_its_weeks(htm_factory: Callable[..., HTM], clock: Any)
     assert [w.key for w in weeks] == ["digest:week:2024-W19", "digest:week:2024-W21"]
     assert [s["key"] for s in month.metadata["digest"]["sources"]] == [w.key for w in weeks]
     assert "Porto" in month.content and "Atlas" in month.content
+    assert [d.key for d in htm.digests("week")] == ["digest:week:2024-W21",
+                                                    "digest:week:2024-W19"]  # newest first
+    assert [d.key for d in htm.digests(limit=2)] == ["digest:day:2024-05-21",
+                                                     "digest:week:2024-W21"]
+    assert htm.digests(user_id="ada") == []
     assert month.created_at == parse_period("2024-05").start
 
 
