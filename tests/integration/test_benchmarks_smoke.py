@@ -170,3 +170,13 @@ def test_async_recall_quick(tmp_path: Path, postgres_server_url: str) -> None:
     assert rows["sequential"][2] == "1.0×"
     assert float(rows["arecall × 20 (thread twins)"][1].replace(",", "")) > 0
     assert "ms client CPU" in out
+
+
+def test_digests_quick(tmp_path: Path) -> None:
+    rows = table_rows(run("digests", "--quick", cache=tmp_path))
+    assert rows[0] == ["what", "time"]
+    assert [r[0] for r in rows[2:]] == [
+        "consolidate a month (9 digests of 140 memories)",
+        "forget, no digest built on it (median)",
+        "forget, its day, week and month rebuilt (median)"]
+    assert all(r[1].endswith("s") for r in rows[2:])
