@@ -130,16 +130,22 @@ class QueryTime:
 def query_timeframe(query: str, now: datetime) -> QueryTime | None:
     """The first time expression in ``query``, resolved against ``now``, or None.
 
-    Understands month names with a year ("June 2023"), relative months ("last May",
-    "in March", "early July"), "N days/weeks/months ago", seasons ("last summer"),
-    "in 2023", "yesterday", "last weekend", "last/previous week/month/year", "this ...", and
-    rolling windows ending now ("the last 3 days", "the past week").
+    Understands days ("on 1 February, 2023", "the 3rd of May", "May 7th 2023", "2023-05-07")
+    and spans named from them ("the Sunday before 25 May 2023", "the week of ...", "between
+    August 11 and August 15 2023"), month names with a year ("June 2023"), relative months
+    ("last May", "in March", "early July"), "N days/weeks/months ago", seasons ("last
+    summer"), "in 2023", "yesterday", "last Friday", "last weekend", "last/previous
+    week/month/year", "this ...", and rolling windows ending now ("the last 3 days", "the
+    past week").
 
     >>> from datetime import timezone
     >>> now = datetime(2024, 3, 10, 12, tzinfo=timezone.utc)
     >>> t = query_timeframe("What did Ana do last May?", now)
     >>> t.start.date().isoformat(), t.end.date().isoformat(), t.phrase
     ('2023-05-01', '2023-06-01', 'last May')
+    >>> t = query_timeframe("What did Ana find on 1 February, 2023?", now)
+    >>> t.start.date().isoformat(), t.end.date().isoformat(), t.phrase
+    ('2023-02-01', '2023-02-02', 'on 1 February, 2023')
     >>> query_timeframe("This may sound odd, but what is my cat's name?", now) is None
     True
     """
