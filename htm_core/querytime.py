@@ -94,6 +94,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("weekday", re.compile(rf"\blast\s+({_WEEKDAY_RE})\b", re.I)),
 ]
 _DAY_KINDS = frozenset({"day", "range"})
+_DIGIT = re.compile(r"\d")
 
 #: Words one of which every match of a pattern holds, as a whole word (a cue, a month or a
 #: season); a year is the other way in. See :func:`_may_hold_time`.
@@ -153,7 +154,10 @@ def query_timeframe(query: str, now: datetime) -> QueryTime | None:
         return None
     now = to_aware(now)
     found: list[tuple[int, str, re.Match[str]]] = []
+    dated = _DIGIT.search(query) is not None  # every day phrase holds a number
     for kind, pattern in _PATTERNS:
+        if kind in _DAY_KINDS and not dated:
+            continue
         m = next((m for m in pattern.finditer(query) if _is_time_phrase(kind, m, query)), None)
         if m is not None:
             found.append((m.start(), kind, m))
