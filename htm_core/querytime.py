@@ -94,7 +94,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("weekday", re.compile(rf"\blast\s+({_WEEKDAY_RE})\b", re.I)),
 ]
 _DAY_KINDS = frozenset({"day", "range"})
-_DIGIT = re.compile(r"\d")
+#: What every day phrase holds (a number beside a month's name, or an ISO date): the day
+#: patterns, slower than the others, are tried only on a query where this is found.
+_DAY_CORE = re.compile(rf"\d(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTH_RE})\b"
+                       rf"|\b(?:{_MONTH_RE})\.?\s+\d|\d{{4}}-\d\d-\d\d", re.I)
 
 #: Words one of which every match of a pattern holds, as a whole word (a cue, a month or a
 #: season); a year is the other way in. See :func:`_may_hold_time`.
@@ -154,7 +157,7 @@ def query_timeframe(query: str, now: datetime) -> QueryTime | None:
         return None
     now = to_aware(now)
     found: list[tuple[int, str, re.Match[str]]] = []
-    dated = _DIGIT.search(query) is not None  # every day phrase holds a number
+    dated = _DAY_CORE.search(query) is not None
     for kind, pattern in _PATTERNS:
         if kind in _DAY_KINDS and not dated:
             continue
