@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Engine
 
+from ...errors import ValidationError
 from ...models import Memory, Operation, Robot
 from ...validation import check_int
 from .._sql.catalogue import Catalogue
@@ -42,7 +43,7 @@ from ..base import (
 )
 from ._schema import DEFAULT_COPY_MIN_ROWS, DEFAULT_EF_SEARCH
 from .bulk import BulkLoader
-from .engine import PostgresDatabase, postgres_url
+from .engine import PostgresDatabase, postgres_url, split_listen, split_pooler
 from .history import PostgresHistory
 from .indexes import VectorColumns, check_hnsw
 from .rows import PostgresRows
@@ -55,6 +56,15 @@ if TYPE_CHECKING:
     from ...jobs import JobQueue
 
 __all__ = ["PostgresStore"]
+
+
+def _check_staleness(value: float) -> float:
+    """``listen_staleness`` as a float, or a ValidationError saying what is accepted."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not 0.01 <= value <= 3600:
+        raise ValidationError(
+            f"listen_staleness must be a number of seconds from 0.01 to 3600, got {value!r}")
+    return float(value)
 
 
 class PostgresStore:
@@ -82,6 +92,14 @@ class PostgresStore:
             ``?pooler=transaction``. Then nothing is kept in a server session: no
             prepared statements, ``hnsw.ef_search`` set per transaction, transaction
             advisory locks only; :meth:`bulk_load` is refused (it needs a session).
+        listen: keep a connection listening for other processes' working-memory changes
+            (LISTEN/NOTIFY), so a read skips the working-set version round trip while
+            nothing was heard; the URL can say so instead, with ``?listen=true``. A read
+            may then miss a change committed less than ``listen_staleness`` seconds
+            before it (see :mod:`~htm_core.store.postgres.listener`). Not with
+            ``pooler="transaction"`` (a pooler does not keep a LISTEN).
+        listen_staleness: the bound above, in seconds (the listener's heartbeat runs
+            twice as often).
 
     The parts, each built here with what it needs: ``database`` (the engine: pool,
     transactions, meta, robots, log), ``columns`` (vector columns and HNSW indexes),
@@ -112,8 +130,18 @@ class PostgresStore:
         ef_search: int = DEFAULT_EF_SEARCH,
         copy_min_rows: int = DEFAULT_COPY_MIN_ROWS,
         pooler: str | None = None,
+        listen: bool | None = None,
+        listen_staleness: float = 1.0,
     ) -> None:
+        url, listen = split_listen(url, listen)
         url = postgres_url(url)  # the options are checked in this order, before connecting
+        listen_staleness = _check_staleness(listen_staleness)
+        if listen and split_pooler(url, pooler)[1] is not None:
+            raise ValidationError(
+                "listen=True needs a session of its own on the server, which a "
+                "transaction-mode pooler does not keep: leave listen out with "
+                "pooler='transaction' (reads then check the working-set version each time), "
+                "or open the store on a direct URL")
         hnsw_m, hnsw_ef_construction = check_hnsw(hnsw_m, hnsw_ef_construction)
         ef_search = check_int("ef_search", ef_search, 1, 1000)
         copy_min_rows = check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
@@ -142,8 +170,10 @@ class PostgresStore:
             if needs_migration(self.url, self.schema_version(), migrate=migrate):
                 self.migrate()
             self.bulk.recover()
+            if listen:
+                db.listen(install=migrate, staleness=listen_staleness)
         except BaseException:
-            db.engine.dispose()
+            db.close()
             raise
 
     def __repr__(self) -> str:
@@ -173,6 +203,11 @@ class PostgresStore:
     def pooler(self) -> str | None:
         """``"transaction"`` behind a transaction-mode pooler, else None."""
         return self.database.pooler
+
+    @property
+    def listening(self) -> bool:
+        """Whether a listener vouches for remembered working-set versions (``listen``)."""
+        return self.database.heard.listener is not None
 
     @property
     def ef_search(self) -> int:
