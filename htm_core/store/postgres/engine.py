@@ -120,6 +120,11 @@ def split_listen(url: str, listen: bool | None = None) -> tuple[str, bool]:
     return stripped, listen if listen is not None else in_url.lower() in _YES
 
 
+#: Per database (its masked URL), the primary's WAL position after the newest write this
+#: process committed there, while a store reads on a replica (see :mod:`.replica`).
+_WRITTEN_LSN: dict[str, int] = {}
+_LSN_LOCK = threading.Lock()
+
 #: A ``text()`` placeholder (``:name``), not a ``::`` cast.
 PARAM = re.compile(r"(?<![:\w]):(\w+)")
 
@@ -207,6 +212,8 @@ class PostgresDatabase:
         self._raw_info: dict[str, Any] = {}
         #: Each robot's working-set version as last read, trusted while a listener vouches.
         self.heard = HeardVersions(None, self._robot_ids)
+        #: Note the WAL position after each committed transaction (a replica reads for us).
+        self.track_lsn = False
 
     @property
     def raw_connection(self) -> psycopg.Connection[Any] | None:
@@ -227,6 +234,8 @@ class PostgresDatabase:
                     result = fn(conn)
                     before_commit = False
                 local_write(self.url)
+                if self.track_lsn:
+                    self._note_lsn()
                 return result
             except DBAPIError as exc:
                 if sqlstate(exc) in _RETRYABLE and attempt < _RETRIES - 1:
@@ -239,6 +248,18 @@ class PostgresDatabase:
             except PoolTimeoutError as exc:
                 raise postgres_error(exc, self.url, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _note_lsn(self) -> None:
+        """Remember the WAL position now (at or past the commit that just returned)."""
+        lsn = int(self.read("reading the WAL position", lambda conn: conn.execute(text(
+            "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")).scalar_one()))
+        with _LSN_LOCK:
+            _WRITTEN_LSN[self.url] = max(_WRITTEN_LSN.get(self.url, 0), lsn)
+
+    def written_lsn(self) -> int:
+        """The WAL position a replica must have replayed to hold every write this process
+        committed here (0 before the first)."""
+        return _WRITTEN_LSN.get(self.url, 0)
 
     def read(self, what: str, fn: Callable[[Connection], T]) -> T:
         """Run ``fn``'s reads in autocommit mode: each statement is its own snapshot, and

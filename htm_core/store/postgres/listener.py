@@ -1,26 +1,12 @@
 """LISTEN/NOTIFY on PostgreSQL: robots' working-set versions a process may trust unread.
 
-Triggers on ``robots`` and ``memories`` (:data:`NOTIFY_DDL`, installed at open by a store
-allowed to migrate) send a notification on :data:`CHANNEL`, inside the writing
-transaction (so it leaves on commit), whenever a robot's ``working_version`` moves (the
-payload: the robots' ids, or ``*`` for many) or a memory is forgotten (``-``). Every
-writer notifies, whatever its code, since the database does it.
-
-A store opened with ``listen=True`` keeps one connection of its own listening
-(:class:`Listener`, a background thread) and remembers the version each robot had when
-it last read it (:class:`HeardVersions`). A read uses the remembered version without a
-round trip while all of this holds; otherwise it reads the version as before:
-
-- the listener is connected and listening, in this process (not inherited by ``fork``);
-- the listener's last heartbeat (a ``SELECT 1`` on its connection, every half
-  ``staleness``) started at most ``staleness`` seconds ago: every notification committed
-  before a heartbeat started has been received when it returns, so a read never misses a
-  change committed more than ``staleness`` seconds before it;
-- nothing is waiting unread on the listener's socket (a notification, or the end of a
-  terminated connection);
-- since the version was read, no notification named the robot (or all robots), no memory
-  was forgotten, the listener did not reconnect, and no store of this process committed a
-  write on the same database.
+Triggers (:data:`NOTIFY_DDL`) notify :data:`CHANNEL` inside every transaction that moves a
+robot's working-set version (payload: robot ids, or ``*``) or forgets a memory (``-``). A
+store opened with ``listen=True`` keeps one listening connection (:class:`Listener`) and
+remembers each robot's version as last read (:class:`HeardVersions`), trusted only while
+the listener is connected, its last heartbeat started within ``staleness`` seconds,
+nothing waits unread on its socket and nothing concerning the robot was heard or written
+by this process since. The rules and their bound: docs/postgres.md, "Listening for changes".
 """
 
 from __future__ import annotations
