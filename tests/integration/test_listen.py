@@ -217,3 +217,14 @@ def test_a_listen_value_that_is_not_a_yes_or_no_is_refused(pg_url: str, bad: str
 def test_a_staleness_out_of_range_is_refused(pg_url: str, bad: Any) -> None:
     with pytest.raises(ValidationError, match="listen_staleness"):
         PostgresStore(pg_url, listen=True, listen_staleness=bad)
+
+
+def test_the_benchmark_runs_quick(postgres_server_url: str,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m benchmarks.listen --quick``: a smoke run, never a timing assertion."""
+    from benchmarks.listen import FIGURES, MODES, main
+
+    payload = main(["--database-url", postgres_server_url, "--quick"])
+    assert set(payload["result"]) == set(MODES)
+    assert set(payload["result"]["listen=true"]) == set(FIGURES)
+    assert "| listen=true |" in capsys.readouterr().out
