@@ -143,8 +143,11 @@ class Listener:
     # -- the thread ------------------------------------------------------------------
 
     def _heard(self, note: psycopg.Notify) -> None:
+        self._payload(note.payload)
+
+    def _payload(self, payload: str) -> None:
         with self._lock:
-            for part in note.payload.split(","):
+            for part in payload.split(","):
                 if part == "*":
                     self._all += 1
                 elif part == "-":
@@ -177,21 +180,29 @@ class Listener:
                     pg.close()
 
     def _listen(self, pg: psycopg.Connection[Any]) -> None:
-        """LISTEN, then heartbeat every half ``staleness`` and whenever the socket has
-        something to read (the heartbeat's execution hands notifications to :meth:`_heard`)."""
+        """LISTEN, then a heartbeat every half ``staleness`` (its execution hands what
+        arrived before it to :meth:`_heard`), reading notifications as they arrive."""
         pg.add_notify_handler(self._heard)
         pg.execute(f"LISTEN {CHANNEL}")
         with self._lock:
             self._all += 1  # nothing heard before this connection listened is known
             self._fd, self.backend_pid = pg.fileno(), pg.info.backend_pid
+        beat = 0.0
         while not self._stop.is_set():
-            started = time.monotonic()
-            pg.execute("SELECT 1")
-            with self._lock:
-                self._synced = started
-            ready = select.select([self._fd, self._wake_r], [], [], self.staleness / 2)[0]
+            if time.monotonic() >= beat:
+                started = time.monotonic()
+                pg.execute("SELECT 1")
+                with self._lock:
+                    self._synced = started
+                beat = started + self.staleness / 2
+            ready = select.select([self._fd, self._wake_r], [], [],
+                                  max(0.0, beat - time.monotonic()))[0]
             if self._wake_r in ready:
                 return
+            if self._fd in ready:  # notifications, or the end of the connection (raises)
+                pg.pgconn.consume_input()
+                while (note := pg.pgconn.notifies()) is not None:
+                    self._payload(note.extra.decode())
 
     def _pause(self, seconds: float) -> None:
         select.select([self._wake_r], [], [], seconds)
