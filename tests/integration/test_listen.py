@@ -28,16 +28,20 @@ def listening(url: str) -> str:
 
 @pytest.fixture
 def htms(pg_url: str) -> Iterator[Callable[..., HTM]]:
+    """Listening ``HTM`` objects, each on its own store. The stores allow a staleness of
+    a minute, so that a heartbeat late on a busy machine never makes a read check the
+    version where a test expects it to skip (what is heard is what these tests pin)."""
     made: list[HTM] = []
 
-    def make(robot: str, **kwargs: Any) -> HTM:
-        kwargs.setdefault("database_url", listening(pg_url))
-        made.append(HTM(robot=robot, embedder=HashingEmbedder(), **kwargs))
+    def make(robot: str) -> HTM:
+        store = PostgresStore(listening(pg_url), listen_staleness=60)
+        made.append(HTM(robot=robot, embedder=HashingEmbedder(), store=store))
         return made[-1]
 
     yield make
     for htm in made:
         htm.close()
+        htm._store.close()
 
 
 def _store(htm: HTM) -> PostgresStore:
@@ -109,6 +113,28 @@ def test_a_second_read_skips_the_version_round_trip(htms: Callable[..., HTM]) ->
     skipped, checked = heard.skipped, heard.checked
     assert context_keys(ada) == {"Ada:tea"}
     assert (heard.skipped, heard.checked) == (skipped + 1, checked)
+
+
+def test_a_url_with_listen_true_listens(pg_url: str) -> None:
+    with HTM(robot="Ada", database_url=listening(pg_url), embedder=HashingEmbedder()) as htm:
+        assert _store(htm).listening
+    with HTM(robot="Ada", database_url=pg_url, embedder=HashingEmbedder()) as htm:
+        assert not _store(htm).listening
+
+
+def test_a_late_heartbeat_makes_reads_check_the_version(htms: Callable[..., HTM]) -> None:
+    """The bound: a listener whose last heartbeat started more than ``listen_staleness``
+    ago (a stalled thread, a hung connection) vouches for nothing. The heartbeat's time is
+    moved back by hand, as a stall would leave it."""
+    ada = htms("Ada")
+    ada.add("Ada likes green tea", key="Ada:tea")
+    warm(ada)
+    heard, listener = _store(ada).database.heard, _listener(ada)
+    with listener._lock:
+        listener._synced -= 2 * listener.staleness
+    checked = heard.checked
+    assert context_keys(ada) == {"Ada:tea"}
+    assert heard.checked == checked + 1
 
 
 def test_another_process_forget_is_seen_by_the_next_read(
