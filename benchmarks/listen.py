@@ -3,6 +3,8 @@ read on every call (the default) and with ``?listen=true`` (the version remember
 the listener heard nothing about the robot), taken in turns on fresh databases:
 
 - ``working_version`` and ``recall_check`` (10 ids): the store's coherence reads alone;
+- a third mode reads the version on every call on a database where the LISTEN/NOTIFY
+  triggers are installed (another process listens): what the triggers cost a writer;
 - HTM's read and write path per call (``benchmarks.coherence``'s figures).
 
 Each round runs both modes; the table shows, per mode, the median over the rounds of each
@@ -32,7 +34,7 @@ from ._common import (
 )
 from .coherence import run as coherence_run
 
-MODES = ("version check", "listen=true")
+MODES = ("version check", "version check, triggers installed", "listen=true")
 FIGURES = ("working_version", "recall_check", "create_context", "recall", "retrieve", "add",
            "create_context_after_forget")
 
@@ -53,7 +55,11 @@ def _coherence_reads(url: str, *, calls: int) -> dict[str, float]:
 
 
 def _address(mode: str, database_url: str) -> str:
-    if mode == "version check":
+    if mode.startswith("version check"):
+        if mode.endswith("triggers installed"):  # what the triggers cost a writer alone
+            from htm_core.store.postgres import PostgresStore
+
+            PostgresStore(database_url, listen=True).close()
         return database_url
     return make_url(database_url).update_query_dict({"listen": "true"}).render_as_string(
         hide_password=False)
@@ -66,8 +72,9 @@ def measure(server_url: str, *, rounds: int, memories: int,
     for _ in range(rounds):
         for mode in MODES:
             with fresh_database(server_url, prefix="htm_bench_listen") as url:
-                out = {**_coherence_reads(_address(mode, url), calls=calls),
-                       **coherence_run(_address(mode, url), memories=memories, calls=calls)}
+                address = _address(mode, url)
+                out = {**_coherence_reads(address, calls=calls),
+                       **coherence_run(address, memories=memories, calls=calls)}
             for figure in FIGURES:
                 if out[figure] is not None:
                     samples[mode][figure].append(float(out[figure]))
