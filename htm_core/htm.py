@@ -92,6 +92,9 @@ class HTM:
         database_url: a SQLite path / ``sqlite:///`` URL / ``":memory:"``, or a
             ``postgresql://`` URL. Default ``HTM_DATABASE_URL``, else a SQLite file in
             the user data directory.
+        read_database_url: a streaming replica of a PostgreSQL ``database_url``: recalls'
+            searches and lists read there once it has replayed this process's writes
+            (docs/postgres.md, "Read replicas"). Default ``HTM_READ_DATABASE_URL``.
         working_memory_tokens: the working-memory budget (default 128,000). A budget given
             here is recorded on the robot (``Robot.working_memory_tokens``), so that tools
             looking at the store, such as ``htm ui``, know what the robot runs with.
@@ -144,6 +147,7 @@ class HTM:
         database_url: str | Path | None = None,
         store: LongTermStore | None = None,
         read_only: bool = False,
+        read_database_url: str | None = None,
         clock: Clock | None = None,
         retrieval: RetrievalConfig | None = None,
         working: WorkingMemoryOptions | None = None,
@@ -182,11 +186,13 @@ class HTM:
             "telemetry": ("export", telemetry), "meter_provider": ("meter_provider", meter_provider),
             "tracer_provider": ("tracer_provider", tracer_provider)})
         self._connect(robot, database_url, store, read_only=read_only, clock=clock,
+                   read_database_url=read_database_url,
                    retrieval=retrieval, working=working, embedding=embedding,
                    enrichment=enrichment, observability=observability)
 
     def _connect(self, robot: str | None, database_url: str | Path | None,
               store: LongTermStore | None, *, read_only: bool, clock: Clock | None,
+              read_database_url: str | None,
               retrieval: RetrievalConfig | None, working: WorkingMemoryOptions,
               embedding: EmbeddingOptions, enrichment: EnrichmentOptions,
               observability: Observability) -> None:
@@ -194,6 +200,7 @@ class HTM:
         chosen = embedding.embedder
         self.settings = settings = Settings.resolve(
             robot=robot, database_url=str(database_url) if database_url is not None else None,
+            read_database_url=read_database_url,
             working_memory_tokens=working.tokens, eviction=working.eviction,
             context_margin=working.context_margin,
             embedder=chosen if isinstance(chosen, str) else None)
@@ -211,7 +218,8 @@ class HTM:
         check_batch_size(embedding.batch_size)
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
-            settings.database_url, read_only=read_only)
+            settings.database_url, read_only=read_only,
+            read_database_url=settings.read_database_url)
         try:
             self._assemble(chosen if chosen is not None and not isinstance(chosen, str)
                            else settings.embedder, embedding=embedding, enrichment=enrichment,

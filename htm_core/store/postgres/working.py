@@ -85,16 +85,31 @@ class PostgresWorkingSet:
         """The working-set version of ``robot`` and which of ``ids`` are hidden, one read
         (on the recall path's own connection; the ids as one array, so the statement's
         text stays the same and is prepared)."""
+        heard = self.db.heard
+        known = heard.version(robot)
+        if known is not None:  # no robot moved, no memory was forgotten: nothing hidden
+            return known, frozenset()
+        taken = heard.stamp(robot)
         wanted = {int(i) for i in ids}
         found = self.db.quick("checking what is still visible", lambda pg, _info: driver_rows(
             pg, _RECALL_CHECK, {"n": robot, "ids": sorted(wanted)}))
-        return recall_check_answer(found, wanted)
+        version, hidden = recall_check_answer(found, wanted)
+        heard.remember(robot, version, taken)
+        return version, hidden
 
     def working_version(self, robot: str) -> int:
-        """``robot``'s working-set version (0 for an unknown robot)."""
+        """``robot``'s working-set version (0 for an unknown robot): remembered while the
+        listener (``listen=True``) vouches for it, else read."""
+        heard = self.db.heard
+        known = heard.version(robot)
+        if known is not None:
+            return known
+        taken = heard.stamp(robot)
         value = self.db.read("reading the working-set version", lambda conn: conn.execute(
             text("SELECT working_version FROM robots WHERE name = :n"), {"n": robot}).scalar())
-        return int(value) if value is not None else 0
+        version = int(value) if value is not None else 0
+        heard.remember(robot, version, taken)
+        return version
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
