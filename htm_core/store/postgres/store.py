@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from ...models import Memory, Operation, Robot
@@ -46,7 +47,7 @@ from .engine import PostgresDatabase, postgres_url
 from .history import PostgresHistory
 from .indexes import VectorColumns, check_hnsw
 from .rows import PostgresRows
-from .search import PostgresSearcher
+from .search import VECTOR_VERSION, PostgresSearcher, iterative_scans
 from .windows import PostgresWindows, WindowedVectorSQL
 from .working import PostgresWorkingSet
 from .writer import PostgresWriter
@@ -142,6 +143,9 @@ class PostgresStore:
             if needs_migration(self.url, self.schema_version(), migrate=migrate):
                 self.migrate()
             self.bulk.recover()
+            self.searcher.iterative = iterative_scans(db.read(
+                "reading pgvector's version",
+                lambda conn: conn.execute(text(VECTOR_VERSION)).scalar()))
         except BaseException:
             db.engine.dispose()
             raise
