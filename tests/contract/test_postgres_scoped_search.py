@@ -164,3 +164,23 @@ def test_the_store_reads_pgvectors_version_when_it_opens(scoped) -> None:
     assert store.searcher.iterative is iterative_scans(version)
     q = queries(1)[0]
     assert store.vector_search(q, limit=5, filters=SearchFilters(tags=(tag_of("ada"),)))
+
+
+def test_a_short_search_through_the_index_is_run_again_with_the_tag_as_a_join(scoped) -> None:
+    """A search through the index that comes back short is run again exactly with the
+    tag test as a join (the scope's rows read, then sorted): the per-row test with
+    index scans off would read the whole table (6 s at a million memories)."""
+    store, vectors = scoped
+    store.searcher.exact_scope_rows = 1
+    again: list[str] = []
+    original = store.searcher._exact_vector_search
+
+    def spy(sql: str, params: dict) -> list:
+        again.append(sql)
+        return original(sql, params)
+
+    store.searcher._exact_vector_search = spy
+    q = queries(1)[0]
+    hits = store.vector_search(q, limit=10, filters=SearchFilters(tags=(tag_of("ada:x"),)))
+    assert [h[0] for h in hits] == exact(vectors["ada:x"], q, 10)
+    assert len(again) == 1 and "OFFSET 0" not in again[0] and "JOIN tags" in again[0]

@@ -65,11 +65,11 @@ def estimate_mean(first_row: Callable[[str], Sequence[Any] | None],
 
 
 #: A tag filter (a user's scope) matching fewer memories than this is searched exactly:
-#: reading its rows costs less than an HNSW scan (docs/scaling.md, "One store, many users").
-EXACT_SCOPE_ROWS = 1000
+#: reading its rows costs less than an HNSW scan (docs/benchmarks.md, "Many users in one store").
+EXACT_SCOPE_ROWS = 2000
 #: The least ``hnsw.ef_search`` of a search through the HNSW index with a tag filter: the
 #: filter drops the candidates of other scopes, so the scan needs more of them.
-SCOPED_EF_SEARCH = 200
+SCOPED_EF_SEARCH = 400
 
 #: pgvector's version in the database.
 VECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
@@ -301,7 +301,10 @@ class PostgresSearcher:
             found[int(row[0])].append((int(row[1]), float(row[2])))
         for k, arm in enumerate(arms):
             if arm.vector is not None and k in parts and len(found[k]) < arm.limit:
-                found[k] = self._exact_vector_search(*parts[k])
+                # Exactly, with the tag test as a join (read the scope's rows, then sort):
+                # a fenced test with index scans off would scan the whole table.
+                found[k] = self._exact_vector_search(*self.vector_sql(
+                    parts[k][1]["q"], arm.limit, arm.filters, arm.windows))
             elif arm.vector is not None:
                 # Each arm's own order (by distance; a stable sort keeps the index's order
                 # of equal scores), whatever order the union handed its rows back in.
