@@ -26,8 +26,11 @@ Plus the load: COPY phase, the index builds (HNSW build time, ``maintenance_work
 the building backends' peak memory, index and table sizes).
 
 Run: ``python -m benchmarks.scale [--memories 1000000] [--users 1000] [--database-url URL]``;
-``--smoke`` is a few-second run (used by the test suite). Without ``--database-url`` (or
-``HTM_BENCH_DATABASE_URL``) it starts a throwaway pgserver.
+``--smoke`` (or ``--quick``) is a few-second run (used by the test suite). Without
+``--database-url`` (or ``HTM_BENCH_DATABASE_URL``) it starts a throwaway pgserver.
+``--keep`` / ``--load-only`` keep the loaded database, ``--reuse URL`` measures on it
+again (with the same sizes), ``--exact-scope-rows`` overrides the store's threshold (a
+huge value reads every scope whole, as the store did before it counted scopes).
 """
 
 from __future__ import annotations
@@ -327,7 +330,8 @@ def percentile(samples: Sequence[float], q: float) -> float:
 def plain_scan(store: Any, unit: np.ndarray, tag: str, ef: int | None) -> tuple[list[int], float]:
     """The scope's vector search as one statement, without the store's choice or its
     re-run: through the HNSW index at ``ef`` (the tag tested on each row the scan
-    gives) or, with None, exactly (index scans off); its ids and its time."""
+    gives; iterative where the store uses iterative scans) or, with None, exactly
+    (index scans off); its ids and its time."""
     from sqlalchemy import text
 
     from htm_core.store import SearchFilters
@@ -339,6 +343,8 @@ def plain_scan(store: Any, unit: np.ndarray, tag: str, ef: int | None) -> tuple[
             conn.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
         else:
             conn.execute(text("SELECT set_config('hnsw.ef_search', :v, true)"), {"v": str(ef)})
+            if store.searcher.iterative:
+                conn.execute(text("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)"))
         t = time.perf_counter()
         found = [int(r[0]) for r in conn.execute(text(sql), params)]
         return found, time.perf_counter() - t
@@ -456,6 +462,7 @@ class Plan:
     m: int
     ef_construction: int
     solo: bool
+    exact_scope_rows: int | None = None
 
 
 def run(server: str, plan: Plan, *, keep: bool = False, reuse: str | None = None,
@@ -482,6 +489,11 @@ def run(server: str, plan: Plan, *, keep: bool = False, reuse: str | None = None
             store.close()
             return result
         _checkpoint(store)
+        if plan.exact_scope_rows is not None:
+            store.searcher.exact_scope_rows = plan.exact_scope_rows
+        result["strategy"] = {"exact_scope_rows": store.searcher.exact_scope_rows,
+                              "scoped_ef_search": store.searcher.scoped_ef_search,
+                              "iterative_scan": store.searcher.iterative}
         measure_all(store, data, plan, ids, result)
     if plan.solo:
         for cls, users in sample_users(data.counts, plan.heavy, plan.medium, plan.light).items():
@@ -536,6 +548,8 @@ def solo(server: str, data: Tenants, user: int, plan: Plan) -> dict[str, Any]:
             plan.memory_mb, 1024), batch=plan.batch, m=plan.m,
             ef_construction=plan.ef_construction)
         _checkpoint(store)
+        if plan.exact_scope_rows is not None:
+            store.searcher.exact_scope_rows = plan.exact_scope_rows
         try:
             with HTM(robot=ROBOT, store=store, embedder=QueryEmbedder()) as htm:
                 out = measure_user(htm, store, data, user, ids, n_queries=plan.queries,
@@ -552,8 +566,12 @@ def report(result: dict[str, Any]) -> list[str]:
     """Print the tables and the goal lines; return the goal lines."""
     load_ = result["load"]
     plan = result["plan"]
+    strategy = result.get("strategy", {})
     print(f"\n## {plan['memories']:,} memories of {plan['users']:,} users (Zipf s = "
           f"{plan['zipf']}), one PostgreSQL store, pgvector {result['pgvector']}\n")
+    print(f"(scopes of {strategy.get('exact_scope_rows', '?'):,} memories or more through the "
+          f"HNSW index at ef_search >= {strategy.get('scoped_ef_search')}; iterative scans: "
+          f"{'on' if strategy.get('iterative_scan') else 'off'})\n")
     if not load_.get("reused"):
         print(markdown_table(
             ["COPY phase", "index builds (GIN + HNSW)", "HNSW build", "maintenance_work_mem",
@@ -629,6 +647,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=5000)
     parser.add_argument("--m", type=int, default=16)
     parser.add_argument("--ef-construction", type=int, default=64)
+    parser.add_argument("--exact-scope-rows", type=int, default=None,
+                        help="the store's exact_scope_rows (default: the store's own; a huge "
+                             "value reads every scope whole, as the store did before)")
     parser.add_argument("--no-solo", action="store_true",
                         help="skip the stores holding one user alone")
     parser.add_argument("--keep", action="store_true", help="keep the big database")
@@ -636,13 +657,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         help="load (and keep) the big database, measure nothing")
     parser.add_argument("--reuse", default=None,
                         help="measure on a database an earlier --keep run loaded (same sizes)")
-    parser.add_argument("--smoke", action="store_true", help="a few-second run (the test suite's)")
+    parser.add_argument("--smoke", "--quick", dest="smoke", action="store_true",
+                        help="a few-second run (the test suite's)")
     args = parser.parse_args(argv)
     plan = Plan(memories=args.memories, users=args.users, zipf=args.zipf, queries=args.queries,
                 heavy=args.heavy, medium=args.medium, light=args.light,
                 efs=tuple(int(x) for x in args.ef_search.split(",")),
                 memory_mb=args.maintenance_work_mem, batch=args.batch, m=args.m,
-                ef_construction=args.ef_construction, solo=not args.no_solo)
+                ef_construction=args.ef_construction, solo=not args.no_solo,
+                exact_scope_rows=args.exact_scope_rows)
     if args.smoke:
         plan = Plan(memories=3000, users=30, zipf=args.zipf, queries=4, heavy=1, medium=1,
                     light=1, efs=(40,), memory_mb=64, batch=1000, m=args.m,
