@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from ...errors import ValidationError
@@ -48,7 +49,7 @@ from .history import PostgresHistory
 from .indexes import VectorColumns, check_hnsw
 from .replica import ReplicaReads
 from .rows import FilterSQL, PostgresRows
-from .search import PostgresSearcher
+from .search import VECTOR_VERSION, PostgresSearcher, iterative_scans
 from .windows import PostgresWindows, WindowedVectorSQL
 from .working import PostgresWorkingSet
 from .writer import PostgresWriter
@@ -199,6 +200,9 @@ class PostgresStore:
             self.bulk.recover()
             if listen:
                 db.listen(install=migrate, staleness=listen_staleness)
+            self.searcher.iterative = self.replica_searcher.iterative = iterative_scans(
+                db.read("reading pgvector's version",
+                        lambda conn: conn.execute(text(VECTOR_VERSION)).scalar()))
         except BaseException:
             self.close()
             raise
