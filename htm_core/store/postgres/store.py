@@ -195,17 +195,22 @@ class PostgresStore:
         self._read_on(read_database_url, wait=replica_wait, where=where, ef_search=ef_search,
                       pool=(pool_size, max_overflow, pool_timeout, connect_timeout))
         try:
-            if needs_migration(self.url, self.schema_version(), migrate=migrate):
-                self.migrate()
-            self.bulk.recover()
-            if listen:
-                db.listen(install=migrate, staleness=listen_staleness)
-            self.searcher.iterative = self.replica_searcher.iterative = iterative_scans(
-                db.read("reading pgvector's version",
-                        lambda conn: conn.execute(text(VECTOR_VERSION)).scalar()))
+            self._open(migrate=migrate, listen=listen, listen_staleness=listen_staleness)
         except BaseException:
             self.close()
             raise
+
+    def _open(self, *, migrate: bool, listen: bool, listen_staleness: float) -> None:
+        """Migrate (when allowed), recover from a loader that died, start listening, and
+        read which pgvector serves the searches."""
+        if needs_migration(self.url, self.schema_version(), migrate=migrate):
+            self.migrate()
+        self.bulk.recover()
+        if listen:
+            self.database.listen(install=migrate, staleness=listen_staleness)
+        self.searcher.iterative = self.replica_searcher.iterative = iterative_scans(
+            self.database.read("reading pgvector's version",
+                               lambda conn: conn.execute(text(VECTOR_VERSION)).scalar()))
 
     def _read_on(self, url: str | None, *, wait: float, where: FilterSQL, ef_search: int,
                  pool: tuple[int, int, float, int]) -> None:
