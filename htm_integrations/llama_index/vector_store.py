@@ -46,7 +46,7 @@ _MODES = {
     VectorStoreQueryMode.HYBRID: "hybrid",
 }
 #: Metadata keys every returned node carries (DESIGN: id, key, score, importance...).
-RESULT_KEYS = ("id", "key", "score", "importance", "created_at", "robot", "tags")
+RESULT_KEYS = ("id", "key", "score", "importance", "created_at", "robot", "tags", "kind")
 #: Memories per listing page, and node ids per listing (one tag condition each).
 _PAGE = 1_000
 _IDS_PER_LIST = 200

@@ -81,7 +81,7 @@ def test_documents_carry_memory_metadata(htm_factory: Callable[..., HTM]) -> Non
     assert top.metadata == {
         "id": stored.id, "key": "vim", "score": pytest.approx(top.metadata["score"]),
         "importance": 1.0, "created_at": "2024-05-15T12:00:00+00:00", "robot": stored.robot,
-        "tags": ["user:preferences"],
+        "tags": ["user:preferences"], "kind": "episodic",
     }
     # the second shares no word with the query (the hashing embedder): its own score is low
     assert top.metadata["score"] > docs[1].metadata["score"] >= 0
