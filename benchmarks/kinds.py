@@ -9,6 +9,8 @@ columns added, the index built).
 
     python -m benchmarks.kinds intake [--rounds 5]
     python -m benchmarks.kinds upgrade [--memories 200000]
+
+``--quick``: 2,000 texts, one round; an upgrade of 2,000 memories (a smoke test).
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ def _texts(n: int, extra: str = "") -> list[str]:
             for i in range(n)]
 
 
-def intake(rounds: int) -> None:
-    plain, worded = _texts(20_000), _texts(20_000, " and my notes")
+def intake(rounds: int, size: int = 20_000) -> None:
+    plain, worded = _texts(size), _texts(size, " and my notes")
     with HTM(database_url=":memory:", embedder="hashing") as htm:
         runs = {"no rule's word (rules skipped early)": plain,
                 "a rule's word ('my'): rules read": worded,
@@ -55,7 +57,8 @@ def upgrade(memories: int) -> None:
         with HTM(database_url=url, embedder=HashingEmbedder(dim=64)) as htm:
             with htm.store.bulk_load():  # type: ignore[attr-defined]
                 for at in range(0, memories, 5_000):
-                    htm.add_many(_texts(5_000, f" batch {at}"), working_memory=False)
+                    size = min(5_000, memories - at)
+                    htm.add_many(_texts(size, f" batch {at}"), working_memory=False)
             with htm.store.engine.begin() as conn:  # type: ignore[attr-defined]
                 conn.execute(text("DROP INDEX memories_kind"))
                 for table in ("memories", "memory_versions"):
@@ -75,11 +78,12 @@ def main() -> None:
     parser.add_argument("what", choices=("intake", "upgrade"))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--memories", type=int, default=200_000)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     args = parser.parse_args()
     if args.what == "intake":
-        intake(args.rounds)
+        intake(1, 2_000) if args.quick else intake(args.rounds)
     else:
-        upgrade(args.memories)
+        upgrade(2_000 if args.quick else args.memories)
 
 
 if __name__ == "__main__":

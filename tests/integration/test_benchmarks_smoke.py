@@ -158,3 +158,9 @@ def test_recall_dump_quick_is_the_same_twice(tmp_path: Path) -> None:
                  " fusion-fn:"):
         assert any(call in line for line in lines), call
     assert any("'neighbor'" in line for line in lines)
+
+
+@pytest.mark.parametrize("what", ["intake", "upgrade"])
+def test_kinds_quick(tmp_path: Path, what: str) -> None:
+    out = run("kinds", what, "--quick", cache=tmp_path)
+    assert ("µs a memory" if what == "intake" else "migrate 7 -> 8 of 2,000 memories") in out
