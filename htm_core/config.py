@@ -51,6 +51,7 @@ class Settings:
     eviction: str
     context_margin: float
     embedder: str | None
+    read_database_url: str | None = None
 
     @classmethod
     def resolve(
@@ -62,6 +63,7 @@ class Settings:
         eviction: str | None = None,
         context_margin: float | None = None,
         embedder: str | None = None,
+        read_database_url: str | None = None,
     ) -> Settings:
         """Fill every unset argument from the environment, then the defaults."""
         return cls(
@@ -74,4 +76,6 @@ class Settings:
             context_margin=(context_margin if context_margin is not None
                             else env_float("HTM_CONTEXT_MARGIN", 0.10)),
             embedder=embedder or os.environ.get("HTM_EMBEDDER") or None,
+            read_database_url=(read_database_url or os.environ.get("HTM_READ_DATABASE_URL")
+                               or None),
         )

@@ -35,6 +35,8 @@ from ._versions import Versions, write_readding
 from .background import FlushTimer
 from .clock import Clock, local_now
 from .config import Settings
+from .consolidation.base import DigestStrategy
+from .consolidation.service import Consolidator, Writers
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
 from .enrich.base import ImportanceScorer, SummaryWriter, Tagger
 from .enrich.documents import diff_document, plan_document
@@ -43,6 +45,7 @@ from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
 from .observability import Metrics, instrumented
 from .options import EmbeddingOptions, EnrichmentOptions, Observability, WorkingMemoryOptions, group
 from .recall import RetrievalConfig
+from .scope import ChatScope
 from .store import LongTermStore, open_store
 from .tokens import TokenCounter, resolve_counter
 from .validation import check_content, check_max_tokens, check_name, check_tags
@@ -89,6 +92,9 @@ class HTM:
         database_url: a SQLite path / ``sqlite:///`` URL / ``":memory:"``, or a
             ``postgresql://`` URL. Default ``HTM_DATABASE_URL``, else a SQLite file in
             the user data directory.
+        read_database_url: a streaming replica of a PostgreSQL ``database_url``: recalls'
+            searches and lists read there once it has replayed this process's writes
+            (docs/postgres.md, "Read replicas"). Default ``HTM_READ_DATABASE_URL``.
         working_memory_tokens: the working-memory budget (default 128,000). A budget given
             here is recorded on the robot (``Robot.working_memory_tokens``), so that tools
             looking at the store, such as ``htm ui``, know what the robot runs with.
@@ -141,6 +147,7 @@ class HTM:
         database_url: str | Path | None = None,
         store: LongTermStore | None = None,
         read_only: bool = False,
+        read_database_url: str | None = None,
         clock: Clock | None = None,
         retrieval: RetrievalConfig | None = None,
         working: WorkingMemoryOptions | None = None,
@@ -179,11 +186,13 @@ class HTM:
             "telemetry": ("export", telemetry), "meter_provider": ("meter_provider", meter_provider),
             "tracer_provider": ("tracer_provider", tracer_provider)})
         self._connect(robot, database_url, store, read_only=read_only, clock=clock,
+                   read_database_url=read_database_url,
                    retrieval=retrieval, working=working, embedding=embedding,
                    enrichment=enrichment, observability=observability)
 
     def _connect(self, robot: str | None, database_url: str | Path | None,
               store: LongTermStore | None, *, read_only: bool, clock: Clock | None,
+              read_database_url: str | None,
               retrieval: RetrievalConfig | None, working: WorkingMemoryOptions,
               embedding: EmbeddingOptions, enrichment: EnrichmentOptions,
               observability: Observability) -> None:
@@ -191,6 +200,7 @@ class HTM:
         chosen = embedding.embedder
         self.settings = settings = Settings.resolve(
             robot=robot, database_url=str(database_url) if database_url is not None else None,
+            read_database_url=read_database_url,
             working_memory_tokens=working.tokens, eviction=working.eviction,
             context_margin=working.context_margin,
             embedder=chosen if isinstance(chosen, str) else None)
@@ -208,7 +218,8 @@ class HTM:
         check_batch_size(embedding.batch_size)
         self._owns_store = store is None
         self._store: LongTermStore = store if store is not None else open_store(
-            settings.database_url, read_only=read_only)
+            settings.database_url, read_only=read_only,
+            read_database_url=settings.read_database_url)
         try:
             self._assemble(chosen if chosen is not None and not isinstance(chosen, str)
                            else settings.embedder, embedding=embedding, enrichment=enrichment,
@@ -242,6 +253,12 @@ class HTM:
                                   resident=self._resident, lock=lock, clock=clock)
         self._forgetter = Forgetter(store, robot, resident=self._resident, lock=lock,
                                     clock=clock)
+        self._consolidator = Consolidator(store, Writers(
+            add=lambda items: self._add_items(items, working_memory=False),
+            update=self._versions.update,
+            forget=lambda key: self._forgetter.forget(key, confirm=True),
+            purge=lambda key: self._forgetter.purge(confirm=True, key=key)),
+            clock=clock, token_counter=self._counter, runner_options=enrichment.runner)
         self._recaller = Recaller(store, embedding=self._embedding, resident=self._resident,
                                   lock=lock, clock=clock, retrieval=self._retrieval)
         self._contexts = ContextMaker(store, wm=self._wm, resident=self._resident, lock=lock,
@@ -296,6 +313,7 @@ class HTM:
             return
         self._closing = True
         try:
+            self._consolidator.stop()  # a job running until here writes through the services
             with self._lock:
                 self._resident.close()
                 self._write_behind.close()
@@ -735,9 +753,12 @@ class HTM:
         Raises :class:`~htm_core.errors.ConfirmationRequiredError` unless ``confirm=True``
         and :class:`~htm_core.errors.NotFoundError` for an unknown or purged key (the memory
         is then out of this robot's working memory too). Every working memory holding the
-        memory, in any process, drops it from its next call on.
+        memory, in any process, drops it from its next call on. Every digest built on it
+        (:meth:`consolidate`) is rebuilt without it, its history deleted.
         """
-        return self._forgetter.forget(key, confirm=confirm)
+        memory = self._forgetter.forget(key, confirm=confirm)
+        self._consolidator.forgotten(memory)
+        return memory
 
     aforget = twin(forget)
 
@@ -755,9 +776,97 @@ class HTM:
 
         Only memories already forgotten are purged; returns how many were removed.
         """
-        return self._forgetter.purge(confirm=confirm, key=key)
+        checked = _intake.confirm_purge(confirm, key)
+        gone = self._store.get(checked, include_forgotten=True) if checked else None
+        count = self._forgetter.purge(confirm=confirm, key=key)
+        if gone is not None:
+            self._consolidator.forgotten(gone)
+        return count
 
     apurge = twin(purge)
+
+    # -- digests ---------------------------------------------------------------------
+
+    @_open
+    def consolidate(self, period: str = "day", *, at: Any = None, user_id: str | None = None,
+                    session_id: str | None = None, scope: ChatScope | None = None,
+                    strategy: str | DigestStrategy = "extractive",
+                    target_tokens: int | None = None, tz: Any = None,
+                    chat_model: Any = None) -> list[Memory]:
+        """Write the digest of a day, ISO week or month, and the lower ones it is made of.
+
+        A digest is a memory (tag ``digest``, ``metadata["digest"]`` naming its period,
+        scope, strategy and sources) under one key per scope and period
+        (``digest:week:2026-W48``; ``chat:user:ada:digest:day:2026-11-28`` for a user),
+        created at the period's start. A day's digest is made from the scope's memories of
+        that day (digests and summaries aside); a week's from its day digests, a month's
+        from its week digests, each made first. Running it again with the same sources
+        writes nothing; new sources give the digest a new version (:meth:`update`).
+        Sources are never changed. Forgetting a source rebuilds every digest built on it,
+        without its history (see docs/consolidation.md, "Consolidating").
+
+        Args:
+            period: ``"day"``, ``"week"`` or ``"month"``.
+            at: a datetime, a date, an ISO string or a label of the period (``"2026-W48"``):
+                the period holding it. Default: the last complete period (yesterday, last
+                week, last month) by this instance's clock.
+            user_id, session_id, scope: whose digest (a
+                :class:`~htm_core.scope.ChatScope`, or ids that make one); default the
+                whole store.
+            strategy: ``"extractive"`` (no model), ``"simple"``, ``"hierarchical"``,
+                ``"map-reduce"`` (with ``chat_model``), or a strategy object.
+            target_tokens: the digest's length at most (default 300 for a day, 500 for a
+                week, 800 for a month).
+            tz: the time zone of the periods (default: the clock's).
+            chat_model: the model of a model strategy named in ``strategy``.
+
+        Returns:
+            the digests, lowest period first and the one asked for last; empty when the
+            period holds no memories.
+        """
+        plan = self._consolidator.plan(period, at=at, tz=tz, scope=scope, user_id=user_id,
+                                       session_id=session_id, strategy=strategy,
+                                       target_tokens=target_tokens, chat_model=chat_model)
+        return self._consolidator.consolidate(plan)
+
+    aconsolidate = twin(consolidate)
+
+    @_open
+    def schedule_consolidation(self, period: str = "day", *, at: Any = None,
+                               user_id: str | None = None, session_id: str | None = None,
+                               scope: ChatScope | None = None,
+                               strategy: str | DigestStrategy = "extractive",
+                               target_tokens: int | None = None, tz: Any = None,
+                               chat_model: Any = None) -> int:
+        """Queue :meth:`consolidate` (same arguments, checked now) as a ``consolidate`` job
+        on the store's durable job queue, done by this instance's background worker
+        (started on the first call; :meth:`flush_consolidation` waits for it). Returns the
+        job's id; a job of the same scope and period still pending is replaced."""
+        plan = self._consolidator.plan(period, at=at, tz=tz, scope=scope, user_id=user_id,
+                                       session_id=session_id, strategy=strategy,
+                                       target_tokens=target_tokens, chat_model=chat_model)
+        return self._consolidator.schedule(plan)
+
+    aschedule_consolidation = twin(schedule_consolidation)
+
+    @_open
+    def flush_consolidation(self, timeout: float | None = None) -> bool:
+        """Wait until the queued consolidations are done; False on timeout."""
+        return self._consolidator.flush(timeout)
+
+    aflush_consolidation = twin(flush_consolidation)
+
+    @_open
+    def digests(self, period: str | None = None, *, user_id: str | None = None,
+                session_id: str | None = None, scope: ChatScope | None = None,
+                limit: int = 100) -> list[Memory]:
+        """The digests of one scope (default the whole store), of one period kind
+        (``"day"``, ``"week"``, ``"month"``) or all, the newest period first; counts no
+        access."""
+        return self._consolidator.digests(period, scope=scope, user_id=user_id,
+                                          session_id=session_id, limit=limit)
+
+    adigests = twin(digests)
 
     # -- introspection ---------------------------------------------------------------
 

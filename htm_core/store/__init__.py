@@ -51,7 +51,7 @@ def is_postgres_url(url: str | Path | None) -> bool:
 
 
 def open_store(url: str | Path | None, *, migrate: bool = True,
-               read_only: bool = False) -> LongTermStore:
+               read_only: bool = False, read_database_url: str | None = None) -> LongTermStore:
     """Open the store ``url`` names: PostgreSQL for ``postgresql://``, else SQLite.
 
     SQLite (a path, ``sqlite:///...``, ``:memory:`` or None for the default file) creates
@@ -60,6 +60,8 @@ def open_store(url: str | Path | None, *, migrate: bool = True,
     PostgreSQL creates its schema too unless ``migrate=False``, in which case
     an unmigrated database is an error naming ``htm migrate``. ``read_only`` opens a SQLite
     store for reading only (see :class:`~htm_core.store.sqlite.SQLiteStore`).
+    ``read_database_url`` names a streaming replica of a PostgreSQL ``url``, for searches
+    and lists (see :class:`~htm_core.store.postgres.PostgresStore`).
     """
     if isinstance(url, str):
         from ._address import check_address
@@ -74,8 +76,14 @@ def open_store(url: str | Path | None, *, migrate: bool = True,
             raise ValidationError("read_only=True is for SQLite stores; for PostgreSQL connect "
                                   "as a role with read-only grants (or to a standby)")
 
-        store: LongTermStore = PostgresStore(str(url), migrate=migrate)
+        store: LongTermStore = PostgresStore(str(url), migrate=migrate,
+                                             read_database_url=read_database_url)
         return store
+    if read_database_url is not None:
+        from ..errors import ValidationError
+
+        raise ValidationError("read_database_url is for PostgreSQL stores (a streaming "
+                              "replica of database_url); leave it out for SQLite")
     from .sqlite import SQLiteStore
 
     return SQLiteStore(url, migrate=migrate, read_only=read_only)

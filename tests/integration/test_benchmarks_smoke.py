@@ -132,6 +132,26 @@ def test_e2e_postgres_quick(tmp_path: Path, what: list[str]) -> None:
     assert rows[2][0] == "300" and rows[2][-1].replace(".", "", 1).isdigit()
 
 
+@pytest.mark.postgres
+def test_scale_smoke(tmp_path: Path) -> None:
+    """Many users in one store, at its smoke size: each sampled user's scoped recall in
+    the shared store and alone, the vector arm's recall@10 against exact, and the two
+    paths of a scoped search. On the test server when HTM_TEST_DATABASE_URL is set."""
+    url = os.environ.get("HTM_TEST_DATABASE_URL")
+    if not url:
+        pytest.importorskip("pgserver")
+    out = run("scale", "--smoke", *(["--database-url", url] if url else []), cache=tmp_path)
+    assert "memories of 30 users" in out and "pgvector" in out
+    rows = table_rows(out)
+    users = [r for r in rows if r[0] in ("heavy", "medium", "light") and len(r) == 11]
+    assert [r[0] for r in users] == ["heavy", "medium", "light"]
+    for row in users:
+        assert 0.0 <= float(row[7]) <= 1.0 and 0.0 <= float(row[8]) <= 1.0
+        assert row[6].endswith("×")
+    assert out.count("vector recall@10 (worst user)") == 3
+    assert out.count("hybrid p50 against alone (worst user)") == 3
+
+
 @pytest.mark.parametrize("what", ["longturns", "add"])
 def test_long_memories_quick(tmp_path: Path, what: str) -> None:
     """The windows of long memories: recall over long turns, add_many of short texts."""
@@ -158,6 +178,28 @@ def test_recall_dump_quick_is_the_same_twice(tmp_path: Path) -> None:
                  " fusion-fn:"):
         assert any(call in line for line in lines), call
     assert any("'neighbor'" in line for line in lines)
+
+
+@pytest.mark.postgres
+def test_async_recall_quick(tmp_path: Path, postgres_server_url: str) -> None:
+    """Runs on the suite's server; its ceilings come from the CPU times it reads in /proc."""
+    out = run("async_recall", "--quick", "--concurrency", "20", "--database-url",
+              postgres_server_url, cache=tmp_path)
+    rows = {r[0]: r for r in table_rows(out)}
+    assert float(rows["sequential"][1].replace(",", "")) > 0
+    assert rows["sequential"][2] == "1.0×"
+    assert float(rows["arecall × 20 (thread twins)"][1].replace(",", "")) > 0
+    assert "ms client CPU" in out
+
+
+def test_digests_quick(tmp_path: Path) -> None:
+    rows = table_rows(run("digests", "--quick", cache=tmp_path))
+    assert rows[0] == ["what", "time"]
+    assert [r[0] for r in rows[2:]] == [
+        "consolidate a month (9 digests of 140 memories)",
+        "forget, no digest built on it (median)",
+        "forget, its day, week and month rebuilt (median)"]
+    assert all(r[1].endswith("s") for r in rows[2:])
 
 
 @pytest.mark.parametrize("what", ["intake", "upgrade"])

@@ -103,3 +103,24 @@ def test_neighbors_enter_only_with_a_real_bonus(htm_factory: Callable[..., HTM])
     weakest = max(i for i, h in enumerate(hits) if "fulltext" in h.ranks)
     assert all(i < weakest for i, h in enumerate(hits) if "neighbor" in h.ranks)
     assert all(h.score >= hits[weakest].score for h in hits if "neighbor" in h.ranks)
+
+
+@pytest.mark.parametrize("query", ["What did Ana pick up on 3 May 2024?",
+                                   "What did Ana pick up on the 3rd of May?",
+                                   "What did Ana pick up on Friday, May 3rd?"])
+def test_a_day_in_the_query_lifts_that_day_not_its_month(htm_factory: Callable[..., HTM],
+                                                         query: str) -> None:
+    """The memory from the day named rises above memories of other days of the same month
+    that share more of the query's words (read as the month, the window held them all)."""
+    htm = htm_factory(clock=FrozenClock(NOW))
+    answer = htm.add("Ana: collected the new bike from the shop",
+                     created_at=datetime(2024, 5, 3, 18, tzinfo=UTC))
+    for day, text in [(10, "Ana: I will pick up the bike helmet soon"),
+                      (20, "Ana: pick up the kids, then pick up the bike"),
+                      (27, "Ana: remind me to pick up bread")]:
+        htm.add(text, created_at=datetime(2024, 5, day, 9, tzinfo=UTC))
+    _fill(htm, lambda i: datetime(2024, 5, 5 + 3 * i, 12, tzinfo=UTC))
+    hits = htm.recall(query, limit=3)
+    assert hits[0].memory.id == answer.id
+    assert "vector@time" in hits[0].ranks
+    assert all("vector@time" not in hit.ranks for hit in hits[1:])

@@ -262,10 +262,11 @@ def test_the_quick_scan_never_changes_the_answer(monkeypatch: pytest.MonkeyPatch
               "days", "day", "weeks", "month", "months", "year", "ago", "yesterday", "today",
               "weekend", "week", "words", "and", "we", "did", "my", "Ana", "dog", "laſt",
               "ＭＡＹ", "２０２３", "_last", "last_week", "x2023", "lastweek", "?", ",", ".", "!",
-              "'s", "—"]
+              "'s", "—", "on", "3rd", "21st", "31", "February,", "Sunday", "friday", "before",
+              "after", "between", "to", "2023-05-07", "2023-02-30", "1,2023"]
     rng = random.Random(21)
     made = [" ".join(rng.choice(pieces) for _ in range(rng.randint(1, 7))) for _ in range(3000)]
-    sentences = [*NOT_TIME, *(t[0] for t in TIME), *made]
+    sentences = [*NOT_TIME, *(t[0] for t in TIME), *NO_DAY, *(t[0] for t in DAYS), *made]
     quick = [query_timeframe(s, NOW) for s in sentences]
     skipped = sum(not querytime._may_hold_time(s) for s in sentences)
     monkeypatch.setattr(querytime, "_may_hold_time", lambda query: True)
@@ -285,3 +286,142 @@ def test_a_phrase_both_readers_know_means_one_window(phrase: str) -> None:
     found = query_timeframe(f"What happened {phrase}?", NOW)
     assert found is not None and found.phrase.endswith(phrase)
     assert (found.start, found.end) == parse_timeframe(phrase, clock=lambda: NOW)
+
+
+#: Day phrases, in every common English form, against NOW (Wednesday 19 June 2024):
+#: (sentence, the phrase found, start, end). A day without a year is the latest such day up
+#: to NOW; a span named before a day runs through that day.
+DAYS = [
+    ('What did Gina find for her store on 1 February, 2023?', 'on 1 February, 2023',
+     "2023-02-01", "2023-02-02"),
+    ('What happened on 1 February 2023?', 'on 1 February 2023', "2023-02-01", "2023-02-02"),
+    ('What did Tim read on 8th December, 2023?', 'on 8th December, 2023', "2023-12-08",
+     "2023-12-09"),
+    ('What did we cook on the 3rd of May?', 'on the 3rd of May', "2024-05-03", "2024-05-04"),
+    ('Who called on the 3rd of May, 2022?', 'on the 3rd of May, 2022', "2022-05-03",
+     "2022-05-04"),
+    ('What did Bo say on 21st of Sept. 2022?', 'on 21st of Sept. 2022', "2022-09-21",
+     "2022-09-22"),
+    ('What did Mel paint on October 13, 2023?', 'on October 13, 2023', "2023-10-13",
+     "2023-10-14"),
+    ('What did we do on May 7th 2023?', 'on May 7th 2023', "2023-05-07", "2023-05-08"),
+    ('Where was the photo from December 1,2023 taken?', 'December 1,2023', "2023-12-01",
+     "2023-12-02"),
+    ('What did Ana buy on Jan 5?', 'on Jan 5', "2024-01-05", "2024-01-06"),
+    ('What did Ana buy on June 19?', 'on June 19', "2024-06-19", "2024-06-20"),
+    ('What did Ana buy on June 20?', 'on June 20', "2023-06-20", "2023-06-21"),  # not yet
+    ('What did we do on may 3?', 'on may 3', "2024-05-03", "2024-05-04"),
+    ('What did we do on the 2nd of march?', 'on the 2nd of march', "2024-03-02", "2024-03-03"),
+    ('Where were we on 29 February?', 'on 29 February', "2024-02-29", "2024-03-01"),
+    ('What happened on 2023-05-07?', 'on 2023-05-07', "2023-05-07", "2023-05-08"),
+    ('What did we do on Sunday, 21 May 2023?', 'on Sunday, 21 May 2023', "2023-05-21",
+     "2023-05-22"),
+    ('What did we do on Thursday May 25th?', 'on Thursday May 25th', "2024-05-25",
+     "2024-05-26"),
+    ('What happened on Sunday before 25 May 2023?', 'on Sunday before 25 May 2023',
+     "2023-05-21", "2023-05-26"),
+    ('What was shown on the Sunday before October 25, 2022?',
+     'on the Sunday before October 25, 2022', "2022-10-23", "2022-10-26"),
+    ('Who came the Friday after 3 May 2024?', 'the Friday after 3 May 2024', "2024-05-10",
+     "2024-05-11"),
+    ('What did we eat the day before 3 May 2023?', 'the day before 3 May 2023', "2023-05-02",
+     "2023-05-04"),
+    ('What did we eat the day after May 3, 2023?', 'the day after May 3, 2023', "2023-05-04",
+     "2023-05-05"),
+    ('What did John do the week before August 3, 2023 involving his kids?',
+     'the week before August 3, 2023', "2023-07-27", "2023-08-04"),
+    ('What pet did she get two weeks before August 11, 2023?',
+     'two weeks before August 11, 2023', "2023-07-28", "2023-08-12"),
+    ('What did we plan 3 days after 1 March 2023?', '3 days after 1 March 2023', "2023-03-02",
+     "2023-03-05"),
+    ('Who visited in the week of 5 June 2024?', 'the week of 5 June 2024', "2024-06-03",
+     "2024-06-10"),
+    ('Who visited the weekend of 5 June 2024?', 'the weekend of 5 June 2024', "2024-06-07",
+     "2024-06-10"),
+    ('What did Maria do last weekend before April 10, 2023?',
+     'last weekend before April 10, 2023', "2023-04-07", "2023-04-11"),
+    ('What was the issue last week,as mentioned on November 6, 2023?',
+     'last week,as mentioned on November 6, 2023', "2023-10-30", "2023-11-07"),
+    ('What did Joanna finish last Friday on 23 January, 2022?',
+     'last Friday on 23 January, 2022', "2022-01-21", "2022-01-24"),
+    ('Where was John between August 11 and August 15 2023?',
+     'between August 11 and August 15 2023', "2023-08-11", "2023-08-16"),
+    ('Where were we from 30 December 2022 to 2 January 2023?',
+     'from 30 December 2022 to 2 January 2023', "2022-12-30", "2023-01-03"),
+    ('Where were we from December 30 to January 2?', 'from December 30 to January 2',
+     "2023-12-30", "2024-01-03"),
+    ('What have I fixed since 3 May?', 'since 3 May', "2024-05-03", "now"),
+    ('What did I cook last Friday?', 'last Friday', "2024-06-14", "2024-06-15"),
+    ('What did I cook last Wednesday?', 'last Wednesday', "2024-06-12", "2024-06-13"),
+    ('How many games had Nate won by July 10, 2022?', 'July 10, 2022', "2022-07-10",
+     "2022-07-11"),
+    ('What did Ana say on the evening of 7 July, 2023 about it?', '7 July, 2023', "2023-07-07",
+     "2023-07-08"),
+]
+
+#: Dates that do not exist and odd inputs: no window at all, never an error, and never the
+#: month of the date instead.
+NO_DAY = [
+    'What happened on 31 February 2023?',
+    'What happened on 31 February?',
+    'What did we do on February 30, 2024 and after?',
+    'What happened on 0 May 2023?',
+    'What happened on May 32, 2023?',
+    'What happened on 2023-02-30?',
+    'What happened on 2023-13-01?',
+    'Where were we between 7 May 2023 and 2 May 2023?',
+    'I bought 2 March tickets for the show.',
+    'The soldiers march 3 miles a day.',
+    'Those 2 may work, the rest will not.',
+    'Chapter 12 May cover the basics.',
+    'Add 3 Jun cards to the deck.',
+    'It happened the 4 may be true.',
+    'My last Friday at the old job was fun.',
+    'We met on Friday the thirteenth.',
+]
+
+
+@pytest.mark.parametrize(("sentence", "phrase", "start", "end"), DAYS)
+def test_day_phrases_resolve_to_the_day_or_the_span_they_name(sentence: str, phrase: str,
+                                                               start: str, end: str) -> None:
+    found = query_timeframe(sentence, NOW)
+    assert found is not None
+    assert found.phrase == phrase and phrase in sentence
+    assert (found.start, found.end) == (_when(start), _when(end))
+
+
+@pytest.mark.parametrize("sentence", NO_DAY)
+def test_impossible_or_odd_days_give_no_window(sentence: str) -> None:
+    assert query_timeframe(sentence, NOW) is None
+
+
+def test_a_day_phrase_hides_no_later_time_phrase() -> None:
+    found = query_timeframe("Is 31 February real, and what did we do last May?", NOW)
+    assert found is not None and found.phrase == "last May"
+
+
+def test_a_day_is_read_in_the_clocks_zone() -> None:
+    tokyo = ZoneInfo("Asia/Tokyo")
+    found = query_timeframe("What did we do on 3 May 2023?", datetime(2024, 1, 1, tzinfo=tokyo))
+    assert found is not None
+    assert (found.start, found.end) == (datetime(2023, 5, 3, tzinfo=tokyo),
+                                        datetime(2023, 5, 4, tzinfo=tokyo))
+
+
+def test_a_day_without_a_year_is_the_latest_one_up_to_now() -> None:
+    """29 February without a year, on a date of a year that has none, is the last leap day."""
+    found = query_timeframe("Where were we on 29 February?", datetime(2023, 6, 1, tzinfo=UTC))
+    assert found is not None and found.start == _when("2020-02-29")
+    found = query_timeframe("What did we do on 3 May?", datetime(2024, 5, 3, 8, tzinfo=UTC))
+    assert found is not None and found.start == _when("2024-05-03")  # today counts
+    found = query_timeframe("What did we do on 3 May?", datetime(2024, 5, 2, 8, tzinfo=UTC))
+    assert found is not None and found.start == _when("2023-05-03")
+
+
+def test_the_time_phrase_leaves_the_words_of_a_day_query() -> None:
+    """Recall searches the query less its time phrase: the whole day phrase goes, not its
+    month alone ("on 1" would be left as a search word)."""
+    found = query_timeframe("What did Gina find on 1 February, 2023?", NOW)
+    assert found is not None
+    assert "What did Gina find on 1 February, 2023?".replace(found.phrase, " ").split() == \
+        ["What", "did", "Gina", "find", "?"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ...identity import prefix_range
@@ -9,15 +10,21 @@ from ...tags import below
 from ..base import SearchFilters
 from .dialect import Dialect
 
-__all__ = ["VISIBLE", "filter_sql", "prefix_sql"]
+__all__ = ["VISIBLE", "filter_sql", "prefix_sql", "tag_sql"]
 
 #: The rows recall, search and the catalogue see: memories not forgotten.
 VISIBLE = "m.forgotten_at IS NULL"
 
 
 def filter_sql(dialect: Dialect, filters: SearchFilters, params: dict[str, Any], *,
-               visible_only: bool = True) -> str:
-    """The ``WHERE`` clause (on ``memories m``) of ``filters``; binds its values."""
+               visible_only: bool = True, fenced_tags: bool = False) -> str:
+    """The ``WHERE`` clause (on ``memories m``) of ``filters``; binds its values.
+
+    With ``fenced_tags`` (PostgreSQL) the tag test stays a subquery run for each row the
+    scan hands over, against the tags' ids read once (``OFFSET 0`` keeps PostgreSQL from
+    turning it into a join that reads the tag's memories first), so an index scan (HNSW
+    in distance order, GIN for words) can drive the search.
+    """
     clauses = [VISIBLE if visible_only else "1 = 1"]
     if filters.start is not None:
         clauses.append("m.created_at >= :start")
@@ -32,16 +39,27 @@ def filter_sql(dialect: Dialect, filters: SearchFilters, params: dict[str, Any],
         names = [f"kind{i}" for i in range(len(filters.kinds))]
         params.update(zip(names, filters.kinds, strict=True))
         clauses.append(f"m.kind IN ({', '.join(':' + n for n in names)})")
-    if filters.tags:
-        ors = []
-        for i, tag in enumerate(filters.tags):  # the tag or a tag below it, exactly
-            params[f"tag{i}"] = tag
-            ors.append(f"t.name = :tag{i} OR "
-                       + prefix_sql(dialect, "t.name", f"tagp{i}", below(tag), params))
+    if filters.tags and fenced_tags:
+        clauses.append(
+            "EXISTS (SELECT 1 FROM memory_tags mt WHERE mt.memory_id = m.id AND mt.tag_id = "
+            f"ANY(ARRAY(SELECT t.id FROM tags t WHERE {tag_sql(dialect, filters.tags, params)}))"
+            " OFFSET 0)")
+    elif filters.tags:
         clauses.append(
             "EXISTS (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
-            f"WHERE mt.memory_id = m.id AND ({' OR '.join(ors)}))")
+            f"WHERE mt.memory_id = m.id AND {tag_sql(dialect, filters.tags, params)})")
     return " AND ".join(clauses)
+
+
+def tag_sql(dialect: Dialect, tags: Sequence[str], params: dict[str, Any]) -> str:
+    """The test (on ``tags t``) that ``t.name`` is one of ``tags`` or a tag below one,
+    exactly; binds the values."""
+    ors = []
+    for i, tag in enumerate(tags):
+        params[f"tag{i}"] = tag
+        ors.append(f"t.name = :tag{i} OR "
+                   + prefix_sql(dialect, "t.name", f"tagp{i}", below(tag), params))
+    return f"({' OR '.join(ors)})"
 
 
 def prefix_sql(dialect: Dialect, column: str, name: str, prefix: str,

@@ -189,11 +189,11 @@ def inserted_memories(records: Sequence[NewMemory], hashes: dict[int, str],
 def existing_rows(conn: Connection, keys: Sequence[str]) -> dict[str, tuple[int, str, bool]]:
     """key -> (id, content, forgotten) of the memories already holding ``keys``.
 
-    The rows are locked (in key order, so writers cannot deadlock on them) until the
-    batch commits: a concurrent forget or purge cannot slip between check and touch.
+    The rows are locked until the batch commits, in id order as every locking read of
+    memories is: a concurrent forget or purge cannot slip between check and touch.
     """
     rows = conn.execute(text(  # the keys as one JSON text
         "SELECT key, id, content, forgotten_at IS NOT NULL FROM memories "
         "WHERE key = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))) "
-        "ORDER BY key FOR UPDATE"), {"keys": json.dumps(list(keys))})
+        "ORDER BY id FOR UPDATE"), {"keys": json.dumps(list(keys))})
     return {str(r[0]): (int(r[1]), str(r[2]), bool(r[3])) for r in rows}

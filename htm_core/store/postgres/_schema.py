@@ -22,6 +22,10 @@ _MIGRATE_LOCK = 0x68746D_0001
 _DIMENSION_LOCK = 0x68746D_0002
 _BULK_LOCK = 0x68746D_0003
 _HISTORY_LOCK = 0x68746D_0004
+#: Two-part advisory-lock classes (a space apart from the keys above): a robot's working-set
+#: writes and a memory key's writes (:mod:`~htm_core.store.postgres.write_locks`).
+_ROBOT_WRITE_LOCK = 0x68746D05
+_KEY_WRITE_LOCK = 0x68746D06
 
 #: ``htm_meta`` key present while a bulk load has the search indexes dropped.
 _BULK_MARKER = "bulk_load"

@@ -30,6 +30,7 @@ from ..base import SCHEMA_VERSION
 from ._codec import register_vectors
 from ._errors import map_postgres_errors, postgres_error, sqlstate
 from ._schema import _MIGRATE_LOCK, _MIGRATIONS
+from .listener import NOTIFY_DDL, NOTIFY_TRIGGERS_SQL, HeardVersions, Listener, local_write
 
 logger = logging.getLogger("htm_core.store.postgres")
 
@@ -92,6 +93,38 @@ def split_pooler(url: str, pooler: str | None = None) -> tuple[str, str | None]:
         hide_password=False), in_url
 
 
+_YES, _NO = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+
+
+def split_listen(url: str, listen: bool | None = None) -> tuple[str, bool]:
+    """``url`` without its ``listen`` query parameter, and whether to listen: ``listen``,
+    else the URL's ``?listen=true`` (or ``on``, ``1``, ``yes``), else False.
+
+    >>> split_listen("postgresql://me@db.example/htm?listen=on")
+    ('postgresql://me@db.example/htm', True)
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url, bool(listen)
+    in_url = parsed.query.get("listen")
+    if isinstance(in_url, tuple):
+        in_url = in_url[-1]
+    if in_url is None:
+        return url, bool(listen)
+    if in_url.lower() not in _YES + _NO:
+        raise ValidationError(
+            f"cannot read listen={in_url!r} in {mask_url(url)!r}: use ?listen=true to hear "
+            "other processes' working-memory changes through LISTEN/NOTIFY, or leave it out")
+    stripped = parsed.difference_update_query(["listen"]).render_as_string(hide_password=False)
+    return stripped, listen if listen is not None else in_url.lower() in _YES
+
+
+#: Per database (its masked URL), the primary's WAL position after the newest write this
+#: process committed there, while a store reads on a replica (see :mod:`.replica`).
+_WRITTEN_LSN: dict[str, int] = {}
+_LSN_LOCK = threading.Lock()
+
 #: A ``text()`` placeholder (``:name``), not a ``::`` cast.
 PARAM = re.compile(r"(?<![:\w]):(\w+)")
 
@@ -149,6 +182,7 @@ class PostgresDatabase:
     def __init__(self, url: str, *, pool_size: int = 5, max_overflow: int = 10,
                  pool_timeout: float = 30.0, connect_timeout: int = 10,
                  pooler: str | None = None) -> None:
+        url, _ = split_listen(url)
         url, pooler = split_pooler(url, pooler)
         #: ``"transaction"`` behind a transaction-mode pooler, else None.
         self.pooler = pooler
@@ -176,6 +210,10 @@ class PostgresDatabase:
         self._raw_conn: psycopg.Connection[Any] | None = None
         self._raw_pid = 0
         self._raw_info: dict[str, Any] = {}
+        #: Each robot's working-set version as last read, trusted while a listener vouches.
+        self.heard = HeardVersions(None, self._robot_ids)
+        #: Note the WAL position after each committed transaction (a replica reads for us).
+        self.track_lsn = False
 
     @property
     def raw_connection(self) -> psycopg.Connection[Any] | None:
@@ -195,6 +233,9 @@ class PostgresDatabase:
                     before_commit = True
                     result = fn(conn)
                     before_commit = False
+                local_write(self.url)
+                if self.track_lsn:
+                    self._note_lsn()
                 return result
             except DBAPIError as exc:
                 if sqlstate(exc) in _RETRYABLE and attempt < _RETRIES - 1:
@@ -207,6 +248,18 @@ class PostgresDatabase:
             except PoolTimeoutError as exc:
                 raise postgres_error(exc, self.url, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _note_lsn(self) -> None:
+        """Remember the WAL position now (at or past the commit that just returned)."""
+        lsn = int(self.read("reading the WAL position", lambda conn: conn.execute(text(
+            "SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")).scalar_one()))
+        with _LSN_LOCK:
+            _WRITTEN_LSN[self.url] = max(_WRITTEN_LSN.get(self.url, 0), lsn)
+
+    def written_lsn(self) -> int:
+        """The WAL position a replica must have replayed to hold every write this process
+        committed here (0 before the first)."""
+        return _WRITTEN_LSN.get(self.url, 0)
 
     def read(self, what: str, fn: Callable[[Connection], T]) -> T:
         """Run ``fn``'s reads in autocommit mode: each statement is its own snapshot, and
@@ -260,18 +313,54 @@ class PostgresDatabase:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connect_raw(self, what: str) -> psycopg.Connection[Any]:
-        """The store's own read connection (the caller holds ``raw_lock``): one of the
-        engine's (its connect arguments and pgvector's codec), taken out of the pool."""
+        """The store's own read connection (the caller holds ``raw_lock``)."""
         pg = self._raw_conn
         if pg is None or self._raw_pid != os.getpid():
             with map_postgres_errors(self.url, what):
-                fairy = self.engine.raw_connection()
-            pg = fairy.dbapi_connection  # type: ignore[assignment]
-            fairy.detach()  # ours now: closed by _drop_raw, never returned
-            assert pg is not None
-            pg.autocommit = True
+                pg = self.detached_connection()
             self._raw_conn, self._raw_pid, self._raw_info = pg, os.getpid(), {}
         return pg
+
+    def detached_connection(self) -> psycopg.Connection[Any]:
+        """A new autocommit connection of the engine's (its connect arguments and
+        pgvector's codec), taken out of the pool: the caller closes it."""
+        fairy = self.engine.raw_connection()
+        pg = fairy.dbapi_connection
+        fairy.detach()  # the caller's now: never returned to the pool
+        assert isinstance(pg, psycopg.Connection)
+        pg.autocommit = True
+        return pg
+
+    # -- listening -------------------------------------------------------------------
+
+    def notify_installed(self, install: bool) -> bool:
+        """Whether the triggers that notify listeners are in the database; with
+        ``install``, create them when missing (under the migration lock)."""
+        def step(conn: Connection) -> bool:
+            if conn.execute(text(NOTIFY_TRIGGERS_SQL)).scalar() == 2:
+                return True
+            if not install:
+                return False
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATE_LOCK})
+            if conn.execute(text(NOTIFY_TRIGGERS_SQL)).scalar() != 2:
+                for statement in NOTIFY_DDL:
+                    conn.exec_driver_sql(statement)
+                logger.info("installed the LISTEN/NOTIFY triggers in %s", self.url)
+            return True
+
+        return self.run("installing the LISTEN/NOTIFY triggers", step)
+
+    def listen(self, *, install: bool, staleness: float) -> bool:
+        """Start the listener (see :mod:`.listener`); False when the triggers are missing
+        and may not be installed (reads then check the working-set version each time)."""
+        if not self.notify_installed(install):
+            logger.warning(
+                "%s has no LISTEN/NOTIFY triggers and the store may not migrate: reads check "
+                "the working-set version each time; open one store with listen=True and "
+                "migrate=True (as a role that owns the tables) to install them", self.url)
+            return False
+        self.heard.listener = Listener(self.detached_connection, self.url, staleness=staleness)
+        return True
 
     def _drop_raw(self) -> None:
         """Close the store's own read connection (one inherited through ``fork`` is only
@@ -389,7 +478,9 @@ class PostgresDatabase:
                 conn.commit()
 
     def close(self) -> None:
-        """Release every pooled connection and the recall path's own."""
+        """Release every pooled connection, the recall path's own and the listener's."""
+        if self.heard.listener is not None:
+            self.heard.listener.close()
         with self.raw_lock:
             self._drop_raw()
         self.engine.dispose()

@@ -4,9 +4,9 @@ content hash), linking tags, deleting rows."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from psycopg.rows import namedtuple_row
 from sqlalchemy import text
@@ -27,8 +27,12 @@ from .engine import PostgresDatabase, driver_rows
 
 __all__ = ["FilterSQL", "PostgresRows", "utc"]
 
-#: The ``WHERE`` clause (on ``memories m``) of a search's filters, binding its values.
-FilterSQL = Callable[[SearchFilters, dict[str, Any]], str]
+class FilterSQL(Protocol):
+    """The ``WHERE`` clause (on ``memories m``) of a search's filters, binding its values
+    (``fenced_tags``: see :func:`~htm_core.store._sql.filters.filter_sql`)."""
+
+    def __call__(self, filters: SearchFilters, params: dict[str, Any], *,
+                 fenced_tags: bool = False) -> str: ...
 
 
 def utc(value: datetime | None) -> datetime | None:

@@ -3,6 +3,7 @@ arms of a recall in one statement, briefs, the vector centroid, ``explain_search
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -19,6 +20,8 @@ from ...errors import (
 )
 from ...text import TextQuery, parse_query
 from ...validation import check_int
+from .._sql.dialect import POSTGRES
+from .._sql.filters import tag_sql
 from ..base import (
     ArmQuery,
     Brief,
@@ -61,12 +64,44 @@ def estimate_mean(first_row: Callable[[str], Sequence[Any] | None],
     return newest, now, embedder, unit
 
 
+#: A tag filter (a user's scope) matching fewer memories than this is searched exactly:
+#: reading its rows costs less than an HNSW scan (docs/benchmarks.md, "Many users in one store").
+EXACT_SCOPE_ROWS = 2000
+#: The least ``hnsw.ef_search`` of a search through the HNSW index with a tag filter: the
+#: filter drops the candidates of other scopes, so the scan needs more of them.
+SCOPED_EF_SEARCH = 400
+
+#: pgvector's version in the database.
+VECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+
+
+def iterative_scans(version: str | None) -> bool:
+    """Whether pgvector ``version`` (its ``extversion``) has iterative index scans (0.8.0
+    and later): a filtered HNSW scan then goes on until it has found enough rows.
+
+    >>> iterative_scans("0.8.0"), iterative_scans("0.10.1"), iterative_scans("0.6.2")
+    (True, True, False)
+    """
+    found = re.match(r"(\d+)\.(\d+)", version or "")
+    return found is not None and (int(found[1]), int(found[2])) >= (0, 8)
+
+
+def scope_rows_sql(filters: SearchFilters, cap: int) -> tuple[str, dict[str, Any]]:
+    """The statement counting the memories tagged with ``filters.tags`` (or below), up to
+    ``cap``: an index read that stops at ``cap``, forgotten memories included."""
+    params: dict[str, Any] = {"cap": cap}
+    test = tag_sql(POSTGRES, filters.tags, params)
+    return ("SELECT count(*) FROM (SELECT 1 FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
+            f"WHERE {test} LIMIT :cap) s", params)
+
+
 def memory_vector_sql(unit: np.ndarray, limit: int, filters: SearchFilters,
-                      filter_sql: FilterSQL) -> tuple[str, dict[str, Any]]:
-    """The memories' vector search: one HNSW scan, ``filters`` applied."""
+                      filter_sql: FilterSQL, fenced: bool = False) -> tuple[str, dict[str, Any]]:
+    """The memories' vector search: one HNSW scan, ``filters`` applied (``fenced``: the
+    tag test on each row the scan gives, so that the index drives the search)."""
     # ORDER BY the distance alone: a second sort key would stop the HNSW index scan.
     params: dict[str, Any] = {"q": unit, "limit": limit}
-    where = filter_sql(filters, params)
+    where = filter_sql(filters, params, fenced_tags=fenced)
     return (
         "SELECT m.id, 1 - (m.embedding <=> CAST(:q AS vector)) AS score FROM memories m "
         f"WHERE m.embedding IS NOT NULL AND {where} "
@@ -74,10 +109,11 @@ def memory_vector_sql(unit: np.ndarray, limit: int, filters: SearchFilters,
 
 
 class VectorSQL(Protocol):
-    """The statement of a vector search (``windows``: each memory's windows count too)."""
+    """The statement of a vector search (``windows``: each memory's windows count too;
+    ``fenced``: the tag filter tested on each row of the index scan)."""
 
     def __call__(self, unit: np.ndarray, limit: int, filters: SearchFilters,
-                 windows: bool = True) -> tuple[str, dict[str, Any]]: ...
+                 windows: bool = True, fenced: bool = False) -> tuple[str, dict[str, Any]]: ...
 
 
 class PostgresSearcher:
@@ -88,6 +124,15 @@ class PostgresSearcher:
     ``ef_search`` used when a search names none. The searcher keeps the store's vector
     dimension once vectors exist and the centroid's estimate: :meth:`vectors_reset`
     drops both.
+
+    A search with a tag filter (a user's scope) first counts the scope's memories, up
+    to ``exact_scope_rows``: a smaller scope is read whole and sorted (exact, and
+    cheaper than an index scan); a larger one is searched through the HNSW index with
+    the tag tested on each row the scan gives and ``hnsw.ef_search`` at least
+    ``scoped_ef_search``. ``iterative`` (pgvector 0.8 and later, which the store
+    detects when it opens) turns on ``hnsw.iterative_scan``, so that a filtered index
+    scan goes on until it has found enough rows. Whatever the path, a vector search
+    that comes back short of its limit is run again exactly.
     """
 
     def __init__(self, db: PostgresDatabase, *, filter_sql: FilterSQL, vector_sql: VectorSQL,
@@ -96,6 +141,9 @@ class PostgresSearcher:
         self.filter_sql = filter_sql
         self.vector_sql = vector_sql
         self.ef_search = ef_search
+        self.exact_scope_rows = EXACT_SCOPE_ROWS
+        self.scoped_ef_search = SCOPED_EF_SEARCH
+        self.iterative = False
         #: The words too common to widen a full-text match (read at most once a minute).
         self.common_lexemes = CommonLexemes(db)
         # (newest id, monotonic time, embedder, centroid) of vector_centroid's last estimate.
@@ -142,15 +190,30 @@ class PostgresSearcher:
 
     def _session_ef(self, pg: psycopg.Connection[Any], info: dict[str, Any],
                     ef_search: int) -> None:
-        """Set ``hnsw.ef_search`` for the connection's session, only when it holds another
-        value (every vector search goes through here, so a pooled connection's value
-        never matters, and a warm one costs no round trip). Behind a transaction-mode
-        pooler it is set for the search's transaction only, every time."""
-        if self.db.pooler is not None:
-            pg.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
-        elif info.get("hnsw.ef_search") != ef_search:
-            pg.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(ef_search),))
-            info["hnsw.ef_search"] = ef_search
+        """Set ``hnsw.ef_search`` (and, with :attr:`iterative`, ``hnsw.iterative_scan``)
+        for the connection's session, only when it holds another value (every vector
+        search goes through here, so a pooled connection's value never matters, and a
+        warm one costs no round trip). Behind a transaction-mode pooler they are set for
+        the search's transaction only, every time."""
+        wanted = {"hnsw.ef_search": str(ef_search)}
+        if self.iterative:
+            wanted["hnsw.iterative_scan"] = "strict_order"
+        for name, value in wanted.items():  # the names are these two literals
+            if self.db.pooler is not None:
+                pg.execute(f"SELECT set_config('{name}', %s, true)", (value,))
+            elif info.get(name) != value:
+                pg.execute(f"SELECT set_config('{name}', %s, false)", (value,))
+                info[name] = value
+
+    def _fenced(self, pg: psycopg.Connection[Any], filters: SearchFilters) -> bool:
+        """Whether a search with ``filters`` tests its tags on each row an index scan
+        gives (HNSW in distance order, GIN for the words): it has a tag filter matching
+        at least :attr:`exact_scope_rows` memories. A smaller scope is read whole first
+        (PostgreSQL's own plan for the tag test, whose size it cannot estimate)."""
+        if not filters.tags:
+            return False
+        sql, params = scope_rows_sql(filters, self.exact_scope_rows)
+        return int(driver_rows(pg, sql, params)[0][0]) >= self.exact_scope_rows
 
     @staticmethod
     def _stored_dim(pg: psycopg.Connection[Any]) -> int | None:
@@ -211,18 +274,13 @@ class PostgresSearcher:
 
         def run(pg: psycopg.Connection[Any], info: dict[str, Any]) -> list[Any]:
             parts.clear()
+            fenced = self._fenced_arms(pg, arms)
+            parts.update(self._vector_parts(pg, info, arms, fenced, max(ef, deepest)))
             for k, arm in enumerate(arms):
-                if arm.vector is not None:
-                    unit = self._unit_query(arm.vector, lambda: self._stored_dim(pg))
-                    if unit is not None:
-                        self._session_ef(pg, info, min(1000, max(ef, deepest)))
-                    if unit is not None and np.any(unit):
-                        parts[k] = self.vector_sql(unit, arm.limit, arm.filters, arm.windows)
-                else:
-                    parsed = parse_query(arm.text or "")
-                    if parsed:
-                        parts[k] = fulltext_sql(parsed, arm.limit, arm.filters, common,
-                                                 self.filter_sql)
+                parsed = parse_query(arm.text or "") if arm.vector is None else None
+                if parsed:
+                    parts[k] = fulltext_sql(parsed, arm.limit, arm.filters, common,
+                                             self._filter_sql(fenced[k]))
             if not parts:
                 return []
             if len(parts) == 1:
@@ -243,7 +301,10 @@ class PostgresSearcher:
             found[int(row[0])].append((int(row[1]), float(row[2])))
         for k, arm in enumerate(arms):
             if arm.vector is not None and k in parts and len(found[k]) < arm.limit:
-                found[k] = self._exact_vector_search(*parts[k])
+                # Exactly, with the tag test as a join (read the scope's rows, then sort):
+                # a fenced test with index scans off would scan the whole table.
+                found[k] = self._exact_vector_search(*self.vector_sql(
+                    parts[k][1]["q"], arm.limit, arm.filters, arm.windows))
             elif arm.vector is not None:
                 # Each arm's own order (by distance; a stable sort keeps the index's order
                 # of equal scores), whatever order the union handed its rows back in.
@@ -251,6 +312,41 @@ class PostgresSearcher:
             else:
                 found[k].sort(key=lambda hit: (-hit[1], hit[0]))  # its ORDER BY
         return found
+
+    def _fenced_arms(self, pg: psycopg.Connection[Any], arms: Sequence[ArmQuery]) -> list[bool]:
+        """:meth:`_fenced` of each arm's filters (each tag filter counted once)."""
+        known: dict[tuple[str, ...], bool] = {}
+        for arm in arms:
+            if arm.filters.tags and arm.filters.tags not in known:
+                known[arm.filters.tags] = self._fenced(pg, arm.filters)
+        return [known.get(arm.filters.tags, False) for arm in arms]
+
+    def _filter_sql(self, fenced: bool) -> FilterSQL:
+        """:attr:`filter_sql`, with its tag test fenced (see :meth:`_fenced`) or not."""
+        if not fenced:
+            return self.filter_sql
+        return lambda filters, params, fenced_tags=True: self.filter_sql(
+            filters, params, fenced_tags=fenced_tags)
+
+    def _vector_parts(self, pg: psycopg.Connection[Any], info: dict[str, Any],
+                      arms: Sequence[ArmQuery], fenced_arms: Sequence[bool],
+                      ef: int) -> dict[int, tuple[str, dict[str, Any]]]:
+        """The statements of the vector arms (by position), ``hnsw.ef_search`` set to
+        ``ef`` (at least :attr:`scoped_ef_search` when an arm goes through the index with
+        a tag filter, at most 1000)."""
+        units: dict[int, tuple[np.ndarray, bool]] = {}
+        for k, arm in enumerate(arms):
+            if arm.vector is not None:
+                unit = self._unit_query(arm.vector, lambda: self._stored_dim(pg))
+                if unit is not None:
+                    units[k] = unit, fenced_arms[k]
+        if not units:
+            return {}
+        if any(fenced for _, fenced in units.values()):
+            ef = max(ef, self.scoped_ef_search)
+        self._session_ef(pg, info, min(1000, ef))
+        return {k: self.vector_sql(unit, arms[k].limit, arms[k].filters, arms[k].windows, fenced)
+                for k, (unit, fenced) in units.items() if np.any(unit)}
 
     def _exact_vector_search(self, sql: str, params: dict[str, Any]) -> list[tuple[int, float]]:
         """The vector search again with index scans off (this transaction only): a filter
@@ -266,8 +362,9 @@ class PostgresSearcher:
                        ef_search: int | None = None, seqscan: bool = True) -> str:
         """The PostgreSQL plan of the vector (``vector=``) or full-text (``query=``) search.
 
-        The statement is the one :meth:`vector_search` / :meth:`fulltext_search` run, so
-        the plan shows whether the HNSW and GIN indexes are used. ``seqscan=False`` sets
+        The statement is the one :meth:`vector_search` / :meth:`fulltext_search` run (for
+        a tag filter, the one its scope's size chooses), so the plan shows whether the
+        HNSW and GIN indexes are used. ``seqscan=False`` sets
         ``enable_seqscan = off`` for the explain (useful on small tables, where a
         sequential scan is cheaper and the planner rightly prefers it).
         """
@@ -279,14 +376,19 @@ class PostgresSearcher:
             if not seqscan:
                 conn.execute(text("SELECT set_config('enable_seqscan', 'off', true)"))
             if vector is not None:
-                unit = self._prepare_vector_query(conn, vector, ef_search or self.ef_search)
+                pg = conn.connection.driver_connection
+                fenced = self._fenced(pg, chosen)  # type: ignore[arg-type]
+                ef = ef_search or self.ef_search
+                unit = self._prepare_vector_query(
+                    conn, vector, min(1000, max(ef, self.scoped_ef_search)) if fenced else ef)
                 if unit is None:
                     raise SchemaError("the store holds no vectors yet; add some before explaining")
-                sql, params = self.vector_sql(unit, limit, chosen)
+                sql, params = self.vector_sql(unit, limit, chosen, True, fenced)
             else:
                 parsed = parse_query(query or "") or TextQuery(words=("_",))
+                pg = conn.connection.driver_connection
                 sql, params = fulltext_sql(parsed, limit, chosen, self.common_lexemes(),
-                                           self.filter_sql)
+                                           self._filter_sql(self._fenced(pg, chosen)))  # type: ignore[arg-type]
             return "\n".join(str(r[0]) for r in conn.execute(text("EXPLAIN " + sql), params))
 
         return self.db.run("explaining a search", explain)

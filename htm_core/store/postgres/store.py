@@ -12,10 +12,12 @@ import functools
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
+from ...errors import ValidationError
 from ...models import Memory, Operation, Robot
 from ...validation import check_int
 from .._sql.catalogue import Catalogue
@@ -42,11 +44,12 @@ from ..base import (
 )
 from ._schema import DEFAULT_COPY_MIN_ROWS, DEFAULT_EF_SEARCH
 from .bulk import BulkLoader
-from .engine import PostgresDatabase, postgres_url
+from .engine import PostgresDatabase, postgres_url, split_listen, split_pooler
 from .history import PostgresHistory
 from .indexes import VectorColumns, check_hnsw
-from .rows import PostgresRows
-from .search import PostgresSearcher
+from .replica import ReplicaReads
+from .rows import FilterSQL, PostgresRows
+from .search import VECTOR_VERSION, PostgresSearcher, iterative_scans
 from .windows import PostgresWindows, WindowedVectorSQL
 from .working import PostgresWorkingSet
 from .writer import PostgresWriter
@@ -55,6 +58,36 @@ if TYPE_CHECKING:
     from ...jobs import JobQueue
 
 __all__ = ["PostgresStore"]
+
+
+T = TypeVar("T")
+
+
+def _check_seconds(name: str, value: float, least: float) -> float:
+    """``value`` as a float, or a ValidationError saying what is accepted."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not least <= value <= 3600:
+        raise ValidationError(
+            f"{name} must be a number of seconds from {least:g} to 3600, got {value!r}")
+    return float(value)
+
+
+def _serving_options(url: str, pooler: str | None, *, listen: bool, listen_staleness: float,
+                     read_database_url: str | None, replica_wait: float
+                     ) -> tuple[float, float, str | None]:
+    """``listen_staleness``, ``replica_wait`` and ``read_database_url`` checked (and
+    ``listen`` against a transaction-mode pooler)."""
+    listen_staleness = _check_seconds("listen_staleness", listen_staleness, 0.01)
+    replica_wait = _check_seconds("replica_wait", replica_wait, 0.0)
+    if read_database_url is not None:
+        read_database_url = postgres_url(read_database_url)
+    if listen and split_pooler(url, pooler)[1] is not None:
+        raise ValidationError(
+            "listen=True needs a session of its own on the server, which a "
+            "transaction-mode pooler does not keep: leave listen out with "
+            "pooler='transaction' (reads then check the working-set version each time), "
+            "or open the store on a direct URL")
+    return listen_staleness, replica_wait, read_database_url
 
 
 class PostgresStore:
@@ -82,6 +115,19 @@ class PostgresStore:
             ``?pooler=transaction``. Then nothing is kept in a server session: no
             prepared statements, ``hnsw.ef_search`` set per transaction, transaction
             advisory locks only; :meth:`bulk_load` is refused (it needs a session).
+        listen: keep a connection listening for other processes' working-memory changes
+            (LISTEN/NOTIFY), so a read skips the working-set version round trip while
+            nothing was heard; the URL can say so instead, with ``?listen=true``. A read
+            may then miss a change committed less than ``listen_staleness`` seconds
+            before it (see :mod:`~htm_core.store.postgres.listener`). Not with
+            ``pooler="transaction"`` (a pooler does not keep a LISTEN).
+        listen_staleness: the bound above, in seconds (the listener's heartbeat runs
+            twice as often).
+        read_database_url: a streaming replica of ``url``'s database: searches and lists
+            read there once it has replayed this process's writes (see
+            :mod:`~htm_core.store.postgres.replica`); the pool options apply to it too.
+        replica_wait: seconds a read waits for the replica to replay this process's
+            writes before it reads the primary instead.
 
     The parts, each built here with what it needs: ``database`` (the engine: pool,
     transactions, meta, robots, log), ``columns`` (vector columns and HNSW indexes),
@@ -112,8 +158,16 @@ class PostgresStore:
         ef_search: int = DEFAULT_EF_SEARCH,
         copy_min_rows: int = DEFAULT_COPY_MIN_ROWS,
         pooler: str | None = None,
+        listen: bool | None = None,
+        listen_staleness: float = 1.0,
+        read_database_url: str | None = None,
+        replica_wait: float = 0.1,
     ) -> None:
+        url, listen = split_listen(url, listen)
         url = postgres_url(url)  # the options are checked in this order, before connecting
+        listen_staleness, replica_wait, read_database_url = _serving_options(
+            url, pooler, listen=listen, listen_staleness=listen_staleness,
+            read_database_url=read_database_url, replica_wait=replica_wait)
         hnsw_m, hnsw_ef_construction = check_hnsw(hnsw_m, hnsw_ef_construction)
         ef_search = check_int("ef_search", ef_search, 1, 1000)
         copy_min_rows = check_int("copy_min_rows", copy_min_rows, 1, 2**31 - 1)
@@ -129,7 +183,7 @@ class PostgresStore:
         self.searcher = PostgresSearcher(db, filter_sql=where, vector_sql=WindowedVectorSQL(where),
                                          ef_search=ef_search)
         self.writer = PostgresWriter(db, rows, columns, self.working,
-                                     after_reset=self.searcher.vectors_reset,
+                                     after_reset=self._vectors_reset,
                                      copy_min_rows=copy_min_rows)
         self.windows = PostgresWindows(db, columns)
         self.bulk = BulkLoader(db, columns)
@@ -138,13 +192,52 @@ class PostgresStore:
         self.record_changes = RecordChanges(db, POSTGRES, rows)
         self.working_sql = WorkingSetSQL(db, POSTGRES)
         self.versioning = Versions(db, POSTGRES, rows, PostgresHistory(columns))
+        self._read_on(read_database_url, wait=replica_wait, where=where, ef_search=ef_search,
+                      pool=(pool_size, max_overflow, pool_timeout, connect_timeout))
         try:
             if needs_migration(self.url, self.schema_version(), migrate=migrate):
                 self.migrate()
             self.bulk.recover()
+            if listen:
+                db.listen(install=migrate, staleness=listen_staleness)
+            self.searcher.iterative = self.replica_searcher.iterative = iterative_scans(
+                db.read("reading pgvector's version",
+                        lambda conn: conn.execute(text(VECTOR_VERSION)).scalar()))
         except BaseException:
-            db.engine.dispose()
+            self.close()
             raise
+
+    def _read_on(self, url: str | None, *, wait: float, where: FilterSQL, ef_search: int,
+                 pool: tuple[int, int, float, int]) -> None:
+        """Searches and lists on the replica ``url`` (its own pool and read parts), or on
+        the primary when ``url`` is None."""
+        self.replica: ReplicaReads | None = None
+        self.replica_searcher, self.replica_catalogue = self.searcher, self.catalogue
+        if url is None:
+            return
+        size, overflow, timeout, connect = pool
+        replica = PostgresDatabase(url, pool_size=size, max_overflow=overflow,
+                                   pool_timeout=timeout, connect_timeout=connect)
+        self.replica = ReplicaReads(self.database, replica, wait=wait)
+        self.replica_searcher = PostgresSearcher(replica, filter_sql=where,
+                                                 vector_sql=WindowedVectorSQL(where),
+                                                 ef_search=ef_search)
+        self.replica_catalogue = Catalogue(replica, POSTGRES, PostgresRows(replica))
+
+    def _searcher(self, what: str) -> Callable[[Callable[[PostgresSearcher], T]], T]:
+        """Run a search on the replica when it may serve it (see :class:`ReplicaReads`)."""
+        def on(fn: Callable[[PostgresSearcher], T]) -> T:
+            if self.replica is None:
+                return fn(self.searcher)
+            return self.replica.route(what, lambda: fn(self.replica_searcher),
+                                      lambda: fn(self.searcher))
+        return on
+
+    def _vectors_reset(self) -> None:
+        """Every vector was dropped: the searchers forget the dimension and centroid."""
+        self.searcher.vectors_reset()
+        if self.replica_searcher is not self.searcher:
+            self.replica_searcher.vectors_reset()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
@@ -173,6 +266,11 @@ class PostgresStore:
     def pooler(self) -> str | None:
         """``"transaction"`` behind a transaction-mode pooler, else None."""
         return self.database.pooler
+
+    @property
+    def listening(self) -> bool:
+        """Whether a listener vouches for remembered working-set versions (``listen``)."""
+        return self.database.heard.listener is not None
 
     @property
     def ef_search(self) -> int:
@@ -208,7 +306,9 @@ class PostgresStore:
         return self.database.migrate()
 
     def close(self) -> None:
-        """Release every pooled connection and the recall path's own."""
+        """Release every pooled connection and the recall path's own (the replica's too)."""
+        if self.replica is not None:
+            self.replica.close()
         self.database.close()
 
     def open_job_queue(self) -> JobQueue:
@@ -322,21 +422,22 @@ class PostgresStore:
                       windows: bool = True, ef_search: int | None = None
                       ) -> list[tuple[int, float]]:
         """Top ``limit`` (id, cosine similarity), best first, filters applied in SQL."""
-        return self.searcher.vector_search(vector, limit=limit, filters=filters,
-                                           windows=windows, ef_search=ef_search)
+        return self._searcher("a vector search")(lambda s: s.vector_search(
+            vector, limit=limit, filters=filters, windows=windows, ef_search=ef_search))
 
     def fulltext_search(self, query: str, *, limit: int,
                         filters: SearchFilters) -> list[tuple[int, float]]:
         """Top ``limit`` (id, ``ts_rank``) for the words of ``query``, OR-ed, best first."""
-        return self.searcher.fulltext_search(query, limit=limit, filters=filters)
+        return self._searcher("a full-text search")(lambda s: s.fulltext_search(
+            query, limit=limit, filters=filters))
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
         """All the searches in one statement (one round trip), results in the order asked."""
-        return self.searcher.search_arms(arms)
+        return self._searcher("a search")(lambda s: s.search_arms(arms))
 
     def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
         """Id, content, robot and creation time of the visible ``ids`` that pass ``filters``."""
-        return self.searcher.briefs(ids, filters)
+        return self._searcher("reading briefs")(lambda s: s.briefs(ids, filters))
 
     def vector_centroid(self) -> list[float] | None:
         """The mean direction of the newest 20,000 vectors (an estimate)."""
@@ -403,9 +504,15 @@ class PostgresStore:
                       after: tuple[Any, int] | None = None,
                       as_of: int | None = None) -> list[Memory]:
         """Up to ``limit`` memories matching ``filters`` and ``key_prefix`` (keyset paging)."""
-        return self.catalogue.list_memories(
-            filters, key_prefix=key_prefix, include_forgotten=include_forgotten, order=order,
-            descending=descending, limit=limit, after=after, as_of=as_of)
+        def listing(catalogue: Catalogue) -> list[Memory]:
+            return catalogue.list_memories(
+                filters, key_prefix=key_prefix, include_forgotten=include_forgotten,
+                order=order, descending=descending, limit=limit, after=after, as_of=as_of)
+
+        if self.replica is None:
+            return listing(self.catalogue)
+        return self.replica.route("listing memories", lambda: listing(self.replica_catalogue),
+                                  lambda: listing(self.catalogue))
 
     def history_mark(self) -> int:
         """The newest superseded version's row id (0 before the first update)."""

@@ -38,11 +38,11 @@ class WindowedVectorSQL:
         self.filter_sql = filter_sql
 
     def __call__(self, unit: np.ndarray, limit: int, filters: SearchFilters,
-                 windows: bool = True) -> tuple[str, dict[str, Any]]:
-        sql, params = memory_vector_sql(unit, limit, filters, self.filter_sql)
+                 windows: bool = True, fenced: bool = False) -> tuple[str, dict[str, Any]]:
+        sql, params = memory_vector_sql(unit, limit, filters, self.filter_sql, fenced)
         if not windows:
             return sql, params
-        where = self.filter_sql(filters, params)
+        where = self.filter_sql(filters, params, fenced_tags=fenced)
         params["wlimit"] = 2 * limit
         return (
             "SELECT u.id, max(u.score) AS score FROM ("

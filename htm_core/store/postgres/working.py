@@ -31,6 +31,7 @@ from ._codec import _COPY_WORKING, _COPY_WORKING_TYPES
 from ._copy import aware, copy_rows
 from .engine import PostgresDatabase, driver_rows
 from .rows import PostgresRows
+from .write_locks import lock_for_writing
 
 __all__ = ["PostgresWorkingSet"]
 
@@ -84,23 +85,42 @@ class PostgresWorkingSet:
         """The working-set version of ``robot`` and which of ``ids`` are hidden, one read
         (on the recall path's own connection; the ids as one array, so the statement's
         text stays the same and is prepared)."""
+        heard = self.db.heard
+        known = heard.version(robot)
+        if known is not None:  # no robot moved, no memory was forgotten: nothing hidden
+            return known, frozenset()
+        taken = heard.stamp(robot)
         wanted = {int(i) for i in ids}
         found = self.db.quick("checking what is still visible", lambda pg, _info: driver_rows(
             pg, _RECALL_CHECK, {"n": robot, "ids": sorted(wanted)}))
-        return recall_check_answer(found, wanted)
+        version, hidden = recall_check_answer(found, wanted)
+        heard.remember(robot, version, taken)
+        return version, hidden
 
     def working_version(self, robot: str) -> int:
-        """``robot``'s working-set version (0 for an unknown robot)."""
+        """``robot``'s working-set version (0 for an unknown robot): remembered while the
+        listener (``listen=True``) vouches for it, else read."""
+        heard = self.db.heard
+        known = heard.version(robot)
+        if known is not None:
+            return known
+        taken = heard.stamp(robot)
         value = self.db.read("reading the working-set version", lambda conn: conn.execute(
             text("SELECT working_version FROM robots WHERE name = :n"), {"n": robot}).scalar())
-        return int(value) if value is not None else 0
+        version = int(value) if value is not None else 0
+        heard.remember(robot, version, taken)
+        return version
 
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         """Write a working-memory change in one transaction."""
-        self.db.robot_id(change.robot)
-        return self.db.run("updating working memory",
-                           lambda conn: self.apply(conn, change, expected_version))
+        rid = self.db.robot_id(change.robot)
+
+        def write(conn: Connection) -> WorkingResult:
+            lock_for_writing(conn, robot_ids=[rid])
+            return self.apply(conn, change, expected_version)
+
+        return self.db.run("updating working memory", write)
 
     def apply(self, conn: Connection, change: WorkingChange,
                        expected_version: int | None,
@@ -119,7 +139,8 @@ class PostgresWorkingSet:
         if change.touch:
             conn.execute(text(
                 "UPDATE memories SET last_accessed = GREATEST(last_accessed, :t), "
-                "access_count = access_count + 1 WHERE id = ANY(:ids)"),
+                "access_count = access_count + 1 WHERE id IN (SELECT id FROM memories "
+                "WHERE id = ANY(:ids) ORDER BY id FOR NO KEY UPDATE)"),
                 {"t": change.at, "ids": sorted({int(i) for i in change.touch})})
         if change.evict:
             _evict(conn, rid, change)

@@ -1,0 +1,186 @@
+"""Scoped searches on PostgreSQL: a tag filter (a user's scope) is searched exactly when
+the scope is small and through the index, with its tag tested on each row, when it is
+large; both give the scope's own nearest memories, never another scope's.
+
+Real PostgreSQL 16 + pgvector server (``HTM_TEST_DATABASE_URL`` or a throwaway pgserver),
+a fresh database per test. The scope-size threshold is lowered so that a store of a few
+hundred memories takes both paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from htm_core.scope import ChatScope
+from htm_core.store import NewMemory, SearchFilters
+from htm_core.store.base import ArmQuery
+from htm_core.store.postgres import PostgresStore
+from htm_core.store.postgres.search import iterative_scans
+
+pytestmark = pytest.mark.postgres
+
+T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
+DIM = 16
+EMBEDDER = "clustered-16"
+#: Users drawn to collide: letter case, a prefix of another id, a hashed slug.
+USERS = {"ada": 240, "Ada": 6, "adam": 60, "ada:x": 3}
+
+
+def tag_of(user: str) -> str:
+    return ChatScope.of(user_id=user).recall_tag
+
+
+@pytest.fixture
+def scoped(pg_url: str) -> Iterator[tuple[PostgresStore, dict[str, dict[int, np.ndarray]]]]:
+    """A store holding the memories of ``USERS`` (a few in a session below the user's
+    tag), all near four shared topics; and each user's vectors by memory id."""
+    rng = np.random.default_rng(3)
+    centers = rng.standard_normal((4, DIM))
+    records, owners = [], []
+    for user, count in USERS.items():
+        scope = ChatScope.of(user_id=user)
+        for i in range(count):
+            vector = centers[i % 4] + 0.5 * rng.standard_normal(DIM)
+            session = ChatScope.of(user_id=user, session_id="s1") if i % 7 == 0 else scope
+            records.append(NewMemory(
+                key=scope.own_key(f"m{i}"), content=f"{user} said the garden note {i}",
+                robot="service", importance=1.0, token_count=6,
+                created_at=T0 + timedelta(minutes=len(records)), tags=(session.tag,),
+                embedding=(vector / np.linalg.norm(vector)).tolist(), embedder=EMBEDDER,
+                explicit_key=True))
+            owners.append(user)
+    store = PostgresStore(pg_url)
+    try:
+        done = store.add_many(records)
+        vectors: dict[str, dict[int, np.ndarray]] = {u: {} for u in USERS}
+        for owner, record, result in zip(owners, records, done, strict=True):
+            vectors[owner][result.memory.id] = np.asarray(record.embedding)
+        with psycopg.connect(make_url(pg_url).set(drivername="postgresql").render_as_string(
+                hide_password=False), autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        yield store, vectors
+    finally:
+        store.close()
+
+
+def exact(vectors: dict[int, np.ndarray], query: np.ndarray, k: int) -> list[int]:
+    ids = list(vectors)
+    scores = np.array([vectors[i] @ query for i in ids])
+    return [ids[j] for j in np.argsort(-scores, kind="stable")[:k]]
+
+
+def queries(n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(9)
+    return [q / np.linalg.norm(q) for q in rng.standard_normal((n, DIM))]
+
+
+@pytest.mark.parametrize("threshold", [1, 50, 10**6])
+def test_scoped_vector_search_is_the_scopes_exact_top(scoped, threshold: int) -> None:
+    """Whichever path a scope's size picks (1: every scope through the index; 10**6:
+    every scope read whole; 50: ``ada`` and ``adam`` through the index, the others read
+    whole), each user gets their own exact nearest memories: ``Ada`` none of ``ada``'s,
+    ``ada`` none of ``adam``'s, and the session memories below a user's tag count."""
+    store, vectors = scoped
+    store.searcher.exact_scope_rows = threshold
+    for user, own in vectors.items():
+        for q in queries(5):
+            hits = store.vector_search(q, limit=10, filters=SearchFilters(tags=(tag_of(user),)))
+            assert [h[0] for h in hits] == exact(own, q, 10), user
+
+
+def test_hybrid_arms_give_the_same_results_on_both_paths(scoped) -> None:
+    """A hybrid search's vector and full-text arms, with a scope filter, answer the same
+    through the index (tag tested per row) as from the scope's rows read whole."""
+    store, _ = scoped
+    arms = [ArmQuery(vector=q, limit=20, filters=SearchFilters(tags=(tag_of(u),)))
+            for u in USERS for q in queries(2)]
+    arms += [ArmQuery(text="garden note 3", limit=20, filters=SearchFilters(tags=(tag_of(u),)))
+             for u in USERS]
+    store.searcher.exact_scope_rows = 10**6
+    whole = store.search_arms(arms)
+    store.searcher.exact_scope_rows = 1
+    indexed = store.search_arms(arms)
+    assert [[h[0] for h in arm] for arm in indexed] == [[h[0] for h in arm] for arm in whole]
+    assert all(indexed[:2 * len(USERS)]) and any(indexed[2 * len(USERS):])
+
+
+def test_a_large_scope_is_searched_through_the_hnsw_index(scoped) -> None:
+    """A scope of at least ``exact_scope_rows`` memories runs the HNSW index scan in
+    distance order, its tag tested on each row (a filter of the scan); a smaller one
+    keeps the tag test as a join. (As a join, PostgreSQL reads a scope's rows first
+    whatever its size, since it cannot estimate a tag's share of the store: in a big
+    store a heavy user's search read all of that user's memories.)"""
+    store, _ = scoped
+    store.searcher.exact_scope_rows = 50
+    q = queries(1)[0]
+    heavy = store.explain_search(vector=q, filters=SearchFilters(tags=(tag_of("ada"),)),
+                                 seqscan=False)
+    light = store.explain_search(vector=q, filters=SearchFilters(tags=(tag_of("Ada"),)),
+                                 seqscan=False)
+    scan = heavy.split("Index Scan using memories_embedding_hnsw", 1)
+    assert len(scan) == 2 and "SubPlan" in scan[1].split("->", 1)[0]
+    assert "SubPlan" not in light  # the tag test as a join: PostgreSQL's plan for it
+
+
+def test_the_scope_count_stops_at_the_threshold_and_counts_exactly(scoped) -> None:
+    """The scope's size is counted by its exact tag and the tags below it (``ada`` is
+    not ``Ada``, nor ``adam``), up to the threshold."""
+    store, vectors = scoped
+    pg = store.database.engine.raw_connection()
+    try:
+        driver = pg.dbapi_connection
+        store.searcher.exact_scope_rows = len(vectors["ada"])
+        assert store.searcher._fenced(driver, SearchFilters(tags=(tag_of("ada"),)))
+        store.searcher.exact_scope_rows = len(vectors["ada"]) + 1
+        assert not store.searcher._fenced(driver, SearchFilters(tags=(tag_of("ada"),)))
+        store.searcher.exact_scope_rows = len(vectors["Ada"]) + 1
+        assert not store.searcher._fenced(driver, SearchFilters(tags=(tag_of("Ada"),)))
+        assert not store.searcher._fenced(driver, SearchFilters())
+    finally:
+        pg.close()
+
+
+@pytest.mark.parametrize(("version", "iterative"), [
+    ("0.8.0", True), ("0.8.1", True), ("0.10.2", True), ("1.0.0", True),
+    ("0.7.4", False), ("0.6.2", False), ("0.5", False), ("", False), (None, False)])
+def test_iterative_scans_from_the_version(version: str | None, iterative: bool) -> None:
+    assert iterative_scans(version) is iterative
+
+
+def test_the_store_reads_pgvectors_version_when_it_opens(scoped) -> None:
+    """The flag follows the server's pgvector (a server without iterative scans refuses
+    the setting once pgvector is loaded in the session, so it is sent only where it
+    exists)."""
+    store, _ = scoped
+    with store.engine.connect() as conn:
+        version = conn.exec_driver_sql(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'").scalar()
+    assert store.searcher.iterative is iterative_scans(version)
+    q = queries(1)[0]
+    assert store.vector_search(q, limit=5, filters=SearchFilters(tags=(tag_of("ada"),)))
+
+
+def test_a_short_search_through_the_index_is_run_again_with_the_tag_as_a_join(scoped) -> None:
+    """A search through the index that comes back short is run again exactly with the
+    tag test as a join (the scope's rows read, then sorted): the per-row test with
+    index scans off would read the whole table (6 s at a million memories)."""
+    store, vectors = scoped
+    store.searcher.exact_scope_rows = 1
+    again: list[str] = []
+    original = store.searcher._exact_vector_search
+
+    def spy(sql: str, params: dict) -> list:
+        again.append(sql)
+        return original(sql, params)
+
+    store.searcher._exact_vector_search = spy
+    q = queries(1)[0]
+    hits = store.vector_search(q, limit=10, filters=SearchFilters(tags=(tag_of("ada:x"),)))
+    assert [h[0] for h in hits] == exact(vectors["ada:x"], q, 10)
+    assert len(again) == 1 and "OFFSET 0" not in again[0] and "JOIN tags" in again[0]
