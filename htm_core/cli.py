@@ -194,10 +194,11 @@ def _cmd_add(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         tags = scope.stored_tags(check_topic_tags(tags, name="--tag"))
     with _open_htm(args) as htm:
         memory = htm.add(text, importance=args.importance, key=key, tags=tags,
-                         metadata=metadata)
+                         metadata=metadata, kind=args.kind, source=args.source,
+                         confidence=args.confidence)
         where = "long-term + working memory" if memory.in_working_memory else "long-term only"
         out.write(f"{memory.key}\t{memory.token_count} tokens\timportance {memory.importance:g}"
-                  f"\t{where}\n")
+                  f"\t{memory.kind}\t{where}\n")
     return 0
 
 
@@ -208,7 +209,7 @@ def _cmd_recall(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with _open_htm(args) as htm:
         hits = htm.recall(args.query, timeframe=args.timeframe, limit=args.limit,
                           strategy=args.strategy, tags=tags, robot=args.filter_robot,
-                          min_score=args.min_score)
+                          min_score=args.min_score, kinds=args.kinds)
         now = datetime.now(timezone.utc)
     if args.json:
         for hit in hits:
@@ -222,6 +223,30 @@ def _cmd_recall(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     rows = [(f"{h.score:.4f}", _age(h.memory.created_at, now), f"{h.memory.importance:g}",
              h.memory.robot, h.memory.content) for h in hits]
     _table(rows, ("score", "age", "importance", "robot", "text"), out)
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    scope = _scope(args)
+    tags = args.tags if scope is None else scope.topic_filter(
+        check_topic_tags(args.tags, name="--tag"))
+    with _open_reader(args) as htm:
+        page = htm.list(kinds=args.kinds, tags=tags, robot=args.filter_robot,
+                        timeframe=args.timeframe, order=args.order,
+                        descending=args.descending, limit=args.limit)
+        now = datetime.now(timezone.utc)
+    if args.json:
+        for memory in page.memories:
+            out.write(json.dumps(memory_to_dict(memory), ensure_ascii=False) + "\n")
+        return 0
+    if not page.memories:
+        err.write("no memories matched\n")
+        return 0
+    rows = [(m.key, _age(m.created_at, now), m.kind, m.source or "", m.content)
+            for m in page.memories]
+    _table(rows, ("key", "age", "kind", "source", "text"), out)
+    if page.next_cursor is not None:
+        err.write(f"[the first {len(page.memories)}; --limit shows more]\n")
     return 0
 
 
@@ -457,7 +482,8 @@ def _cmd_consolidate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
-    "add": _cmd_add, "recall": _cmd_recall, "context": _cmd_context, "stats": _cmd_stats,
+    "add": _cmd_add, "recall": _cmd_recall, "list": _cmd_list, "context": _cmd_context,
+    "stats": _cmd_stats,
     "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
     "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate,
     "reembed": _cmd_reembed, "copy": _cmd_copy, "check": _cmd_check,

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from .cli_commands import provided_commands
+from .consolidation.kinds import KINDS
 from .scoring import DEFAULT_MIN_SCORE
+from .store.base import LIST_ORDERS
 
 __all__ = ["build_parser", "parse_args", "server_argv"]
 
@@ -86,6 +88,10 @@ def _memory_commands(add: Any, no_robot: argparse.ArgumentParser) -> None:
     p.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG",
                    help="a hierarchical tag such as user:preferences (repeatable)")
     p.add_argument("--metadata", metavar="JSON", help="a JSON object stored with the memory")
+    p.add_argument("--kind", choices=KINDS, help="what the memory is (default: the kind "
+                   "rules recognise in a plain statement, else episodic)")
+    p.add_argument("--source", help="where it came from, such as user or import:notes.md")
+    p.add_argument("--confidence", type=float, help="how sure the kind and text are, 0 to 1")
 
     p = add("recall", "find the memories most relevant to a query", parent=no_robot,
             scope=True)
@@ -100,6 +106,7 @@ def _memory_commands(add: Any, no_robot: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", dest="filter_robot", metavar="NAME",
                    help="only memories written by this robot (the acting robot is set with "
                         "--robot before the subcommand, or $HTM_ROBOT)")
+    _kind_filter(p)
     p.add_argument("--min-score", type=float, default=DEFAULT_MIN_SCORE, metavar="SCORE",
                    help="leave out hits scoring below this, 0 to 1 (default "
                         f"{DEFAULT_MIN_SCORE}; 0 lists every hit)")
@@ -124,6 +131,27 @@ def _memory_commands(add: Any, no_robot: argparse.ArgumentParser) -> None:
     p = add("purge", "delete forgotten memories for good")
     p.add_argument("--key", help="purge only this forgotten memory")
     p.add_argument("--yes", action="store_true", help="confirm (required)")
+
+
+def _kind_filter(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", action="append", default=None, dest="kinds", choices=KINDS,
+                   help="only memories of this kind (repeatable)")
+
+
+def _list_command(add: Any, no_robot: argparse.ArgumentParser) -> None:
+    """``htm list``: memories by filters, in an order, counting no access."""
+    p = add("list", "list memories by kind, tag, robot and time, counting no access",
+            parent=no_robot, scope=True)
+    _kind_filter(p)
+    p.add_argument("--tag", action="append", default=None, dest="tags", metavar="TAG",
+                   help="only memories with this tag or one below it (repeatable)")
+    p.add_argument("--robot", dest="filter_robot", metavar="NAME",
+                   help="only memories written by this robot")
+    p.add_argument("--timeframe", help="as for recall: 'today', 'last week', 'May 2023'")
+    p.add_argument("--order", choices=LIST_ORDERS, default="created_at")
+    p.add_argument("--descending", action="store_true", help="the order reversed")
+    p.add_argument("--limit", type=int, default=100, help="how many at most (default 100)")
+    p.add_argument("--json", action="store_true", help="one JSON object per memory")
 
 
 def _consolidate_command(add: Any) -> None:
@@ -216,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=parents, help=help_, description=help_)
 
     _memory_commands(add, no_robot)
+    _list_command(add, no_robot)
     _consolidate_command(add)
     _store_commands(add)
     _look_commands(add, no_robot)

@@ -76,7 +76,8 @@ class RecallExplanation:
 
 def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 10,
                    strategy: str = "hybrid", tags: Iterable[str] | str | None = None,
-                   robot: str | None = None, arm_depth: int | None = None) -> RecallExplanation:
+                   robot: str | None = None, arm_depth: int | None = None,
+                   kinds: Iterable[str] | str | None = None) -> RecallExplanation:
     """Explain ``htm.recall(query, ...)`` without doing it (nothing is written).
 
     Takes :meth:`~htm_core.HTM.recall`'s arguments (and raises its errors for bad ones).
@@ -91,7 +92,7 @@ def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 
     (['pref-vim'], ['fulltext', 'vector'])
     """
     filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
-                                                   robot, clock=htm._clock)
+                                                   robot, clock=htm._clock, kinds=kinds)
     strategy = htm._embedding.recall_strategy(strategy)
     config = htm._retrieval
     now = htm._clock()

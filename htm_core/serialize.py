@@ -44,7 +44,9 @@ def memory_to_record(memory: Memory, *, include_embedding: bool = False) -> dict
 
     Keys, in this order: ``key``, ``content``, ``robot``, ``importance``, ``token_count``,
     ``created_at``, ``last_accessed``, ``access_count``, ``tags``, ``metadata``,
-    ``forgotten_at``; with ``include_embedding`` (and an embedding computed) also
+    ``forgotten_at``; then ``kind``, ``source`` and ``confidence`` unless they are
+    ``episodic``, None and None (so the line of such a memory reads in every htm); with
+    ``include_embedding`` (and an embedding computed) also
     ``embedding`` and ``embedder``. No store id and no per-process state: a record means
     the same in any store.
 
@@ -72,6 +74,8 @@ def memory_to_record(memory: Memory, *, include_embedding: bool = False) -> dict
         "metadata": memory.metadata,
         "forgotten_at": iso(memory.forgotten_at),
     }
+    if (memory.kind, memory.source, memory.confidence) != ("episodic", None, None):
+        record.update(kind=memory.kind, source=memory.source, confidence=memory.confidence)
     if include_embedding and memory.embedding is not None:
         record["embedding"] = [float(x) for x in memory.embedding]
         record["embedder"] = memory.embedder
@@ -79,8 +83,9 @@ def memory_to_record(memory: Memory, *, include_embedding: bool = False) -> dict
 
 
 def memory_to_dict(memory: Memory, *, include_embedding: bool = False) -> dict[str, Any]:
-    """A memory as a JSON-ready dict: ``id``, the :func:`memory_to_record` fields, then
-    ``forgotten`` (bool), ``in_working_memory`` (bool), ``version`` (1 until
+    """A memory as a JSON-ready dict: ``id``, the :func:`memory_to_record` fields (with
+    ``kind``, ``source`` and ``confidence`` always), then ``forgotten`` (bool),
+    ``in_working_memory`` (bool), ``version`` (1 until
     :meth:`~htm_core.HTM.update` makes another) and ``superseded_at`` (ISO 8601 for a
     superseded version, else None).
 
@@ -93,6 +98,7 @@ def memory_to_dict(memory: Memory, *, include_embedding: bool = False) -> dict[s
     (3, '2024-05-15T12:00:00+00:00', False, False, 1)
     """
     return {"id": memory.id, **memory_to_record(memory, include_embedding=include_embedding),
+            "kind": memory.kind, "source": memory.source, "confidence": memory.confidence,
             "forgotten": memory.forgotten_at is not None,
             "in_working_memory": memory.in_working_memory, "version": memory.version,
             "superseded_at": iso(memory.superseded_at)}
@@ -103,14 +109,15 @@ def hit_to_dict(hit: Hit, *, compact: bool = False) -> dict[str, Any]:
 
     ``compact=True`` gives the short line ``htm recall --json`` prints: ``key``,
     ``score``, ``content``, ``importance``, ``robot``, ``created_at``, ``tags``,
-    ``version`` and ``superseded`` (True for an old version, from
+    ``kind``, ``version`` and ``superseded`` (True for an old version, from
     ``recall(..., include_history=True)``).
     """
     if compact:
         m = hit.memory
         return {"key": m.key, "score": hit.score, "content": m.content,
                 "importance": m.importance, "robot": m.robot,
-                "created_at": iso(m.created_at), "tags": list(m.tags), "version": m.version,
+                "created_at": iso(m.created_at), "tags": list(m.tags), "kind": m.kind,
+                "version": m.version,
                 "superseded": m.superseded}
     return {"score": hit.score, **memory_to_dict(hit.memory)}
 
@@ -120,9 +127,9 @@ def memory_metadata(memory: Memory, score: float | None = None, *,
     """The metadata every htm adapter attaches to a memory it hands to a framework.
 
     Keys: ``id``, ``key``, ``score`` (None when the memory was not found by recall),
-    ``importance``, ``created_at`` (ISO 8601, UTC), ``robot`` and ``tags`` (a list:
+    ``importance``, ``created_at`` (ISO 8601, UTC), ``robot``, ``tags`` (a list:
     the memory's tags, or ``tags`` when given, for an adapter that hides its own
-    bookkeeping tags).
+    bookkeeping tags) and ``kind``.
 
     >>> from datetime import datetime, timezone
     >>> from htm_core.models import Hit, Memory
@@ -131,7 +138,7 @@ def memory_metadata(memory: Memory, score: float | None = None, *,
     ...            importance=9.0, created_at=when, last_accessed=when, tags=("user",))
     >>> meta = memory_metadata(m, score=0.5)
     >>> list(meta)
-    ['id', 'key', 'score', 'importance', 'created_at', 'robot', 'tags']
+    ['id', 'key', 'score', 'importance', 'created_at', 'robot', 'tags', 'kind']
     >>> meta["created_at"], meta["tags"]
     ('2024-05-15T12:00:00+00:00', ['user'])
     >>> hit_to_dict(Hit(memory=m, score=0.5), compact=True)["created_at"]
@@ -145,6 +152,7 @@ def memory_metadata(memory: Memory, score: float | None = None, *,
         "created_at": iso(memory.created_at),
         "robot": memory.robot,
         "tags": list(memory.tags if tags is None else tags),
+        "kind": memory.kind,
     }
 
 

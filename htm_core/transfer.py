@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import _exportfile, serialize
+from ._provenance import check_confidence, check_source
 from ._values import check_created_at, check_metadata
+from .consolidation.kinds import DEFAULT_KIND, check_kind
 from .embeddings import embedder_name, store_embedder_hint
 from .errors import (
     DatabaseCorruptError,
@@ -55,15 +57,16 @@ __all__ = [
 #: The ``format`` field of an export's header line.
 EXPORT_FORMAT = "htm-export"
 #: The version of the export format this code writes (2: with an end line and checksum).
+#: A memory's ``kind``, ``source`` and ``confidence`` are optional fields of its line.
 EXPORT_VERSION = 2
-#: The export format versions this code reads.
+#: The export format versions this code reads (a line without a kind is ``episodic``).
 READ_VERSIONS = (1, 2)
 
 #: Called after each batch with (memories done so far, total or None when unknown).
 Progress = Callable[[int, "int | None"], None]
 
 _FIELDS = ("key", "content", "robot", "importance", "token_count", "created_at", "last_accessed",
-           "access_count", "tags", "metadata", "forgotten_at")
+           "access_count", "tags", "metadata", "forgotten_at", "kind", "source", "confidence")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +144,9 @@ def memory_from_record(record: Any, *, line: int = 0) -> NewMemory:
             last_accessed=_parse_time(record.get("last_accessed"), "last_accessed", line),
             access_count=int(record.get("access_count", 0)),
             forgotten_at=_parse_time(record.get("forgotten_at"), "forgotten_at", line),
+            kind=check_kind(record.get("kind") or DEFAULT_KIND),
+            source=check_source(record.get("source")),
+            confidence=check_confidence(record.get("confidence")),
         ), f"line {line}")
     except ValidationError:
         raise
@@ -166,7 +172,8 @@ def _new_from_memory(memory: Memory) -> NewMemory:
         metadata=dict(memory.metadata), embedding=memory.embedding,
         embedder=memory.embedder if memory.embedding is not None else None, explicit_key=True,
         last_accessed=memory.last_accessed, access_count=memory.access_count,
-        forgotten_at=memory.forgotten_at,
+        forgotten_at=memory.forgotten_at, kind=memory.kind, source=memory.source,
+        confidence=memory.confidence,
     ), f"memory {memory.key!r} of the source")
 
 

@@ -32,7 +32,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 __all__ = ["HTMRetriever", "memory_metadata"]
 
-_RECALL_OPTIONS = ("k", "strategy", "timeframe", "tags", "robot")
+_RECALL_OPTIONS = ("k", "strategy", "timeframe", "tags", "robot", "kinds")
 
 
 def hit_to_document(hit: Hit) -> Document:
@@ -56,6 +56,8 @@ class HTMRetriever(BaseRetriever):
             LangChain's ``BaseRetriever`` also passes ``tags`` to callbacks, so they
             label the retriever's runs in tracing too.
         robot: only memories written by this robot; default every robot on the store.
+        kinds: only memories of this kind or these kinds (``"fact"``,
+            ``["fact", "preference"]``); default every kind.
         user_id: search this user's memories (tag ``chat:user:<user_id>``, every session;
             narrow to one with ``tags=["chat:user:<user_id>:session:<id>"]``).
         session_id: without ``user_id``: search this conversation's memories
@@ -69,8 +71,8 @@ class HTMRetriever(BaseRetriever):
 
     Documents carry the memory's text as ``page_content``, its key as ``id``, and metadata
     ``id``, ``key``, ``score``, ``importance``, ``created_at`` (ISO 8601), ``robot``,
-    ``tags``. Any of ``k``, ``strategy``, ``timeframe``, ``tags``, ``robot`` can be given
-    per call as a keyword of ``invoke``; any other keyword, when building the retriever
+    ``tags``, ``kind``. Any of ``k``, ``strategy``, ``timeframe``, ``tags``, ``robot``,
+    ``kinds`` can be given per call as a keyword of ``invoke``; any other keyword, when building the retriever
     or per call, raises :class:`~htm_core.errors.ValidationError`.
 
     Example:
@@ -89,13 +91,14 @@ class HTMRetriever(BaseRetriever):
     timeframe: Any = None
     tags: list[str] | None = None
     robot: str | None = None
+    kinds: list[str] | None = None
     user_id: str | None = None
     session_id: str | None = None
     shared_tags: list[str] | None = None
     shared: bool = False
     _visible: tuple[str, ...] | None = PrivateAttr(default=None)
 
-    @field_validator("tags", "shared_tags", mode="before")
+    @field_validator("tags", "shared_tags", "kinds", mode="before")
     @classmethod
     def _one_tag(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value

@@ -46,7 +46,7 @@ _MODES = {
     VectorStoreQueryMode.HYBRID: "hybrid",
 }
 #: Metadata keys every returned node carries (DESIGN: id, key, score, importance...).
-RESULT_KEYS = ("id", "key", "score", "importance", "created_at", "robot", "tags")
+RESULT_KEYS = ("id", "key", "score", "importance", "created_at", "robot", "tags", "kind")
 #: Memories per listing page, and node ids per listing (one tag condition each).
 _PAGE = 1_000
 _IDS_PER_LIST = 200
@@ -197,12 +197,15 @@ class HTMVectorStore(BasePydanticVectorStore):
             node = metadata_dict_to_node(memory.metadata, text=memory.content)
         else:
             node = TextNode(id_=memory.key, text=memory.content, metadata=dict(memory.metadata))
-        node.metadata.update(memory_metadata(
+        ours = memory_metadata(
             memory, hit.score if hit else None,
             tags=[t for t in memory.tags
-                  if not tag_matches(t, TAG_ROOT) and not tag_matches(t, self.tag_root)]))
+                  if not tag_matches(t, TAG_ROOT) and not tag_matches(t, self.tag_root)])
+        if "kind" in node.metadata:  # the node's own "kind" stays, and stays in its text
+            del ours["kind"]
+        node.metadata.update(ours)
         for excluded in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
-            excluded.extend(k for k in RESULT_KEYS if k not in excluded)
+            excluded.extend(k for k in RESULT_KEYS if k in ours and k not in excluded)
         return node
 
     # -- reading and deleting -------------------------------------------------------------

@@ -2,11 +2,12 @@
 
 Run it over stdio (``htm mcp --robot assistant --db ~/htm.db``, or
 ``python -m htm_integrations.mcp``) or over streamable HTTP on a loopback port (``--http``).
-Tools ``remember``, ``recall``, ``retrieve``, ``forget``, ``restore``, ``create_context``,
-``stats``, ``list_robots`` and ``tags``; resources ``htm://context[/{strategy}]``. A server
-works in one user's memory (``--user``, default ``$HTM_USER``, else the login name); an
-:class:`~htm_core.errors.HTMError` becomes a tool error result. :func:`build_server` builds
-one around an ``HTM`` you already have. See docs/mcp.md.
+Tools ``remember``, ``recall``, ``retrieve``, ``forget``, ``restore``, ``list_memories``,
+``create_context``, ``stats``, ``list_robots`` and ``tags``; resources
+``htm://context[/{strategy}]``. A server works in one user's memory (``--user``, default
+``$HTM_USER``, else the login name); an :class:`~htm_core.errors.HTMError` becomes a tool
+error result. :func:`build_server` builds one around an ``HTM`` you already have. See
+docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -85,6 +86,19 @@ NewKey = Annotated[str | None, Field(description="A key for exact lookup, unique
                                                  "memory; stored inside your scope. "
                                                  "Default derived from the content.")]
 Metadata = Annotated[dict[str, Any] | None, Field(description="Any JSON object.")]
+Kind = Annotated[str | None, Field(description="What the memory is: 'episodic', 'fact', "
+                                               "'preference', 'skill', 'document', 'digest' "
+                                               "or 'summary'. Default: recognised from a "
+                                               "plain statement ('my name is', 'I prefer', "
+                                               "'remember that'), else 'episodic'.")]
+Source = Annotated[str | None, Field(description="Where it came from, e.g. 'user', "
+                                                 "'assistant' or 'import:notes.md'.")]
+Confidence = Annotated[float | None, Field(description="How sure the kind and text are, "
+                                                       "0 to 1.")]
+KindFilter = Annotated[list[str] | None, Field(description="Only memories of these kinds, "
+                                                           "e.g. ['fact', 'preference'].")]
+Cursor = Annotated[str | None, Field(description="The next_cursor of the page before; "
+                                                 "none for the first page.")]
 Query = Annotated[str, Field(description="What to look for, in plain words.")]
 Timeframe = Annotated[str | None, Field(description="E.g. 'last 7 days' or 'past 24 "
                                                     "hours' (rolling, ending now), "
@@ -129,7 +143,7 @@ class ScopedTools:
         """Every tool with its annotations, in the order the server lists them."""
         return [(self.remember, WRITES), (self.recall, WRITES), (self.retrieve, READS),
                 (self.forget, HIDES), (self.restore, BRINGS_BACK),
-                (self.create_context, READS), (self.stats, READS),
+                (self.list_memories, READS), (self.create_context, READS), (self.stats, READS),
                 (self.list_robots, READS), (self.tags, READS)]
 
     def in_scope(self, key: str) -> str:
@@ -151,22 +165,35 @@ class ScopedTools:
                                        tags=self.scope.visible, scope_working=True)
 
     def remember(self, content: Content, importance: Importance = 1.0, tags: Tags = None,
-                 key: NewKey = None, metadata: Metadata = None) -> dict[str, Any]:
+                 key: NewKey = None, metadata: Metadata = None, kind: Kind = None,
+                 source: Source = None, confidence: Confidence = None) -> dict[str, Any]:
         """Store a memory durably (long-term) and put it into working memory."""
         text = content.strip() if isinstance(content, str) else content
         memory = self.htm.add(text, importance=importance, key=self.scoped_key(text, key),
                               tags=self.scope.stored_tags(check_topic_tags(tags)),
-                              metadata=metadata)
+                              metadata=metadata, kind=kind, source=source,
+                              confidence=confidence)
         return memory_to_dict(memory)
 
     def recall(self, query: Query, timeframe: Timeframe = None, limit: Limit = 10,
                strategy: Strategy = "hybrid", tags: TagFilter = None, robot: RobotFilter = None,
-               min_score: MinScore = DEFAULT_MIN_SCORE) -> dict[str, Any]:
+               min_score: MinScore = DEFAULT_MIN_SCORE,
+               kinds: KindFilter = None) -> dict[str, Any]:
         """Find the memories most relevant to a query (they enter working memory)."""
         hits = self.htm.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
                                tags=self.scope.topic_filter(check_topic_tags(tags)), robot=robot,
-                               min_score=min_score)
+                               min_score=min_score, kinds=kinds)
         return {"count": len(hits), "hits": [hit_to_dict(hit) for hit in hits]}
+
+    def list_memories(self, kinds: KindFilter = None, tags: TagFilter = None,
+                      timeframe: Timeframe = None, limit: Limit = 20,
+                      cursor: Cursor = None) -> dict[str, Any]:
+        """List memories oldest first by kind, tags and time (no access counted); pass
+        ``next_cursor`` back for the next page."""
+        page = self.htm.list(kinds=kinds, tags=self.scope.topic_filter(check_topic_tags(tags)),
+                             timeframe=timeframe, limit=limit, cursor=cursor)
+        return {"count": len(page.memories), "next_cursor": page.next_cursor,
+                "memories": [memory_to_dict(m) for m in page.memories]}
 
     def retrieve(self, key: Key) -> dict[str, Any]:
         """Look a memory up by its exact key; ``found`` is false when there is none."""

@@ -10,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from htm_core.consolidation.kinds import KINDS
 from htm_core.errors import NotFoundError, ValidationError
 from htm_core.explain import explain_recall
 from htm_core.models import Memory, Operation
@@ -22,6 +23,8 @@ from .scopes import conversations_of
 __all__ = ["browse", "choice_arg", "index", "int_arg", "list_page", "show", "tag_tree", "text_arg"]
 
 MODES = ("list", "hybrid", "fulltext", "vector")
+#: The kind filter's choices: "" for every kind.
+KIND_CHOICES = ("", *KINDS)
 ORDERS = ("created_at", "key", "importance")
 FORGOTTEN = ("hide", "include", "only")
 #: Log lines searched for one memory's history (newest first).
@@ -86,6 +89,7 @@ def browse(ui: UI, request: Request, form: dict[str, str]) -> Response:
     tag = text_arg(request, "tag")
     timeframe = text_arg(request, "timeframe")
     forgotten = choice_arg(request, "forgotten", FORGOTTEN)
+    kind = choice_arg(request, "kind", KIND_CHOICES) or None
     order = choice_arg(request, "order", ORDERS)
     descending = request.query_params.get("desc") == "1"
     limit = int_arg(request, "limit", 50, 1, 500)
@@ -95,20 +99,21 @@ def browse(ui: UI, request: Request, form: dict[str, str]) -> Response:
     if query is not None:
         why = explain_recall(htm, query, timeframe=timeframe, limit=limit,
                              strategy="hybrid" if mode == "list" else mode,
-                             tags=tag, robot=robot, arm_depth=0)
+                             tags=tag, robot=robot, arm_depth=0, kinds=kind)
         rows = [{"memory": h.memory, "score": h.relevance, "ranks": h.ranks} for h in why.fused]
     else:
         memories, next_cursor = list_page(htm, robot=robot, tags=tag, timeframe=timeframe,
                                       forgotten=forgotten, order=order, descending=descending,
-                                      limit=limit, cursor=cursor)
+                                      limit=limit, cursor=cursor, kinds=kind)
         rows = [{"memory": m, "score": None, "ranks": {}} for m in memories]
     return ui.render(request, "memories.html", rows=rows, next_cursor=next_cursor,
                      tags=tag_tree(htm.tags()), robots=htm.robots(),
                      params={"q": query or "", "mode": mode, "robot": robot or "",
                              "tag": tag or "", "timeframe": timeframe or "",
                              "forgotten": forgotten, "order": order, "desc": descending,
-                             "limit": limit},
-                     modes=MODES, orders=ORDERS, forgotten_choices=FORGOTTEN)
+                             "limit": limit, "kind": kind or ""},
+                     modes=MODES, orders=ORDERS, forgotten_choices=FORGOTTEN,
+                     kinds=KIND_CHOICES)
 
 
 def list_page(htm: Any, *, forgotten: str, limit: int, cursor: str | None,

@@ -200,3 +200,9 @@ def test_digests_quick(tmp_path: Path) -> None:
         "forget, no digest built on it (median)",
         "forget, its day, week and month rebuilt (median)"]
     assert all(r[1].endswith("s") for r in rows[2:])
+
+
+@pytest.mark.parametrize("what", ["intake", "upgrade"])
+def test_kinds_quick(tmp_path: Path, what: str) -> None:
+    out = run("kinds", what, "--quick", cache=tmp_path)
+    assert ("µs a memory" if what == "intake" else "migrate 7 -> 8 of 2,000 memories") in out

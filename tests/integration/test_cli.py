@@ -375,3 +375,32 @@ def test_commands_that_never_embed_open_a_store_of_another_embedder(
     with HTM(database_url=str(db), embedder=_OtherEmbedder()) as htm:  # vectors untouched
         assert htm.store.embedding_info() == ("another-embedder", 3)
         assert htm.recall("deploy friday")[0].memory.key == "deploy"
+
+
+def test_kinds_on_the_command_line(htm_cli: Run) -> None:
+    """``htm add --kind --source --confidence``, the kind the rules give without one, and
+    ``--kind`` filters of ``htm recall`` and ``htm list`` (also inside a user's scope)."""
+    assert htm_cli("add", "The venue is the old mill", "--kind", "fact", "--source",
+                   "meeting", "--confidence", "0.8", "--key", "venue") == 0
+    assert "\tfact\t" in htm_cli.out
+    assert htm_cli("add", "I prefer the old mill as a venue", "--key", "pref") == 0
+    assert "\tpreference\t" in htm_cli.out
+    assert htm_cli("add", "we talked about the venue at the mill", "--key", "talk") == 0
+    assert htm_cli("add", "Ada: the venue is the mill", "--kind", "fact", "--user", "Ada") == 0
+    assert htm_cli("add", "ada: the venue is the barn", "--kind", "fact", "--user", "ada") == 0
+    assert htm_cli("recall", "venue mill", "--kind", "fact", "--json", "--min-score", "0") == 0
+    found = [json.loads(line) for line in htm_cli.out.splitlines()]
+    assert {f["key"] for f in found} >= {"venue"} and {f["kind"] for f in found} == {"fact"}
+    assert htm_cli("recall", "venue mill", "--kind", "fact", "--user", "ada", "--json",
+                   "--min-score", "0") == 0
+    assert [json.loads(line)["content"] for line in htm_cli.out.splitlines()] == [
+        "ada: the venue is the barn"]
+    assert htm_cli("list", "--kind", "preference", "--kind", "fact", "--json") == 0
+    listed = [json.loads(line) for line in htm_cli.out.splitlines()]
+    assert [(m["key"], m["kind"], m["source"]) for m in listed][:2] == [
+        ("venue", "fact", "meeting"), ("pref", "preference", None)]
+    assert len(listed) == 4 and listed[0]["confidence"] == 0.8
+    assert htm_cli("list", "--kind", "fact", "--user", "Ada") == 0
+    assert "Ada: the venue" in htm_cli.out and "barn" not in htm_cli.out
+    assert htm_cli("add", "x", "--kind", "facts") == 2
+    assert htm_cli("add", "x", "--confidence", "2") == 1 and "confidence" in htm_cli.err

@@ -81,7 +81,7 @@ def test_documents_carry_memory_metadata(htm_factory: Callable[..., HTM]) -> Non
     assert top.metadata == {
         "id": stored.id, "key": "vim", "score": pytest.approx(top.metadata["score"]),
         "importance": 1.0, "created_at": "2024-05-15T12:00:00+00:00", "robot": stored.robot,
-        "tags": ["user:preferences"],
+        "tags": ["user:preferences"], "kind": "episodic",
     }
     # the second shares no word with the query (the hashing embedder): its own score is low
     assert top.metadata["score"] > docs[1].metadata["score"] >= 0
@@ -110,6 +110,29 @@ def test_options_filter_by_tags_robot_and_timeframe(htm_factory: Callable[..., H
     assert [d.metadata["key"] for d in january] == ["emacs"]
     fulltext = HTMRetriever(htm=htm, shared=True, k=10, strategy="fulltext").invoke("Tuesdays")
     assert [d.metadata["key"] for d in fulltext] == ["deploy"]
+
+
+def test_kinds_filter_inside_a_users_scope(htm_factory: Callable[..., HTM]) -> None:
+    """``kinds`` (on the retriever or per call) keeps memories of those kinds, up to ``k``
+    of them, and never widens the user's scope: ``Ada`` and ``ada`` each see their own."""
+    from htm_core.scope import ChatScope
+
+    htm = htm_factory()
+    htm.add_many([{"content": f"tea talk {i}"} for i in range(20)], working_memory=False)
+    for user in ("Ada", "ada"):
+        scope = ChatScope.of(user_id=user)
+        htm.add_many([{"content": f"{user} tea fact {i}", "kind": "fact",
+                       "tags": scope.stored_tags(None)} for i in range(2)])
+        htm.add(f"{user} said tea talk", tags=scope.stored_tags(None))
+    for user in ("Ada", "ada"):
+        facts = HTMRetriever(htm=htm, user_id=user, k=2, kinds="fact").invoke("tea talk")
+        assert sorted(d.page_content for d in facts) == [f"{user} tea fact 0",
+                                                        f"{user} tea fact 1"]
+        assert {d.metadata["kind"] for d in facts} == {"fact"}
+        said = HTMRetriever(htm=htm, user_id=user, k=5).invoke("tea talk", kinds=["episodic"])
+        assert [d.page_content for d in said] == [f"{user} said tea talk"]
+    with pytest.raises(ValidationError, match="kind must be one of"):
+        HTMRetriever(htm=htm, shared=True, kinds="facts").invoke("tea")
 
 
 def test_bad_options_raise_htm_errors(htm_factory: Callable[..., HTM]) -> None:

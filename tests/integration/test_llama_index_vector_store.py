@@ -15,7 +15,7 @@ pytest.importorskip("llama_index.core")
 
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.embeddings import MockEmbedding
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.types import (
     FilterCondition,
     FilterOperator,
@@ -161,12 +161,19 @@ def test_get_nodes_delete_nodes_and_clear(htm: HTM) -> None:
     assert [n.node_id for n in store.get_nodes(node_ids=["n2", "missing"])] == ["n2"]
     by_kind = store.get_nodes(filters=MetadataFilters(filters=[f("kind", "a")]))
     assert sorted(n.node_id for n in by_kind) == ["n0", "n1"]
+    # A node's own "kind" is kept (not the memory's kind) and stays in its text for LLMs.
+    assert [n.metadata["kind"] for n in by_kind] == ["a", "a"]
+    assert "kind: a" in by_kind[0].get_content(metadata_mode=MetadataMode.LLM)
+    store.add([TextNode(id_="plain", text="a plain node")])
+    plain = store.get_nodes(node_ids=["plain"])[0]
+    assert plain.metadata["kind"] == "episodic"  # the memory's, kept out of the LLM text
+    assert "kind:" not in plain.get_content(metadata_mode=MetadataMode.LLM)
     store.delete_nodes(node_ids=["n0"])
     assert htm.retrieve("n0") is None
     with pytest.raises(ValidationError, match="clear"):
         store.delete_nodes()
     store.clear()
-    assert htm.stats().forgotten == 3
+    assert htm.stats().forgotten == 4
     assert htm.retrieve("fact") is not None  # not a node: left alone
 
 

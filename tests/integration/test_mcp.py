@@ -37,8 +37,8 @@ def login_key(key: str) -> str:
 
 
 VIM = "chat:user:ada:key:pref-vim"
-TOOLS = {"remember", "recall", "retrieve", "forget", "restore", "create_context", "stats",
-         "list_robots", "tags"}
+TOOLS = {"remember", "recall", "retrieve", "forget", "restore", "list_memories",
+         "create_context", "stats", "list_robots", "tags"}
 
 
 def server_env(**extra: str) -> dict[str, str]:
@@ -430,3 +430,32 @@ async def test_each_user_sees_only_their_own_memory(store_url: str) -> None:
         async with Client(server, cache=None) as carol:
             hits = ok(await carol.call_tool("recall", {"query": "locker code", "limit": 10}))
             assert [h["content"] for h in hits["hits"]] == ["Lockers are emptied on Fridays"]
+
+
+async def test_kinds_in_remember_recall_and_list_memories(sqlite_url: str) -> None:
+    """``remember`` takes a kind, source and confidence (or the rules give the kind);
+    ``recall`` and ``list_memories`` filter by kinds, each user (``Ada``, ``ada``) seeing
+    only their own memories of the kind."""
+    for user in ("Ada", "ada"):
+        async with connect(sqlite_url, "assistant", "--user", user) as client:
+            fact = ok(await client.call_tool("remember", {
+                "content": f"{user}'s venue is the old mill", "kind": "fact",
+                "source": "user", "confidence": 0.9}))
+            assert (fact["kind"], fact["source"], fact["confidence"]) == ("fact", "user", 0.9)
+            ruled = ok(await client.call_tool("remember", {"content": "I prefer the mill"}))
+            assert (ruled["kind"], ruled["confidence"]) == ("preference", 0.85)
+            ok(await client.call_tool("remember", {"content": "we visited the mill today"}))
+            bad = await client.call_tool("remember", {"content": "x", "kind": "facts"})
+            assert "kind must be one of" in error_text(bad)
+    for user in ("Ada", "ada"):
+        async with connect(sqlite_url, "assistant", "--user", user) as client:
+            hits = ok(await client.call_tool("recall", {"query": "venue mill", "kinds": ["fact"],
+                                                        "min_score": 0}))
+            assert [h["content"] for h in hits["hits"]] == [f"{user}'s venue is the old mill"]
+            listed = ok(await client.call_tool("list_memories", {
+                "kinds": ["fact", "preference"], "limit": 1}))
+            assert listed["count"] == 1 and listed["next_cursor"] is not None
+            rest = ok(await client.call_tool("list_memories", {
+                "kinds": ["fact", "preference"], "limit": 1, "cursor": listed["next_cursor"]}))
+            assert [(m["kind"], m["content"]) for m in listed["memories"] + rest["memories"]] == [
+                ("fact", f"{user}'s venue is the old mill"), ("preference", "I prefer the mill")]

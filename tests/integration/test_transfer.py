@@ -38,7 +38,8 @@ def _fields(m: Memory) -> dict[str, Any]:
             "token_count": m.token_count, "created_at": m.created_at,
             "last_accessed": m.last_accessed, "access_count": m.access_count, "tags": m.tags,
             "metadata": m.metadata, "forgotten_at": m.forgotten_at, "embedder": m.embedder,
-            "content_hash": m.content_hash}
+            "content_hash": m.content_hash, "kind": m.kind, "source": m.source,
+            "confidence": m.confidence}
 
 
 def _assert_same(a: dict[str, Memory], b: dict[str, Memory], *, embeddings: bool) -> None:
@@ -86,12 +87,13 @@ def populated(new_url: Callable[[], str], clock: FrozenClock) -> Iterator[HTM]:
     with HTM(robot="alice", database_url=new_url(), embedder=HashingEmbedder(),
              clock=clock, working_memory_tokens=40) as htm:
         htm.add("User prefers Vim keybindings", importance=9.0, key="pref-vim",
-                tags=["user:preferences:editor"], metadata={"source": "chat", "n": 1})
+                tags=["user:preferences:editor"], metadata={"source": "chat", "n": 1},
+                kind="preference", source="chat", confidence=0.8)
         clock.advance(hours=1)
         htm.add("Lunch was noodles — 🍜 délicieux", importance=1.5, tags=["food"])
         clock.advance(days=2)
         htm.add("Deploy failed: missing migration", importance=5.0, key="deploy",
-                metadata={"nested": {"a": [1, 2, None]}})
+                metadata={"nested": {"a": [1, 2, None]}}, source="import:ci.log")
         htm.add("A note that will be forgotten", key="gone")
         htm.forget("gone", confirm=True)
         clock.advance(minutes=30)
@@ -181,6 +183,10 @@ def test_interrupted_import_resumes_without_duplicates(populated: HTM, tmp_path:
     ('{"format": "htm-export", "version": 1}\n{"key": "k", "content": "c", "robot": "r", '
      '"created_at": "yesterday"}\n', "created_at"),
     ('{"format": "htm-export", "version": 1}\n{broken\n', "line 2 is not valid JSON"),
+    ('{"format": "htm-export", "version": 1}\n{"key": "k", "content": "c", "robot": "r", '
+     '"created_at": "2024-05-01T00:00:00+00:00", "kind": "facts"}\n', "kind must be one of"),
+    ('{"format": "htm-export", "version": 1}\n{"key": "k", "content": "c", "robot": "r", '
+     '"created_at": "2024-05-01T00:00:00+00:00", "confidence": 2}\n', "confidence must be"),
 ])
 def test_bad_import_files_are_rejected_with_the_line(tmp_path: Path, content: str,
                                                      message: str) -> None:
@@ -191,6 +197,22 @@ def test_bad_import_files_are_rejected_with_the_line(tmp_path: Path, content: st
         with pytest.raises(ValidationError, match=message):
             import_jsonl(target, path)
         assert _all(target) == {}
+    finally:
+        target.close()
+
+
+def test_a_line_without_a_kind_imports_as_an_episodic_memory(tmp_path: Path) -> None:
+    """A file written before memories had kinds: its memories are ``episodic``, with no
+    source or confidence, whatever the kind rules would say of their text."""
+    path = tmp_path / "v1.jsonl"
+    path.write_text('{"format": "htm-export", "version": 1}\n{"key": "k", "content": '
+                    '"My name is Ada", "robot": "r", "created_at": "2024-05-01T00:00:00+00:00"}'
+                    '\n', encoding="utf-8")
+    target = open_store(tmp_path / "dst.db")
+    try:
+        assert import_jsonl(target, path).written == 1
+        m = target.get("k")
+        assert m is not None and (m.kind, m.source, m.confidence) == ("episodic", None, None)
     finally:
         target.close()
 

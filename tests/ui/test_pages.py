@@ -137,3 +137,26 @@ def test_timeline(client: TestClient, ui_htm: HTM, htm_factory: Callable[..., HT
     assert "small (" in strips
     only = client.get("/timeline?robot=small&op=evict").text
     assert "<td>evict</td>" in only and "<td>add</td>" not in only
+
+
+def test_browse_and_search_by_kind(client: TestClient, ui_htm: HTM) -> None:
+    """The Memories page filters by kind (listing and search, the next page too) and shows
+    each memory's kind; a memory's page shows its kind, confidence and source."""
+    ui_htm.update("pref-vim", "User prefers Vim keybindings in every editor", kind="preference",
+                  source="onboarding", confidence=0.75)
+    ui_htm.update("proj-htm", "Project htm stores memories in SQLite or PostgreSQL", kind="fact")
+    page = client.get("/memories?kind=preference").text
+    assert _keys(page, "memories") == ["pref-vim"]
+    assert '<td class="kind">preference</td>' in page
+    assert _keys(client.get("/memories?kind=fact&q=memories+sqlite").text, "memories") == [
+        "proj-htm"]
+    assert _keys(client.get("/memories?kind=digest").text, "memories") == []
+    everyone = client.get("/memories").text
+    assert '<td class="kind">episodic</td>' in everyone
+    first = client.get("/memories?kind=episodic&limit=1&order=key").text
+    link = re.search(r'id="next" href="([^"]+)"', first)
+    assert link and "kind=episodic" in unescape(link.group(1))
+    assert client.get("/memories?kind=facts").status_code == 400
+    memory = client.get("/memory?key=pref-vim").text
+    assert re.search(r'id="kind">preference <span class="muted">\(confidence 0.75\)', memory)
+    assert 'id="source">onboarding<' in memory

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -28,7 +29,7 @@ from htm_core.transfer import memory_from_record
 
 RECORD_KEYS = ["key", "content", "robot", "importance", "token_count", "created_at",
                "last_accessed", "access_count", "tags", "metadata", "forgotten_at"]
-METADATA_KEYS = ["id", "key", "score", "importance", "created_at", "robot", "tags"]
+METADATA_KEYS = ["id", "key", "score", "importance", "created_at", "robot", "tags", "kind"]
 
 
 def _aware_utc(value: str) -> datetime:
@@ -87,8 +88,8 @@ def test_embedding_only_when_asked_and_computed(htm_factory: Callable[..., HTM])
 def test_memory_dict_adds_id_and_state(htm_factory: Callable[..., HTM]) -> None:
     htm, memory = _seeded(htm_factory)
     d = memory_to_dict(memory)
-    assert list(d) == ["id", *RECORD_KEYS, "forgotten", "in_working_memory", "version",
-                       "superseded_at"]
+    assert list(d) == ["id", *RECORD_KEYS, "kind", "source", "confidence", "forgotten",
+                       "in_working_memory", "version", "superseded_at"]
     assert d["id"] == memory.id and d["forgotten"] is False
     assert (d["version"], d["superseded_at"]) == (1, None)
     forgotten = htm.forget("lunch", confirm=True)
@@ -102,12 +103,12 @@ def test_hits_full_and_compact(htm_factory: Callable[..., HTM]) -> None:
     hits = htm.recall("vim keybindings", limit=2)
     assert hits and hits[0].memory.key == "pref-vim"
     full = hit_to_dict(hits[0])
-    assert list(full) == ["score", "id", *RECORD_KEYS, "forgotten", "in_working_memory",
-                          "version", "superseded_at"]
+    assert list(full) == ["score", "id", *RECORD_KEYS, "kind", "source", "confidence",
+                          "forgotten", "in_working_memory", "version", "superseded_at"]
     assert full["score"] == hits[0].score and full["key"] == "pref-vim"
     compact = hit_to_dict(hits[0], compact=True)
     assert list(compact) == ["key", "score", "content", "importance", "robot", "created_at",
-                             "tags", "version", "superseded"]
+                             "tags", "kind", "version", "superseded"]
     assert compact["robot"] == "ada" and compact["tags"] == list(hits[0].memory.tags)
     assert _aware_utc(compact["created_at"]) == hits[0].memory.created_at
 
@@ -132,7 +133,7 @@ def test_adapter_metadata(htm_factory: Callable[..., HTM]) -> None:
     assert list(meta) == METADATA_KEYS
     assert meta == {"id": memory.id, "key": "pref-vim", "score": 0.25, "importance": 9.0,
                     "created_at": meta["created_at"], "robot": "ada",
-                    "tags": list(memory.tags)}
+                    "tags": list(memory.tags), "kind": "episodic"}
     assert _aware_utc(meta["created_at"]) == memory.created_at
     assert memory_metadata(memory)["score"] is None
     assert memory_metadata(memory, tags=(t for t in memory.tags if t != "editor"))["tags"] == [
@@ -151,6 +152,18 @@ def test_times_in_other_zones_come_out_in_utc() -> None:
     assert hit_to_dict(Hit(memory=memory, score=1.0), compact=True)["created_at"] == (
         "2024-05-15T12:30:00+00:00")
     assert iso(None) is None
+
+
+def test_a_kind_source_or_confidence_is_added_to_the_record_when_set() -> None:
+    when = datetime(2024, 5, 15, 12, 0, tzinfo=timezone.utc)
+    plain = Memory(id=1, key="k", content="c", robot="r", created_at=when, last_accessed=when)
+    assert list(memory_to_record(plain)) == RECORD_KEYS
+    assert memory_to_dict(plain)["kind"] == "episodic"
+    for changed in ({"kind": "fact"}, {"source": "user"}, {"confidence": 0.5}):
+        record = memory_to_record(replace(plain, **changed))
+        assert list(record) == [*RECORD_KEYS, "kind", "source", "confidence"]
+        back = memory_from_record(json.loads(json.dumps(record)), line=1)
+        assert {name: getattr(back, name) for name in changed} == changed
 
 
 def test_export_line_is_byte_compatible() -> None:
