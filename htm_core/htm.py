@@ -34,6 +34,8 @@ from ._versions import Versions, write_readding
 from .background import FlushTimer
 from .clock import Clock, local_now
 from .config import Settings
+from .consolidation.base import DigestStrategy
+from .consolidation.service import Consolidator, Writers
 from .enrich.attach import SUMMARY_TAG, FacadeEnrichment
 from .enrich.base import ImportanceScorer, SummaryWriter, Tagger
 from .enrich.documents import diff_document, plan_document
@@ -42,6 +44,7 @@ from .models import Context, Hit, Memory, Operation, Page, Robot, Stats
 from .observability import Metrics, instrumented
 from .options import EmbeddingOptions, EnrichmentOptions, Observability, WorkingMemoryOptions, group
 from .recall import RetrievalConfig
+from .scope import ChatScope
 from .store import LongTermStore, open_store
 from .tokens import TokenCounter, resolve_counter
 from .validation import check_content, check_max_tokens, check_name, check_tags
@@ -241,6 +244,12 @@ class HTM:
                                   resident=self._resident, lock=lock, clock=clock)
         self._forgetter = Forgetter(store, robot, resident=self._resident, lock=lock,
                                     clock=clock)
+        self._consolidator = Consolidator(store, Writers(
+            add=lambda items: self._add_items(items, working_memory=False),
+            update=self._versions.update,
+            forget=lambda key: self._forgetter.forget(key, confirm=True),
+            purge=lambda key: self._forgetter.purge(confirm=True, key=key)),
+            clock=clock, token_counter=self._counter, runner_options=enrichment.runner)
         self._recaller = Recaller(store, embedding=self._embedding, resident=self._resident,
                                   lock=lock, clock=clock, retrieval=self._retrieval)
         self._contexts = ContextMaker(store, wm=self._wm, resident=self._resident, lock=lock,
@@ -299,6 +308,7 @@ class HTM:
                 self._resident.close()
                 self._write_behind.close()
             self._embedding.stop()
+            self._consolidator.stop()
             self._enrichment.stop()  # a job running until here may still add its summary
         finally:
             self._closed = True
@@ -718,7 +728,9 @@ class HTM:
         is then out of this robot's working memory too). Every working memory holding the
         memory, in any process, drops it from its next call on.
         """
-        return self._forgetter.forget(key, confirm=confirm)
+        memory = self._forgetter.forget(key, confirm=confirm)
+        self._consolidator.forgotten(memory)
+        return memory
 
     aforget = twin(forget)
 
@@ -736,9 +748,96 @@ class HTM:
 
         Only memories already forgotten are purged; returns how many were removed.
         """
-        return self._forgetter.purge(confirm=confirm, key=key)
+        gone = self._store.get(key, include_forgotten=True) if isinstance(key, str) else None
+        count = self._forgetter.purge(confirm=confirm, key=key)
+        if gone is not None:
+            self._consolidator.forgotten(gone)
+        return count
 
     apurge = twin(purge)
+
+    # -- digests ---------------------------------------------------------------------
+
+    @_open
+    def consolidate(self, period: str = "day", *, at: Any = None, user_id: str | None = None,
+                    session_id: str | None = None, scope: ChatScope | None = None,
+                    strategy: str | DigestStrategy = "extractive",
+                    target_tokens: int | None = None, tz: Any = None,
+                    chat_model: Any = None) -> list[Memory]:
+        """Write the digest of a day, ISO week or month, and the lower ones it is made of.
+
+        A digest is a memory (tag ``digest``, ``metadata["digest"]`` naming its period,
+        scope, strategy and sources) under one key per scope and period
+        (``digest:week:2026-W48``; ``chat:user:ada:digest:day:2026-11-28`` for a user),
+        created at the period's start. A day's digest is made from the scope's memories of
+        that day (digests and summaries aside); a week's from its day digests, a month's
+        from its week digests, each made first. Running it again with the same sources
+        writes nothing; new sources give the digest a new version (:meth:`update`).
+        Sources are never changed. Forgetting a source rebuilds every digest built on it,
+        without its history (see docs/consolidation.md, "Consolidating").
+
+        Args:
+            period: ``"day"``, ``"week"`` or ``"month"``.
+            at: a datetime, a date, an ISO string or a label of the period (``"2026-W48"``):
+                the period holding it. Default: the last complete period (yesterday, last
+                week, last month) by this instance's clock.
+            user_id, session_id, scope: whose digest (a
+                :class:`~htm_core.scope.ChatScope`, or ids that make one); default the
+                whole store.
+            strategy: ``"extractive"`` (no model), ``"simple"``, ``"hierarchical"``,
+                ``"map-reduce"`` (with ``chat_model``), or a strategy object.
+            target_tokens: the digest's length at most (default 300 for a day, 500 for a
+                week, 800 for a month).
+            tz: the time zone of the periods (default: the clock's).
+            chat_model: the model of a model strategy named in ``strategy``.
+
+        Returns:
+            the digests, lowest period first and the one asked for last; empty when the
+            period holds no memories.
+        """
+        plan = self._consolidator.plan(period, at=at, tz=tz, scope=scope, user_id=user_id,
+                                       session_id=session_id, strategy=strategy,
+                                       target_tokens=target_tokens, chat_model=chat_model)
+        return self._consolidator.consolidate(plan)
+
+    aconsolidate = twin(consolidate)
+
+    @_open
+    def schedule_consolidation(self, period: str = "day", *, at: Any = None,
+                               user_id: str | None = None, session_id: str | None = None,
+                               scope: ChatScope | None = None,
+                               strategy: str | DigestStrategy = "extractive",
+                               target_tokens: int | None = None, tz: Any = None,
+                               chat_model: Any = None) -> int:
+        """Queue :meth:`consolidate` (same arguments, checked now) as a ``consolidate`` job
+        on the store's durable job queue, done by this instance's background worker
+        (started on the first call; :meth:`flush_consolidation` waits for it). Returns the
+        job's id; a job of the same scope and period still pending is replaced."""
+        plan = self._consolidator.plan(period, at=at, tz=tz, scope=scope, user_id=user_id,
+                                       session_id=session_id, strategy=strategy,
+                                       target_tokens=target_tokens, chat_model=chat_model)
+        return self._consolidator.schedule(plan)
+
+    aschedule_consolidation = twin(schedule_consolidation)
+
+    @_open
+    def flush_consolidation(self, timeout: float | None = None) -> bool:
+        """Wait until the queued consolidations are done; False on timeout."""
+        return self._consolidator.flush(timeout)
+
+    aflush_consolidation = twin(flush_consolidation)
+
+    @_open
+    def digests(self, period: str | None = None, *, user_id: str | None = None,
+                session_id: str | None = None, scope: ChatScope | None = None,
+                limit: int = 100) -> list[Memory]:
+        """The digests of one scope (default the whole store), of one period kind
+        (``"day"``, ``"week"``, ``"month"``) or all, the newest period first; counts no
+        access."""
+        return self._consolidator.digests(period, scope=scope, user_id=user_id,
+                                          session_id=session_id, limit=limit)
+
+    adigests = twin(digests)
 
     # -- introspection ---------------------------------------------------------------
 
