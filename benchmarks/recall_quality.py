@@ -268,6 +268,10 @@ def _tiered_arms(facade: HTM, conv: dict[str, Any], questions: list[dict[str, An
     """Consolidate, then ``tiered`` recall and hybrid with the digests as candidates."""
     made = _consolidated(facade, conv)
     COST["consolidation"].append(made)
+    clock.set(datetime.fromisoformat(questions[0]["now"]) if questions else clock())
+    for strategy in ("balanced", "tiered"):
+        text = facade.create_context(strategy=strategy, max_tokens=CONTEXT_BUDGET).text
+        COST[f"context {strategy}"] += [{"covered": _covered(text, conv, q)} for q in questions]
     for name in TIERED_ARMS:
         results.setdefault(name, ArmResult(name))
     for q in questions:
@@ -288,10 +292,21 @@ def _tiered_arms(facade: HTM, conv: dict[str, Any], questions: list[dict[str, An
                                                           if "turn" in m.metadata]
 
 
+#: The context budget at which ``--tiered`` measures the coverage of older facts.
+CONTEXT_BUDGET = 2_000
+
+
+def _covered(text: str, conv: dict[str, Any], question: dict[str, Any]) -> float:
+    """The share of ``question``'s evidence turns whose text is in a context's ``text``."""
+    said = {t["id"]: t["text"] for s in conv["sessions"] for t in s["turns"]}
+    return statistics.fmean(float(said[e].strip() in text) for e in question["evidence"])
+
+
 #: The arms ``--tiered`` adds, run once the digests are written.
 TIERED_ARMS = ("htm tiered", "hybrid with digests")
 #: What ``--tiered`` measured of its cost: per conversation and per question.
-COST: dict[str, list[dict[str, float]]] = {"consolidation": [], "tiered": []}
+COST: dict[str, list[dict[str, float]]] = {"consolidation": [], "tiered": [],
+                                           "context balanced": [], "context tiered": []}
 
 
 def _htm_arms(conv: dict[str, Any], questions: list[dict[str, Any]], embedder: CachedEmbedder,
@@ -630,8 +645,12 @@ def cost_report(cost: dict[str, list[dict[str, float]]], turns: int) -> str:
             f"{sum(m['seconds'] for m in made):.1f} s; per question {scored:.1f} "
             f"digests scored and {statistics.fmean(p['turns'] for p in per):.1f} memories ranked "
             f"beneath them (of {turns} memories)\n")
-    cost["consolidation"].clear()
-    cost["tiered"].clear()
+    text += (f"\n**context coverage** at {CONTEXT_BUDGET} tokens (share of each question's "
+             "evidence turns whose text is in the context, mean over questions): " + ", ".join(
+                 f"{name[8:]} {statistics.fmean(c['covered'] for c in cost[name]):.3f}"
+                 for name in ("context balanced", "context tiered") if cost[name]) + "\n")
+    for rows in cost.values():
+        rows.clear()
     return text
 
 
