@@ -268,10 +268,6 @@ def _tiered_arms(facade: HTM, conv: dict[str, Any], questions: list[dict[str, An
     """Consolidate, then ``tiered`` recall and hybrid with the digests as candidates."""
     made = _consolidated(facade, conv)
     COST["consolidation"].append(made)
-    clock.set(datetime.fromisoformat(questions[0]["now"]) if questions else clock())
-    for strategy in ("balanced", "tiered"):
-        text = facade.create_context(strategy=strategy, max_tokens=CONTEXT_BUDGET).text
-        COST[f"context {strategy}"] += [{"covered": _covered(text, conv, q)} for q in questions]
     for name in TIERED_ARMS:
         results.setdefault(name, ArmResult(name))
     for q in questions:
@@ -292,8 +288,28 @@ def _tiered_arms(facade: HTM, conv: dict[str, Any], questions: list[dict[str, An
                                                           if "turn" in m.metadata]
 
 
-#: The context budget at which ``--tiered`` measures the coverage of older facts.
-CONTEXT_BUDGET = 2_000
+#: The context budgets at which ``--tiered`` measures the coverage of older facts.
+CONTEXT_BUDGETS = (1_000, 4_000)
+
+
+def context_coverage(conv: dict[str, Any], questions: list[dict[str, Any]],
+                     embedder: CachedEmbedder) -> None:
+    """Both contexts at :data:`CONTEXT_BUDGET` on a fresh store of the conversation (no
+    recall has touched it: every turn resident, as written), consolidated, at the
+    questions' ``now``; their coverage of each question's evidence goes to :data:`COST`."""
+    if not questions:
+        return
+    clock = FrozenClock(datetime.fromisoformat(questions[0]["now"]))
+    with tempfile.TemporaryDirectory(prefix="htm-context-") as tmp, \
+            HTM(robot="bench", database_url=str(Path(tmp) / "c.db"), embedder=embedder,
+                clock=clock, working_memory_tokens=1_000_000) as htm:
+        htm.add_many(_turns(conv))
+        _consolidated(htm, conv)
+        for budget in CONTEXT_BUDGETS:
+            for strategy in ("balanced", "tiered"):
+                text = htm.create_context(strategy=strategy, max_tokens=budget).text
+                COST.setdefault(f"context {strategy} {budget}", []).extend(
+                    {"covered": _covered(text, conv, q)} for q in questions)
 
 
 def _covered(text: str, conv: dict[str, Any], question: dict[str, Any]) -> float:
@@ -305,8 +321,7 @@ def _covered(text: str, conv: dict[str, Any], question: dict[str, Any]) -> float
 #: The arms ``--tiered`` adds, run once the digests are written.
 TIERED_ARMS = ("htm tiered", "hybrid with digests")
 #: What ``--tiered`` measured of its cost: per conversation and per question.
-COST: dict[str, list[dict[str, float]]] = {"consolidation": [], "tiered": [],
-                                           "context balanced": [], "context tiered": []}
+COST: dict[str, list[dict[str, float]]] = {"consolidation": [], "tiered": []}
 
 
 def _htm_arms(conv: dict[str, Any], questions: list[dict[str, Any]], embedder: CachedEmbedder,
@@ -476,6 +491,8 @@ def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = 
             with (database(conv["id"]) if database else
                   nullcontext(str(Path(tmp) / f"{conv['id']}.db"))) as url:
                 arms = _htm_arms(conv, questions, embedder, url, configs, depth, tiered)
+            if tiered:
+                context_coverage(conv, questions, embedder)
             if baselines:
                 arms["LangChain InMemoryVectorStore"] = _langchain_arm(conv, questions, embedder,
                                                                        depth)
@@ -645,10 +662,10 @@ def cost_report(cost: dict[str, list[dict[str, float]]], turns: int) -> str:
             f"{sum(m['seconds'] for m in made):.1f} s; per question {scored:.1f} "
             f"digests scored and {statistics.fmean(p['turns'] for p in per):.1f} memories ranked "
             f"beneath them (of {turns} memories)\n")
-    text += (f"\n**context coverage** at {CONTEXT_BUDGET} tokens (share of each question's "
-             "evidence turns whose text is in the context, mean over questions): " + ", ".join(
-                 f"{name[8:]} {statistics.fmean(c['covered'] for c in cost[name]):.3f}"
-                 for name in ("context balanced", "context tiered") if cost[name]) + "\n")
+    text += ("\n**context coverage** (share of each question's evidence turns whose text is "
+             "in the context, mean over questions): " + ", ".join(
+                 f"{name[8:]} tokens {statistics.fmean(c['covered'] for c in rows):.3f}"
+                 for name, rows in cost.items() if name.startswith("context ") and rows) + "\n")
     for rows in cost.values():
         rows.clear()
     return text

@@ -17,8 +17,8 @@ from .scoring import DEFAULT_MIN_SCORE
 
 __all__ = ["build_parser", "parse_args", "server_argv"]
 
-RECALL_STRATEGIES = ("hybrid", "vector", "fulltext")
-CONTEXT_STRATEGIES = ("balanced", "recent", "important")
+RECALL_STRATEGIES = ("hybrid", "vector", "fulltext", "tiered")
+CONTEXT_STRATEGIES = ("balanced", "recent", "important", "tiered")
 
 
 # -- argument parsing ------------------------------------------------------------------
