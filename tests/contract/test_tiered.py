@@ -132,3 +132,22 @@ def test_tiered_context_fits_any_budget(htm_factory: Callable[..., HTM],
         ctx = htm.create_context(strategy="tiered", max_tokens=budget, tags="chat:user:ada")
         assert ctx.tokens <= ctx.budget
         assert ctx.tokens == (htm._counter.count(ctx.text) if ctx.text else 0)
+
+
+def test_tiered_recall_over_consolidated_digests(htm_factory: Callable[..., HTM],
+                                                 clock: FrozenClock) -> None:
+    """The same navigation over what ``HTM.consolidate`` writes, for users ``Ada`` and
+    ``ada``; a forgotten source is never returned, its digests rebuilt without it."""
+    htm = htm_factory()
+    _history(htm, clock)
+    for user in ("ada", "Ada"):
+        for month in ("2024-03", "2024-04"):
+            htm.consolidate("month", at=month, user_id=user)
+    hits = htm.recall("kitchen tiles", strategy="tiered", tags="chat:user:ada", limit=3)
+    assert hits and all(h.memory.key.startswith("chat:user:ada:w") for h in hits)
+    assert hits[0].path[0].startswith("chat:user:ada:digest:month:")
+    assert hits[0].path[2].startswith("chat:user:ada:digest:day:")
+    gone = hits[0].memory.key
+    htm.forget(gone, confirm=True)
+    again = htm.recall("kitchen tiles", strategy="tiered", tags="chat:user:ada", limit=3)
+    assert again and gone not in {h.memory.key for h in again}
