@@ -289,7 +289,9 @@ def _tiered_arms(facade: HTM, conv: dict[str, Any], questions: list[dict[str, An
 
 
 #: The context budgets at which ``--tiered`` measures the coverage of older facts.
-CONTEXT_BUDGETS = (1_000, 4_000)
+CONTEXT_BUDGETS = (1_000, 2_000)
+#: ... and the age (days before the question) from which a fact counts as older.
+CONTEXT_AGES = (7, 28)
 
 
 def context_coverage(conv: dict[str, Any], questions: list[dict[str, Any]],
@@ -307,15 +309,41 @@ def context_coverage(conv: dict[str, Any], questions: list[dict[str, Any]],
         _consolidated(htm, conv)
         for budget in CONTEXT_BUDGETS:
             for strategy in ("balanced", "tiered"):
-                text = htm.create_context(strategy=strategy, max_tokens=budget).text
-                COST.setdefault(f"context {strategy} {budget}", []).extend(
-                    {"covered": _covered(text, conv, q)} for q in questions)
+                held = _held(htm, htm.create_context(strategy=strategy, max_tokens=budget))
+                for days in CONTEXT_AGES:
+                    COST.setdefault(f"context {strategy} {budget} tokens, {days}+ days", []).extend(
+                        {"covered": c} for q in questions
+                        if (c := _covered(held, conv, q, days)) is not None)
 
 
-def _covered(text: str, conv: dict[str, Any], question: dict[str, Any]) -> float:
-    """The share of ``question``'s evidence turns whose text is in a context's ``text``."""
-    said = {t["id"]: t["text"] for s in conv["sessions"] for t in s["turns"]}
-    return statistics.fmean(float(said[e].strip() in text) for e in question["evidence"])
+def _held(htm: HTM, ctx: Any) -> dict[str, str]:
+    """Each turn a context tells, by turn id: the turn itself, or a digest made (down its
+    sources) from it, with the text that tells it."""
+    held: dict[str, str] = {}
+    for memory in ctx.memories:
+        if not is_digest(memory):
+            held[memory.metadata.get("turn", memory.key)] = memory.content
+            continue
+        level, text = [memory], memory.content
+        while level and any(is_digest(m) for m in level):
+            ids = [s["id"] for m in level for s in (digest_info(m) or {}).get("sources", ())]
+            level = htm.store.get_many(ids)
+        for turn in level:
+            held.setdefault(turn.metadata.get("turn", turn.key), text)
+    return held
+
+
+def _covered(held: dict[str, str], conv: dict[str, Any], question: dict[str, Any],
+             days: int) -> float | None:
+    """The share of ``question``'s older evidence turns (said ``days`` or more before the
+    question) that a context tells (:func:`_held`: the turn, or a digest above it holding
+    its text); None when it has none."""
+    edge = datetime.fromisoformat(question["now"]) - timedelta(days=days)
+    said = {t["id"]: t["text"] for s in conv["sessions"] for t in s["turns"]
+            if datetime.fromisoformat(s["date"]) < edge}
+    older = [e for e in question["evidence"] if e in said]
+    return statistics.fmean(float(e in held and said[e].strip() in held[e])
+                            for e in question["evidence"] if e in said) if older else None
 
 
 #: The arms ``--tiered`` adds, run once the digests are written.
@@ -662,9 +690,10 @@ def cost_report(cost: dict[str, list[dict[str, float]]], turns: int) -> str:
             f"{sum(m['seconds'] for m in made):.1f} s; per question {scored:.1f} "
             f"digests scored and {statistics.fmean(p['turns'] for p in per):.1f} memories ranked "
             f"beneath them (of {turns} memories)\n")
-    text += ("\n**context coverage** (share of each question's evidence turns whose text is "
-             "in the context, mean over questions): " + ", ".join(
-                 f"{name[8:]} tokens {statistics.fmean(c['covered'] for c in rows):.3f}"
+    text += ("\n**context coverage** (share of each question's evidence turns said N days or "
+             "more before it that the context tells: the turn itself, or a digest above it "
+             "holding its text; mean over questions): " + ", ".join(
+                 f"{name[8:]} {statistics.fmean(c['covered'] for c in rows):.3f}"
                  for name, rows in cost.items() if name.startswith("context ") and rows) + "\n")
     for rows in cost.values():
         rows.clear()

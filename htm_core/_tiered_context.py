@@ -3,9 +3,10 @@
 Hot is what was written today and yesterday (newest first) and working memory; it may take
 :data:`HOT_SHARE` of the budget while digests wait. Then the digests of the scope, each
 labelled with its period (``[week 2026-W47] ...``), newest first: the day digests of this
-and last week (before yesterday), then the week digests of the month of the oldest day shown
-(before it), then the month digests before the oldest week shown, so no period is told
-twice.
+and last week (before yesterday; a third of the room at most), then the week digests of the
+month of the oldest day shown, before it (half of what is left), then the month digests
+before the oldest week shown, so no period is told twice; a digest too long for its room
+gives its first sentences, ending ``…``.
 What the digests leave goes back to the hot memories. Every piece is counted by the
 instance's token counter, separators included. See docs/concepts.md ("Tiers over time").
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from .consolidation import period_of
+from .consolidation import period_of, split_sentences
 from .errors import UnknownStrategyError
 from .models import Memory
 from .recall.tiered import digest_info, digest_span, is_digest, scope_digests
@@ -29,7 +30,7 @@ __all__ = ["CONTEXT_STRATEGIES", "HOT_SHARE", "check_context_strategy", "hot_mem
 CONTEXT_STRATEGIES = (*STRATEGIES, "tiered")
 
 #: The share of the budget hot memories may take before the digests have theirs.
-HOT_SHARE = 0.6
+HOT_SHARE = 0.25
 #: How many of today's and yesterday's memories are read at most.
 MAX_HOT = 500
 
@@ -77,29 +78,55 @@ def older_digests(store: LongTermStore, now: datetime, tags: tuple[str, ...]
 
 
 class _Budget:
-    """Pieces taken in order while their counted tokens fit ``budget``."""
+    """Pieces taken in order while their counted tokens fit; ``used`` counts them."""
 
     def __init__(self, budget: int, count: Callable[[str], int]) -> None:
         self.left, self._count = budget, count
         self._separator = count(SEPARATOR)
         self.taken: set[str] = set()
 
-    def take(self, memory: Memory, text: str, cap: int | None = None) -> bool:
+    def take(self, memory: Memory, text: str, room: int | None = None) -> int:
+        """Take ``text`` if it fits ``room`` (default: what is left); its cost, or 0."""
         cost = self._count(text) + (self._separator if self.taken else 0)
-        room = self.left if cap is None else min(self.left, cap)
-        if memory.key in self.taken or cost > room:
-            return False
+        if memory.key in self.taken or cost > min(self.left, self.left if room is None
+                                                 else room):
+            return 0
         self.left -= cost
         self.taken.add(memory.key)
-        return True
+        return cost
+
+    def shortened(self, memory: Memory, room: int) -> str | None:
+        """A digest's label and as much of its text as fits ``room``: whole sentences, and
+        the first words of the next one, ending ``…``; None when not even a word fits."""
+        head = label(memory)[: -len(memory.content) or None]
+        kept: list[str] = []
+
+        def fits(words: list[str]) -> bool:
+            return self._count(head + " ".join(words) + " …") + self._separator <= room
+
+        for sentence in split_sentences(memory.content):
+            if fits([*kept, sentence]):
+                kept.append(sentence)
+                continue
+            words, low, high = sentence.split(), 0, len(sentence.split())
+            while low < high:  # the most words that fit, by halving
+                mid = (low + high + 1) // 2
+                low, high = (mid, high) if fits([*kept, " ".join(words[:mid])]) else (low, mid - 1)
+            take = low
+            if take:
+                kept.append(" ".join(words[:take]))
+            break
+        return head + " ".join(kept) + " …" if kept else None
 
 
 def _digests(budget: _Budget, days: list[Memory], weeks: list[Memory],
-             months: list[Memory], edge: datetime) -> list[Memory]:
-    """Days newest first, then the weeks of the month holding the oldest day taken (before
-    it), then the months before the oldest week taken."""
-    out: list[Memory] = []
-    for level in (days, weeks, months):
+             months: list[Memory], edge: datetime) -> list[tuple[Memory, str]]:
+    """Days newest first (a third of the room at most), then the weeks of the month holding
+    the oldest day taken, before it (half of what is left), then the months before the
+    oldest week taken; a digest too long for its room gives its first sentences."""
+    out: list[tuple[Memory, str]] = []
+    for level, share in ((days, 3), (weeks, 2), (months, 1)):
+        room = budget.left // share
         if level is weeks:
             tz = (digest_info(weeks[0]) or {}).get("tz", "UTC") if weeks else "UTC"
             month_start = period_of(edge - timedelta(seconds=1), "month", tz).start
@@ -107,11 +134,16 @@ def _digests(budget: _Budget, days: list[Memory], weeks: list[Memory],
             span = digest_span(m)
             if span is None or span[1] > edge or (level is weeks and span[0] < month_start):
                 continue
-            if budget.take(m, label(m)):
-                out.append(m)
-                edge = span[0]
-            elif level is not months:
+            text: str | None = label(m)
+            spent = budget.take(m, label(m), room)
+            if not spent:
+                text = budget.shortened(m, min(room, budget.left))
+                spent = budget.take(m, text, room) if text is not None else 0
+            if not spent or text is None:
                 break
+            room -= spent
+            out.append((m, text))
+            edge = span[0]
     return out
 
 
@@ -121,7 +153,13 @@ def tiered_fit(lead: Sequence[Memory], hot: Sequence[Memory],
     """The memories, text and token count of a tiered context (module doc): ``lead``
     (summaries, recalled memories) and ``hot`` first, then the labelled digests."""
     fitting = _Budget(budget, count)
-    first = [m for m in [*lead, *hot] if fitting.take(m, m.content, int(budget * HOT_SHARE))]
+    room = int(budget * HOT_SHARE)
+    first = []
+    for m in [*lead, *hot]:
+        spent = fitting.take(m, m.content, room)
+        if spent:
+            first.append(m)
+            room -= spent
     told = _digests(fitting, *digests, edge=hot_since(now))
     more = [m for m in [*lead, *hot] if m.key not in fitting.taken
             and fitting.take(m, m.content)]
@@ -130,7 +168,7 @@ def tiered_fit(lead: Sequence[Memory], hot: Sequence[Memory],
     for n, m in enumerate([*lead, *hot]):
         hot_order.setdefault(m.key, n)
     chosen.sort(key=lambda m: hot_order[m.key])
-    pieces = [m.content for m in chosen] + [label(m) for m in told]
+    pieces = [m.content for m in chosen] + [text for _, text in told]
     text = SEPARATOR.join(pieces)
     tokens = count(text) if text else 0
     while pieces and tokens > budget:  # token merges at the seams: drop from the end
@@ -138,4 +176,4 @@ def tiered_fit(lead: Sequence[Memory], hot: Sequence[Memory],
         (told if told else chosen).pop()
         text = SEPARATOR.join(pieces)
         tokens = count(text) if text else 0
-    return [*chosen, *told], text, tokens
+    return [*chosen, *(m for m, _ in told)], text, tokens

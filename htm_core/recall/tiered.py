@@ -19,15 +19,16 @@ is the one of :mod:`htm_core.consolidation` (docs/consolidation.md); docs/concep
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
 import numpy as np
 
 from ..models import Memory
-from ..querytime import query_timeframe
+from ..querytime import QueryTime, query_timeframe
 from ..scoring import evidence_of
 from ..store.base import LongTermStore, SearchFilters
 from ..tags import tag_filter
@@ -35,7 +36,15 @@ from .config import RetrievalConfig
 from .ranked import RankedId
 
 __all__ = ["DIGEST_TAG", "TieredOptions", "TieredResult", "digest_info", "digest_span",
-           "is_digest", "once", "scope_digests", "tiered_search"]
+           "is_digest", "once", "scope_digests", "tiered_search", "week_of"]
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_MONTH = r"(" + "|".join(m[:3] + r"(?:" + m[3:] + r")?" for m in _MONTHS) + r")\.?"
+_WEEK_OF = re.compile(
+    r"\b(?:in |during )?(?:the )?week of (?:(?:mon(?:day)?|the) )?(?:(\d{1,2})(?:st|nd|rd|th)?"
+    r"(?: of)? " + _MONTH + r"|" + _MONTH + r" (\d{1,2})(?:st|nd|rd|th)?)(?:,? (\d{4}))?\b",
+    re.IGNORECASE)
 
 #: The tag every digest carries (docs/consolidation.md).
 DIGEST_TAG = "digest"
@@ -72,6 +81,31 @@ class TieredResult:
     opened: list[str] = field(default_factory=list)
     turns: int = 0
     since: datetime | None = None
+
+
+def week_of(query: str, now: datetime) -> QueryTime | None:
+    """"the week of 3 March" (or "March 3rd", with a year or the latest such day before
+    ``now``): the ISO week holding that day, in ``now``'s zone; None when the query does
+    not name one.
+
+    >>> week_of("What happened in the week of 3 March?",
+    ...         datetime(2025, 6, 3, tzinfo=timezone.utc)).start.date().isoformat()
+    '2025-03-03'
+    """
+    found = _WEEK_OF.search(query)
+    if found is None:
+        return None
+    day_text, month_text = found.group(1) or found.group(4), found.group(2) or found.group(3)
+    month = next(n for n, m in enumerate(_MONTHS, start=1) if m.startswith(month_text[:3].lower()))
+    year = int(found.group(5)) if found.group(5) else now.year
+    try:
+        day = date(year, month, int(day_text))
+        if not found.group(5) and day > now.date():
+            day = date(year - 1, month, int(day_text))
+    except ValueError:
+        return None
+    monday = datetime.combine(day - timedelta(days=day.weekday()), time(), tzinfo=now.tzinfo)
+    return QueryTime(start=monday, end=monday + timedelta(days=7), phrase=found.group(0))
 
 
 def once(make: Callable[[], Sequence[float]]) -> Callable[[], Sequence[float]]:
@@ -205,7 +239,7 @@ def tiered_search(store: LongTermStore, *, query: str, query_vector: Callable[[]
     """Navigate the digests for ``query`` and rank the memories beneath the best days,
     with the unconsolidated memories ranked by ``hybrid(filters)``; see the module doc."""
     options = options or TieredOptions()
-    asked = query_timeframe(query, now) if config.time_boost else None
+    asked = (week_of(query, now) or query_timeframe(query, now)) if config.time_boost else None
     score = _Scorer(query.replace(asked.phrase, " ") if asked else query, query_vector)
     window = (filters.start, filters.end)
     when = (asked.start, asked.end) if asked else None

@@ -151,3 +151,27 @@ def test_tiered_recall_over_consolidated_digests(htm_factory: Callable[..., HTM]
     htm.forget(gone, confirm=True)
     again = htm.recall("kitchen tiles", strategy="tiered", tags="chat:user:ada", limit=3)
     assert again and gone not in {h.memory.key for h in again}
+
+
+def test_tiered_recall_reads_the_week_of_a_day(htm_factory: Callable[..., HTM],
+                                               clock: FrozenClock) -> None:
+    """"the week of 11 March" keeps the digests of that ISO week (Monday 11 to Sunday 17)."""
+    htm = htm_factory()
+    _history(htm, clock, users=("ada",))
+    write_digests(htm, tag="chat:user:ada")
+    hits = htm.recall("What did ada talk about in the week of 11 March?", strategy="tiered",
+                      tags="chat:user:ada", limit=4)
+    assert hits and all("week 1" in h.memory.content for h in hits)
+    assert {h.path[1] for h in hits} == {"chat:user:ada:digest:week:2024-W11"}
+
+
+def test_tiered_context_shortens_a_digest_too_long_for_the_room(
+        htm_factory: Callable[..., HTM], clock: FrozenClock) -> None:
+    htm = htm_factory(working_memory_tokens=30)
+    _history(htm, clock, users=("ada",))
+    clock.set(START + timedelta(days=90))  # nothing is hot but a little working memory
+    write_digests(htm, tag="chat:user:ada", words=400)
+    ctx = htm.create_context(strategy="tiered", max_tokens=150, tags="chat:user:ada")
+    assert ctx.tokens <= ctx.budget
+    shortened = [p for p in ctx.text.split("\n\n") if p.endswith(" …")]
+    assert shortened and all(p.startswith(("[week ", "[month ")) for p in shortened)

@@ -613,4 +613,4 @@ def test_benchmark_tiered_arms_on_the_periods_set(capsys: pytest.CaptureFixture[
         for row in s.values():
             assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
     assert "**tiered cost**" in printed and "digests scored" in printed
-    assert "tiered 1000 tokens" in printed and "balanced 4000 tokens" in printed
+    assert "tiered 1000 tokens, 28+ days" in printed and "balanced 2000 tokens, 7+ days" in printed
