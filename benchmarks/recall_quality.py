@@ -47,6 +47,7 @@ from htm_core import HTM, FrozenClock, HashingEmbedder, Memory, RetrievalConfig
 from htm_core.consolidation import periods_between
 from htm_core.embeddings import embedder_name
 from htm_core.explain import explain_recall
+from htm_core.recall import reciprocal_rank_fusion
 from htm_core.recall.tiered import digest_info, is_digest
 from htm_core.scoring import evidence_of
 
@@ -286,6 +287,13 @@ def _tiered_arms(facade: HTM, conv: dict[str, Any], questions: list[dict[str, An
         results["hybrid with digests"].seconds.append(time.perf_counter() - t0)
         results["hybrid with digests"].ranked[q["id"]] = [m.metadata["turn"] for m in memories
                                                           if "turn" in m.metadata]
+        hybrid = results.get("htm hybrid (default)")
+        if hybrid is not None and q["id"] in hybrid.ranked:
+            fused = reciprocal_rank_fusion({"tiered": results["htm tiered"].ranked[q["id"]],
+                                            "hybrid": hybrid.ranked[q["id"]]}, 60)
+            results["tiered + hybrid (RRF)"].ranked[q["id"]] = [str(r.id) for r in fused][:depth]
+            results["tiered + hybrid (RRF)"].seconds.append(
+                results["htm tiered"].seconds[-1] + hybrid.seconds[len(results["htm tiered"].seconds) - 1])
 
 
 #: The context budgets at which ``--tiered`` measures the coverage of older facts.
@@ -347,7 +355,7 @@ def _covered(held: dict[str, str], conv: dict[str, Any], question: dict[str, Any
 
 
 #: The arms ``--tiered`` adds, run once the digests are written.
-TIERED_ARMS = ("htm tiered", "hybrid with digests")
+TIERED_ARMS = ("htm tiered", "hybrid with digests", "tiered + hybrid (RRF)")
 #: What ``--tiered`` measured of its cost: per conversation and per question.
 COST: dict[str, list[dict[str, float]]] = {"consolidation": [], "tiered": []}
 
