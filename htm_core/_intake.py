@@ -18,8 +18,10 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from ._provenance import check_kinds, provenance
 from ._values import check_created_at, check_metadata
 from .clock import Clock, to_aware
+from .consolidation.kinds import DEFAULT_KIND
 from .enrich.attach import FacadeEnrichment
 from .errors import (
     ConfirmationRequiredError,
@@ -51,7 +53,8 @@ __all__ = ["GC_PAUSE_MIN", "ITEM_FIELDS", "Intake", "after_commit", "check_inclu
 logger = logging.getLogger(__name__)
 
 #: The fields an ``add_many`` item (a dict) may have: ``add``'s arguments.
-ITEM_FIELDS = frozenset({"content", "importance", "key", "tags", "metadata", "created_at"})
+ITEM_FIELDS = frozenset({"content", "importance", "key", "tags", "metadata", "created_at",
+                         "kind", "source", "confidence"})
 
 
 class Intake:
@@ -66,17 +69,21 @@ class Intake:
 
     def record(self, content: Any, *, importance: Any = None, key: Any = None,
                tags: Iterable[str] | str | None = (), metadata: Any = None,
-               created_at: Any = None) -> NewMemory:
+               created_at: Any = None, kind: Any = None, source: Any = None,
+               confidence: Any = None) -> NewMemory:
         """One memory of this robot from ``add``'s arguments, every one checked."""
         record = self._record(content, importance=importance, key=key, tags=tags,
-                              metadata=metadata, created_at=created_at)
+                              metadata=metadata, created_at=created_at, kind=kind,
+                              source=source, confidence=confidence)
         return record if record.importance_given else replace(record, importance_given=True)
 
     def _record(self, content: Any, importance: Any = None, key: Any = None,
                 tags: Iterable[str] | str | None = (), metadata: Any = None,
-                created_at: Any = None) -> NewMemory:
+                created_at: Any = None, kind: Any = None, source: Any = None,
+                confidence: Any = None) -> NewMemory:
         """:meth:`record`, with ``importance_given`` False when ``importance`` is None."""
         content = check_content(content)
+        kind, source, confidence = provenance(content, kind, source, confidence)
         given = importance is not None
         if importance is None:
             importance = self._enrichment.importance_for(content)
@@ -87,9 +94,13 @@ class Intake:
         metadata = {} if metadata is None else check_metadata(metadata)
         when = self._clock() if created_at is None else check_created_at(created_at, self._aware)
         tags = self._enrichment.tags_for(content, () if tags is None else check_tags(tags))
-        return _new_memory(
+        record = _new_memory(
             key, content, self._robot, importance, self._counter.count(content),
             when.astimezone(timezone.utc), tags, metadata, explicit, given)
+        if (kind, source, confidence) == (DEFAULT_KIND, None, None):
+            return record
+        return checked_instance(NewMemory, record, kind=kind, source=source,
+                                confidence=confidence)
 
     def _aware(self, when: datetime) -> datetime:
         """A naive ``created_at`` in the clock's time zone."""
@@ -115,7 +126,8 @@ class Intake:
                 raise ValidationError(f"item {i} has unknown fields {sorted(set(item) - ITEM_FIELDS)}")
             get = item.get  # a field given as None is as if left out
             records.append(make(item["content"], get("importance"), get("key"), get("tags"),
-                                get("metadata"), get("created_at")))
+                                get("metadata"), get("created_at"), get("kind"),
+                                get("source"), get("confidence")))
         contents: dict[str, str] = {}
         for i, record in enumerate(records):
             if contents.setdefault(record.key, record.content) != record.content:
@@ -182,7 +194,8 @@ def after_commit(count: int, what: str, step: Callable[[], None]) -> None:
 
 
 def recall_args(query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any,
-                robot: Any, *, clock: Clock) -> tuple[SearchFilters, str, int]:
+                robot: Any, *, clock: Clock, kinds: Any = None
+                ) -> tuple[SearchFilters, str, int]:
     """``recall``'s arguments checked: the filters, the strategy and the limit."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidContentError("query is empty; give some text to recall by")
@@ -192,8 +205,8 @@ def recall_args(query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any
     start, end = parse_timeframe(timeframe, clock=clock)
     if robot is not None:
         check_key(robot)
-    return SearchFilters(start=start, end=end, robot=robot, tags=check_tags(tags)), \
-        strategy, limit
+    return SearchFilters(start=start, end=end, robot=robot, tags=check_tags(tags),
+                         kinds=check_kinds(kinds)), strategy, limit
 
 
 def check_neighbors(neighbors: Any) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from ._provenance import check_kinds
 from .clock import Clock
 from .errors import ValidationError
 from .models import Memory, Page
@@ -97,7 +98,8 @@ class Lister:
     def list(self, *, robot: str | None = None, tags: Iterable[str] | str | None = None,
              timeframe: Any = None, key_prefix: str | None = None,
              include_forgotten: bool = False, order: str = "created_at",
-             descending: bool = False, limit: int = 100, cursor: str | None = None) -> Page:
+             descending: bool = False, limit: int = 100, cursor: str | None = None,
+             kinds: Any = None) -> Page:
         """One page of memories; see :meth:`HTM.list <htm_core.HTM.list>`."""
         if order not in LIST_ORDERS:
             raise ValidationError(f"order must be one of {', '.join(LIST_ORDERS)}, "
@@ -108,7 +110,8 @@ class Lister:
         key_prefix = check_key_prefix(key_prefix)
         start, end = parse_timeframe(timeframe, clock=self._clock)
         filters = SearchFilters(start=start, end=end, tags=check_tags(tags),
-                                robot=None if robot is None else check_key(robot))
+                                robot=None if robot is None else check_key(robot),
+                                kinds=check_kinds(kinds))
         after, mark = None, None
         if cursor is not None:
             value, last_id, mark = decode_cursor(cursor, order, descending)

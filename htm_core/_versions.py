@@ -52,7 +52,9 @@ def changed_fields(record: NewMemory, current: Memory) -> tuple[str, ...]:
     differs = {"content": record.content != current.content,
                "importance": record.importance != current.importance,
                "tags": set(record.tags) != set(current.tags),
-               "metadata": record.metadata != current.metadata}
+               "metadata": record.metadata != current.metadata,
+               "kind": record.kind != current.kind, "source": record.source != current.source,
+               "confidence": record.confidence != current.confidence}
     return tuple(f for f in UPDATE_FIELDS if differs[f])
 
 
@@ -91,7 +93,8 @@ class Versions:
     def update(self, key: str, content: str, *, importance: float | None = None,
                tags: Iterable[str] | str | None = None,
                metadata: Mapping[str, Any] | None = None,
-               expected_version: int | None = None) -> Memory:
+               expected_version: int | None = None, kind: str | None = None,
+               source: str | None = None, confidence: float | None = None) -> Memory:
         """The memory under ``key`` with a new version; see :meth:`HTM.update
         <htm_core.HTM.update>`."""
         key = check_key(key)
@@ -101,7 +104,11 @@ class Versions:
             content, key=key,
             importance=current.importance if importance is None and current else importance,
             tags=current.tags if tags is None and current else tags,
-            metadata=current.metadata if metadata is None and current else metadata)
+            metadata=current.metadata if metadata is None and current else metadata,
+            # Not given: as the memory has it (the rules do not classify an update).
+            kind=current.kind if kind is None and current else kind,
+            source=current.source if source is None and current else source,
+            confidence=current.confidence if confidence is None and current else confidence)
         current = _updatable(key, current, expected)
         fields = changed_fields(record, current)
         return self._write(record, current, fields, strict=expected is not None) \

@@ -29,7 +29,7 @@ from .config import Settings
 from .errors import ConfirmationRequiredError, HTMError, ValidationError
 from .scope import ChatScope, check_topic_tags, scope_user
 from .secrets import mask_text
-from .serialize import hit_to_dict, stats_to_dict
+from .serialize import hit_to_dict, memory_to_dict, stats_to_dict
 from .store import LongTermStore, open_store
 from .transfer import Progress
 
@@ -429,13 +429,40 @@ def _cmd_backup(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _cmd_consolidate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .consolidation import STRATEGIES
+
+    scope = _scope(args)
+    named = args.strategy.strip().lower().replace("_", "-")
+    if named in STRATEGIES and named != "extractive" and args.model is None:
+        raise ValidationError(f"--strategy {args.strategy} writes with a chat model: give "
+                              "--model ollama (or ollama:<model>), or use --strategy "
+                              "extractive, which needs none")
+    with _open_htm(args) as htm:
+        made = htm.consolidate(args.period, at=args.at, scope=scope, strategy=args.strategy,
+                               target_tokens=args.target_tokens, tz=args.tz,
+                               chat_model=args.model)
+    if args.json:
+        for memory in made:
+            out.write(json.dumps(memory_to_dict(memory), ensure_ascii=False, default=str)
+                      + "\n")
+        return 0
+    if not made:
+        err.write("no memories in that period: no digest written\n")
+        return 0
+    rows = [(m.key, str(m.version), str(m.token_count),
+             str(len(m.metadata["digest"]["sources"])), m.content) for m in made]
+    _table(rows, ("key", "version", "tokens", "sources", "text"), out)
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {
     "add": _cmd_add, "recall": _cmd_recall, "context": _cmd_context, "stats": _cmd_stats,
     "forget": _cmd_forget, "restore": _cmd_restore, "purge": _cmd_purge,
     "export": _cmd_export, "import": _cmd_import, "migrate": _cmd_migrate,
     "reembed": _cmd_reembed, "copy": _cmd_copy, "check": _cmd_check,
     "log": _cmd_log, "demo": _cmd_demo,
-    "backup": _cmd_backup,
+    "backup": _cmd_backup, "consolidate": _cmd_consolidate,
 }
 
 

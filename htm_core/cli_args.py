@@ -126,6 +126,30 @@ def _memory_commands(add: Any, no_robot: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="confirm (required)")
 
 
+def _consolidate_command(add: Any) -> None:
+    """``consolidate``: write the digests of a day, week or month."""
+    p = add("consolidate", "write the digest of a day, week or month (and the lower ones it "
+            "is made of)", scope=True)
+    p.add_argument("--period", choices=("day", "week", "month"), default="day",
+                   help="the kind of period (default day)")
+    p.add_argument("--at", metavar="DATE",
+                   help="a date (2026-11-28), an ISO date-time, or a label of the period "
+                        "(2026-W48, 2026-11): the period holding it (default: the last "
+                        "complete one, e.g. yesterday)")
+    p.add_argument("--strategy", default="extractive", metavar="NAME",
+                   help="extractive (default, no model), simple, hierarchical or map-reduce "
+                        "(these with --model)")
+    p.add_argument("--model", metavar="SPEC",
+                   help="the chat model of a model strategy: ollama or ollama:<model>")
+    p.add_argument("--target-tokens", type=int, metavar="N",
+                   help="the digest's length at most (default 300 a day, 500 a week, 800 a "
+                        "month)")
+    p.add_argument("--tz", metavar="ZONE",
+                   help="the time zone of the periods, e.g. Europe/Paris or UTC+05:30 "
+                        "(default: the machine's)")
+    p.add_argument("--json", action="store_true", help="one JSON object per digest")
+
+
 def _store_commands(add: Any) -> None:
     """What works on the whole store: export, import, migrate, check, backup, reembed, copy."""
     p = add("export", "write every memory to a JSON Lines file")
@@ -192,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=parents, help=help_, description=help_)
 
     _memory_commands(add, no_robot)
+    _consolidate_command(add)
     _store_commands(add)
     _look_commands(add, no_robot)
 

@@ -29,6 +29,7 @@ from ._forgetting import Forgetter
 from ._intake import Intake
 from ._introspection import Introspection
 from ._listing import Lister
+from ._provenance import source_if_valid
 from ._recalling import ContextMaker, Recaller
 from ._versions import Versions, write_readding
 from .background import FlushTimer
@@ -304,11 +305,11 @@ class HTM:
             return
         self._closing = True
         try:
+            self._consolidator.stop()  # a job running until here writes through the services
             with self._lock:
                 self._resident.close()
                 self._write_behind.close()
             self._embedding.stop()
-            self._consolidator.stop()
             self._enrichment.stop()  # a job running until here may still add its summary
         finally:
             self._closed = True
@@ -436,6 +437,9 @@ class HTM:
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
         created_at: datetime | None = None,
+        kind: str | None = None,
+        source: str | None = None,
+        confidence: float | None = None,
     ) -> Memory:
         """Remember ``content``: durable in the long-term store, then in working memory.
 
@@ -449,6 +453,12 @@ class HTM:
             tags: hierarchical tags such as ``"user:preferences:editor"``.
             metadata: any JSON-serialisable dict.
             created_at: when it happened (to import history); default now.
+            kind: what the memory is, one of :data:`htm_core.consolidation.KINDS`. When
+                omitted, rules recognise plain first-person statements ("my name is",
+                "I prefer", "remember that") and set their kind and confidence; anything
+                else is ``episodic``. See docs/consolidation.md ("Kinds").
+            source: where it came from, free text (``"user"``, ``"import:notes.md"``).
+            confidence: how sure the kind and content are, 0 to 1.
 
         Returns:
             The stored :class:`~htm_core.models.Memory`; ``in_working_memory`` is False
@@ -460,7 +470,8 @@ class HTM:
         'pref-vim'
         """
         return self.add_many([{"content": content, "importance": importance, "key": key,
-                               "tags": tags, "metadata": metadata, "created_at": created_at}])[0]
+                               "tags": tags, "metadata": metadata, "created_at": created_at,
+                               "kind": kind, "source": source, "confidence": confidence}])[0]
 
     aadd = twin(add)
 
@@ -520,7 +531,7 @@ class HTM:
     # -- enrichment and documents ----------------------------------------------------
 
     def _add_summary(self, key: str, text: str, source_keys: list[str], robot: str) -> None:
-        item = {"content": text, "key": key, "tags": [SUMMARY_TAG],
+        item = {"content": text, "key": key, "tags": [SUMMARY_TAG], "kind": "summary",
                 "metadata": {"source_keys": source_keys}}
         if robot == self.robot:
             self.add_many([item], working_memory=False)
@@ -561,7 +572,8 @@ class HTM:
         extra = check_tags(tags)
         if diff.add:
             self._add_items([{"content": c.content, "key": c.key, "metadata": c.metadata,
-                              "tags": extra, "importance": importance} for c in diff.add],
+                              "tags": extra, "importance": importance, "kind": "document",
+                              "source": source_if_valid(source)} for c in diff.add],
                             working_memory=False, embed_texts=[c.embed_text for c in diff.add])
         for key in diff.forget:
             self.forget(key, confirm=True)
@@ -586,6 +598,7 @@ class HTM:
         include_history: bool = False,
         min_score: float | None = None,
         rerank: Any = None,
+        kinds: str | Iterable[str] | None = None,
     ) -> list[Hit]:
         """Find the memories most relevant to ``query``; they enter working memory.
 
@@ -608,6 +621,9 @@ class HTM:
                 enter working memory.
             min_score: drop hits scoring below this (0 to 1, :mod:`htm_core.scoring`).
             rerank: a ``(query, texts) -> scores`` callable or a document compressor.
+            kinds: only memories of this kind or these kinds (``"fact"``,
+                ``["fact", "preference"]``); applied inside each search, so up to
+                ``limit`` hits of those kinds come back. Default: every kind.
 
         Returns:
             :class:`~htm_core.models.Hit` objects, best first, scores never increasing.
@@ -615,7 +631,7 @@ class HTM:
         return self._recaller.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
                                      tags=tags, robot=robot, neighbors=neighbors,
                                      include_history=include_history, min_score=min_score,
-                                     rerank=rerank)
+                                     rerank=rerank, kinds=kinds)
 
     arecall = twin(recall)
 
@@ -664,7 +680,8 @@ class HTM:
     def update(self, key: str, content: str, *, importance: float | None = None,
                tags: Iterable[str] | str | None = None,
                metadata: Mapping[str, Any] | None = None,
-               expected_version: int | None = None) -> Memory:
+               expected_version: int | None = None, kind: str | None = None,
+               source: str | None = None, confidence: float | None = None) -> Memory:
         """Replace the memory under ``key`` with a new version; the old one is kept.
 
         The memory keeps its key, id and creation time and stays in every working memory
@@ -679,8 +696,9 @@ class HTM:
         Args:
             key: the memory's key.
             content: the new text (the current one to change only other fields).
-            importance, tags, metadata: the new values (tags and metadata replace the
-                old ones); default: unchanged.
+            importance, tags, metadata, kind, source, confidence: the new values (tags
+                and metadata replace the old ones); default: unchanged (an update is not
+                classified by the kind rules).
             expected_version: the version the caller read; when the memory is no longer
                 at it, ``ConflictError`` and nothing is written.
 
@@ -700,7 +718,8 @@ class HTM:
         ['User prefers Vim', 'User switched to Helix']
         """
         return self._versions.update(key, content, importance=importance, tags=tags,
-                                     metadata=metadata, expected_version=expected_version)
+                                     metadata=metadata, expected_version=expected_version,
+                                     kind=kind, source=source, confidence=confidence)
 
     aupdate = twin(update)
 
@@ -726,7 +745,8 @@ class HTM:
         Raises :class:`~htm_core.errors.ConfirmationRequiredError` unless ``confirm=True``
         and :class:`~htm_core.errors.NotFoundError` for an unknown or purged key (the memory
         is then out of this robot's working memory too). Every working memory holding the
-        memory, in any process, drops it from its next call on.
+        memory, in any process, drops it from its next call on. Every digest built on it
+        (:meth:`consolidate`) is rebuilt without it, its history deleted.
         """
         memory = self._forgetter.forget(key, confirm=confirm)
         self._consolidator.forgotten(memory)
@@ -748,7 +768,8 @@ class HTM:
 
         Only memories already forgotten are purged; returns how many were removed.
         """
-        gone = self._store.get(key, include_forgotten=True) if isinstance(key, str) else None
+        checked = _intake.confirm_purge(confirm, key)
+        gone = self._store.get(checked, include_forgotten=True) if checked else None
         count = self._forgetter.purge(confirm=confirm, key=key)
         if gone is not None:
             self._consolidator.forgotten(gone)
@@ -895,11 +916,13 @@ class HTM:
     def list(self, *, robot: str | None = None, tags: Iterable[str] | str | None = None,
              timeframe: Any = None, key_prefix: str | None = None,
              include_forgotten: bool = False, order: str = "created_at",
-             descending: bool = False, limit: int = 100, cursor: str | None = None) -> Page:
+             descending: bool = False, limit: int = 100, cursor: str | None = None,
+             kinds: str | Iterable[str] | None = None) -> Page:
         """One page of memories, filtered and ordered in the store; counts no access.
 
         Args:
-            robot, tags, timeframe: as for :meth:`recall` (a tag matches the tags below it).
+            robot, tags, timeframe, kinds: as for :meth:`recall` (a tag matches the tags
+                below it).
             key_prefix: only keys starting with this (``"doc:"``, a chat session's prefix).
             include_forgotten: list forgotten memories too.
             order: ``"created_at"`` (default), ``"key"`` or ``"importance"``; ties by id.
@@ -923,7 +946,8 @@ class HTM:
         """
         return self._lister.list(robot=robot, tags=tags, timeframe=timeframe,
                                  key_prefix=key_prefix, include_forgotten=include_forgotten,
-                                 order=order, descending=descending, limit=limit, cursor=cursor)
+                                 order=order, descending=descending, limit=limit, cursor=cursor,
+                                 kinds=kinds)
 
     alist = twin(list)
 

@@ -52,6 +52,14 @@ class Memory:
     forgotten_at: datetime | None = None
     version: int = 1
     superseded_at: datetime | None = None
+    #: What the memory is: one of :data:`htm_core.consolidation.KINDS` (``episodic``
+    #: unless known to be a ``fact``, ``preference``, ``skill``, ``document``, ``digest``
+    #: or ``summary``); where it came from (free text such as ``"user"`` or
+    #: ``"import:notes.md"``, None when not said); how sure that is, 0 to 1 (None: not
+    #: said). See docs/consolidation.md ("Kinds").
+    kind: str = "episodic"
+    source: str | None = None
+    confidence: float | None = None
     #: Set by :meth:`htm_core.HTM.add`: whether the memory is now in working memory
     #: (False when it is larger than the whole working-memory budget).
     in_working_memory: bool = False

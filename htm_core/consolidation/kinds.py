@@ -92,6 +92,20 @@ _AVAILABILITY = re.compile(r"\b(?:today|tonight|tomorrow|later|soon|now|next|thi
                            r"give|wait|look|get|go|call|meet|bring|take|show|share|assure)\b",
                            _I)
 _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
+#: Every rule's pattern holds one of these (case folded): a text holding none is no
+#: rule's, and costs a couple of microseconds instead of the rules' passes over each
+#: sentence. Case folding matches what the rules' IGNORECASE matches, but for the Turkish
+#: dotted and dotless i, which are made a plain i first.
+_ANY_RULE = ("remember", "note", "keep in mind", "forget", "name", "call", "prefer", "rather",
+             "favo", "like", "love", "enjoy", "hate", "stand", "detest", "know how", "able to",
+             "good at", "speak", "can", "my", "live in", "work", "born", "grew up", "allergic")
+
+
+def _may_fire(text: str) -> bool:
+    """Whether any rule could fire in ``text`` (False: none can)."""
+    if "\u0130" in text or "\u0131" in text:
+        text = text.replace("\u0130", "i").replace("\u0131", "i")
+    return any(map(text.casefold().__contains__, _ANY_RULE))
 
 
 def _is_question(sentence: str) -> bool:
@@ -130,6 +144,8 @@ class RuleKindClassifier:
     def rules(self, content: str) -> list[KindRule]:
         """The rules that decide each sentence of ``content`` (in order; none for some)."""
         plain = content.replace("\u2019", "'")  # a typographic apostrophe: don’t, I’m
+        if not _may_fire(plain):
+            return []
         found = (_fired(match.group().strip()) for match in _SENTENCE.finditer(plain))
         return [rule for rule in found if rule is not None]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
@@ -36,11 +36,12 @@ from ..store import LongTermStore, SearchFilters
 from ..store.base import EnrichmentStore, capability
 from ..validation import check_int
 from .base import DigestStrategy, SourceItem, check_target
+from .kinds import KINDS
 from .periods import PERIOD_KINDS, Period, children, parent, parse_period, period_of, zone_of
 from .summarisers import strategy_named
 
-__all__ = ["CONSOLIDATE", "DEFAULT_TARGETS", "DIGEST_TAG", "Consolidator", "DigestScope",
-           "digest_fields", "is_digest"]
+__all__ = ["CONSOLIDATE", "DEFAULT_TARGETS", "DIGEST_TAG", "SOURCE_KINDS", "Consolidator",
+           "DigestScope", "Plan", "Writers", "digest_fields", "is_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,24 +51,31 @@ DIGEST_TAG = "digest"
 CONSOLIDATE = "consolidate"
 #: The token target of a digest when none is given, by period kind.
 DEFAULT_TARGETS = {"day": 300, "week": 500, "month": 800}
-#: How far back of a memory's time a digest built on it may start (a month of six weeks).
+#: How far back of a memory's time a day digest built on it starts (a day lasts at most 25
+#: hours, in any zone); a week or month digest built on a digest, at most six weeks back.
+_DAY_REACH = timedelta(hours=26)
 _REACH = timedelta(days=45)
 _PAGE = 1000
 
 
+#: The kinds of memory a day's digest is made of: all but digests and summaries.
+SOURCE_KINDS = tuple(k for k in KINDS if k not in ("digest", "summary"))
+
+
 def digest_fields() -> dict[str, Any]:
     """The fields of ``add`` that mark a memory as a digest, beyond its metadata."""
-    return {}
+    return {"kind": "digest"}
 
 
 def is_digest(memory: Memory) -> bool:
-    """Whether ``memory`` is a digest (its ``metadata["digest"]`` and the tag say so)."""
-    return isinstance(memory.metadata.get("digest"), dict) and DIGEST_TAG in memory.tags
+    """Whether ``memory`` is a digest written here: of kind ``digest``, with its
+    ``metadata["digest"]``."""
+    return memory.kind == "digest" and isinstance(memory.metadata.get("digest"), dict)
 
 
 def _is_source(memory: Memory) -> bool:
     """Whether a memory may go into a day's digest: neither a digest nor a summary."""
-    return not is_digest(memory) and SUMMARY_TAG not in memory.tags
+    return memory.kind in SOURCE_KINDS and SUMMARY_TAG not in memory.tags
 
 
 @dataclass(frozen=True)
@@ -127,8 +135,9 @@ class DigestScope:
 
 
 @dataclass(frozen=True)
-class _Plan:
-    """One digest to make: where, when, how, and how long."""
+class Plan:
+    """A consolidation, checked: whose digests (``scope``), of which ``period``, made with
+    which ``strategy``, at most how long (``target``; None: :data:`DEFAULT_TARGETS`)."""
 
     scope: DigestScope
     period: Period
@@ -186,8 +195,7 @@ class Consolidator:
         self._clock = clock
         self._counter = token_counter
         self._options = dict(runner_options or {})
-        rate = self._options.get("requests_per_second")
-        self._limiter = TokenBucket(rate, self._options.get("burst", 1.0)) if rate else None
+        self._limiter: TokenBucket | None = None
         self._worker: JobRunner | None = None
         self._strategies: dict[str, DigestStrategy] = {}
         self._lock = threading.Lock()
@@ -199,8 +207,8 @@ class Consolidator:
         needs ``chat_model``)."""
         if isinstance(strategy, str):
             options: dict[str, Any] = {}
-            if strategy.strip().lower() != "extractive" and self._limiter is not None:
-                options["limiter"] = self._limiter
+            if strategy.strip().lower() != "extractive" and chat_model is not None:
+                options["limiter"] = self._rate_limit()
             return strategy_named(strategy, chat_model=chat_model,
                                   token_counter=self._counter, **options)
         if callable(getattr(strategy, "summarise", None)) and isinstance(
@@ -209,6 +217,15 @@ class Consolidator:
         raise ValidationError(f"strategy must be a name ('extractive', 'simple', "
                               f"'hierarchical', 'map-reduce') or a digest strategy object, got "
                               f"{strategy!r}")
+
+    def _rate_limit(self) -> TokenBucket | None:
+        """The bucket every model request of a strategy named here waits on: the jobs'
+        ``requests_per_second`` (and ``burst``), shared by every such strategy."""
+        rate = self._options.get("requests_per_second")
+        with self._lock:
+            if self._limiter is None and rate is not None:
+                self._limiter = TokenBucket(rate, self._options.get("burst", 1.0))
+            return self._limiter
 
     def period(self, kind: Any, at: Any = None, tz: Any = None) -> Period:
         """The period of ``kind`` holding ``at`` in ``tz`` (default: the clock's zone);
@@ -226,21 +243,21 @@ class Consolidator:
     def plan(self, kind: Any, *, at: Any = None, tz: Any = None, scope: Any = None,
              user_id: str | None = None, session_id: str | None = None,
              strategy: Any = "extractive", target_tokens: Any = None,
-             chat_model: Any = None) -> _Plan:
+             chat_model: Any = None) -> Plan:
         """Every argument of a consolidation checked, before anything is written."""
         period = self.period(kind, at, tz)
         where = DigestScope.of(scope, user_id=user_id, session_id=session_id)
         target = None if target_tokens is None else check_target(target_tokens)
-        return _Plan(where, period, self.strategy(strategy, chat_model), target)
+        return Plan(where, period, self.strategy(strategy, chat_model), target)
 
     # -- consolidating ----------------------------------------------------------------
 
-    def consolidate(self, plan: _Plan) -> list[Memory]:
+    def consolidate(self, plan: Plan) -> list[Memory]:
         """The digests of ``plan.period`` and of the lower periods it is made from, lowest
         first, the period's own last (those with nothing to digest are left out)."""
         return self._tree(plan, plan.period)
 
-    def _tree(self, plan: _Plan, period: Period) -> list[Memory]:
+    def _tree(self, plan: Plan, period: Period) -> list[Memory]:
         made: list[Memory] = []
         now = self._clock()
         for child in children(period):
@@ -249,7 +266,7 @@ class Consolidator:
         own = self._make(plan, period)
         return [*made, own] if own is not None else made
 
-    def _make(self, plan: _Plan, period: Period) -> Memory | None:
+    def _make(self, plan: Plan, period: Period) -> Memory | None:
         """Write (or leave as it is) the digest of ``period`` in ``plan.scope``."""
         key = plan.scope.key(period)
         existing = self._current(key)
@@ -263,7 +280,9 @@ class Consolidator:
             return None
         target = plan.target_of(period)
         digest = plan.strategy.summarise([_item(m) for m in sources], target)
-        if not digest.text.strip():
+        if not digest.text.strip():  # nothing worth a sentence (emoji, punctuation)
+            if existing is not None:
+                self._drop(existing)
             return None
         self._strategies[plan.strategy.name] = plan.strategy
         below = [m.key for m in sources] if period.kind != "day" else []
@@ -278,8 +297,10 @@ class Consolidator:
         if existing is None:
             return None
         if not is_digest(existing):
-            raise DuplicateKeyError(f"key {key!r} holds a memory that is not a digest; "
-                                    "give it another key, or forget and purge it")
+            raise DuplicateKeyError(f"key {key!r}, where this digest belongs, holds a memory "
+                                    "that is not a digest; forget and purge that memory (add "
+                                    "it again under another key to keep it), then "
+                                    "consolidate again")
         if existing.forgotten_at is None and not self._tainted(existing):
             return existing
         self._drop(existing)
@@ -290,10 +311,13 @@ class Consolidator:
         return len(self._store.get_many(ids)) != len(set(ids))
 
     def _drop(self, digest: Memory) -> None:
-        """Delete ``digest`` and every version of it."""
-        if digest.forgotten_at is None:
-            self._writers.forget(digest.key)
-        self._writers.purge(digest.key)
+        """Delete ``digest`` and every version of it (done already by another writer: fine)."""
+        try:
+            if digest.forgotten_at is None:
+                self._writers.forget(digest.key)
+            self._writers.purge(digest.key)
+        except NotFoundError:
+            pass
 
     def _sources(self, scope: DigestScope, period: Period) -> list[Memory]:
         """What the digest of ``period`` is made of: the scope's memories of the day, or
@@ -301,18 +325,22 @@ class Consolidator:
         if period.kind != "day":
             found = [self._store.get(scope.key(c)) for c in children(period)]
             return [m for m in found if m is not None and is_digest(m)]
-        filters = SearchFilters(start=period.start, end=period.end, tags=scope.filter_tags)
-        out: list[Memory] = []
-        after: tuple[Any, int] | None = None
-        while True:
-            page = self._store.list_memories(filters, limit=_PAGE, after=after)
-            out.extend(m for m in page if _is_source(m))
-            if len(page) < _PAGE:
-                break
-            after = (page[-1].created_at, page[-1].id)
+        filters = SearchFilters(start=period.start, end=period.end, tags=scope.filter_tags,
+                                kinds=SOURCE_KINDS)
+        out = [m for m in self._every(filters) if _is_source(m)]
         by_id = {m.id: m for m in self._store.get_many([m.id for m in out],
                                                         include_embedding=True)}
         return [by_id.get(m.id, m) for m in out]
+
+    def _every(self, filters: SearchFilters) -> Iterator[Memory]:
+        """Every visible memory passing ``filters``, in creation order, a page at a time."""
+        after: tuple[Any, int] | None = None
+        while True:
+            page = self._store.list_memories(filters, limit=_PAGE, after=after)
+            yield from page
+            if len(page) < _PAGE:
+                return
+            after = (page[-1].created_at, page[-1].id)
 
     def _write(self, key: str, text: str, metadata: dict[str, Any], period: Period,
                scope: DigestScope, existing: Memory | None) -> Memory:
@@ -326,7 +354,13 @@ class Consolidator:
                     return self._writers.update(key, text, metadata=metadata)
         item = {"content": text, "key": key, "tags": scope.stored_tags, "metadata": metadata,
                 "created_at": period.start, **digest_fields()}
-        return self._writers.add([item])[0]
+        try:
+            return self._writers.add([item])[0]
+        except DuplicateKeyError:
+            existing = self._current(key)  # written meanwhile by another process
+            if existing is None:
+                raise
+            return self._writers.update(key, text, metadata=metadata)
 
     # -- listing ---------------------------------------------------------------------
 
@@ -339,7 +373,7 @@ class Consolidator:
         check_int("limit", limit, 1, 10_000)
         where = DigestScope.of(scope, user_id=user_id, session_id=session_id)
         prefix = where.prefix + (f"{kind}:" if kind else "")
-        page = self._store.list_memories(SearchFilters(tags=(DIGEST_TAG,)), key_prefix=prefix,
+        page = self._store.list_memories(SearchFilters(kinds=("digest",)), key_prefix=prefix,
                                          descending=True, limit=limit)
         return [m for m in page if is_digest(m)]
 
@@ -348,10 +382,11 @@ class Consolidator:
     def forgotten(self, memory: Memory) -> None:
         """``memory`` was forgotten (or purged): rebuild every digest built on it, up the
         tree; one that cannot be rebuilt here is deleted (the next consolidate writes it)."""
-        filters = SearchFilters(start=memory.created_at - _REACH,
+        reach = _REACH if memory.kind == "digest" else _DAY_REACH
+        filters = SearchFilters(start=memory.created_at - reach,
                                 end=memory.created_at + timedelta(microseconds=1),
-                                tags=(DIGEST_TAG,))
-        hit = [d for d in self._store.list_memories(filters, limit=10_000)
+                                kinds=("digest",))
+        hit = [d for d in self._every(filters)
                if is_digest(d) and any(s.get("id") == memory.id
                                        for s in d.metadata["digest"].get("sources", []))]
         for digest in sorted(hit, key=lambda d: PERIOD_KINDS.index(
@@ -377,7 +412,7 @@ class Consolidator:
         strategy = self._known(info.get("strategy"))
         if strategy is not None:
             try:
-                self._make(_Plan(scope, period, strategy, info.get("target_tokens")), period)
+                self._make(Plan(scope, period, strategy, info.get("target_tokens")), period)
                 return
             except HTMError as exc:
                 logger.warning("digest %s could not be rebuilt; it is deleted until the next "
@@ -400,7 +435,7 @@ class Consolidator:
 
     # -- background ------------------------------------------------------------------
 
-    def schedule(self, plan: _Plan) -> int:
+    def schedule(self, plan: Plan) -> int:
         """Queue ``plan`` as a ``consolidate`` job for the worker (started here once)."""
         payload = {"period": plan.period.key, "scope": plan.scope.tag,
                    "strategy": plan.strategy.name, "target_tokens": plan.target}
@@ -425,7 +460,7 @@ class Consolidator:
             raise ValidationError(f"the {payload['strategy']!r} strategy needs a chat model; "
                                   "this worker was not given one (schedule_consolidation("
                                   "..., chat_model=...) in this process)")
-        plan = _Plan(DigestScope.from_tag(payload["scope"]), period, strategy,
+        plan = Plan(DigestScope.from_tag(payload["scope"]), period, strategy,
                      payload.get("target_tokens"))
         self.consolidate(plan)
 
@@ -439,13 +474,13 @@ class Consolidator:
             self._worker.stop(timeout=10)
 
 
-def _unchanged(existing: Memory, signature: str, plan: _Plan, period: Period) -> bool:
+def _unchanged(existing: Memory, signature: str, plan: Plan, period: Period) -> bool:
     info = existing.metadata["digest"]
     return bool(info.get("inputs") == signature and info.get("strategy") == plan.strategy.name
             and info.get("target_tokens") == plan.target_of(period))
 
 
-def _metadata(plan: _Plan, period: Period, sources: Sequence[SourceItem], signature: str,
+def _metadata(plan: Plan, period: Period, sources: Sequence[SourceItem], signature: str,
               target: int, child_keys: list[str]) -> dict[str, Any]:
     return {"period": period.key, "kind": period.kind, "label": period.label,
             "tz": period.tz, "start": _utc_iso(period.start), "end": _utc_iso(period.end),

@@ -91,8 +91,9 @@ class JobQueue(Protocol):
         """Extend the lease of running jobs this queue claimed; returns the ids still held."""
         ...
 
-    def counts(self) -> dict[str, int]:
-        """Jobs per status: ``pending``, ``running``, ``failed``."""
+    def counts(self, kinds: Sequence[str] | None = None) -> dict[str, int]:
+        """Jobs per status: ``pending``, ``running``, ``failed`` (only jobs of ``kinds``
+        when given)."""
         ...
 
     def failed(self, limit: int = 100) -> list[Job]:
@@ -222,11 +223,12 @@ class InMemoryJobQueue(_PutOne):
                     held.append(job_id)
         return held
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, kinds: Sequence[str] | None = None) -> dict[str, int]:
         with self._lock:
             out = dict.fromkeys((PENDING, RUNNING, FAILED), 0)
             for row in self._rows.values():
-                out[row.status] += 1
+                if kinds is None or row.kind in kinds:
+                    out[row.status] += 1
             return out
 
     def failed(self, limit: int = 100) -> list[Job]:

@@ -4,6 +4,7 @@ daemon threads, batched, rate-limited and retried with backoff (the whole design
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -89,6 +90,7 @@ class JobRunner:
             raise ValidationError("give at least one handler (kind -> function)")
         self.queue = queue
         self.handlers = {_check_kind(kind): handler for kind, handler in handlers.items()}
+        self._by_kind = "kinds" in inspect.signature(queue.counts).parameters
         self.limiter = TokenBucket(requests_per_second, burst) if requests_per_second is not None else None
         self.batch_size = batch_size
         self.max_attempts = max_attempts
@@ -139,11 +141,15 @@ class JobRunner:
         return ids
 
     def _outstanding(self) -> int:
-        counts = self.queue.counts()
+        """Jobs of this runner's kinds pending or running (every job, for a queue whose
+        ``counts`` cannot tell kinds apart): other kinds are another runner's to wait for."""
+        counts = self.queue.counts(kinds=sorted(self.handlers)) if self._by_kind \
+            else self.queue.counts()
         return counts[PENDING] + counts[RUNNING]
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until no job is pending or running (failed ones excepted); ``False`` on timeout."""
+        """Wait until no job of this runner's kinds is pending or running (failed ones
+        excepted); ``False`` on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if self._outstanding() == 0:

@@ -228,12 +228,15 @@ class SQLJobQueue(_PutOne):
 
         return list(self._write(work))
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, kinds: Sequence[str] | None = None) -> dict[str, int]:
         t = jobs_table.c
+        query = select(t.status, func.count()).group_by(t.status)
+        if kinds is not None:
+            query = query.where(t.kind.in_(list(kinds)))
 
         def work(conn: Connection) -> dict[str, int]:
             out = dict.fromkeys((PENDING, RUNNING, FAILED), 0)
-            for status, n in conn.execute(select(t.status, func.count()).group_by(t.status)):
+            for status, n in conn.execute(query):
                 out[status] = int(n)
             return out
 

@@ -74,13 +74,13 @@ __all__ = [
 ]
 
 #: The schema version this code writes and understands.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: The orders :meth:`Records.list_memories` (and ``HTM.list``) take; ties go by id.
 LIST_ORDERS = ("created_at", "key", "importance")
 
 #: The fields of a memory ``update_memory`` can set.
-UPDATE_FIELDS = ("content", "importance", "tags", "metadata")
+UPDATE_FIELDS = ("content", "importance", "tags", "metadata", "kind", "source", "confidence")
 
 
 @runtime_checkable

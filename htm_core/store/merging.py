@@ -22,7 +22,8 @@ __all__ = ["merge_update", "update_fields"]
 def update_fields(memory: Memory | NewMemory) -> dict[str, Any]:
     """The fields an update can set, as compared: tags as a set."""
     return {"content": memory.content, "importance": float(memory.importance),
-            "tags": frozenset(memory.tags), "metadata": dict(memory.metadata)}
+            "tags": frozenset(memory.tags), "metadata": dict(memory.metadata),
+            "kind": memory.kind, "source": memory.source, "confidence": memory.confidence}
 
 
 def merge_update(key: str, record: NewMemory, fields: Collection[str], *,

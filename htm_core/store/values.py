@@ -108,6 +108,11 @@ class NewMemory:
     #: Whether the caller chose ``importance``: a second add of existing content raises the
     #: stored importance to it; a default importance never changes the stored one.
     importance_given: bool = True
+    #: What the memory is, where it came from and how sure that is (see
+    #: :class:`~htm_core.models.Memory`); checked by the intake.
+    kind: str = "episodic"
+    source: str | None = None
+    confidence: float | None = None
 
     @cached_property
     def content_hash(self) -> str:  # worked out once (the embedding cache and the writer)
@@ -229,10 +234,13 @@ class SearchFilters:
     end: datetime | None = None
     robot: str | None = None
     tags: tuple[str, ...] = ()
+    #: Only memories of one of these kinds (empty: every kind).
+    kinds: tuple[str, ...] = ()
 
     @property
     def is_empty(self) -> bool:
-        return self.start is None and self.end is None and self.robot is None and not self.tags
+        return (self.start is None and self.end is None and self.robot is None
+                and not self.tags and not self.kinds)
 
 
 @dataclass(frozen=True, kw_only=True)

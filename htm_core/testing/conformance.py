@@ -19,6 +19,7 @@ import pytest
 from ..embeddings import HashingEmbedder
 from ..errors import (
     ConfirmationRequiredError,
+    ConflictError,
     DimensionMismatchError,
     DuplicateKeyError,
     NotFoundError,
@@ -219,6 +220,89 @@ class StoreConformance:
         assert run(SearchFilters(robot="nobody")) == set()
         old = run(SearchFilters(end=T0 - timedelta(days=1)))
         assert len(old) == 3 and all("number" in c for c in old)
+
+    def test_kind_source_and_confidence_round_trip(self, store: Any) -> None:
+        made = store.add_many([
+            rec("Ada prefers tea", key="pref", kind="preference", source="user",
+                confidence=0.85),
+            rec("we talked about tea", key="talk"),
+            rec("# Tea\nGreen tea is steamed.", key="doc:tea#1", kind="document",
+                source="import:tea.md", confidence=None)])
+        assert [(r.memory.kind, r.memory.source, r.memory.confidence) for r in made] == [
+            ("preference", "user", 0.85), ("episodic", None, None),
+            ("document", "import:tea.md", None)]
+        read = {m.key: (m.kind, m.source, m.confidence) for m in store.get_many(
+            [r.memory.id for r in made])}
+        assert read == {"pref": ("preference", "user", 0.85), "talk": ("episodic", None, None),
+                        "doc:tea#1": ("document", "import:tea.md", None)}
+        assert store.get("pref") == made[0].memory
+        again = store.add_many([rec("Ada prefers tea", key="pref", kind="fact",
+                                    source="assistant", confidence=0.1)])[0]
+        assert not again.created and (again.memory.kind, again.memory.source,
+                                       again.memory.confidence) == ("preference", "user", 0.85)
+
+    def test_versions_keep_their_kind_source_and_confidence(self, store: Any) -> None:
+        self.needs("versions")
+        store.add_many([rec("Ada likes tea", key="tea", source="user", confidence=0.5)])
+        new = rec("Ada likes green tea", key="tea", kind="preference", source="rule",
+                  confidence=0.75)
+        store.update_memory(new, robot="r1", at=T0, read_version=1)
+        old, now = store.versions("tea")
+        assert (old.kind, old.source, old.confidence) == ("episodic", "user", 0.5)
+        assert (now.kind, now.source, now.confidence) == ("preference", "rule", 0.75)
+        only_kind = rec("Ada likes green tea", key="tea", kind="fact")
+        assert store.update_memory(only_kind, robot="r1", at=T0, read_version=2,
+                                   fields=("kind",)).kind == "fact"
+        assert [(m.version, m.kind, m.source) for m in store.versions("tea")] == [
+            (1, "episodic", "user"), (2, "preference", "rule"), (3, "fact", "rule")]
+        # Compare-and-set: based on version 3, an importance merges with a kind set since,
+        # a kind set since to another value refuses the update.
+        store.update_memory(rec("Ada likes green tea", key="tea", kind="skill"),
+                            robot="r1", at=T0, read_version=3, fields=("kind",))
+        merged = store.update_memory(rec("Ada likes green tea", key="tea", kind="fact",
+                                         importance=7.0), robot="r1", at=T0, read_version=3,
+                                     fields=("importance",))
+        assert (merged.version, merged.kind, merged.importance) == (5, "skill", 7.0)
+        with pytest.raises(ConflictError, match="kind"):
+            store.update_memory(rec("Ada likes green tea", key="tea", kind="digest"),
+                                robot="r1", at=T0, read_version=3, fields=("kind",))
+        assert store.get("tea").version == 5
+        # The filter is on the memory's current kind; each old version shows its own.
+        hits = store.search_history(ArmQuery(limit=5, text="likes tea",
+                                             filters=SearchFilters(kinds=("skill",))))
+        assert sorted((m.version, m.kind) for m, _ in hits) == [
+            (1, "episodic"), (2, "preference"), (3, "fact"), (4, "skill")]
+        assert store.search_history(ArmQuery(limit=5, text="likes tea", filters=SearchFilters(
+            kinds=("preference",)))) == []
+
+    @pytest.mark.parametrize("arm", ["vector", "fulltext", "list"])
+    def test_kind_filter_applies_inside_each_arm(self, store: Any, arm: str) -> None:
+        store.ensure_robot("r2")
+        # Many matching episodic memories must not starve the few facts.
+        store.add_many([rec(f"tea talk number {i}") for i in range(40)])
+        store.add_many([rec("tea fact of r1", kind="fact"),
+                        rec("tea fact of r2", kind="fact", robot="r2"),
+                        rec("tea digest", kind="digest", tags=("digest",))])
+
+        def run(filters: SearchFilters) -> set[str]:
+            if arm == "list":
+                return {m.content for m in store.list_memories(filters, limit=3)}
+            if arm == "vector":
+                hits = vector_hits(store, EMB.embed_query("tea talk"), 3, filters)
+            else:
+                hits = text_hits(store, "tea talk", 3, filters)
+            return {m.content for m in store.get_many([h[0] for h in hits])}
+
+        assert run(SearchFilters(kinds=("fact",))) == {"tea fact of r1", "tea fact of r2"}
+        assert run(SearchFilters(kinds=("fact", "digest"))) == {
+            "tea fact of r1", "tea fact of r2", "tea digest"}
+        assert run(SearchFilters(kinds=("fact",), robot="r2")) == {"tea fact of r2"}
+        assert run(SearchFilters(kinds=("fact",), tags=("digest",))) == set()
+        assert run(SearchFilters(kinds=("skill",))) == set()
+        assert len(run(SearchFilters(kinds=("episodic",)))) == 3
+        ids = [m.id for m in store.list_memories(SearchFilters(), limit=100)]
+        assert {b.content for b in store.briefs(ids, SearchFilters(kinds=("digest",))).values()
+                } == {"tea digest"}
 
     def test_tag_filter_escapes_like_wildcards(self, store: Any) -> None:
         store.add_many([rec("underscore tag", tags=("a_b",)), rec("plain tag", tags=("axb:c",))])

@@ -92,6 +92,7 @@ class InMemoryStore:
         return ((filters.start is None or memory.created_at >= filters.start)
                 and (filters.end is None or memory.created_at < filters.end)
                 and (filters.robot is None or memory.robot == filters.robot)
+                and (not filters.kinds or memory.kind in filters.kinds)
                 and (not filters.tags or any(t == f or t.startswith(f + ":")
                                              for t in memory.tags for f in filters.tags)))
 
@@ -138,7 +139,8 @@ class InMemoryStore:
                 access_count=record.access_count, forgotten_at=record.forgotten_at,
                 tags=record.tags, metadata=dict(record.metadata),
                 content_hash=record.content_hash, embedder=record.embedder,
-                embedding=None if record.embedding is None else list(record.embedding))
+                embedding=None if record.embedding is None else list(record.embedding),
+                kind=record.kind, source=record.source, confidence=record.confidence)
             self._next_id += 1
             if memory.embedding is not None:
                 self._embedder = self._embedder or (str(record.embedder), len(memory.embedding))
@@ -483,6 +485,8 @@ class InMemoryStore:
             new = replace(new, tags=tuple(sorted(set(record.tags))))
         if "metadata" in changes:
             new = replace(new, metadata=dict(record.metadata))
+        new = replace(new, **{f: getattr(record, f) for f in ("kind", "source", "confidence")
+                              if f in changes})
         self._memories[old.id] = new
         for name in {*self._working, *(r.name for r in self.robots())}:
             self._versions[name] = self._versions.get(name, 0) + 1  # every robot, as the stores

@@ -158,3 +158,13 @@ def test_recall_dump_quick_is_the_same_twice(tmp_path: Path) -> None:
                  " fusion-fn:"):
         assert any(call in line for line in lines), call
     assert any("'neighbor'" in line for line in lines)
+
+
+def test_digests_quick(tmp_path: Path) -> None:
+    rows = table_rows(run("digests", "--quick", cache=tmp_path))
+    assert rows[0] == ["what", "time"]
+    assert [r[0] for r in rows[2:]] == [
+        "consolidate a month (9 digests of 140 memories)",
+        "forget, no digest built on it (median)",
+        "forget, its day, week and month rebuilt (median)"]
+    assert all(r[1].endswith("s") for r in rows[2:])

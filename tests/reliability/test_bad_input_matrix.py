@@ -503,6 +503,28 @@ HTM_CASES = [
     _case("aupdate-unknown", lambda e: arun(e.htm.aupdate("no-such-key", "x")), NotFoundError),
     _case("aupdate-nul", lambda e: arun(e.htm.aupdate("seed", "a\x00")), InvalidContentError),
     _case("aversions-unknown", lambda e: arun(e.htm.aversions("no-such-key")), NotFoundError),
+    # digests
+    _case("consolidate-period", lambda e: e.htm.consolidate("year"), TimeframeError),
+    _case("consolidate-at", lambda e: e.htm.consolidate("day", at="soon"), TimeframeError),
+    _case("consolidate-tz", lambda e: e.htm.consolidate("day", tz="Mars/Base"), TimeframeError),
+    _case("consolidate-scope", lambda e: e.htm.consolidate("day", scope="ada"),  # type: ignore[arg-type]
+          ValidationError),
+    _case("consolidate-user", lambda e: e.htm.consolidate("day", user_id=""), ValidationError),
+    _case("consolidate-strategy", lambda e: e.htm.consolidate("day", strategy="psychic"),
+          UnknownStrategyError),
+    _case("consolidate-no-model", lambda e: e.htm.consolidate("day", strategy="simple"),
+          ValidationError),
+    _case("consolidate-target", lambda e: e.htm.consolidate("day", target_tokens=-1),
+          InvalidBudgetError),
+    _case("aconsolidate-period", lambda e: arun(e.htm.aconsolidate("fortnight")), TimeframeError),
+    _case("schedule_consolidation-target",
+          lambda e: e.htm.schedule_consolidation("week", target_tokens=0), InvalidBudgetError),
+    _case("aschedule_consolidation-strategy",
+          lambda e: arun(e.htm.aschedule_consolidation("week", strategy="psychic")),
+          UnknownStrategyError),
+    _case("digests-period", lambda e: e.htm.digests("year"), TimeframeError),
+    _case("digests-limit", lambda e: e.htm.digests(limit=0), InvalidBudgetError),
+    _case("adigests-user", lambda e: arun(e.htm.adigests(user_id="")), ValidationError),
     _case("acreate_context-strategy", lambda e: arun(e.htm.acreate_context("psychic")),
           UnknownStrategyError),
     _case("aforget-no-confirm", lambda e: arun(e.htm.aforget("seed")), ConfirmationRequiredError),
@@ -725,8 +747,11 @@ def test_every_public_method_is_in_the_matrix() -> None:
     covered = {"add", "add_many", "add_document", "recall", "retrieve", "forget", "restore", "purge",
                "create_context", "operations", "aadd", "aadd_many", "arecall", "aretrieve",
                "acreate_context", "aforget", "aadd_document", "arestore", "apurge", "aoperations",
-               "get", "list", "aget", "alist", "update", "versions", "aupdate", "aversions"}
-    exempt = {"close", "migrate", "flush", "flush_enrichment", "reembed", "stats",
+               "get", "list", "aget", "alist", "update", "versions", "aupdate", "aversions",
+               "consolidate", "aconsolidate", "schedule_consolidation",
+               "aschedule_consolidation", "digests", "adigests"}
+    exempt = {"close", "migrate", "flush", "flush_enrichment", "flush_consolidation",
+              "reembed", "stats",
               "retry_failed_embeddings",
               "robots", "tags", "clear_working_memory"}
     exempt |= {f"a{name}" for name in exempt}  # their async twins

@@ -34,6 +34,15 @@ with HTM(robot="crash", database_url=url, embedder=HashingEmbedder(), working_me
 """
 
 
+def _wait_for_lines(log: Path, lines: int, timeout: float = 60) -> None:
+    """Wait until ``log`` holds ``lines`` returned keys (a loaded machine adds slowly)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and log.read_text().count("\n") >= lines:
+            return
+        time.sleep(0.05)
+
+
 def _check_integrity(db: Path) -> None:
     conn = sqlite3.connect(db)
     try:
@@ -58,13 +67,12 @@ def test_sigkill_loses_no_returned_add(tmp_path):
     HTM(robot="crash", database_url=str(db), embedder=HashingEmbedder()).close()
     rng = random.Random(7)
     start = 0
+    returned: list[str] = []
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     for _round in range(4):
         proc = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(log), str(start)],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 30
-        while (not log.exists() or log.stat().st_size == 0) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for_lines(log, len(returned) + 6)  # a few adds of this round have returned
         time.sleep(rng.uniform(0.1, 0.6))
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)

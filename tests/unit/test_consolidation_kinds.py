@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from htm_core.consolidation import kinds
 from htm_core.consolidation.kinds import DEFAULT_KIND, KINDS, RuleKindClassifier, check_kind
 from htm_core.errors import ValidationError
 
@@ -75,3 +78,34 @@ def test_kind_vocabulary() -> None:
     for bad in ("facts", "", None, 3, "episodic\x00", "ﬁct"):
         with pytest.raises(ValidationError, match="kind must be one of episodic, fact"):
             check_kind(bad)
+
+
+def _every_rule(text: str) -> list[str]:
+    """The rules of each sentence, read without the quick test for words (the reference)."""
+    plain = text.replace("\u2019", "'")
+    found = (kinds._fired(m.group().strip()) for m in kinds._SENTENCE.finditer(plain))
+    return [rule.name for rule in found if rule is not None]
+
+
+def test_the_quick_word_test_never_changes_what_the_rules_find() -> None:
+    """A text is read by the rules only when it holds one of the words every rule needs;
+    over statements that fire, their case variants (the long s, the Kelvin sign, the
+    Turkish i) and words glued or spaced oddly, the rules find the same as without it."""
+    fragments = ["I prefer tea", "my name is Ada", "remember that the code is 9", "I can swim",
+                 "my dog is Rex", "I live in Lisbon", "I know how to sail", "call me Ishmael",
+                 "I'd rather walk", "I love jazz", "I speak French", "I work at ACME",
+                 "Note: the door sticks", "rememberthat it rains", "Keep in mind: tea",
+                 "my favorite is Vim", "I am allergic to nuts", "the weather is nice",
+                 "we met at noon", "I\tprefer\ttea", "ok i like it", "my e-mail is a@b.c"]
+    variants = [str.upper, str.lower, str.title,
+                lambda t: t.replace("s", "\u017f"), lambda t: t.replace("k", "\u212a"),
+                lambda t: t.replace("i", "\u0131"), lambda t: t.replace("I", "\u0130")]
+    rng = random.Random(7)
+    texts = [*fragments] + [v(f) for f in fragments for v in variants]
+    texts += [". ".join(rng.sample(texts, 3)) for _ in range(300)]
+    fired = 0
+    for text in texts:
+        expected = _every_rule(text)
+        assert RuleKindClassifier().explain(text) == expected, text
+        fired += bool(expected)
+    assert fired > len(texts) // 2

@@ -28,6 +28,10 @@ def filter_sql(dialect: Dialect, filters: SearchFilters, params: dict[str, Any],
     if filters.robot is not None:
         clauses.append("m.robot_id = (SELECT id FROM robots WHERE name = :robot)")
         params["robot"] = filters.robot
+    if filters.kinds:
+        names = [f"kind{i}" for i in range(len(filters.kinds))]
+        params.update(zip(names, filters.kinds, strict=True))
+        clauses.append(f"m.kind IN ({', '.join(':' + n for n in names)})")
     if filters.tags:
         ors = []
         for i, tag in enumerate(filters.tags):  # the tag or a tag below it, exactly

@@ -42,8 +42,12 @@ __all__ = ["Versions"]
 _VERSION_COLUMNS = (
     "SELECT m.id, m.key, v.content, v.content_hash, r.name, v.importance, v.token_count, "
     "m.created_at, m.last_accessed, m.access_count, v.metadata, v.tags, v.embedder, "
-    "m.forgotten_at, v.version, v.superseded_at, v.id FROM memory_versions v "
+    "m.forgotten_at, v.version, v.superseded_at, v.id, v.kind, v.source, v.confidence "
+    "FROM memory_versions v "
     "JOIN memories m ON m.id = v.memory_id JOIN robots r ON r.id = m.robot_id ")
+
+#: The fields an update writes to their own column, as given.
+_PROVENANCE = ("kind", "source", "confidence")
 
 
 class Versions:
@@ -107,12 +111,15 @@ class Versions:
                         version: int) -> dict[str, Any] | None:
         """The fields of the memory's superseded ``version``, None when it has none."""
         row = conn.execute(text(
-            "SELECT content, importance, tags, metadata FROM memory_versions "
-            "WHERE memory_id = :id AND version = :v"), {"id": mid, "v": version}).first()
+            "SELECT content, importance, tags, metadata, kind, source, confidence "
+            "FROM memory_versions WHERE memory_id = :id AND version = :v"),
+            {"id": mid, "v": version}).first()
         if row is None:
             return None
         return {"content": row[0], "importance": float(row[1]),
-                "tags": frozenset(json.loads(row[2])), "metadata": self._dialect.json_out(row[3])}
+                "tags": frozenset(json.loads(row[2])), "metadata": self._dialect.json_out(row[3]),
+                "kind": row[4], "source": row[5],
+                "confidence": None if row[6] is None else float(row[6])}
 
     def _supersede(self, conn: Connection, mid: int, tags: Sequence[str], at: datetime,
                    rid: int) -> None:
@@ -121,12 +128,12 @@ class Versions:
         conn.execute(text(
             "INSERT INTO memory_versions(" + ("id, " if given else "") + "memory_id, version, "
             "content, content_hash, importance, token_count, metadata, tags, embedding, "
-            "embedder, written_at, superseded_at, superseded_by) SELECT "
-            + (":hid, " if given else "") + "m.id, m.version, m.content, "
+            "embedder, written_at, superseded_at, superseded_by, kind, source, confidence) "
+            "SELECT " + (":hid, " if given else "") + "m.id, m.version, m.content, "
             "m.content_hash, m.importance, m.token_count, m.metadata, CAST(:tags AS text), "
             "m.embedding, m.embedder, coalesce((SELECT p.superseded_at FROM memory_versions p "
-            "WHERE p.memory_id = m.id AND p.version = m.version - 1), m.created_at), :at, :r "
-            "FROM memories m WHERE m.id = :id"),
+            "WHERE p.memory_id = m.id AND p.version = m.version - 1), m.created_at), :at, :r, "
+            "m.kind, m.source, m.confidence FROM memories m WHERE m.id = :id"),
             {"tags": json.dumps(list(tags)), "at": self._dialect.time_in(at), "r": rid, "id": mid,
              "hid": given})
 
@@ -147,6 +154,10 @@ class Versions:
         if "metadata" in changes:
             sets.append(f"metadata = {self._dialect.json_param}")
             params["meta"] = json.dumps(record.metadata)
+        for name in _PROVENANCE:
+            if name in changes:
+                sets.append(f"{name} = :{name}")
+                params[name] = getattr(record, name)
         conn.execute(text(f"UPDATE memories SET {', '.join(sets)} WHERE id = :id"), params)
         if "content" in changes:
             clear_failures(conn, [mid])  # the marks were about the old text
@@ -170,7 +181,9 @@ class Versions:
             last_accessed=self._dialect.time_out(r[8]), access_count=int(r[9]),
             metadata=self._dialect.json_out(r[10]), tags=tuple(json.loads(r[11])), embedder=r[12],
             forgotten_at=self._dialect.time_out(r[13]) if r[13] is not None else None,
-            version=int(r[14]), superseded_at=self._dialect.time_out(r[15]))) for r in rows]
+            version=int(r[14]), superseded_at=self._dialect.time_out(r[15]), kind=r[17],
+            source=r[18], confidence=None if r[19] is None else float(r[19])))
+            for r in rows]
 
     def versions(self, key: str) -> list[Memory]:
         """Every version of the memory under ``key``, oldest first, the current one last."""

@@ -29,11 +29,11 @@ from ..values import unit_embeddings
 _COPY_MEMORIES = (
     "COPY memories(id, key, content, content_hash, content_crc, robot_id, importance, "
     "token_count, created_at, last_accessed, access_count, metadata, embedding, embedder, "
-    "forgotten_at) "
+    "forgotten_at, kind, source, confidence) "
     "FROM STDIN (FORMAT BINARY)")
 _COPY_MEMORIES_TYPES: tuple[str, ...] = (
     "int8", "text", "text", "text", "int8", "int8", "float8", "int4", "timestamptz",
-    "timestamptz", "int4", "jsonb", "vector", "text", "timestamptz")
+    "timestamptz", "int4", "jsonb", "vector", "text", "timestamptz", "text", "text", "float8")
 _JSONB_OID = 3802  # built-in type oids are fixed
 _COPY_OPERATIONS = ("COPY operations(op, robot_id, memory_id, key, detail) "
                     "FROM STDIN (FORMAT BINARY)")

@@ -70,17 +70,18 @@ def insert_statement(conn: Connection, records: Sequence[NewMemory],
     rows = conn.execute(text(
         "INSERT INTO memories(key, content, content_hash, content_crc, robot_id, "
         "importance, token_count, created_at, last_accessed, access_count, metadata, "
-        "embedding, embedder, forgotten_at) "
+        "embedding, embedder, forgotten_at, kind, source, confidence) "
         "SELECT k, c, h, crc, rid, imp, tok, created, accessed, cnt, CAST(meta AS jsonb), "
-        "emb, embn, forgotten FROM unnest("
+        "emb, embn, forgotten, kd, src, conf FROM unnest("
         "CAST(:keys AS text[]), CAST(:contents AS text[]), CAST(:hashes AS text[]), "
         "CAST(:crcs AS bigint[]), "
         "CAST(:rids AS bigint[]), CAST(:imps AS double precision[]), "
         "CAST(:toks AS integer[]), CAST(:created AS timestamptz[]), "
         "CAST(:accessed AS timestamptz[]), CAST(:counts AS integer[]), "
         "CAST(:metas AS text[]), CAST(:embs AS vector[]), CAST(:embns AS text[]), "
-        "CAST(:forgotten AS timestamptz[])) WITH ORDINALITY AS v(k, c, h, crc, rid, imp, tok, "
-        "created, accessed, cnt, meta, emb, embn, forgotten, ord) ORDER BY ord "
+        "CAST(:forgotten AS timestamptz[]), CAST(:kinds AS text[]), CAST(:sources AS text[]), "
+        "CAST(:confs AS double precision[])) WITH ORDINALITY AS v(k, c, h, crc, rid, imp, tok, "
+        "created, accessed, cnt, meta, emb, embn, forgotten, kd, src, conf, ord) ORDER BY ord "
         "ON CONFLICT (key) DO NOTHING RETURNING id, key"),
         {"keys": [r.key for r in records],
          "contents": [r.content for r in records],
@@ -96,7 +97,9 @@ def insert_statement(conn: Connection, records: Sequence[NewMemory],
          "embs": list(units),
          "embns": [r.embedder if u is not None else None
                    for r, u in zip(records, units, strict=True)],
-         "forgotten": [r.forgotten_at for r in records]}).all()
+         "forgotten": [r.forgotten_at for r in records],
+         "kinds": [r.kind for r in records], "sources": [r.source for r in records],
+         "confs": [r.confidence for r in records]}).all()
     return {str(r[1]): int(r[0]) for r in rows}
 
 
@@ -130,7 +133,8 @@ def insert_copy(conn: Connection, records: Sequence[NewMemory], hashes: Sequence
                        int(r.token_count), r.created_at, r.last_accessed or r.created_at,
                        int(r.access_count),
                        json.dumps(r.metadata) if r.metadata else _EMPTY_JSON, vector,
-                       r.embedder if vector is not None else None, r.forgotten_at)
+                       r.embedder if vector is not None else None, r.forgotten_at,
+                       r.kind, r.source, r.confidence)
 
     copy_rows(conn, _COPY_MEMORIES, _COPY_MEMORIES_TYPES, rows(),
                None if during is None else lambda: during(ids))
@@ -177,18 +181,19 @@ def inserted_memories(records: Sequence[NewMemory], hashes: dict[int, str],
             tags=tuple(sorted(set(r.tags), key=rank.__getitem__)) if r.tags else (),
             metadata=metas.get(i, {}),
             embedder=r.embedder if r.embedding is not None else None,
-            embedding=None, forgotten_at=utc(r.forgotten_at), version=1)
+            embedding=None, forgotten_at=utc(r.forgotten_at), version=1,
+            kind=r.kind, source=r.source, confidence=r.confidence)
     return out
 
 
 def existing_rows(conn: Connection, keys: Sequence[str]) -> dict[str, tuple[int, str, bool]]:
     """key -> (id, content, forgotten) of the memories already holding ``keys``.
 
-    The rows are locked (in key order, so writers cannot deadlock on them) until the
-    batch commits: a concurrent forget or purge cannot slip between check and touch.
+    The rows are locked until the batch commits, in id order as every locking read of
+    memories is: a concurrent forget or purge cannot slip between check and touch.
     """
     rows = conn.execute(text(  # the keys as one JSON text
         "SELECT key, id, content, forgotten_at IS NOT NULL FROM memories "
         "WHERE key = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))) "
-        "ORDER BY key FOR UPDATE"), {"keys": json.dumps(list(keys))})
+        "ORDER BY id FOR UPDATE"), {"keys": json.dumps(list(keys))})
     return {str(r[0]): (int(r[1]), str(r[2]), bool(r[3])) for r in rows}

@@ -22,6 +22,10 @@ _MIGRATE_LOCK = 0x68746D_0001
 _DIMENSION_LOCK = 0x68746D_0002
 _BULK_LOCK = 0x68746D_0003
 _HISTORY_LOCK = 0x68746D_0004
+#: Two-part advisory-lock classes (a space apart from the keys above): a robot's working-set
+#: writes and a memory key's writes (:mod:`~htm_core.store.postgres.write_locks`).
+_ROBOT_WRITE_LOCK = 0x68746D05
+_KEY_WRITE_LOCK = 0x68746D06
 
 #: ``htm_meta`` key present while a bulk load has the search indexes dropped.
 _BULK_MARKER = "bulk_load"
@@ -197,15 +201,28 @@ _V6_EXACT = [
 _V7 = ["ALTER TABLE memories ADD COLUMN IF NOT EXISTS content_crc bigint",
        "ALTER TABLE robots ADD COLUMN IF NOT EXISTS working_memory_tokens integer"]
 
+#: Version 8, memory kinds with provenance (:mod:`htm_core.consolidation.kinds`): ``kind``
+#: (``episodic`` for every existing memory), ``source`` and ``confidence`` on each memory
+#: and each superseded version. A column with a constant default is recorded in the
+#: catalogue, no row is rewritten; the index serves kind filters alone, with a robot and
+#: with a time range.
+_V8 = [f"""ALTER TABLE {table}
+           ADD COLUMN IF NOT EXISTS kind text NOT NULL DEFAULT 'episodic',
+           ADD COLUMN IF NOT EXISTS source text,
+           ADD COLUMN IF NOT EXISTS confidence double precision"""
+       for table in ("memories", "memory_versions")] + [
+    "CREATE INDEX IF NOT EXISTS memories_kind ON memories (kind, robot_id, created_at)"]
+
 #: Version 5 changed SQLite's embedding-cache index only; PostgreSQL keeps its layout.
 _MIGRATIONS: dict[int, list[str]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS], 5: [], 6: [*_V6_EXACT], 7: [*_V7]}
+    4: [*_V4_WINDOWS], 5: [], 6: [*_V6_EXACT], 7: [*_V7],
+    8: [*_V8]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
     "m.created_at, m.last_accessed, m.access_count, m.metadata, m.embedder, m.forgotten_at, "
-    "m.version, m.content_crc, "
+    "m.version, m.content_crc, m.kind, m.source, m.confidence, "
     "ARRAY(SELECT t.name FROM memory_tags mt JOIN tags t ON t.id = mt.tag_id "
     "WHERE mt.memory_id = m.id ORDER BY t.name) AS tags"
 )

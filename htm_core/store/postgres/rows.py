@@ -57,7 +57,9 @@ class PostgresRows:
             metadata=dict(row.metadata or {}), embedder=row.embedder,
             embedding=[float(x) for x in row.embedding]
             if include_embedding and row.embedding is not None else None,
-            forgotten_at=utc(row.forgotten_at), version=int(row.version))
+            forgotten_at=utc(row.forgotten_at), version=int(row.version), kind=row.kind,
+            source=row.source,
+            confidence=None if row.confidence is None else float(row.confidence))
 
     @staticmethod
     def select(where: str, include_embedding: bool, join: str = "") -> str:

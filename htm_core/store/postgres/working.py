@@ -31,6 +31,7 @@ from ._codec import _COPY_WORKING, _COPY_WORKING_TYPES
 from ._copy import aware, copy_rows
 from .engine import PostgresDatabase, driver_rows
 from .rows import PostgresRows
+from .write_locks import lock_for_writing
 
 __all__ = ["PostgresWorkingSet"]
 
@@ -98,9 +99,13 @@ class PostgresWorkingSet:
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         """Write a working-memory change in one transaction."""
-        self.db.robot_id(change.robot)
-        return self.db.run("updating working memory",
-                           lambda conn: self.apply(conn, change, expected_version))
+        rid = self.db.robot_id(change.robot)
+
+        def write(conn: Connection) -> WorkingResult:
+            lock_for_writing(conn, robot_ids=[rid])
+            return self.apply(conn, change, expected_version)
+
+        return self.db.run("updating working memory", write)
 
     def apply(self, conn: Connection, change: WorkingChange,
                        expected_version: int | None,
@@ -119,7 +124,8 @@ class PostgresWorkingSet:
         if change.touch:
             conn.execute(text(
                 "UPDATE memories SET last_accessed = GREATEST(last_accessed, :t), "
-                "access_count = access_count + 1 WHERE id = ANY(:ids)"),
+                "access_count = access_count + 1 WHERE id IN (SELECT id FROM memories "
+                "WHERE id = ANY(:ids) ORDER BY id FOR NO KEY UPDATE)"),
                 {"t": change.at, "ids": sorted({int(i) for i in change.touch})})
         if change.evict:
             _evict(conn, rid, change)

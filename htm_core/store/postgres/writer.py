@@ -32,6 +32,7 @@ from .engine import PostgresDatabase
 from .indexes import VectorColumns
 from .rows import PostgresRows
 from .working import PostgresWorkingSet
+from .write_locks import lock_for_writing
 
 __all__ = ["PostgresWriter"]
 
@@ -168,6 +169,8 @@ class PostgresWriter:
         def write(conn: Connection, allow_copy: bool
                   ) -> tuple[list[AddResult], WorkingResult | None]:
             staged: list[WorkingChange | None] = []
+            lock_for_writing(conn, robot_ids=robot_ids.values() if working is not None else (),
+                             keys=[r.key for r in records])
 
             def enter(results: list[AddResult]) -> None:
                 staged.append(working(results) if working is not None else None)

@@ -252,12 +252,29 @@ def _add_v7_columns(conn: Connection) -> None:
 #: each robot's ``HTM`` runs with.
 _V7: list[Step] = [_add_v7_columns]
 
+
+def _add_v8_columns(conn: Connection) -> None:
+    """What each memory (and each superseded version) is, and where it came from."""
+    for table in ("memories", "memory_versions"):
+        _add_column(conn, table, "kind", "TEXT NOT NULL DEFAULT 'episodic'")
+        _add_column(conn, table, "source", "TEXT")
+        _add_column(conn, table, "confidence", "REAL")
+
+
+#: Version 8, memory kinds with provenance (:mod:`htm_core.consolidation.kinds`): ``kind``
+#: (``episodic`` for every existing memory), ``source`` and ``confidence`` on each memory
+#: and each superseded version. Adding a column with a constant default rewrites no row;
+#: the index serves kind filters alone, with a robot and with a time range.
+_V8: list[Step] = [
+    _add_v8_columns,
+    "CREATE INDEX IF NOT EXISTS memories_kind ON memories(kind, robot_id, created_at)"]
+
 _MIGRATIONS: dict[int, Sequence[Step]] = {
     1: _SCHEMA_V1, 2: [*_V2_COHERENCE, *_V2_VECTORS, *_V2_FTS], 3: [*_V3_UPDATE],
-    4: [*_V4_WINDOWS], 5: [*_V5_HASH_INDEX], 6: [*_V6_EXACT], 7: [*_V7]}
+    4: [*_V4_WINDOWS], 5: [*_V5_HASH_INDEX], 6: [*_V6_EXACT], 7: [*_V7], 8: [*_V8]}
 
 _MEMORY_COLUMNS = (
     "m.id, m.key, m.content, m.content_hash, r.name AS robot, m.importance, m.token_count, "
     "m.created_at, m.last_accessed, m.access_count, m.metadata, m.embedder, m.forgotten_at, "
-    "m.version, m.content_crc"
+    "m.version, m.content_crc, m.kind, m.source, m.confidence"
 )

@@ -165,9 +165,10 @@ class VectorMirror(RowListener):
             if robot_id is None:
                 return None
         allowed = None
-        if filters.tags:
+        if filters.tags or filters.kinds:
             params: dict[str, Any] = {}
-            where = filter_sql(SQLITE, SearchFilters(tags=filters.tags), params)
+            where = filter_sql(SQLITE, SearchFilters(tags=filters.tags, kinds=filters.kinds),
+                               params)
             with self._db.read() as conn:
                 ids = [r[0] for r in conn.execute(text(f"SELECT m.id FROM memories m WHERE {where}"),
                                                   params)]

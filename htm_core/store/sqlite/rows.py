@@ -62,7 +62,7 @@ class SQLiteRows:
         """``row``: the columns of ``_MEMORY_COLUMNS``, in order."""
         (mid, key, content, content_hash, robot, importance, token_count, created_at,
          last_accessed, access_count, metadata, embedder, forgotten_at, version,
-         crc) = row[:15]
+         crc, kind, source, confidence) = row[:18]
         check_stored_text(key, mid, content, crc, content_hash, self._db.url)
         return checked_instance(Memory,
             id=mid, key=key, content=content, content_hash=content_hash,
@@ -74,7 +74,7 @@ class SQLiteRows:
             embedder=embedder,
             embedding=np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
             forgotten_at=utc_from_timestamp(forgotten_at) if forgotten_at else None,
-            version=int(version))
+            version=int(version), kind=kind, source=source, confidence=confidence)
 
     def fetch(self, conn: Connection, where: str, params: dict[str, Any],
               include_embedding: bool) -> list[Memory]:
@@ -99,7 +99,7 @@ class SQLiteRows:
             f"FROM memories m JOIN robots r ON r.id = m.robot_id WHERE {where}",
             params).fetchall()
         # Python's order of str is SQLite's BINARY order of their UTF-8 bytes.
-        return [self.to_memory(r, sorted(json.loads(r[16])) if r[16] != "[]" else (), r[15])
+        return [self.to_memory(r, sorted(json.loads(r[19])) if r[19] != "[]" else (), r[18])
                 for r in rows]
 
     def check_key_index(self, cur: Any = None) -> None:

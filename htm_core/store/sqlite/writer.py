@@ -147,7 +147,7 @@ class _Batch:
         self.new_rows.append((
             mid, key, content, digest, content_crc(content), rid, rec.importance,
             rec.token_count, created, accessed, rec.access_count, metadata, blob,
-            embedder_name, forgotten_ts,
+            embedder_name, forgotten_ts, rec.kind, rec.source, rec.confidence,
         ))
         self.made[mid] = checked_instance(Memory,
             id=mid, key=key, content=content, content_hash=digest, robot=rec.robot,
@@ -155,7 +155,8 @@ class _Batch:
             created_at=created_dt, last_accessed=accessed_dt, access_count=rec.access_count,
             tags=tuple(sorted(set(tags))) if tags else (), embedding=None, version=1,
             metadata=json.loads(metadata) if rec.metadata else {}, embedder=embedder_name,
-            forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None)
+            forgotten_at=utc_from_timestamp(forgotten_ts) if forgotten_ts else None,
+            kind=rec.kind, source=rec.source, confidence=rec.confidence)
         self.inserted[key] = (mid, content, None)
         if tags:
             self.tag_links.extend((mid, tag) for tag in tags)
@@ -340,8 +341,9 @@ class SQLiteWriter:
                 cur.executemany(
                     "INSERT INTO memories(id, key, content, content_hash, content_crc, "
                     "robot_id, importance, token_count, created_at, last_accessed, "
-                    "access_count, metadata, embedding, embedder, forgotten_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "access_count, metadata, embedding, embedder, forgotten_at, kind, "
+                    "source, confidence) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     new_rows)
                 if batched:
                     cur.execute("INSERT INTO memories_fts(rowid, content) SELECT id, content "
