@@ -285,14 +285,20 @@ def _open_days(store: LongTermStore, days: list[tuple[Memory, float]], options: 
             break
         result.opened.append(day.key)
         for m in store.get_many(_source_ids(day), include_embedding=True):
-            if is_digest(m) or (filters.robot is not None and m.robot != filters.robot) \
-                    or (keep is not None and not keep(m.tags)) \
-                    or (filters.start is not None and m.created_at < filters.start) \
-                    or (filters.end is not None and m.created_at >= filters.end):
-                continue
-            out.append((m, score(m), day_score, day))
+            if _passes(m, filters, keep):
+                out.append((m, score(m), day_score, day))
     result.turns = len(out)
     return out
+
+
+def _passes(memory: Memory, filters: SearchFilters,
+            keep: Callable[[Iterable[str]], bool] | None) -> bool:
+    """Whether a memory beneath a day passes the recall's filters (and is no digest)."""
+    return not (is_digest(memory) or (filters.robot is not None and memory.robot != filters.robot)
+                or (keep is not None and not keep(memory.tags))
+                or (filters.kinds and memory.kind not in filters.kinds)
+                or (filters.start is not None and memory.created_at < filters.start)
+                or (filters.end is not None and memory.created_at >= filters.end))
 
 
 def _recent(filters: SearchFilters, since: datetime | None,

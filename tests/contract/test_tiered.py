@@ -80,11 +80,16 @@ def test_tiered_recall_never_returns_a_digest_and_keeps_the_filters(
         htm_factory: Callable[..., HTM], clock: FrozenClock) -> None:
     htm = htm_factory()
     _history(htm, clock, users=("ada",))
+    fact = htm.add("ada's thesis chapter is on soil", key="chat:user:ada:fact", kind="fact",
+                   tags=["chat:user:ada"], created_at=START + timedelta(days=2, hours=1))
     write_digests(htm, tag="chat:user:ada")
     hits = htm.recall("thesis chapter", strategy="tiered", tags="chat:user:ada", limit=30,
                       timeframe=(START, START + timedelta(days=14)))
     assert hits and all("digest" not in h.memory.metadata for h in hits)
     assert all(START <= h.memory.created_at < START + timedelta(days=14) for h in hits)
+    facts = htm.recall("thesis chapter", strategy="tiered", tags="chat:user:ada",
+                       kinds=["fact"])
+    assert [h.memory.key for h in facts] == [fact.key] and len(facts[0].path) == 3
 
 
 def test_explain_recall_shows_the_path(htm_factory: Callable[..., HTM],
