@@ -1,20 +1,23 @@
 """The Periods page and the recall debugger's tiered paths, over HTTP on both backends,
-with digests made by ``HTM.consolidate`` for two users whose ids differ only by case."""
+with digests made by ``HTM.consolidate`` for two users whose ids differ only by case, and
+the tree in a real headless chromium."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from html import unescape
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from htm_core import HTM, FrozenClock
+from htm_core import HTM, FrozenClock, HashingEmbedder
 from htm_integrations.ui import create_app
 
-from .conftest import loopback_client
+from .conftest import Served, loopback_client
 
-pytestmark = pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+BOTH = pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
 
 START = datetime(2024, 3, 4, 10, 0, tzinfo=timezone.utc)
 
@@ -31,6 +34,7 @@ def _store(htm_factory: Callable[..., HTM], clock: FrozenClock) -> HTM:
     return htm
 
 
+@BOTH
 def test_periods_page_shows_one_users_tree(htm_factory: Callable[..., HTM],
                                            clock: FrozenClock) -> None:
     htm = _store(htm_factory, clock)
@@ -48,6 +52,7 @@ def test_periods_page_shows_one_users_tree(htm_factory: Callable[..., HTM],
     assert "no digests in this scope yet" in everything  # no robot-wide digest was made
 
 
+@BOTH
 def test_recall_debugger_shows_the_tiered_path(htm_factory: Callable[..., HTM],
                                                clock: FrozenClock) -> None:
     htm = _store(htm_factory, clock)
@@ -58,3 +63,35 @@ def test_recall_debugger_shows_the_tiered_path(htm_factory: Callable[..., HTM],
     app.state.ui.close()
     assert 'id="tiers"' in page and "days opened" in page
     assert "chat:user:ada:digest:month:2024-03" in page and "›" in page
+
+
+def test_periods_tree_in_the_browser(tmp_path: Path, browser: Any) -> None:
+    """Open a week in the tree, then a day, and follow a source to its memory page
+    (headless chromium, the app served by uvicorn)."""
+    clock = FrozenClock(START)
+    with HTM(robot="inspector", database_url=str(tmp_path / "htm.db"),
+             embedder=HashingEmbedder(), clock=clock) as htm:
+        for day in range(0, 21, 3):
+            htm.add(f"ada wrote about the castle venue on day {day}", key=f"ada-{day}",
+                    tags=["chat:user:ada"], created_at=START + timedelta(days=day))
+        clock.set(START + timedelta(days=40))
+        htm.consolidate("month", at=START, user_id="ada")
+        app = create_app(htm)
+        served = Served(app)
+        try:
+            context = browser.new_context(base_url=served.url)
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.goto("/periods?user=ada")
+            week = page.locator('details[data-key="chat:user:ada:digest:week:2024-W10"]')
+            assert not week.locator(".digest-text").first.is_visible()
+            week.locator("summary").first.click()
+            day = week.locator('details[data-key="chat:user:ada:digest:day:2024-03-04"]')
+            day.locator("summary").first.click()
+            day.locator('a[href="/memory?key=ada-0"]').click()
+            page.wait_for_url("**/memory?key=ada-0")
+            assert "castle venue on day 0" in page.content()
+            context.close()
+        finally:
+            served.stop()
+            app.state.ui.close()
