@@ -608,7 +608,7 @@ def test_benchmark_tiered_arms_on_the_periods_set(capsys: pytest.CaptureFixture[
                       "--no-baselines", "--rows", "none"])
     printed = capsys.readouterr().out
     assert set(result["periods"]) == {"htm hybrid (default)", "htm tiered",
-                                      "hybrid with digests"}
+                                      "hybrid with digests", "tiered + hybrid (RRF)"}
     for s in result["periods"].values():
         for row in s.values():
             assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
