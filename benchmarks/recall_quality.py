@@ -43,8 +43,13 @@ from typing import Any
 
 import numpy as np
 
-from htm_core import HTM, FrozenClock, HashingEmbedder, RetrievalConfig
+from htm_core import HTM, FrozenClock, HashingEmbedder, Memory, RetrievalConfig
+from htm_core.consolidation import periods_between
 from htm_core.embeddings import embedder_name
+from htm_core.explain import explain_recall
+from htm_core.recall import reciprocal_rank_fusion
+from htm_core.recall.tiered import digest_info, is_digest
+from htm_core.scoring import evidence_of
 
 DATA = Path(__file__).parent / "data"
 DEVSET = DATA / "devset.json"
@@ -53,7 +58,8 @@ KS = (5, 10, 25)
 KINDS = ("single-hop", "multi-hop", "temporal", "paraphrased")
 #: Every kind of both sets, in report order.
 ALL_KINDS = ("single-hop", "single-fact", "multi-hop", "multi-session", "temporal",
-             "open-domain", "paraphrased", "latest-value", "preference", "adversarial")
+             "open-domain", "paraphrased", "latest-value", "preference", "month-decision",
+             "progress", "week", "month-topic", "adversarial")
 #: Kinds reported apart, never in the ``all`` row (LoCoMo's category 5: the question names
 #: the wrong speaker, so its "evidence" is what the other person said).
 APART = ("adversarial",)
@@ -228,9 +234,135 @@ def _turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
     return items
 
 
+def _expanded(htm: HTM, query: str, hits: list[Any]) -> list[Memory]:
+    """Hybrid hits with each digest replaced, in place, by the memories beneath it (down
+    the sources to the turns), those ordered by their own relevance to ``query``."""
+    vector = htm._embedding.query(query)
+    out: dict[int, Memory] = {}
+    for hit in hits:
+        if not is_digest(hit.memory):
+            out.setdefault(hit.memory.id, hit.memory)
+            continue
+        level = [hit.memory]
+        while level and is_digest(level[0]):
+            ids = [s["id"] for m in level for s in (digest_info(m) or {}).get("sources", ())]
+            level = htm.store.get_many(ids, include_embedding=True)
+        level.sort(key=lambda m: -evidence_of(query, m.content, float(np.dot(
+            vector, m.embedding)) if m.embedding is not None else None))
+        for m in level:
+            out.setdefault(m.id, m)
+    return list(out.values())
+
+
+def _consolidated(htm: HTM, conv: dict[str, Any]) -> dict[str, float]:
+    """Write the month digests (and their weeks and days) of the conversation's span."""
+    first = datetime.fromisoformat(conv["sessions"][0]["date"])
+    last = datetime.fromisoformat(conv["sessions"][-1]["date"]) + timedelta(days=1)
+    t0 = time.perf_counter()
+    written = sum(len(htm.consolidate("month", at=p.start))
+                  for p in periods_between(first, last, "month"))
+    return {"digests": float(written), "seconds": time.perf_counter() - t0}
+
+
+def _tiered_arms(facade: HTM, conv: dict[str, Any], questions: list[dict[str, Any]],
+                 clock: FrozenClock, depth: int, results: dict[str, ArmResult]) -> None:
+    """Consolidate, then ``tiered`` recall and hybrid with the digests as candidates."""
+    made = _consolidated(facade, conv)
+    COST["consolidation"].append(made)
+    for name in TIERED_ARMS:
+        results.setdefault(name, ArmResult(name))
+    for q in questions:
+        clock.set(datetime.fromisoformat(q["now"]))
+        t0 = time.perf_counter()
+        why = explain_recall(facade, q["question"], limit=depth, strategy="tiered")
+        results["htm tiered"].seconds.append(time.perf_counter() - t0)
+        results["htm tiered"].ranked[q["id"]] = [h.memory.metadata["turn"] for h in why.fused
+                                                 if "turn" in h.memory.metadata]
+        tiers = why.tiers
+        COST["tiered"].append({"scored": float(sum(len(v) for v in tiers.scored.values()))
+                               if tiers else 0.0, "turns": float(tiers.turns if tiers else 0)})
+        t0 = time.perf_counter()
+        hits = facade.recall(q["question"], limit=depth)
+        memories = _expanded(facade, q["question"], hits)[:depth]
+        results["hybrid with digests"].seconds.append(time.perf_counter() - t0)
+        results["hybrid with digests"].ranked[q["id"]] = [m.metadata["turn"] for m in memories
+                                                          if "turn" in m.metadata]
+        hybrid = results.get("htm hybrid (default)")
+        if hybrid is not None and q["id"] in hybrid.ranked:
+            fused = reciprocal_rank_fusion({"tiered": results["htm tiered"].ranked[q["id"]],
+                                            "hybrid": hybrid.ranked[q["id"]]}, 60)
+            results["tiered + hybrid (RRF)"].ranked[q["id"]] = [str(r.id) for r in fused][:depth]
+            results["tiered + hybrid (RRF)"].seconds.append(
+                results["htm tiered"].seconds[-1] + hybrid.seconds[len(results["htm tiered"].seconds) - 1])
+
+
+#: The context budgets at which ``--tiered`` measures the coverage of older facts.
+CONTEXT_BUDGETS = (1_000, 2_000)
+#: ... and the age (days before the question) from which a fact counts as older.
+CONTEXT_AGES = (7, 28)
+
+
+def context_coverage(conv: dict[str, Any], questions: list[dict[str, Any]],
+                     embedder: CachedEmbedder) -> None:
+    """Both contexts at :data:`CONTEXT_BUDGET` on a fresh store of the conversation (no
+    recall has touched it: every turn resident, as written), consolidated, at the
+    questions' ``now``; their coverage of each question's evidence goes to :data:`COST`."""
+    if not questions:
+        return
+    clock = FrozenClock(datetime.fromisoformat(questions[0]["now"]))
+    with tempfile.TemporaryDirectory(prefix="htm-context-") as tmp, \
+            HTM(robot="bench", database_url=str(Path(tmp) / "c.db"), embedder=embedder,
+                clock=clock, working_memory_tokens=1_000_000) as htm:
+        htm.add_many(_turns(conv))
+        _consolidated(htm, conv)
+        for budget in CONTEXT_BUDGETS:
+            for strategy in ("balanced", "tiered"):
+                held = _held(htm, htm.create_context(strategy=strategy, max_tokens=budget))
+                for days in CONTEXT_AGES:
+                    COST.setdefault(f"context {strategy} {budget} tokens, {days}+ days", []).extend(
+                        {"covered": c} for q in questions
+                        if (c := _covered(held, conv, q, days)) is not None)
+
+
+def _held(htm: HTM, ctx: Any) -> dict[str, str]:
+    """Each turn a context tells, by turn id: the turn itself, or a digest made (down its
+    sources) from it, with the text that tells it."""
+    held: dict[str, str] = {}
+    for memory in ctx.memories:
+        if not is_digest(memory):
+            held[memory.metadata.get("turn", memory.key)] = memory.content
+            continue
+        level, text = [memory], memory.content
+        while level and any(is_digest(m) for m in level):
+            ids = [s["id"] for m in level for s in (digest_info(m) or {}).get("sources", ())]
+            level = htm.store.get_many(ids)
+        for turn in level:
+            held.setdefault(turn.metadata.get("turn", turn.key), text)
+    return held
+
+
+def _covered(held: dict[str, str], conv: dict[str, Any], question: dict[str, Any],
+             days: int) -> float | None:
+    """The share of ``question``'s older evidence turns (said ``days`` or more before the
+    question) that a context tells (:func:`_held`: the turn, or a digest above it holding
+    its text); None when it has none."""
+    edge = datetime.fromisoformat(question["now"]) - timedelta(days=days)
+    said = {t["id"]: t["text"] for s in conv["sessions"] for t in s["turns"]
+            if datetime.fromisoformat(s["date"]) < edge}
+    older = [e for e in question["evidence"] if e in said]
+    return statistics.fmean(float(e in held and said[e].strip() in held[e])
+                            for e in question["evidence"] if e in said) if older else None
+
+
+#: The arms ``--tiered`` adds, run once the digests are written.
+TIERED_ARMS = ("htm tiered", "hybrid with digests", "tiered + hybrid (RRF)")
+#: What ``--tiered`` measured of its cost: per conversation and per question.
+COST: dict[str, list[dict[str, float]]] = {"consolidation": [], "tiered": []}
+
+
 def _htm_arms(conv: dict[str, Any], questions: list[dict[str, Any]], embedder: CachedEmbedder,
-              url: str, configs: dict[str, tuple[str, RetrievalConfig]], depth: int
-              ) -> dict[str, ArmResult]:
+              url: str, configs: dict[str, tuple[str, RetrievalConfig]], depth: int,
+              tiered: bool = False) -> dict[str, ArmResult]:
     clock = FrozenClock(datetime.fromisoformat(conv["sessions"][-1]["date"]))
     results = {name: ArmResult(name) for name in configs}
     with HTM(robot="bench", database_url=url, embedder=embedder, clock=clock,
@@ -248,6 +380,8 @@ def _htm_arms(conv: dict[str, Any], questions: list[dict[str, Any]], embedder: C
                     hits = facades[name].recall(q["question"], limit=depth, strategy=strategy)
                     results[name].seconds.append(time.perf_counter() - t0)
                     results[name].ranked[q["id"]] = [h.memory.metadata["turn"] for h in hits]
+            if tiered:
+                _tiered_arms(base, conv, questions, clock, depth, results)
         finally:
             for facade in facades.values():
                 facade.close()
@@ -373,8 +507,8 @@ def htm_configs(ablation: bool, rows: Sequence[str] = ()
 def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = False,
              ablation: bool = False, baselines: bool = True, depth: int = 25,
              rows: Sequence[str] = (),
-             database: Callable[[str], AbstractContextManager[str]] | None = None
-             ) -> tuple[list[dict[str, Any]], dict[str, ArmResult]]:
+             database: Callable[[str], AbstractContextManager[str]] | None = None,
+             tiered: bool = False) -> tuple[list[dict[str, Any]], dict[str, ArmResult]]:
     """Run every arm over the dev set; return the questions asked and each arm's results.
 
     ``database(conversation_id)`` gives the store URL for one conversation (default: a
@@ -392,7 +526,9 @@ def evaluate(devset: dict[str, Any], *, embedder: CachedEmbedder, quick: bool = 
             asked.extend(questions)
             with (database(conv["id"]) if database else
                   nullcontext(str(Path(tmp) / f"{conv['id']}.db"))) as url:
-                arms = _htm_arms(conv, questions, embedder, url, configs, depth)
+                arms = _htm_arms(conv, questions, embedder, url, configs, depth, tiered)
+            if tiered:
+                context_coverage(conv, questions, embedder)
             if baselines:
                 arms["LangChain InMemoryVectorStore"] = _langchain_arm(conv, questions, embedder,
                                                                        depth)
@@ -481,7 +617,7 @@ def option_table(per_set: dict[str, dict[str, dict[str, dict[str, float]]]]) -> 
     if "locomo" in per_set:
         heads += [("locomo", "all", "locomo all")]
         heads += [("locomo", k, k) for k in (*LOCOMO_KINDS, "adversarial")]
-    heads += [(name, "all", f"{name} all") for name in SETS if name in per_set]
+    heads += [(name, "all", f"{name} all") for name in (*SETS, "periods") if name in per_set]
     arms = [a for a in next(iter(per_set.values())) if all(a in s for s in per_set.values())]
     lines = ["\n**R@10 ± standard error (over questions), per option**\n",
              "| arm | " + " | ".join(h for _, _, h in heads) + " |",
@@ -552,6 +688,26 @@ def score_report(data: dict[str, Any], embedder: CachedEmbedder, conversations: 
     return "\n".join(lines) + "\n"
 
 
+def cost_report(cost: dict[str, list[dict[str, float]]], turns: int) -> str:
+    """What consolidation wrote and what tiered recall read, per question."""
+    made, per = cost["consolidation"], cost["tiered"]
+    if not per:
+        return ""
+    scored = statistics.fmean(p["scored"] for p in per)
+    text = (f"\n**tiered cost**: {sum(m['digests'] for m in made):.0f} digests written in "
+            f"{sum(m['seconds'] for m in made):.1f} s; per question {scored:.1f} "
+            f"digests scored and {statistics.fmean(p['turns'] for p in per):.1f} memories ranked "
+            f"beneath them (of {turns} memories)\n")
+    text += ("\n**context coverage** (share of each question's evidence turns said N days or "
+             "more before it that the context tells: the turn itself, or a digest above it "
+             "holding its text; mean over questions): " + ", ".join(
+                 f"{name[8:]} {statistics.fmean(c['covered'] for c in rows):.3f}"
+                 for name, rows in cost.items() if name.startswith("context ") and rows) + "\n")
+    for rows in cost.values():
+        rows.clear()
+    return text
+
+
 def load_set(name: str, devset: Path = DEVSET, seed: int | None = None,
              locomo: Path | None = None) -> dict[str, Any]:
     """``"dev"`` (the committed chat set), ``"assistant"`` (built from its seed) or
@@ -567,6 +723,10 @@ def load_set(name: str, devset: Path = DEVSET, seed: int | None = None,
     if name == "dev":
         data: dict[str, Any] = json.loads(devset.read_text(encoding="utf-8"))
         return data
+    if name == "periods":
+        from .data.periods import build_periods_set
+
+        return build_periods_set()
     from .data.assistant import build_assistant_set
 
     return build_assistant_set() if seed is None else build_assistant_set(seed)
@@ -584,7 +744,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
                         metavar="A,B", help="only the default hybrid and the arms whose name "
                         "contains A or B (e.g. 'atypical,fixed')")
     parser.add_argument("--no-baselines", action="store_true", help="skip LangChain and LlamaIndex")
-    parser.add_argument("--set", choices=(*SETS, "both", "none"), default="both", help="dev: "
+    parser.add_argument("--tiered", action="store_true", help="also consolidate each "
+                        "conversation (month, week and day digests) and run tiered recall and "
+                        "hybrid with the digests as candidates (after the other arms)")
+    parser.add_argument("--set", choices=(*SETS, "periods", "both", "none"), default="both",
+                        help="periods: questions about months, weeks and projects "
+                        "(benchmarks/data/periods.py); dev: "
                         "the committed chat set; assistant: long user-assistant sessions built "
                         "from a seed (benchmarks/data/assistant.py); both (default) and their "
                         "mean; none: only the LoCoMo set of --locomo")
@@ -612,6 +777,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
         _common.COMMON_TERM_SHARE = 2.0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     generated = SETS if args.set == "both" else () if args.set == "none" else (args.set,)
+    generated = tuple(dict.fromkeys(generated))
     sets = (*generated, "locomo") if args.locomo else generated
     if not sets:
         parser.error("--set none needs --locomo DIR")
@@ -633,7 +799,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
             computed = embedder.computed
             questions, results = evaluate(data, embedder=embedder, quick=args.quick,
                                           ablation=args.ablation, rows=args.rows,
-                                          baselines=not args.no_baselines, database=database)
+                                          baselines=not args.no_baselines, database=database,
+                                          tiered=args.tiered)
             turns = sum(len(s["turns"]) for c in data["conversations"][: 1 if args.quick else None]
                         for s in c["sessions"])
             print(f"# Recall quality, set {name!r}: {len(questions)} questions over {turns} "
@@ -642,6 +809,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
             print(markdown(questions, results))
             out[name] = {arm: summarise(r, questions) for arm, r in results.items()}
             print(_margins(out[name], "htm hybrid (default)"))
+            if args.tiered:
+                print(cost_report(COST, turns))
             if args.scores:
                 print(score_report(data, embedder, 1 if args.quick else 2))
     if len(generated) > 1:

@@ -8,24 +8,27 @@ into a token budget. See docs/concepts.md ("How hybrid recall ranks", "Contexts"
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from threading import RLock
 from typing import Any
 
 from . import _intake
 from ._embedding import EmbeddingService
+from ._tiered_context import check_context_strategy, hot_memories, older_digests, tiered_fit
 from ._versions import check_include_history, with_history
-from .clock import Clock
+from .clock import Clock, local_now
 from .enrich.attach import FacadeEnrichment
 from .models import Context, Hit, Memory
-from .recall import RetrievalConfig, search
+from .recall import RankedId, RetrievalConfig, search
 from .recall.rerank import check_rerank, rerank_depth
+from .recall.tiered import TieredResult, once, tiered_search
 from .scoring import check_min_score, finish
 from .store import LongTermStore, SearchFilters
 from .tags import tag_filter
 from .tokens import TokenCounter
-from .validation import check_key, check_max_tokens
+from .validation import check_key, check_max_tokens, check_tags
 from .working import WorkingMemory
-from .working.context import SEPARATOR, check_strategy, fit
+from .working.context import SEPARATOR, fit
 from .working.resident import ResidentSet
 
 __all__ = ["ContextMaker", "Recaller"]
@@ -67,17 +70,37 @@ class Recaller:
         """Search, rank and finish the current memories for ``query``; they enter working
         memory, and one forgotten since it was read is left out."""
         now = self._clock()  # the query's "now" and the hits' access time: one reading
-        ranked = search(self._store, query=query, query_vector=lambda: self._embedding.query(query),
-                        strategy=strategy, limit=rerank_depth(limit) if reranker else limit,
-                        filters=filters, config=config, now=now)
+        paths: dict[int, tuple[str, ...]] = {}
+        if strategy == "tiered":
+            found = self.tiered(query, limit=rerank_depth(limit) if reranker else limit,
+                                filters=filters, config=config, now=now)
+            ranked, paths, strategy = found.ranked, found.paths, "hybrid"
+        else:
+            ranked = search(self._store, query=query,
+                            query_vector=lambda: self._embedding.query(query), strategy=strategy,
+                            limit=rerank_depth(limit) if reranker else limit, filters=filters,
+                            config=config, now=now)
         by_id = {m.id: m for m in self._store.get_many([r.id for r in ranked])}
         ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
                         min_score=floor, rerank=reranker, now=now)
         with self._lock:
             shown = self._resident.recalled([by_id[r.id] for r in ranked], now)
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).
-        return [Hit(memory=shown[r.id], score=r.relevance, ranks=dict(r.ranks))
-                for r in ranked if r.id in shown]
+        return [Hit(memory=shown[r.id], score=r.relevance, ranks=dict(r.ranks),
+                    path=paths.get(r.id, ())) for r in ranked if r.id in shown]
+
+    def tiered(self, query: str, *, limit: int, filters: SearchFilters,
+               config: RetrievalConfig, now: datetime) -> TieredResult:
+        """``strategy="tiered"``: down the digests (:mod:`htm_core.recall.tiered`), with
+        hybrid recall over what no day digest holds yet."""
+        vector = once(lambda: self._embedding.query(query))
+
+        def hybrid(recent: SearchFilters) -> list[RankedId]:
+            return search(self._store, query=query, query_vector=vector, strategy="hybrid",
+                          limit=limit, filters=recent, config=config, now=now)
+
+        return tiered_search(self._store, query=query, query_vector=vector, limit=limit,
+                             filters=filters, config=config, now=now, hybrid=hybrid)
 
     def retrieve(self, key: str) -> Memory | None:
         """The memory under ``key``, or None; counts as an access."""
@@ -92,8 +115,9 @@ class ContextMaker:
 
     def __init__(self, store: LongTermStore, *, wm: WorkingMemory, resident: ResidentSet,
                  lock: RLock, counter: TokenCounter, enrichment: FacadeEnrichment,
-                 recall: Callable[..., list[Hit]]) -> None:
+                 recall: Callable[..., list[Hit]], clock: Clock = local_now) -> None:
         self._store = store
+        self._clock = clock
         self._wm = wm
         self._resident = resident
         self._lock = lock
@@ -106,7 +130,7 @@ class ContextMaker:
                        tags: Iterable[str] | str | None, robot: str | None,
                        scope_working: bool) -> Context:
         """The context; see :meth:`HTM.create_context <htm_core.HTM.create_context>`."""
-        check_strategy(strategy)
+        check_context_strategy(strategy)
         limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
         budget = self._wm.budget_for(limit)
         scope = _intake.context_scope(tags, scope_working)
@@ -118,13 +142,26 @@ class ContextMaker:
             recalled = [hit.memory for hit in self._recall(
                 query, limit=recall_limit, strategy=recall_strategy, tags=tags, robot=robot)]
         with self._lock:  # scoped: every resident one in order; fit applies the budget
-            resident = self._resident.ordered(strategy, limit, (lambda m: in_scope(m.tags))
+            resident = self._resident.ordered("balanced" if strategy == "tiered" else strategy,
+                                              limit, (lambda m: in_scope(m.tags))
                                               if scope else None)
-        memories, text, tokens = fit([*summaries, *recalled, *resident], budget,
-                                     count=self._counter.count,
-                                     separator_tokens=self._counter.count(SEPARATOR))
+        if strategy == "tiered":
+            memories, text, tokens = self._tiered([*summaries, *recalled], resident, tags,
+                                                  budget)
+        else:
+            memories, text, tokens = fit([*summaries, *recalled, *resident], budget,
+                                         count=self._counter.count,
+                                         separator_tokens=self._counter.count(SEPARATOR))
         return Context(text=text, memories=tuple(memories), tokens=tokens, strategy=strategy,
                        max_tokens=limit, budget=budget)
+
+    def _tiered(self, lead: list[Memory], resident: list[Memory],
+                tags: Iterable[str] | str | None, budget: int) -> tuple[list[Memory], str, int]:
+        """Hot memories, then the digests of older periods (:mod:`htm_core._tiered_context`)."""
+        now, scope = self._clock(), check_tags(tags)
+        hot = hot_memories(self._store, now, scope, resident)
+        return tiered_fit(lead, hot, older_digests(self._store, now, scope), budget,
+                          self._counter.count, now)
 
     def _summaries(self, count: int, keep: Callable[[Memory], bool] | None) -> list[Memory]:
         """The ``count`` newest summaries of evicted memories, newest first (those ``keep``

@@ -19,8 +19,8 @@ from .store.base import LIST_ORDERS
 
 __all__ = ["build_parser", "parse_args", "server_argv"]
 
-RECALL_STRATEGIES = ("hybrid", "vector", "fulltext")
-CONTEXT_STRATEGIES = ("balanced", "recent", "important")
+RECALL_STRATEGIES = ("hybrid", "vector", "fulltext", "tiered")
+CONTEXT_STRATEGIES = ("balanced", "recent", "important", "tiered")
 
 
 # -- argument parsing ------------------------------------------------------------------

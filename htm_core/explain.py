@@ -23,6 +23,7 @@ from .models import Memory
 from .querytime import QueryTime, query_timeframe
 from .recall import search
 from .recall.pipeline import one_arm, run_arms, vector_hits
+from .recall.tiered import TieredResult
 from .scoring import finish
 from .store.base import ArmQuery, SearchFilters
 from .text import parse_query
@@ -56,6 +57,8 @@ class FusedHit:
     memory: Memory
     ranks: dict[str, int] = field(default_factory=dict)
     relevance: float = 0.0
+    #: ``strategy="tiered"``: the month, week and day digest keys that led to the hit.
+    path: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class RecallExplanation:
     would_evict: list[str]
     too_large: list[str]
     working_tokens: tuple[int, int]
+    #: ``strategy="tiered"``: the digests scored per level, the days opened, the
+    #: memories scored beneath them and where the unconsolidated part began.
+    tiers: TieredResult | None = None
 
 
 def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 10,
@@ -98,25 +104,32 @@ def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 
     now = htm._clock()
     vector = _once(lambda: htm._embedding.query(query))
     store = htm.store
-    ranked = search(store, query=query, query_vector=vector, strategy=strategy, limit=limit,
-                    filters=filters, config=config, now=now)
+    tiers = None
+    if strategy == "tiered":
+        tiers = htm._recaller.tiered(query, limit=limit, filters=filters, config=config, now=now)
+        ranked, strategy = tiers.ranked, "hybrid"
+    else:
+        ranked = search(store, query=query, query_vector=vector, strategy=strategy,
+                        limit=limit, filters=filters, config=config, now=now)
     when = query_timeframe(query, now) if strategy == "hybrid" and config.time_boost else None
-    arms = _arm_lists(htm, query, vector, strategy, limit, filters, now)
+    arms = {} if tiers else _arm_lists(htm, query, vector, strategy, limit, filters, now)
     if arm_depth is not None:
         arms = {name: got[:arm_depth] for name, got in arms.items()}
     ids = {r.id for r in ranked} | {mid for got in arms.values() for mid, _ in got}
     by_id = {m.id: m for m in store.get_many(sorted(ids))}
     scored = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
                     now=now)
-    fused = [FusedHit(n, r.score, by_id[r.id], dict(r.ranks), relevance=r.relevance)
-             for n, r in enumerate(scored, start=1)]
+    paths = tiers.paths if tiers else {}
+    fused = [FusedHit(n, r.score, by_id[r.id], dict(r.ranks), relevance=r.relevance,
+                      path=paths.get(r.id, ())) for n, r in enumerate(scored, start=1)]
     evict, too_large, tokens = _would_evict(htm, [h.memory for h in fused], now)
     return RecallExplanation(
-        query=query, strategy=strategy, limit=limit, filters=filters, query_time=when,
+        query=query, strategy="tiered" if tiers else strategy, limit=limit, filters=filters, query_time=when,
         arms={name: [ArmHit(n, score, by_id[mid]) for n, (mid, score) in
                      enumerate(((m, s) for m, s in got if m in by_id), start=1)]
               for name, got in arms.items()},
-        fused=fused, would_evict=evict, too_large=too_large, working_tokens=tokens)
+        fused=fused, would_evict=evict, too_large=too_large, working_tokens=tokens,
+        tiers=tiers)
 
 
 def _once(make: Callable[[], list[float]]) -> Callable[[], list[float]]:

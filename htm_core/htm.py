@@ -263,7 +263,7 @@ class HTM:
                                   lock=lock, clock=clock, retrieval=self._retrieval)
         self._contexts = ContextMaker(store, wm=self._wm, resident=self._resident, lock=lock,
                                       counter=self._counter, enrichment=self._enrichment,
-                                      recall=self.recall)
+                                      recall=self.recall, clock=clock)
         self._introspection = Introspection(
             store, robot, resident=self._resident, lock=lock, embedding=self._embedding,
             counter=self._counter, metrics=self.metrics, enrichment=self._enrichment)

@@ -82,11 +82,16 @@ class Hit:
 
     With ``recall(..., include_history=True)`` a hit may be a superseded version of a
     memory: ``hit.memory.superseded`` is then True (see :class:`Memory`).
+
+    ``path`` is how ``recall(..., strategy="tiered")`` reached the hit: the keys of the
+    month, week and day digests it went down through, widest first; empty for a hit
+    found outside the digests (a period not consolidated yet) and for other strategies.
     """
 
     memory: Memory
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
+    path: tuple[str, ...] = ()
 
 
 class ContextItem(Protocol):

@@ -14,7 +14,7 @@ from .fusion import FusionFn, reciprocal_rank_fusion
 
 __all__ = ["STRATEGIES", "RetrievalConfig", "check_recall_strategy"]
 
-STRATEGIES = ("hybrid", "vector", "fulltext")
+STRATEGIES = ("hybrid", "vector", "fulltext", "tiered")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -253,7 +253,7 @@ def create_app(htm: HTM, *, token: str | None = None) -> Starlette:
     Without ``token`` it answers loopback requests only; with one, every request must
     carry it (see :mod:`htm_integrations.ui.security`).
     """
-    from . import actions, memories, people, recall, timeline, working
+    from . import actions, memories, people, periods, recall, timeline, working
 
     ui = UI(htm, Guard(token))
     pages: list[tuple[str, View, list[str]]] = [
@@ -267,6 +267,7 @@ def create_app(htm: HTM, *, token: str | None = None) -> Starlette:
         ("/recall", recall.debugger, ["GET"]),
         ("/working", working.overview, ["GET"]),
         ("/timeline", timeline.overview, ["GET"]),
+        ("/periods", periods.overview, ["GET"]),
         ("/forget", actions.forget, ["GET", "POST"]),
         ("/restore", actions.restore, ["POST"]),
         ("/purge", actions.purge, ["GET", "POST"]),

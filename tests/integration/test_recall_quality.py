@@ -574,3 +574,43 @@ def test_long_memories_borrow_less_from_their_neighbors(sqlite_url: str, clock: 
         assert short_only["kit0"] == pytest.approx(every["kit0"])
     with pytest.raises(ValidationError, match="neighbor_words"):
         RetrievalConfig(neighbor_words=0)
+
+
+def test_periods_set_is_deterministic_and_labelled_consistently() -> None:
+    """Every question of the periods set has evidence turns that exist, come before it,
+    are the user's, and lie in the month or ISO week the question names."""
+    from benchmarks.data import periods
+
+    data = periods.build_periods_set()
+    assert data == periods.build_periods_set()
+    assert data != periods.build_periods_set(seed=8)
+    turns = {t["id"]: (t, datetime.fromisoformat(s["date"])) for c in data["conversations"]
+             for s in c["sessions"] for t in s["turns"]}
+    kinds = {q["kind"] for q in data["questions"]}
+    assert kinds == set(periods.KINDS)
+    for q in data["questions"]:
+        now = datetime.fromisoformat(q["now"])
+        said = [turns[e] for e in q["evidence"]]
+        assert said and all(at < now and t["speaker"] != "Assistant" for t, at in said)
+        assert all(e.startswith(q["conversation"] + "-") for e in q["evidence"])
+        named = next((m for m in periods.MONTHS if f"in {m}" in q["question"]), None)
+        if q["kind"] in ("month-decision", "month-topic") and named:
+            assert all(periods.MONTHS[at.month - 1] == named for _, at in said)
+        if q["kind"] == "week":
+            weeks = {at.isocalendar()[:2] for _, at in said}
+            assert len(weeks) == 1
+
+
+def test_benchmark_tiered_arms_on_the_periods_set(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set periods --tiered``: the tiered arms beside hybrid, their cost and the
+    contexts' coverage, hashing embedder, one conversation."""
+    result = rq.main(["--quick", "--embedder", "hashing", "--set", "periods", "--tiered",
+                      "--no-baselines", "--rows", "none"])
+    printed = capsys.readouterr().out
+    assert set(result["periods"]) == {"htm hybrid (default)", "htm tiered",
+                                      "hybrid with digests", "tiered + hybrid (RRF)"}
+    for s in result["periods"].values():
+        for row in s.values():
+            assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
+    assert "**tiered cost**" in printed and "digests scored" in printed
+    assert "tiered 1000 tokens, 28+ days" in printed and "balanced 2000 tokens, 7+ days" in printed
