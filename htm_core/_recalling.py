@@ -7,6 +7,7 @@ into a token budget. See docs/concepts.md ("How hybrid recall ranks", "Contexts"
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from threading import RLock
@@ -31,7 +32,36 @@ from .working import WorkingMemory
 from .working.context import SEPARATOR, fit
 from .working.resident import ResidentSet
 
-__all__ = ["ContextMaker", "Recaller"]
+__all__ = ["DIGEST_ROOM", "ContextMaker", "DigestPresence", "Recaller"]
+
+
+#: How many more candidates a search reads when the store holds digests, which recall
+#: leaves out unless ``kinds`` names them (measured: as hits they crowd out the turns).
+DIGEST_ROOM = 10
+
+
+class DigestPresence:
+    """Whether a store holds any digest: once seen, for good; until then asked again at
+    most every ``every`` seconds (one indexed read), so a store without digests recalls as
+    it always did."""
+
+    def __init__(self, store: LongTermStore, every: float = 2.0) -> None:
+        self._store = store
+        self._every = every
+        self._seen = False
+        self._asked = -float("inf")
+
+    def present(self) -> bool:
+        if self._seen or time.monotonic() - self._asked < self._every:
+            return self._seen
+        self._asked = time.monotonic()
+        self._seen = bool(self._store.list_memories(SearchFilters(kinds=("digest",)), limit=1))
+        return self._seen
+
+    def saw_one(self) -> bool:
+        """A search met a digest: there are some. True when that is news."""
+        news, self._seen = not self._seen, True
+        return news
 
 
 class Recaller:
@@ -46,6 +76,7 @@ class Recaller:
         self._lock = lock
         self._clock = clock
         self._retrieval = retrieval
+        self._digests = DigestPresence(store)
 
     def recall(self, query: str, *, timeframe: Any, limit: int, strategy: str, tags: Any,
                robot: str | None, neighbors: int | None, include_history: bool,
@@ -71,16 +102,23 @@ class Recaller:
         memory, and one forgotten since it was read is left out."""
         now = self._clock()  # the query's "now" and the hits' access time: one reading
         paths: dict[int, tuple[str, ...]] = {}
+        room = 0
         if strategy == "tiered":
             found = self.tiered(query, limit=rerank_depth(limit) if reranker else limit,
                                 filters=filters, config=config, now=now)
             ranked, paths, strategy = found.ranked, found.paths, "hybrid"
         else:
+            room = DIGEST_ROOM if not filters.kinds and self._digests.present() else 0
             ranked = search(self._store, query=query,
                             query_vector=lambda: self._embedding.query(query), strategy=strategy,
-                            limit=rerank_depth(limit) if reranker else limit, filters=filters,
-                            config=config, now=now)
+                            limit=(rerank_depth(limit) if reranker else limit) + room,
+                            filters=filters, config=config, now=now)
         by_id = {m.id: m for m in self._store.get_many([r.id for r in ranked])}
+        if strategy != "tiered" and not filters.kinds:  # digests only when asked for
+            turns = {i: m for i, m in by_id.items() if m.kind != "digest"}
+            if len(turns) < len(by_id) and not room and self._digests.saw_one():
+                return self._hits(query, strategy, limit, filters, config, floor, reranker)
+            by_id = turns
         ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
                         min_score=floor, rerank=reranker, now=now)
         with self._lock:

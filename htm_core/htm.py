@@ -631,7 +631,8 @@ class HTM:
             rerank: a ``(query, texts) -> scores`` callable or a document compressor.
             kinds: only memories of this kind or these kinds (``"fact"``,
                 ``["fact", "preference"]``); applied inside each search, so up to
-                ``limit`` hits of those kinds come back. Default: every kind.
+                ``limit`` hits of those kinds come back. Default: every kind but
+                ``digest`` (``strategy="tiered"`` reads digests on its way down).
 
         Returns:
             :class:`~htm_core.models.Hit` objects, best first, scores never increasing.

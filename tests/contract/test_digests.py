@@ -184,7 +184,7 @@ def test_forgetting_a_source_rebuilds_every_digest_without_it(
     htm.forget("secret", confirm=True)
     assert not any("Zanzibar" in t for t in every_text(htm))
     hits = htm.recall("Zanzibar codename merger", include_history=True, min_score=0,
-                      limit=100)
+                      limit=100, kinds="digest")
     assert [h for h in hits if is_digest(h.memory)]  # digests are searched, history too
     assert not [h for h in hits if "Zanzibar" in h.memory.content]
     day = htm.get(day_key)
