@@ -259,8 +259,9 @@ def postgres_server(url: str | None = None, *, prefix: str = "htm-bench-pg-",
 
 
 @contextmanager
-def fresh_database(server_url: str, *, prefix: str = "htm_bench") -> Iterator[str]:
-    """A uniquely named database on ``server_url``, dropped afterwards."""
+def fresh_database(server_url: str, *, prefix: str = "htm_bench",
+                   keep: bool = False) -> Iterator[str]:
+    """A uniquely named database on ``server_url``, dropped afterwards unless ``keep``."""
     import psycopg
     from sqlalchemy.engine import make_url
 
@@ -272,5 +273,6 @@ def fresh_database(server_url: str, *, prefix: str = "htm_bench") -> Iterator[st
     try:
         yield base.set(database=name).render_as_string(hide_password=False)
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not keep:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -41,8 +41,7 @@ import os
 import statistics
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -56,6 +55,7 @@ from ._common import (
     DIM,
     _topic_words,
     fmt_time,
+    fresh_database,
     goal_line,
     markdown_table,
     postgres_server,
@@ -183,25 +183,6 @@ def records(data: Tenants, rows: np.ndarray) -> list[Any]:
 
 
 # -- the server side -----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def database(server_url: str, *, keep: bool, prefix: str = "htm_bench_scale") -> Iterator[str]:
-    """A uniquely named database on ``server_url``, dropped afterwards unless ``keep``."""
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    base = make_url(server_url.replace("postgresql+psycopg", "postgresql"))
-    admin = base.set(database="postgres").render_as_string(hide_password=False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        if not keep:
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _rss_kb(pid: int) -> tuple[int, int]:
@@ -477,7 +458,8 @@ def run(server: str, plan: Plan, *, keep: bool = False, reuse: str | None = None
             url = reuse
             store, result["load"], ids = reopen(url, data)
         else:
-            url = stack.enter_context(database(server, keep=keep or load_only))
+            url = stack.enter_context(fresh_database(server, prefix="htm_bench_scale",
+                                                     keep=keep or load_only))
             if keep or load_only:
                 print(f"database kept: {url}", flush=True)
             store, result["load"], ids = load(
@@ -543,7 +525,7 @@ def solo(server: str, data: Tenants, user: int, plan: Plan) -> dict[str, Any]:
     """The same figures on a store holding only ``user``'s memories."""
     from htm_core import HTM
 
-    with database(server, keep=False, prefix="htm_bench_solo") as url:
+    with fresh_database(server, prefix="htm_bench_solo") as url:
         store, figures, ids = load(url, data, data.rows_of(user), memory_mb=min(
             plan.memory_mb, 1024), batch=plan.batch, m=plan.m,
             ef_construction=plan.ef_construction)
