@@ -64,7 +64,7 @@ class HTMMemory(BaseMemory):
         max_tokens: the token budget of the history, counted by htm's token counter
             (less htm's context safety margin); default None: htm's working-memory budget.
         recall_limit: how many memories to recall for each new input (default 5).
-        recall_strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
+        recall_strategy: ``"hybrid"`` (default), ``"vector"``, ``"fulltext"`` or ``"tiered"``.
         recall_tags: narrow the history to memories with one of these tags (or below
             one). They must lie within the scope (for instance one session,
             ``["chat:user:<user>:session:<id>"]``, of a user-scoped memory) unless

@@ -66,7 +66,7 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
         htm: the :class:`htm_core.HTM` to recall from and store into (its robot writes).
         max_tokens: the budget of the memory block, markers included (default 2,000).
         recall_limit: how many memories to recall for the latest user message (default 5).
-        recall_strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
+        recall_strategy: ``"hybrid"`` (default), ``"vector"``, ``"fulltext"`` or ``"tiered"``.
         recall_robot: take only memories written by this robot (default every robot).
         context_strategy: how working memory fills the rest of the block:
             ``"balanced"`` (default), ``"recent"`` or ``"important"``.

@@ -47,7 +47,7 @@ class HTMRetriever(BaseRetriever):
     Args:
         htm: the memory to search.
         k: how many documents at most (htm's ``limit``), default 4.
-        strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
+        strategy: ``"hybrid"`` (default), ``"vector"``, ``"fulltext"`` or ``"tiered"``.
         timeframe: only memories from this period (``"last 7 days"`` rolling, ``"last week"``
             the previous calendar week, ``"May 2023"``, an ISO range, a ``timedelta``...);
             default any time.

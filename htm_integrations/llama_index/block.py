@@ -34,7 +34,7 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
         htm: the ``HTM`` instance.
         name: the block's name (the tag it gets in the ``<memory>`` section).
         recall_limit: memories recalled per ``get`` at most.
-        recall_strategy: ``"hybrid"`` (default), ``"vector"`` or ``"fulltext"``.
+        recall_strategy: ``"hybrid"`` (default), ``"vector"``, ``"fulltext"`` or ``"tiered"``.
         query_messages: how many trailing messages make the recall query (default 1: the
             latest message, normally the user's input).
         max_tokens: the block's own budget (by ``htm.token_counter``); None for no limit

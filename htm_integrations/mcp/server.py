@@ -107,7 +107,8 @@ Timeframe = Annotated[str | None, Field(description="E.g. 'last 7 days' or 'past
                                                     "week), 'May 2023', "
                                                     "'2024-05-01..2024-05-08'.")]
 Limit = Annotated[int, Field(description="How many memories at most.")]
-Strategy = Annotated[str, Field(description="'hybrid' (default), 'vector' or 'fulltext'.")]
+Strategy = Annotated[str, Field(description="'hybrid' (default), 'vector', 'fulltext' or "
+                                            "'tiered' (down the period digests).")]
 TagFilter = Annotated[list[str] | None, Field(description="Only memories with one of these "
                                                           "tags (or a tag below one).")]
 RobotFilter = Annotated[str | None, Field(description="Only memories written by this robot; "
