@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from htm_core import HTM, FrozenClock, HashingEmbedder, Memory, RetrievalConfig
+from htm_core.consolidation import KINDS as MEMORY_KINDS
 from htm_core.consolidation import periods_between
 from htm_core.embeddings import embedder_name
 from htm_core.explain import explain_recall
@@ -282,7 +283,7 @@ def _tiered_arms(facade: HTM, conv: dict[str, Any], questions: list[dict[str, An
         COST["tiered"].append({"scored": float(sum(len(v) for v in tiers.scored.values()))
                                if tiers else 0.0, "turns": float(tiers.turns if tiers else 0)})
         t0 = time.perf_counter()
-        hits = facade.recall(q["question"], limit=depth)
+        hits = facade.recall(q["question"], limit=depth, kinds=MEMORY_KINDS)  # digests too
         memories = _expanded(facade, q["question"], hits)[:depth]
         results["hybrid with digests"].seconds.append(time.perf_counter() - t0)
         results["hybrid with digests"].ranked[q["id"]] = [m.metadata["turn"] for m in memories
