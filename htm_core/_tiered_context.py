@@ -1,14 +1,12 @@
 """``create_context(strategy="tiered")``: hot memories first, then digests of older periods.
 
-Hot is what was written today and yesterday (newest first) and working memory; it may take
-:data:`HOT_SHARE` of the budget while digests wait. Then the digests of the scope, each
-labelled with its period (``[week 2026-W47] ...``), newest first: the day digests of this
-and last week (before yesterday; a third of the room at most), then the week digests of the
-month of the oldest day shown, before it (half of what is left), then the month digests
-before the oldest week shown, so no period is told twice; a digest too long for its room
-gives its first sentences, ending ``…``.
-What the digests leave goes back to the hot memories. Every piece is counted by the
-instance's token counter, separators included. See docs/concepts.md ("Tiers over time").
+Hot is today's and yesterday's memories (newest first) and working memory, within
+:data:`HOT_SHARE` of the budget while digests wait. Then the scope's digests, each labelled
+with its period, newest first: days of this and last week (a third of the room at most),
+weeks before the oldest day shown (half of what is left), months before the oldest week
+shown, so no period is told twice; a digest too long for its room gives its first
+sentences. What the digests leave goes back to the hot memories; every piece is counted by
+the instance's token counter. See docs/concepts.md ("Tiers over time").
 """
 
 from __future__ import annotations
