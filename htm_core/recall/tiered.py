@@ -1,20 +1,13 @@
 """Tiered recall: down the digests, month -> week -> day, to the memories beneath.
 
-:func:`tiered_search` scores the month digests of the scope, opens the best few, scores
-their week digests, opens the best few, scores their day digests and ranks the memories
-of the best days (the day digests' ``sources``). Each result carries its ``path``: the
-keys of the month, week and day digests that led to it. Memories newer than the newest
-day digest (today's, say: not consolidated yet) are searched by hybrid recall, so the
-tiers never hide a recent memory. A digest and a memory are scored alike, on htm's 0..1
-relevance scale (:func:`htm_core.scoring.evidence_of`: cosine similarity combined with
-the share of the query's words the text holds); a time phrase in the query ("last
-month") keeps the periods it overlaps, when there are some.
-
-Cost: every month digest of the scope, then at most ``months`` × 5 weeks and ``weeks`` ×
-7 days are scored (a tree of fixed fan-out: a year of digests is about 12 + 10 + 14
-scored), plus the memories of the days opened; never the whole store. The digest format
-is the one of :mod:`htm_core.consolidation` (docs/consolidation.md); docs/concepts.md
-("Tiers over time") draws the tree.
+:func:`tiered_search` scores the scope's month digests, opens the best few, scores their
+week digests, opens the best few, scores their day digests and ranks the memories of the
+best days (their ``sources``); each result carries its ``path`` (the month, week and day
+digest keys). Memories newer than the newest day digest are searched by hybrid recall, so
+the tiers never hide a recent memory. Digests and memories are scored alike on htm's 0..1
+relevance scale; a time phrase keeps the periods it overlaps. Cost: every month digest,
+then a fixed fan-out of weeks and days, plus the memories of the days opened; never the
+whole store. docs/concepts.md ("Tiers over time") draws the tree and states the cost.
 """
 
 from __future__ import annotations
