@@ -116,3 +116,15 @@ def test_source_and_confidence_filters_never_widen_a_scope(
         listed = htm.list(sources="user", key_prefix=scope.key_prefix)
         assert sorted(m.content for m in listed.memories) == sorted(
             [f"{user} said the tea is green", f"{user} guessed the tea is green"])
+
+
+def test_explain_recall_takes_the_source_and_confidence_filters(
+        htm_factory: Callable[..., HTM]) -> None:
+    from htm_core.explain import explain_recall
+
+    htm = htm_factory(robot="r")
+    _seed(htm)
+    why = explain_recall(htm, "tea talk", sources="user", min_confidence=0.5, limit=3)
+    assert [h.memory.content for h in why.fused] == ["tea talk from user sure"]
+    with pytest.raises(ValidationError, match="min_confidence"):
+        explain_recall(htm, "tea talk", min_confidence=math.nan)
