@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ._provenance import check_kinds, provenance
+from ._provenance import provenance, provenance_filters
 from ._values import check_created_at, check_metadata
 from .clock import Clock, to_aware
 from .consolidation.kinds import DEFAULT_KIND
@@ -194,8 +194,8 @@ def after_commit(count: int, what: str, step: Callable[[], None]) -> None:
 
 
 def recall_args(query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any,
-                robot: Any, *, clock: Clock, kinds: Any = None
-                ) -> tuple[SearchFilters, str, int]:
+                robot: Any, *, clock: Clock, kinds: Any = None, sources: Any = None,
+                min_confidence: Any = None) -> tuple[SearchFilters, str, int]:
     """``recall``'s arguments checked: the filters, the strategy and the limit."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidContentError("query is empty; give some text to recall by")
@@ -206,7 +206,7 @@ def recall_args(query: Any, timeframe: Any, limit: Any, strategy: Any, tags: Any
     if robot is not None:
         check_key(robot)
     return SearchFilters(start=start, end=end, robot=robot, tags=check_tags(tags),
-                         kinds=check_kinds(kinds)), strategy, limit
+                         **provenance_filters(kinds, sources, min_confidence)), strategy, limit
 
 
 def check_neighbors(neighbors: Any) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from ._provenance import check_kinds
+from ._provenance import provenance_filters
 from .clock import Clock
 from .errors import ValidationError
 from .models import Memory, Page
@@ -99,7 +99,7 @@ class Lister:
              timeframe: Any = None, key_prefix: str | None = None,
              include_forgotten: bool = False, order: str = "created_at",
              descending: bool = False, limit: int = 100, cursor: str | None = None,
-             kinds: Any = None) -> Page:
+             kinds: Any = None, sources: Any = None, min_confidence: Any = None) -> Page:
         """One page of memories; see :meth:`HTM.list <htm_core.HTM.list>`."""
         if order not in LIST_ORDERS:
             raise ValidationError(f"order must be one of {', '.join(LIST_ORDERS)}, "
@@ -111,7 +111,7 @@ class Lister:
         start, end = parse_timeframe(timeframe, clock=self._clock)
         filters = SearchFilters(start=start, end=end, tags=check_tags(tags),
                                 robot=None if robot is None else check_key(robot),
-                                kinds=check_kinds(kinds))
+                                **provenance_filters(kinds, sources, min_confidence))
         after, mark = None, None
         if cursor is not None:
             value, last_id, mark = decode_cursor(cursor, order, descending)

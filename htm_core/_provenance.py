@@ -2,7 +2,8 @@
 
 :func:`provenance` checks what a caller gives and fills in the kind the rules recognise
 when none is given (:class:`~htm_core.consolidation.kinds.RuleKindClassifier`, no LLM);
-:func:`check_kinds` reads a kind filter. See docs/consolidation.md ("Kinds").
+:func:`provenance_filters` reads the kind, source and confidence filters of ``recall``
+and ``list``. See docs/consolidation.md ("Kinds").
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 from .consolidation.kinds import DEFAULT_KIND, RuleKindClassifier, check_kind
 from .errors import ValidationError
 
-__all__ = ["MAX_SOURCE_LENGTH", "check_confidence", "check_kinds", "check_source",
-           "provenance", "source_if_valid"]
+__all__ = ["MAX_SOURCE_LENGTH", "check_confidence", "check_kinds", "check_min_confidence",
+           "check_source", "check_sources", "provenance", "provenance_filters",
+           "source_if_valid"]
 
 #: The longest ``source`` (characters).
 MAX_SOURCE_LENGTH = 255
@@ -113,3 +115,56 @@ def check_kinds(kinds: Any) -> tuple[str, ...]:
         raise ValidationError("kinds is empty, so nothing could match; leave it out (None) "
                               "for every kind")
     return checked
+
+
+def check_sources(sources: Any) -> tuple[str, ...]:
+    """A source filter: None (any source), one source or several, each checked by
+    :func:`check_source` and kept exactly as given; in the order given, without repeats.
+
+    >>> check_sources(["user", "User", "user"])
+    ('user', 'User')
+    """
+    if sources is None:
+        return ()
+    if isinstance(sources, str):
+        return (_filter_source(sources),)
+    if isinstance(sources, (bytes, dict)) or not hasattr(sources, "__iter__"):
+        raise ValidationError(
+            f"sources must be a source, a list of sources or None, got {sources!r:.80}")
+    checked = tuple(dict.fromkeys(_filter_source(s) for s in sources))
+    if not checked:
+        raise ValidationError("sources is empty, so nothing could match; leave it out (None) "
+                              "for any source")
+    return checked
+
+
+def _filter_source(source: Any) -> str:
+    if source is None:
+        raise ValidationError("sources holds None; name each source to keep (such as 'user'), "
+                              "or leave sources out (None) for any source")
+    check_source(source)
+    return str(source)
+
+
+def check_min_confidence(min_confidence: Any) -> float | None:
+    """A confidence filter: None (any confidence, or none), or a number from 0 to 1.
+
+    >>> check_min_confidence(0.5)
+    0.5
+    """
+    if min_confidence is None:
+        return None
+    try:
+        return check_confidence(min_confidence)
+    except ValidationError:
+        raise ValidationError(
+            f"min_confidence must be a number from 0 to 1 (only memories at least this sure "
+            f"pass; one without a confidence never does), or None; "
+            f"got {min_confidence!r:.80}") from None
+
+
+def provenance_filters(kinds: Any, sources: Any, min_confidence: Any) -> dict[str, Any]:
+    """The :class:`~htm_core.store.values.SearchFilters` fields ``kinds``, ``sources`` and
+    ``min_confidence`` of a ``recall`` or ``list``, checked."""
+    return {"kinds": check_kinds(kinds), "sources": check_sources(sources),
+            "min_confidence": check_min_confidence(min_confidence)}

@@ -80,10 +80,12 @@ class Recaller:
 
     def recall(self, query: str, *, timeframe: Any, limit: int, strategy: str, tags: Any,
                robot: str | None, neighbors: int | None, include_history: bool,
-               min_score: float | None, rerank: Any, kinds: Any = None) -> list[Hit]:
+               min_score: float | None, rerank: Any, kinds: Any = None, sources: Any = None,
+               min_confidence: Any = None) -> list[Hit]:
         """The hits of ``query``; see :meth:`HTM.recall <htm_core.HTM.recall>`."""
-        filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
-                                                       robot, clock=self._clock, kinds=kinds)
+        filters, strategy, limit = _intake.recall_args(
+            query, timeframe, limit, strategy, tags, robot, clock=self._clock, kinds=kinds,
+            sources=sources, min_confidence=min_confidence)
         history = check_include_history(include_history)
         strategy = self._embedding.recall_strategy(strategy)
         config = self._retrieval if neighbors is None else self._retrieval.with_options(

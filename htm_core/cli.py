@@ -209,7 +209,8 @@ def _cmd_recall(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with _open_htm(args) as htm:
         hits = htm.recall(args.query, timeframe=args.timeframe, limit=args.limit,
                           strategy=args.strategy, tags=tags, robot=args.filter_robot,
-                          min_score=args.min_score, kinds=args.kinds)
+                          min_score=args.min_score, kinds=args.kinds, sources=args.sources,
+                          min_confidence=args.min_confidence)
         now = datetime.now(timezone.utc)
     if args.json:
         for hit in hits:
@@ -231,7 +232,8 @@ def _cmd_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     tags = args.tags if scope is None else scope.topic_filter(
         check_topic_tags(args.tags, name="--tag"))
     with _open_reader(args) as htm:
-        page = htm.list(kinds=args.kinds, tags=tags, robot=args.filter_robot,
+        page = htm.list(kinds=args.kinds, sources=args.sources,
+                        min_confidence=args.min_confidence, tags=tags, robot=args.filter_robot,
                         timeframe=args.timeframe, order=args.order,
                         descending=args.descending, limit=args.limit)
         now = datetime.now(timezone.utc)

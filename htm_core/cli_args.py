@@ -106,7 +106,7 @@ def _memory_commands(add: Any, no_robot: argparse.ArgumentParser) -> None:
     p.add_argument("--robot", dest="filter_robot", metavar="NAME",
                    help="only memories written by this robot (the acting robot is set with "
                         "--robot before the subcommand, or $HTM_ROBOT)")
-    _kind_filter(p)
+    _provenance_filters(p)
     p.add_argument("--min-score", type=float, default=DEFAULT_MIN_SCORE, metavar="SCORE",
                    help="leave out hits scoring below this, 0 to 1 (default "
                         f"{DEFAULT_MIN_SCORE}; 0 lists every hit)")
@@ -133,16 +133,24 @@ def _memory_commands(add: Any, no_robot: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="confirm (required)")
 
 
-def _kind_filter(p: argparse.ArgumentParser) -> None:
+def _provenance_filters(p: argparse.ArgumentParser) -> None:
+    """``--kind``, ``--source`` and ``--min-confidence``: what a memory is and where it
+    came from."""
     p.add_argument("--kind", action="append", default=None, dest="kinds", choices=KINDS,
                    help="only memories of this kind (repeatable)")
+    p.add_argument("--source", action="append", default=None, dest="sources",
+                   metavar="SOURCE", help="only memories from this source, exactly ('user' "
+                                          "is not 'User' or 'user:chat'; repeatable)")
+    p.add_argument("--min-confidence", type=float, default=None, metavar="X",
+                   help="only memories with a confidence of at least X, 0 to 1 (one "
+                        "without a confidence never passes)")
 
 
 def _list_command(add: Any, no_robot: argparse.ArgumentParser) -> None:
     """``htm list``: memories by filters, in an order, counting no access."""
-    p = add("list", "list memories by kind, tag, robot and time, counting no access",
+    p = add("list", "list memories by kind, source, tag, robot and time, counting no access",
             parent=no_robot, scope=True)
-    _kind_filter(p)
+    _provenance_filters(p)
     p.add_argument("--tag", action="append", default=None, dest="tags", metavar="TAG",
                    help="only memories with this tag or one below it (repeatable)")
     p.add_argument("--robot", dest="filter_robot", metavar="NAME",

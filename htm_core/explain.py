@@ -83,7 +83,9 @@ class RecallExplanation:
 def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 10,
                    strategy: str = "hybrid", tags: Iterable[str] | str | None = None,
                    robot: str | None = None, arm_depth: int | None = None,
-                   kinds: Iterable[str] | str | None = None) -> RecallExplanation:
+                   kinds: Iterable[str] | str | None = None,
+                   sources: Iterable[str] | str | None = None,
+                   min_confidence: float | None = None) -> RecallExplanation:
     """Explain ``htm.recall(query, ...)`` without doing it (nothing is written).
 
     Takes :meth:`~htm_core.HTM.recall`'s arguments (and raises its errors for bad ones).
@@ -97,8 +99,9 @@ def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 
     ...     [h.memory.key for h in why.fused], sorted(why.fused[0].ranks)
     (['pref-vim'], ['fulltext', 'vector'])
     """
-    filters, strategy, limit = _intake.recall_args(query, timeframe, limit, strategy, tags,
-                                                   robot, clock=htm._clock, kinds=kinds)
+    filters, strategy, limit = _intake.recall_args(
+        query, timeframe, limit, strategy, tags, robot, clock=htm._clock, kinds=kinds,
+        sources=sources, min_confidence=min_confidence)
     strategy = htm._embedding.recall_strategy(strategy)
     config = htm._retrieval
     now = htm._clock()

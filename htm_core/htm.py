@@ -607,6 +607,8 @@ class HTM:
         min_score: float | None = None,
         rerank: Any = None,
         kinds: str | Iterable[str] | None = None,
+        sources: str | Iterable[str] | None = None,
+        min_confidence: float | None = None,
     ) -> list[Hit]:
         """Find the memories most relevant to ``query``; they enter working memory.
 
@@ -633,6 +635,11 @@ class HTM:
                 ``["fact", "preference"]``); applied inside each search, so up to
                 ``limit`` hits of those kinds come back. Default: every kind but
                 ``digest`` (``strategy="tiered"`` reads digests on its way down).
+            sources: only memories whose ``source`` is this one or one of these, exactly
+                (``"user"`` is neither ``"User"`` nor ``"user:chat"``); applied inside each
+                search like ``kinds``. Default: any source, or none.
+            min_confidence: only memories whose ``confidence`` is at least this (0 to 1);
+                a memory without a confidence never passes. Applied inside each search.
 
         Returns:
             :class:`~htm_core.models.Hit` objects, best first, scores never increasing.
@@ -640,7 +647,8 @@ class HTM:
         return self._recaller.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
                                      tags=tags, robot=robot, neighbors=neighbors,
                                      include_history=include_history, min_score=min_score,
-                                     rerank=rerank, kinds=kinds)
+                                     rerank=rerank, kinds=kinds, sources=sources,
+                                     min_confidence=min_confidence)
 
     arecall = twin(recall)
 
@@ -926,12 +934,14 @@ class HTM:
              timeframe: Any = None, key_prefix: str | None = None,
              include_forgotten: bool = False, order: str = "created_at",
              descending: bool = False, limit: int = 100, cursor: str | None = None,
-             kinds: str | Iterable[str] | None = None) -> Page:
+             kinds: str | Iterable[str] | None = None,
+             sources: str | Iterable[str] | None = None,
+             min_confidence: float | None = None) -> Page:
         """One page of memories, filtered and ordered in the store; counts no access.
 
         Args:
-            robot, tags, timeframe, kinds: as for :meth:`recall` (a tag matches the tags
-                below it).
+            robot, tags, timeframe, kinds, sources, min_confidence: as for :meth:`recall`
+                (a tag matches the tags below it; a source matches only itself).
             key_prefix: only keys starting with this (``"doc:"``, a chat session's prefix).
             include_forgotten: list forgotten memories too.
             order: ``"created_at"`` (default), ``"key"`` or ``"importance"``; ties by id.
@@ -956,7 +966,8 @@ class HTM:
         return self._lister.list(robot=robot, tags=tags, timeframe=timeframe,
                                  key_prefix=key_prefix, include_forgotten=include_forgotten,
                                  order=order, descending=descending, limit=limit, cursor=cursor,
-                                 kinds=kinds)
+                                 kinds=kinds, sources=sources,
+                                 min_confidence=min_confidence)
 
     alist = twin(list)
 

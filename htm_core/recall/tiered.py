@@ -289,7 +289,7 @@ def _passes(memory: Memory, filters: SearchFilters,
     """Whether a memory beneath a day passes the recall's filters (and is no digest)."""
     return not (is_digest(memory) or (filters.robot is not None and memory.robot != filters.robot)
                 or (keep is not None and not keep(memory.tags))
-                or (filters.kinds and memory.kind not in filters.kinds)
+                or not filters.admits(memory.kind, memory.source, memory.confidence)
                 or (filters.start is not None and memory.created_at < filters.start)
                 or (filters.end is not None and memory.created_at >= filters.end))
 

@@ -236,11 +236,28 @@ class SearchFilters:
     tags: tuple[str, ...] = ()
     #: Only memories of one of these kinds (empty: every kind).
     kinds: tuple[str, ...] = ()
+    #: Only memories whose source is one of these, exactly (empty: any source, or none).
+    sources: tuple[str, ...] = ()
+    #: Only memories with a confidence of at least this (None: any, or none).
+    min_confidence: float | None = None
 
     @property
     def is_empty(self) -> bool:
         return (self.start is None and self.end is None and self.robot is None
-                and not self.tags and not self.kinds)
+                and not self.tags and not self.provenance)
+
+    @property
+    def provenance(self) -> bool:
+        """Whether these filters test a memory's kind, source or confidence."""
+        return bool(self.kinds or self.sources or self.min_confidence is not None)
+
+    def admits(self, kind: str, source: str | None, confidence: float | None) -> bool:
+        """Whether a memory of this kind, source and confidence passes the kind, source
+        and confidence filters (a NULL confidence never passes ``min_confidence``)."""
+        return ((not self.kinds or kind in self.kinds)
+                and (not self.sources or source in self.sources)
+                and (self.min_confidence is None
+                     or (confidence is not None and confidence >= self.min_confidence)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -304,6 +304,41 @@ class StoreConformance:
         assert {b.content for b in store.briefs(ids, SearchFilters(kinds=("digest",))).values()
                 } == {"tea digest"}
 
+    @pytest.mark.parametrize("arm", ["vector", "fulltext", "list"])
+    def test_source_and_confidence_filters_apply_inside_each_arm(self, store: Any,
+                                                                 arm: str) -> None:
+        # Many matching memories of other sources must not starve the few that pass.
+        store.add_many([rec(f"tea talk number {i}", source="User", confidence=0.9)
+                        for i in range(40)])
+        store.add_many([rec("tea from user sure", source="user", confidence=0.9),
+                        rec("tea from user unsure", source="user", confidence=0.2),
+                        rec("tea from user unknown", source="user"),
+                        rec("tea from user:x", source="user:x", confidence=1.0)])
+
+        def run(filters: SearchFilters) -> set[str]:
+            if arm == "list":
+                return {m.content for m in store.list_memories(filters, limit=3)}
+            if arm == "vector":
+                hits = vector_hits(store, EMB.embed_query("tea talk"), 3, filters)
+            else:
+                hits = text_hits(store, "tea talk", 3, filters)
+            return {m.content for m in store.get_many([h[0] for h in hits])}
+
+        assert run(SearchFilters(sources=("user",))) == {
+            "tea from user sure", "tea from user unsure", "tea from user unknown"}
+        assert run(SearchFilters(sources=("user:x",))) == {"tea from user:x"}
+        assert run(SearchFilters(sources=("user",), min_confidence=0.5)) == {
+            "tea from user sure"}
+        assert run(SearchFilters(sources=("user", "user:x"), min_confidence=0.9)) == {
+            "tea from user sure", "tea from user:x"}
+        assert run(SearchFilters(sources=("USER",))) == set()
+        assert run(SearchFilters(min_confidence=0.0, sources=("user",))) == {
+            "tea from user sure", "tea from user unsure"}  # no confidence never passes
+        assert len(run(SearchFilters(sources=("User",), min_confidence=0.9))) == 3
+        ids = [m.id for m in store.list_memories(SearchFilters(), limit=100)]
+        assert {b.content for b in store.briefs(ids, SearchFilters(
+            sources=("user:x",), min_confidence=1.0)).values()} == {"tea from user:x"}
+
     def test_tag_filter_escapes_like_wildcards(self, store: Any) -> None:
         store.add_many([rec("underscore tag", tags=("a_b",)), rec("plain tag", tags=("axb:c",))])
         hits = text_hits(store, "tag", 5, SearchFilters(tags=("a_b",)))

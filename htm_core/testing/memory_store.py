@@ -92,7 +92,7 @@ class InMemoryStore:
         return ((filters.start is None or memory.created_at >= filters.start)
                 and (filters.end is None or memory.created_at < filters.end)
                 and (filters.robot is None or memory.robot == filters.robot)
-                and (not filters.kinds or memory.kind in filters.kinds)
+                and filters.admits(memory.kind, memory.source, memory.confidence)
                 and (not filters.tags or any(t == f or t.startswith(f + ":")
                                              for t in memory.tags for f in filters.tags)))
 

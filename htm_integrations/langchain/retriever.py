@@ -32,7 +32,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 __all__ = ["HTMRetriever", "memory_metadata"]
 
-_RECALL_OPTIONS = ("k", "strategy", "timeframe", "tags", "robot", "kinds")
+_RECALL_OPTIONS = ("k", "strategy", "timeframe", "tags", "robot", "kinds", "sources",
+                   "min_confidence")
 
 
 def hit_to_document(hit: Hit) -> Document:
@@ -58,6 +59,10 @@ class HTMRetriever(BaseRetriever):
         robot: only memories written by this robot; default every robot on the store.
         kinds: only memories of this kind or these kinds (``"fact"``,
             ``["fact", "preference"]``); default every kind.
+        sources: only memories from this source or these sources, exactly (``"user"`` is
+            neither ``"User"`` nor ``"user:chat"``); default any source.
+        min_confidence: only memories with a confidence of at least this, 0 to 1 (one
+            without a confidence never passes); default any.
         user_id: search this user's memories (tag ``chat:user:<user_id>``, every session;
             narrow to one with ``tags=["chat:user:<user_id>:session:<id>"]``).
         session_id: without ``user_id``: search this conversation's memories
@@ -72,8 +77,9 @@ class HTMRetriever(BaseRetriever):
     Documents carry the memory's text as ``page_content``, its key as ``id``, and metadata
     ``id``, ``key``, ``score``, ``importance``, ``created_at`` (ISO 8601), ``robot``,
     ``tags``, ``kind``. Any of ``k``, ``strategy``, ``timeframe``, ``tags``, ``robot``,
-    ``kinds`` can be given per call as a keyword of ``invoke``; any other keyword, when building the retriever
-    or per call, raises :class:`~htm_core.errors.ValidationError`.
+    ``kinds``, ``sources``, ``min_confidence`` can be given per call as a keyword of
+    ``invoke``; any other keyword, when building the retriever or per call, raises
+    :class:`~htm_core.errors.ValidationError`, as does a bad value when searching.
 
     Example:
         >>> from htm_core import HTM
@@ -92,13 +98,15 @@ class HTMRetriever(BaseRetriever):
     tags: list[str] | None = None
     robot: str | None = None
     kinds: list[str] | None = None
+    sources: list[str] | None = None
+    min_confidence: Any = None
     user_id: str | None = None
     session_id: str | None = None
     shared_tags: list[str] | None = None
     shared: bool = False
     _visible: tuple[str, ...] | None = PrivateAttr(default=None)
 
-    @field_validator("tags", "shared_tags", "kinds", mode="before")
+    @field_validator("tags", "shared_tags", "kinds", "sources", mode="before")
     @classmethod
     def _one_tag(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value

@@ -97,6 +97,12 @@ Confidence = Annotated[float | None, Field(description="How sure the kind and te
                                                        "0 to 1.")]
 KindFilter = Annotated[list[str] | None, Field(description="Only memories of these kinds, "
                                                            "e.g. ['fact', 'preference'].")]
+SourceFilter = Annotated[list[str] | None, Field(description="Only memories from these "
+                                                             "sources, exactly, e.g. "
+                                                             "['user'].")]
+MinConfidence = Annotated[float | None, Field(description="Only memories at least this sure, "
+                                                          "0 to 1 (one without a "
+                                                          "confidence never passes).")]
 Cursor = Annotated[str | None, Field(description="The next_cursor of the page before; "
                                                  "none for the first page.")]
 Query = Annotated[str, Field(description="What to look for, in plain words.")]
@@ -179,19 +185,23 @@ class ScopedTools:
     def recall(self, query: Query, timeframe: Timeframe = None, limit: Limit = 10,
                strategy: Strategy = "hybrid", tags: TagFilter = None, robot: RobotFilter = None,
                min_score: MinScore = DEFAULT_MIN_SCORE,
-               kinds: KindFilter = None) -> dict[str, Any]:
+               kinds: KindFilter = None, sources: SourceFilter = None,
+               min_confidence: MinConfidence = None) -> dict[str, Any]:
         """Find the memories most relevant to a query (they enter working memory)."""
         hits = self.htm.recall(query, timeframe=timeframe, limit=limit, strategy=strategy,
                                tags=self.scope.topic_filter(check_topic_tags(tags)), robot=robot,
-                               min_score=min_score, kinds=kinds)
+                               min_score=min_score, kinds=kinds, sources=sources,
+                               min_confidence=min_confidence)
         return {"count": len(hits), "hits": [hit_to_dict(hit) for hit in hits]}
 
     def list_memories(self, kinds: KindFilter = None, tags: TagFilter = None,
                       timeframe: Timeframe = None, limit: Limit = 20,
-                      cursor: Cursor = None) -> dict[str, Any]:
-        """List memories oldest first by kind, tags and time (no access counted); pass
-        ``next_cursor`` back for the next page."""
-        page = self.htm.list(kinds=kinds, tags=self.scope.topic_filter(check_topic_tags(tags)),
+                      cursor: Cursor = None, sources: SourceFilter = None,
+                      min_confidence: MinConfidence = None) -> dict[str, Any]:
+        """List memories oldest first by kind, source, confidence, tags and time (no access
+        counted); pass ``next_cursor`` back for the next page."""
+        page = self.htm.list(kinds=kinds, sources=sources, min_confidence=min_confidence,
+                             tags=self.scope.topic_filter(check_topic_tags(tags)),
                              timeframe=timeframe, limit=limit, cursor=cursor)
         return {"count": len(page.memories), "next_cursor": page.next_cursor,
                 "memories": [memory_to_dict(m) for m in page.memories]}

@@ -90,6 +90,7 @@ def browse(ui: UI, request: Request, form: dict[str, str]) -> Response:
     timeframe = text_arg(request, "timeframe")
     forgotten = choice_arg(request, "forgotten", FORGOTTEN)
     kind = choice_arg(request, "kind", KIND_CHOICES) or None
+    source = request.query_params.get("source") or None  # exact: not stripped
     order = choice_arg(request, "order", ORDERS)
     descending = request.query_params.get("desc") == "1"
     limit = int_arg(request, "limit", 50, 1, 500)
@@ -99,19 +100,19 @@ def browse(ui: UI, request: Request, form: dict[str, str]) -> Response:
     if query is not None:
         why = explain_recall(htm, query, timeframe=timeframe, limit=limit,
                              strategy="hybrid" if mode == "list" else mode,
-                             tags=tag, robot=robot, arm_depth=0, kinds=kind)
+                             tags=tag, robot=robot, arm_depth=0, kinds=kind, sources=source)
         rows = [{"memory": h.memory, "score": h.relevance, "ranks": h.ranks} for h in why.fused]
     else:
         memories, next_cursor = list_page(htm, robot=robot, tags=tag, timeframe=timeframe,
                                       forgotten=forgotten, order=order, descending=descending,
-                                      limit=limit, cursor=cursor, kinds=kind)
+                                      limit=limit, cursor=cursor, kinds=kind, sources=source)
         rows = [{"memory": m, "score": None, "ranks": {}} for m in memories]
     return ui.render(request, "memories.html", rows=rows, next_cursor=next_cursor,
                      tags=tag_tree(htm.tags()), robots=htm.robots(),
                      params={"q": query or "", "mode": mode, "robot": robot or "",
                              "tag": tag or "", "timeframe": timeframe or "",
                              "forgotten": forgotten, "order": order, "desc": descending,
-                             "limit": limit, "kind": kind or ""},
+                             "limit": limit, "kind": kind or "", "source": source or ""},
                      modes=MODES, orders=ORDERS, forgotten_choices=FORGOTTEN,
                      kinds=KIND_CHOICES)
 

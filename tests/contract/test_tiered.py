@@ -92,6 +92,29 @@ def test_tiered_recall_never_returns_a_digest_and_keeps_the_filters(
     assert [h.memory.key for h in facts] == [fact.key] and len(facts[0].path) == 3
 
 
+def test_tiered_recall_keeps_the_source_and_confidence_filters(
+        htm_factory: Callable[..., HTM], clock: FrozenClock) -> None:
+    """Beneath the days it opens, tiered recall keeps only memories from the exact sources
+    at the least confidence asked for (``user``, not ``User``; none without a confidence)."""
+    htm = htm_factory()
+    _history(htm, clock, users=("ada",))
+    day = START + timedelta(days=2)
+    said = htm.add("ada's thesis chapter is on soil", key="chat:user:ada:said",
+                   source="user", confidence=0.9, tags=["chat:user:ada"],
+                   created_at=day + timedelta(hours=1))
+    htm.add("ada's thesis chapter is on clay", key="chat:user:ada:guess", source="user",
+            kind="episodic", tags=["chat:user:ada"], created_at=day + timedelta(hours=2))
+    htm.add("ada's thesis chapter is on sand", key="chat:user:ada:told", source="User",
+            confidence=1.0, tags=["chat:user:ada"], created_at=day + timedelta(hours=3))
+    write_digests(htm, tag="chat:user:ada")
+    hits = htm.recall("thesis chapter", strategy="tiered", tags="chat:user:ada",
+                      sources="user", min_confidence=0.5)
+    assert [h.memory.key for h in hits] == [said.key] and len(hits[0].path) == 3
+    told = htm.recall("thesis chapter", strategy="tiered", tags="chat:user:ada",
+                      sources=["User"])
+    assert [h.memory.key for h in told] == ["chat:user:ada:told"]
+
+
 def test_explain_recall_shows_the_path(htm_factory: Callable[..., HTM],
                                        clock: FrozenClock) -> None:
     htm = htm_factory()

@@ -404,3 +404,32 @@ def test_kinds_on_the_command_line(htm_cli: Run) -> None:
     assert "Ada: the venue" in htm_cli.out and "barn" not in htm_cli.out
     assert htm_cli("add", "x", "--kind", "facts") == 2
     assert htm_cli("add", "x", "--confidence", "2") == 1 and "confidence" in htm_cli.err
+
+
+def test_source_and_confidence_filters_on_the_command_line(htm_cli: Run) -> None:
+    """``--source`` (repeatable, exact) and ``--min-confidence`` on ``htm recall`` and
+    ``htm list``, also inside each of the users ``Ada`` and ``ada``; a bad value refused."""
+    for user, source, confidence in [("Ada", "user", "0.9"), ("ada", "user", "0.9"),
+                                     ("Ada", "User", "0.9"), ("Ada", "user", "0.2"),
+                                     ("Ada", "user:x", "1")]:
+        assert htm_cli("add", f"{user} {source} {confidence}: the venue is the mill",
+                       "--user", user, "--source", source, "--confidence", confidence) == 0
+    assert htm_cli("add", "Ada unsure: the venue is the mill", "--user", "Ada",
+                   "--source", "user", "--kind", "episodic") == 0
+    assert htm_cli("recall", "venue mill", "--source", "user", "--min-confidence", "0.5",
+                   "--user", "Ada", "--json", "--min-score", "0") == 0
+    assert [json.loads(line)["content"] for line in htm_cli.out.splitlines()] == [
+        "Ada user 0.9: the venue is the mill"]
+    assert htm_cli("recall", "venue mill", "--source", "user", "--source", "User",
+                   "--json", "--min-score", "0") == 0
+    assert sorted(json.loads(line)["content"].split(":")[0]
+                  for line in htm_cli.out.splitlines()) == [
+        "Ada User 0.9", "Ada unsure", "Ada user 0.2", "Ada user 0.9", "ada user 0.9"]
+    assert htm_cli("list", "--source", "user", "--user", "Ada", "--json") == 0
+    listed = [json.loads(line) for line in htm_cli.out.splitlines()]
+    assert sorted(m["confidence"] or 0 for m in listed) == [0, 0.2, 0.9]
+    assert htm_cli("list", "--min-confidence", "1", "--json") == 0
+    assert [json.loads(line)["source"] for line in htm_cli.out.splitlines()] == ["user:x"]
+    assert htm_cli("list", "--min-confidence", "2") == 1 and "min_confidence" in htm_cli.err
+    assert htm_cli("recall", "venue", "--source", " ") == 1 and "source" in htm_cli.err
+    assert htm_cli("list", "--min-confidence", "high") == 2

@@ -135,6 +135,43 @@ def test_kinds_filter_inside_a_users_scope(htm_factory: Callable[..., HTM]) -> N
         HTMRetriever(htm=htm, shared=True, kinds="facts").invoke("tea")
 
 
+def test_source_and_confidence_filters_inside_a_users_scope(
+        htm_factory: Callable[..., HTM]) -> None:
+    """``sources`` and ``min_confidence`` (on the retriever or per call) keep the memories
+    that pass, up to ``k`` of them, exact sources only, never widening the user's scope:
+    ``Ada`` and ``ada`` each see their own; a bad value is refused when searching."""
+    from htm_core.scope import ChatScope
+
+    htm = htm_factory()
+    htm.add_many([{"content": f"tea talk {i}", "source": "user", "confidence": 1.0}
+                  for i in range(20)], working_memory=False)
+    for user in ("Ada", "ada"):
+        tags = ChatScope.of(user_id=user).stored_tags(None)
+        htm.add_many([
+            {"content": f"{user} sure tea talk", "source": "user", "confidence": 0.9,
+             "tags": tags},
+            {"content": f"{user} unsure tea talk", "source": "user", "confidence": 0.1,
+             "tags": tags},
+            {"content": f"{user} unknown tea talk", "source": "user", "kind": "episodic",
+             "tags": tags},
+            {"content": f"{user} told tea talk", "source": "User", "confidence": 0.9,
+             "tags": tags}])
+    for user in ("Ada", "ada"):
+        sure = HTMRetriever(htm=htm, user_id=user, k=1, sources="user",
+                            min_confidence=0.5).invoke("tea talk")
+        assert [d.page_content for d in sure] == [f"{user} sure tea talk"]
+        told = HTMRetriever(htm=htm, user_id=user, k=5).invoke("tea talk", sources=["User"])
+        assert [d.page_content for d in told] == [f"{user} told tea talk"]
+        known = HTMRetriever(htm=htm, user_id=user, k=5, sources="user").invoke(
+            "tea talk", min_confidence=0.0)
+        assert sorted(d.page_content for d in known) == [f"{user} sure tea talk",
+                                                         f"{user} unsure tea talk"]
+    with pytest.raises(ValidationError, match="min_confidence must be a number"):
+        HTMRetriever(htm=htm, shared=True, min_confidence=1.5).invoke("tea")
+    with pytest.raises(ValidationError, match="source must be a non-blank"):
+        HTMRetriever(htm=htm, shared=True).invoke("tea", sources=[""])
+
+
 def test_bad_options_raise_htm_errors(htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory()
     seed(htm)

@@ -459,3 +459,33 @@ async def test_kinds_in_remember_recall_and_list_memories(sqlite_url: str) -> No
                 "kinds": ["fact", "preference"], "limit": 1, "cursor": listed["next_cursor"]}))
             assert [(m["kind"], m["content"]) for m in listed["memories"] + rest["memories"]] == [
                 ("fact", f"{user}'s venue is the old mill"), ("preference", "I prefer the mill")]
+
+
+async def test_sources_and_min_confidence_in_recall_and_list_memories(sqlite_url: str) -> None:
+    """``recall`` and ``list_memories`` filter by exact sources and a least confidence
+    (a memory without one never passes), each user (``Ada``, ``ada``) seeing only their own;
+    a bad filter is refused with what to give."""
+    for user in ("Ada", "ada"):
+        async with connect(sqlite_url, "assistant", "--user", user) as client:
+            for source, confidence in [("user", 0.9), ("User", 0.9), ("user", 0.2),
+                                       ("user:x", 1.0), ("user", None)]:
+                ok(await client.call_tool("remember", {
+                    "content": f"{user} {source} {confidence}: the venue is the mill",
+                    "kind": "episodic", "source": source, "confidence": confidence}))
+    for user in ("Ada", "ada"):
+        async with connect(sqlite_url, "assistant", "--user", user) as client:
+            hits = ok(await client.call_tool("recall", {
+                "query": "venue mill", "sources": ["user"], "min_confidence": 0.5,
+                "min_score": 0}))
+            assert [h["content"] for h in hits["hits"]] == [
+                f"{user} user 0.9: the venue is the mill"]
+            listed = ok(await client.call_tool("list_memories", {"sources": ["user"]}))
+            assert sorted(m["confidence"] or 0 for m in listed["memories"]) == [0, 0.2, 0.9]
+            assert {m["content"].split(":")[0] for m in listed["memories"]} <= {
+                f"{user} user 0.9", f"{user} user 0.2", f"{user} user None"}
+            sure = ok(await client.call_tool("list_memories", {"min_confidence": 1}))
+            assert [m["source"] for m in sure["memories"]] == ["user:x"]
+            bad = await client.call_tool("recall", {"query": "venue", "min_confidence": 2})
+            assert "min_confidence must be a number from 0 to 1" in error_text(bad)
+            bad = await client.call_tool("list_memories", {"sources": [" "]})
+            assert "source must be a non-blank string" in error_text(bad)

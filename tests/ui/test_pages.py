@@ -160,3 +160,24 @@ def test_browse_and_search_by_kind(client: TestClient, ui_htm: HTM) -> None:
     memory = client.get("/memory?key=pref-vim").text
     assert re.search(r'id="kind">preference <span class="muted">\(confidence 0.75\)', memory)
     assert 'id="source">onboarding<' in memory
+
+
+def test_browse_and_search_by_source(client: TestClient, ui_htm: HTM) -> None:
+    """The Memories page filters by exact source (listing and search, the next page too);
+    a bad source is a 400."""
+    ui_htm.update("pref-vim", "User prefers Vim keybindings in every editor", source="user")
+    ui_htm.update("pref-tea", "User drinks green tea in the morning", source="user")
+    ui_htm.update("proj-htm", "Project htm stores memories in SQLite or PostgreSQL",
+                  source="User")
+    page = client.get("/memories?source=user&order=key").text
+    assert _keys(page, "memories") == ["pref-tea", "pref-vim"]
+    assert 'name="source" value="user"' in page
+    assert _keys(client.get("/memories?source=User&q=memories+sqlite").text, "memories") == [
+        "proj-htm"]
+    assert _keys(client.get("/memories?source=user:x").text, "memories") == []
+    first = client.get("/memories?limit=1&order=key&source=user").text
+    assert _keys(first, "memories") == ["pref-tea"]
+    link = re.search(r'id="next" href="([^"]+)"', first)
+    assert link and "source=user" in unescape(link.group(1))
+    assert _keys(client.get(unescape(link.group(1))).text, "memories") == ["pref-vim"]
+    assert client.get("/memories?source=a%0Ab").status_code == 400

@@ -39,6 +39,13 @@ def filter_sql(dialect: Dialect, filters: SearchFilters, params: dict[str, Any],
         names = [f"kind{i}" for i in range(len(filters.kinds))]
         params.update(zip(names, filters.kinds, strict=True))
         clauses.append(f"m.kind IN ({', '.join(':' + n for n in names)})")
+    if filters.sources:
+        names = [f"source{i}" for i in range(len(filters.sources))]
+        params.update(zip(names, filters.sources, strict=True))
+        clauses.append(f"m.source IN ({', '.join(':' + n for n in names)})")
+    if filters.min_confidence is not None:  # NULL >= x is never true
+        clauses.append("m.confidence >= :min_confidence")
+        params["min_confidence"] = filters.min_confidence
     if filters.tags and fenced_tags:
         clauses.append(
             "EXISTS (SELECT 1 FROM memory_tags mt WHERE mt.memory_id = m.id AND mt.tag_id = "

@@ -165,10 +165,11 @@ class VectorMirror(RowListener):
             if robot_id is None:
                 return None
         allowed = None
-        if filters.tags or filters.kinds:
+        if filters.tags or filters.provenance:
             params: dict[str, Any] = {}
-            where = filter_sql(SQLITE, SearchFilters(tags=filters.tags, kinds=filters.kinds),
-                               params)
+            where = filter_sql(SQLITE, SearchFilters(
+                tags=filters.tags, kinds=filters.kinds, sources=filters.sources,
+                min_confidence=filters.min_confidence), params)
             with self._db.read() as conn:
                 ids = [r[0] for r in conn.execute(text(f"SELECT m.id FROM memories m WHERE {where}"),
                                                   params)]
