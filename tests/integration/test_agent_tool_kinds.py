@@ -133,3 +133,15 @@ def test_llama_index_tools_raise_htms_error(htm_factory: Callable[..., HTM]) -> 
     with pytest.raises(ValidationError, match="kind must be one of"):
         remember.call(content="Ada likes tea", kind="")
     assert not htm.list(tags=["chat"]).memories
+
+
+async def test_langchain_async_tools_take_kind_and_kinds(htm_factory: Callable[..., HTM]) -> None:
+    htm = htm_factory(robot="assistant")
+    seed(htm)
+    remember, recall, _ = langchain_tools(htm, user_id="Ada")
+    assert "Remembered" in await remember.ainvoke({"content": "Ada knows Rust",
+                                                   "kind": "skill"})
+    got = await recall.ainvoke({"query": "locker Rust", "kinds": ["skill", "preference"]})
+    assert "Ada knows Rust" in got and TEA in got and CODE not in got
+    assert "chat:user:ada:" not in got and got.count("\n") == 1
+    assert "kinds must be" in await recall.ainvoke({"query": "x", "kinds": ["nope"]})
