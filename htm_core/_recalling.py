@@ -15,6 +15,7 @@ from typing import Any
 
 from . import _intake
 from ._embedding import EmbeddingService
+from ._provenance import check_kinds
 from ._tiered_context import check_context_strategy, hot_memories, older_digests, tiered_fit
 from ._versions import check_include_history, with_history
 from .clock import Clock, local_now
@@ -168,9 +169,11 @@ class ContextMaker:
     def create_context(self, strategy: str, max_tokens: int | None, *, include_summaries: int,
                        query: str | None, recall_limit: int, recall_strategy: str,
                        tags: Iterable[str] | str | None, robot: str | None,
-                       scope_working: bool) -> Context:
+                       scope_working: bool,
+                       recall_kinds: str | Iterable[str] | None = None) -> Context:
         """The context; see :meth:`HTM.create_context <htm_core.HTM.create_context>`."""
         check_context_strategy(strategy)
+        recall_kinds = check_kinds(recall_kinds) or None
         limit = self._wm.max_tokens if max_tokens is None else check_max_tokens(max_tokens)
         budget = self._wm.budget_for(limit)
         scope = _intake.context_scope(tags, scope_working)
@@ -180,7 +183,8 @@ class ContextMaker:
         recalled: list[Memory] = []
         if query is not None:
             recalled = [hit.memory for hit in self._recall(
-                query, limit=recall_limit, strategy=recall_strategy, tags=tags, robot=robot)]
+                query, limit=recall_limit, strategy=recall_strategy, tags=tags, robot=robot,
+                kinds=recall_kinds)]
         with self._lock:  # scoped: every resident one in order; fit applies the budget
             resident = self._resident.ordered("balanced" if strategy == "tiered" else strategy,
                                               limit, (lambda m: in_scope(m.tags))

@@ -666,7 +666,8 @@ class HTM:
                        include_summaries: int = 0, query: str | None = None,
                        recall_limit: int = 10, recall_strategy: str = "hybrid",
                        tags: Iterable[str] | str | None = None,
-                       robot: str | None = None, scope_working: bool = False) -> Context:
+                       robot: str | None = None, scope_working: bool = False,
+                       recall_kinds: str | Iterable[str] | None = None) -> Context:
         """Assemble working memory into prompt text within ``max_tokens``.
 
         ``strategy`` is ``"balanced"`` (importance × recency, default), ``"recent"`` or
@@ -677,7 +678,8 @@ class HTM:
         What leads the context, before working memory in strategy order:
         ``include_summaries`` newest summaries of evicted memories (written by a
         ``summariser`` in this process), then, with ``query``, what :meth:`recall` finds for
-        it (``recall_limit``, ``recall_strategy``, ``tags``, ``robot``), most relevant first.
+        it (``recall_limit``, ``recall_strategy``, ``tags``, ``robot``; ``recall_kinds`` as
+        :meth:`recall`'s ``kinds``), most relevant first.
 
         With ``scope_working=True``, ``tags`` also scopes the working-memory part (and the
         summaries): only memories carrying one of the tags (or a tag below one) are candidates,
@@ -687,7 +689,7 @@ class HTM:
         return self._contexts.create_context(
             strategy, max_tokens, include_summaries=include_summaries, query=query,
             recall_limit=recall_limit, recall_strategy=recall_strategy, tags=tags, robot=robot,
-            scope_working=scope_working)
+            scope_working=scope_working, recall_kinds=recall_kinds)
 
     acreate_context = twin(create_context)
 

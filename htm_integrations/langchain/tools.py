@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from htm_core.errors import HTMError, missing_extra
 from htm_core.scoring import DEFAULT_MIN_SCORE
 
-from .._memory_tools import DESCRIPTIONS, NOTE_IMPORTANCE, MemoryTools
+from .._memory_tools import DESCRIPTIONS, KIND_HELP, KINDS_HELP, NOTE_IMPORTANCE, MemoryTools
 from ._agent_scope import AgentScope
 
 try:
@@ -58,23 +58,28 @@ class _AgentTools:
 
     def remember(self, content: Annotated[str, "the fact, one self-contained sentence"],
                  importance: Annotated[float | None, "0 to 10; default 5"] = None,
+                 kind: Annotated[str | None, KIND_HELP] = None,
                  runtime: _Runtime = None) -> str:  # type: ignore[assignment]
         """Remember a fact."""
-        return self._call(self.work.remember, runtime, content, importance)
+        return self._call(self.work.remember, runtime, content, importance, kind)
 
     async def aremember(self, content: str, importance: float | None = None,
+                        kind: str | None = None,
                         runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        return await asyncio.to_thread(self.remember, content, importance, runtime)
+        return await asyncio.to_thread(self.remember, content, importance, kind, runtime)
 
     def recall(self, query: Annotated[str, "what to look for"],
                limit: Annotated[int | None, "how many memories at most"] = None,
+               kinds: Annotated[list[str] | None, KINDS_HELP] = None,
                runtime: _Runtime = None) -> str:  # type: ignore[assignment]
         """Recall memories."""
-        return self._call(self.work.recall, runtime, query, limit, _present(runtime))
+        return self._call(self.work.recall, runtime, query, limit, _present(runtime), (),
+                          kinds)
 
     async def arecall(self, query: str, limit: int | None = None,
+                      kinds: list[str] | None = None,
                       runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        return await asyncio.to_thread(self.recall, query, limit, runtime)
+        return await asyncio.to_thread(self.recall, query, limit, kinds, runtime)
 
     def forget(self, key: Annotated[str, "the [key] recall showed"],
                confirm: Annotated[bool, "true to forget; false only shows it"] = False,

@@ -22,7 +22,7 @@ from htm_core.errors import ValidationError
 
 from .._options import refuse_unknown
 from .._scope import ChatScope
-from ._messages import memory_line, message_text
+from ._messages import memory_line, message_text, recall_kinds
 
 __all__ = ["HTMMemoryBlock"]
 
@@ -46,6 +46,9 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
         shared_tags: memories with one of these tags (or below one) are recalled in every
             conversation too: knowledge shared on purpose (default none).
         shared: ``True`` recalls from the whole store (every user and session).
+        kinds: recall only memories of these kinds (``["fact", "preference"]``, see
+            docs/consolidation.md, "Kinds"), inside the search and the scope; default
+            every kind but ``digest``.
 
     Any other keyword raises :class:`~htm_core.errors.ValidationError`.
     """
@@ -61,6 +64,7 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
     user_id: str | None = Field(default=None)
     shared: bool = Field(default=False)
     shared_tags: tuple[str, ...] = Field(default=())
+    kinds: tuple[str, ...] | None = Field(default=None)
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
@@ -72,6 +76,8 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
                 f"HTMMemoryBlock needs htm=<htm_core.HTM instance>, got {type(htm).__name__}")
         ChatScope.of(session_id="default", user_id=data.get("user_id"),
                      shared=data.get("shared", False), shared_tags=data.get("shared_tags"))
+        if data.get("kinds") is not None:
+            data["kinds"] = recall_kinds(data["kinds"], "HTMMemoryBlock")
         super().__init__(**data)
 
     def scope(self, session_id: str | None) -> ChatScope:
@@ -90,7 +96,8 @@ class HTMMemoryBlock(BaseMemoryBlock[str]):
             return ""
         hits = await self.htm.arecall(query, limit=self.recall_limit,
                                       strategy=self.recall_strategy,
-                                      tags=self.scope(session_id).filter_tags())
+                                      tags=self.scope(session_id).filter_tags(),
+                                      kinds=self.kinds)
         present = {message_text(m) for m in messages}
         count = self.htm.token_counter.count
         lines: list[str] = []

@@ -28,7 +28,7 @@ from htm_core.validation import check_importance, check_max_tokens
 
 from .._options import refuse_unknown
 from .._scope import ChatScope
-from ._messages import DEFAULT_MEMORY_HEADER, memory_line, message_text
+from ._messages import DEFAULT_MEMORY_HEADER, memory_line, message_text, recall_kinds
 
 __all__ = ["DEFAULT_MEMORY_HEADER", "HTMMemory"]
 
@@ -51,6 +51,10 @@ class HTMMemory(BaseMemory):
         token_limit: :meth:`get` stays within this many tokens (``htm.token_counter``),
             less the engine's ``initial_token_count``; default htm's working-memory budget.
         recall_limit / recall_strategy: recall per :meth:`get` (0: working memory only).
+        kinds: the memories other than this conversation's turns that join the context
+            are of these kinds only (``["fact", "preference"]``, see docs/consolidation.md,
+            "Kinds"): recall looks for them alone, inside the search and the scope.
+            Default every kind (recall: every kind but ``digest``).
         store_roles: roles whose messages are stored (of user, assistant, system).
         importance / tags: given to stored messages (besides the scope tag).
         memory_header / memory_role: first line and role of the memory message.
@@ -68,6 +72,7 @@ class HTMMemory(BaseMemory):
     token_limit: int | None = Field(default=None, gt=0)
     recall_limit: int = Field(default=5, ge=0, le=10_000)
     recall_strategy: str = Field(default="hybrid")
+    kinds: tuple[str, ...] | None = Field(default=None)
     store_roles: tuple[str, ...] = Field(default=("user", "assistant"))
     importance: float = Field(default=1.0, ge=0.0, le=10.0)
     tags: tuple[str, ...] = Field(default=())
@@ -99,6 +104,8 @@ class HTMMemory(BaseMemory):
         scope = ChatScope.of(session_id=data.get("session_id", "default"),
                              user_id=data.get("user_id"), shared=data.get("shared", False),
                              shared_tags=data.get("shared_tags"))
+        if data.get("kinds") is not None:
+            data["kinds"] = recall_kinds(data["kinds"], "HTMMemory")
         super().__init__(**data)
         self._scope = scope
 
@@ -170,7 +177,7 @@ class HTMMemory(BaseMemory):
         context = self.htm.create_context(
             "recent", max_tokens=budget, query=input if self.recall_limit else None,
             recall_limit=max(self.recall_limit, 1), recall_strategy=self.recall_strategy,
-            tags=tags, scope_working=tags is not None)
+            tags=tags, scope_working=tags is not None, recall_kinds=self.kinds)
         turns = sorted((m for m in context.memories if self._is_turn(m)),
                        key=lambda m: (m.created_at, m.id))
         if not turns:  # the newest turn alone when it is larger than the whole budget
@@ -178,7 +185,8 @@ class HTMMemory(BaseMemory):
         while len(turns) > 1 and turns[0].metadata["role"] == "assistant":
             turns.pop(0)  # a window must not open with an answer cut from its question
         window = [ChatMessage(role=m.metadata["role"], content=m.content) for m in turns]
-        lines = [memory_line(m) for m in context.memories if not self._is_turn(m)]
+        lines = [memory_line(m) for m in context.memories if not self._is_turn(m)
+                 and (self.kinds is None or m.kind in self.kinds)]
         count = self.htm.token_counter.count
         used = self.count_tokens(window)
         while lines and used + count("\n".join([self.memory_header, *lines])) > budget:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from htm_core.errors import missing_extra
 from htm_core.scoring import DEFAULT_MIN_SCORE
 
-from .._memory_tools import DESCRIPTIONS, NOTE_IMPORTANCE, MemoryTools
+from .._memory_tools import DESCRIPTIONS, KIND_HELP, KINDS_HELP, NOTE_IMPORTANCE, MemoryTools
 from .._scope import ChatScope
 
 try:
@@ -54,21 +54,24 @@ class _AgentTools:
         self.work = work
 
     def remember(self, content: Annotated[str, Field(description="the fact, one sentence")],
-                 importance: Annotated[float | None, Field(description="0 to 10")] = None
-                 ) -> str:
-        return self.work.remember(self.scope, content, importance)
+                 importance: Annotated[float | None, Field(description="0 to 10")] = None,
+                 kind: Annotated[str | None, Field(description=KIND_HELP)] = None) -> str:
+        return self.work.remember(self.scope, content, importance, kind)
 
-    async def aremember(self, content: str, importance: float | None = None) -> str:
-        return await asyncio.to_thread(self.remember, content, importance)
+    async def aremember(self, content: str, importance: float | None = None,
+                        kind: str | None = None) -> str:
+        return await asyncio.to_thread(self.remember, content, importance, kind)
 
     def recall(self, query: Annotated[str, Field(description="what to look for")],
-               limit: Annotated[int | None, Field(description="how many at most")] = None
+               limit: Annotated[int | None, Field(description="how many at most")] = None,
+               kinds: Annotated[list[str] | None, Field(description=KINDS_HELP)] = None
                ) -> str:
         return self.work.recall(self.scope, query, limit,
-                                keys=_question_being_answered(self.htm, self.scope))
+                                keys=_question_being_answered(self.htm, self.scope), kinds=kinds)
 
-    async def arecall(self, query: str, limit: int | None = None) -> str:
-        return await asyncio.to_thread(self.recall, query, limit)
+    async def arecall(self, query: str, limit: int | None = None,
+                      kinds: list[str] | None = None) -> str:
+        return await asyncio.to_thread(self.recall, query, limit, kinds)
 
     def forget(self, key: Annotated[str, Field(description="the [key] recall showed")],
                confirm: Annotated[bool, Field(description="true to forget")] = False) -> str:

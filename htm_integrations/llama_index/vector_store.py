@@ -37,6 +37,7 @@ from htm_core.validation import MAX_KEY_LENGTH, check_importance
 from .._options import refuse_unknown
 from .._scope import ChatScope, id_slug
 from ._filters import TAG_ROOT, as_datetime, doc_tag, metadata_tag, node_tag, node_tags, translate
+from ._messages import recall_kinds
 
 __all__ = ["TAG_ROOT", "HTMVectorStore", "UnsupportedFilterError", "metadata_tag"]
 
@@ -65,6 +66,11 @@ class HTMVectorStore(BasePydanticVectorStore):
             ``chat:user:<user_id>:llama_index``); default the application's store.
         shared: ``True`` queries and lists the whole htm store (every memory), not only
             this store's nodes. Default False.
+        kinds: ``query`` recalls only memories of these kinds (``["fact", "document"]``,
+            see docs/consolidation.md, "Kinds"), inside the search and within the store's
+            scope; default every kind but ``digest``. A query's own ``kinds=`` keyword
+            (``VectorIndexRetriever(vector_store_kwargs={"kinds": [...]})``) takes its
+            place. ``MetadataFilter(key="kind")`` is the node's own metadata, not this.
 
     Any other keyword raises :class:`~htm_core.errors.ValidationError`. See the module
     docstring for the embedding design, query modes, filters and deletes.
@@ -80,6 +86,7 @@ class HTMVectorStore(BasePydanticVectorStore):
     importance: float = Field(default=1.0, ge=0.0, le=10.0)
     user_id: str | None = Field(default=None)
     shared: bool = Field(default=False)
+    kinds: tuple[str, ...] | None = Field(default=None)
 
     def __init__(self, **data: Any) -> None:
         refuse_unknown("HTMVectorStore", data, type(self).model_fields)
@@ -91,6 +98,8 @@ class HTMVectorStore(BasePydanticVectorStore):
             check_importance(data["importance"])
         if data.get("user_id") is not None:
             id_slug(data["user_id"], name="user_id")
+        if data.get("kinds") is not None:
+            data["kinds"] = recall_kinds(data["kinds"], "HTMVectorStore")
         super().__init__(**data)
 
     @property
@@ -160,7 +169,9 @@ class HTMVectorStore(BasePydanticVectorStore):
                          shared=self.shared, tag_sets=[s for s in tag_sets if s])
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        """Recall the nodes best matching ``query.query_str`` within ``query.filters``."""
+        """Recall the nodes best matching ``query.query_str`` within ``query.filters``
+        (and of the store's ``kinds``, or of the ``kinds`` keyword when given)."""
+        kinds = recall_kinds(kwargs["kinds"], "HTMVectorStore") if "kinds" in kwargs else self.kinds
         strategy = _MODES.get(VectorStoreQueryMode(query.mode))
         if strategy is None:
             raise UnknownStrategyError(
@@ -182,7 +193,8 @@ class HTMVectorStore(BasePydanticVectorStore):
         if where is None or limit < 1:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         hits = self.htm.recall(text, limit=limit, strategy=strategy, tags=where.tags or None,
-                               robot=where.robot, timeframe=_timeframe(where))
+                               robot=where.robot, timeframe=_timeframe(where),
+                               kinds=kinds or None)
         nodes = [self._to_node(hit.memory, hit) for hit in hits]
         return VectorStoreQueryResult(nodes=nodes, similarities=[h.score for h in hits],
                                       ids=[n.node_id for n in nodes])
