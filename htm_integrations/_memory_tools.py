@@ -6,9 +6,8 @@ model reads; htm's errors propagate and the wrappers show their message to the m
 ``remember`` keys a note by scope and text (:meth:`~htm_core.scope.ChatScope.note_key`),
 of the ``kind`` the model gives (else the kind htm's rules recognise); ``recall`` is hybrid
 recall inside the scope, of the ``kinds`` the model names (default every kind but
-``digest``), one line per memory with its key; ``forget``
-shows what it would forget and forgets (recoverably) only with ``confirm=True``, and only
-inside the scope. See docs/langchain.md ("Agent tools: ``htm_tools``").
+``digest``), one line per memory with its key; ``forget`` shows what it would forget and
+forgets (recoverably) only with ``confirm=True``, inside the scope. See docs/langchain.md.
 """
 
 from __future__ import annotations

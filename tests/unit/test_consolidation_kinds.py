@@ -121,3 +121,13 @@ def test_the_quick_word_test_never_changes_what_the_rules_find() -> None:
         assert RuleKindClassifier().explain(text) == expected, text
         fired += bool(expected)
     assert fired > len(texts) // 2
+
+
+@pytest.mark.parametrize("kinds", ["facts", ["fact", "Facts"], [3]])
+def test_a_bad_kind_filter_says_what_leaving_it_out_does(kinds: object) -> None:
+    from htm_core._provenance import check_kinds
+
+    with pytest.raises(ValidationError) as raised:
+        check_kinds(kinds)
+    assert "leave kinds out for every kind but digest" in str(raised.value)
+    assert "for 'episodic'" not in str(raised.value)
