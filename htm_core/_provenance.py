@@ -101,7 +101,7 @@ def _filter_kind(kind: Any) -> str:
     folded = kind.strip().lower() if isinstance(kind, str) else ""
     if folded not in KINDS:
         raise ValidationError(f"kinds must name kinds among {', '.join(KINDS)}; got "
-                              f"{kind!r:.80}; leave kinds out for every kind but digest")
+                              f"{kind!r:.80}; leave kinds out for no kind filter")
     return folded
 
 

@@ -124,10 +124,10 @@ def test_the_quick_word_test_never_changes_what_the_rules_find() -> None:
 
 
 @pytest.mark.parametrize("kinds", ["facts", ["fact", "Facts"], [3]])
-def test_a_bad_kind_filter_says_what_leaving_it_out_does(kinds: object) -> None:
+def test_a_bad_kind_filter_does_not_offer_the_default_kind(kinds: object) -> None:
     from htm_core._provenance import check_kinds
 
     with pytest.raises(ValidationError) as raised:
         check_kinds(kinds)
-    assert "leave kinds out for every kind but digest" in str(raised.value)
+    assert "leave kinds out for no kind filter" in str(raised.value)
     assert "for 'episodic'" not in str(raised.value)
