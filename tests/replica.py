@@ -9,10 +9,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,7 +75,25 @@ class Pair:
         name = f"htm_replica_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(self.primary_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
+            lsn = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        self.wait_for_replay(lsn)  # else the replica may not hold the database yet
         return self.url(PRIMARY_PORT, name), self.url(REPLICA_PORT, name)
+
+    def wait_for_replay(self, lsn: Any) -> None:
+        """Wait until the replica has replayed the primary's WAL up to ``lsn``."""
+        wait_for_replay(self.url(REPLICA_PORT), lsn)
+
+
+def wait_for_replay(replica_url: str, lsn: Any, timeout: float = 60) -> None:
+    """Wait (at most ``timeout`` seconds) until the replica at ``replica_url`` has replayed
+    WAL up to ``lsn``."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(replica_url, autocommit=True) as replica:
+        while not replica.execute("SELECT pg_last_wal_replay_lsn() >= %s", lsn).fetchone()[0]:
+            assert time.monotonic() < deadline, "the replica did not catch up"
+            time.sleep(0.02)
 
 
 def _run(command: list[str]) -> None:

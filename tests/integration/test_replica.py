@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,7 +18,7 @@ from htm_core.store import open_store
 from htm_core.store.base import SearchFilters
 from htm_core.store.postgres import PostgresStore
 from htm_core.store.postgres.replica import ReplicaReads
-from tests.replica import Pair, primary_and_replica
+from tests.replica import Pair, primary_and_replica, wait_for_replay
 
 
 @pytest.fixture(scope="module")
@@ -59,14 +58,10 @@ def _replay(urls: tuple[str, str], paused: bool) -> None:
 
 
 def _caught_up(urls: tuple[str, str]) -> None:
-    """Wait (at most 30 s) until the replica replayed everything the primary has now."""
+    """Wait until the replica replayed everything the primary has now."""
     with psycopg.connect(urls[0], autocommit=True) as primary:
         lsn = primary.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
-    deadline = time.monotonic() + 30
-    with psycopg.connect(urls[1], autocommit=True) as replica:
-        while not replica.execute("SELECT pg_last_wal_replay_lsn() >= %s", lsn).fetchone()[0]:
-            assert time.monotonic() < deadline, "the replica did not catch up"
-            time.sleep(0.02)
+    wait_for_replay(urls[1], lsn)
 
 
 def listed(htm: HTM) -> set[str]:
