@@ -78,6 +78,18 @@ def rec(content: str, *, key: str | None = None, robot: str = "r1", when: dateti
         embedder=EMB.name if embed else None, explicit_key=key is not None, **extra)
 
 
+
+def _tea_talk(store: Any, arm: str, filters: SearchFilters) -> set[str]:
+    """The texts of the first three memories for "tea talk" through one ``arm`` (the vector
+    or full-text search, or the list) under ``filters``."""
+    if arm == "list":
+        return {m.content for m in store.list_memories(filters, limit=3)}
+    if arm == "vector":
+        hits = vector_hits(store, EMB.embed_query("tea talk"), 3, filters)
+    else:
+        hits = text_hits(store, "tea talk", 3, filters)
+    return {m.content for m in store.get_many([h[0] for h in hits])}
+
 class StoreConformance:
     """The conformance tests; subclass it (named ``Test...``) and give ``store_factory``."""
 
@@ -285,13 +297,7 @@ class StoreConformance:
                         rec("tea digest", kind="digest", tags=("digest",))])
 
         def run(filters: SearchFilters) -> set[str]:
-            if arm == "list":
-                return {m.content for m in store.list_memories(filters, limit=3)}
-            if arm == "vector":
-                hits = vector_hits(store, EMB.embed_query("tea talk"), 3, filters)
-            else:
-                hits = text_hits(store, "tea talk", 3, filters)
-            return {m.content for m in store.get_many([h[0] for h in hits])}
+            return _tea_talk(store, arm, filters)
 
         assert run(SearchFilters(kinds=("fact",))) == {"tea fact of r1", "tea fact of r2"}
         assert run(SearchFilters(kinds=("fact", "digest"))) == {
@@ -316,13 +322,7 @@ class StoreConformance:
                         rec("tea from user:x", source="user:x", confidence=1.0)])
 
         def run(filters: SearchFilters) -> set[str]:
-            if arm == "list":
-                return {m.content for m in store.list_memories(filters, limit=3)}
-            if arm == "vector":
-                hits = vector_hits(store, EMB.embed_query("tea talk"), 3, filters)
-            else:
-                hits = text_hits(store, "tea talk", 3, filters)
-            return {m.content for m in store.get_many([h[0] for h in hits])}
+            return _tea_talk(store, arm, filters)
 
         assert run(SearchFilters(sources=("user",))) == {
             "tea from user sure", "tea from user unsure", "tea from user unknown"}
