@@ -13,7 +13,7 @@ import re
 from numbers import Real
 from typing import Any
 
-from .consolidation.kinds import DEFAULT_KIND, KINDS, RuleKindClassifier, check_kind
+from .consolidation.kinds import DEFAULT_KIND, RuleKindClassifier, check_kind, check_kinds
 from .errors import ValidationError
 
 __all__ = ["MAX_SOURCE_LENGTH", "check_confidence", "check_kinds", "check_min_confidence",
@@ -96,34 +96,6 @@ def provenance(content: str, kind: Any, source: Any, confidence: Any,
     return found, checked_source, sure if checked_confidence is None else checked_confidence
 
 
-def _filter_kind(kind: Any) -> str:
-    """One kind of a filter, checked; the error names the filter's choices."""
-    folded = kind.strip().lower() if isinstance(kind, str) else ""
-    if folded not in KINDS:
-        raise ValidationError(f"kinds must name kinds among {', '.join(KINDS)}; got "
-                              f"{kind!r:.80}; leave kinds out for no kind filter")
-    return folded
-
-
-def check_kinds(kinds: Any) -> tuple[str, ...]:
-    """A kind filter: None (every kind), one kind or several, each checked; in the order
-    given, without repeats.
-
-    >>> check_kinds(["fact", "Preference", "fact"])
-    ('fact', 'preference')
-    """
-    if kinds is None:
-        return ()
-    if isinstance(kinds, str):
-        return (_filter_kind(kinds),)
-    if isinstance(kinds, (bytes, dict)) or not hasattr(kinds, "__iter__"):
-        raise ValidationError(
-            f"kinds must be a kind, a list of kinds or None, got {kinds!r:.80}")
-    checked = tuple(dict.fromkeys(_filter_kind(k) for k in kinds))
-    if not checked:
-        raise ValidationError("kinds is empty, so nothing could match; leave it out (None) "
-                              "for every kind")
-    return checked
 
 
 def check_sources(sources: Any) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from htm_core._provenance import check_kinds
+from htm_core.consolidation import check_kinds
 from htm_core.consolidation.kinds import KINDS, check_kind
 from htm_core.errors import ValidationError
 from htm_core.scoring import DEFAULT_MIN_SCORE, check_min_score

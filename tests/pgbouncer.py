@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -77,9 +78,21 @@ def session_pooler(server_url: str) -> Iterator[str]:
                 time.sleep(0.05)
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
-        process.terminate()
-        process.wait(10)
+        _stop(process, ini)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop(process: subprocess.Popen[bytes], ini: Path) -> None:
+    """Stop the pooler: SIGTERM through runuser; a pooler still up after ten seconds (one
+    waiting on a client) is killed by its command line, which names its own ``ini``."""
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(FileNotFoundError):
+            subprocess.run(["pkill", "-KILL", "-f", str(ini)], check=False, timeout=10)
+        process.kill()
+        process.wait(10)
 
 
 def through_pooler(pooler_url: str, database_url: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .base import Digest, DigestStrategy, SourceItem, source_items
 from .extractive import ExtractiveSummariser, split_sentences
-from .kinds import DEFAULT_KIND, KINDS, RuleKindClassifier, check_kind
+from .kinds import DEFAULT_KIND, KINDS, RuleKindClassifier, check_kind, check_kinds
 from .periods import (
     PERIOD_KINDS,
     Period,
@@ -49,6 +49,7 @@ __all__ = [
     "SourceItem",
     "chat_model_of",
     "check_kind",
+    "check_kinds",
     "children",
     "parent",
     "parse_period",

@@ -16,7 +16,8 @@ from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["DEFAULT_KIND", "KINDS", "KindRule", "RuleKindClassifier", "check_kind"]
+__all__ = ["DEFAULT_KIND", "KINDS", "KindRule", "RuleKindClassifier", "check_kind",
+           "check_kinds"]
 
 #: Every kind a memory can have; ``episodic`` is the default.
 KINDS = ("episodic", "fact", "preference", "skill", "document", "digest", "summary")
@@ -36,6 +37,35 @@ def check_kind(kind: Any) -> str:
             f"{DEFAULT_KIND!r}")
     return folded
 
+
+def _filter_kind(kind: Any) -> str:
+    """One kind of a filter, checked; the error names the filter's choices."""
+    folded = kind.strip().lower() if isinstance(kind, str) else ""
+    if folded not in KINDS:
+        raise ValidationError(f"kinds must name kinds among {', '.join(KINDS)}; got "
+                              f"{kind!r:.80}; leave kinds out for no kind filter")
+    return folded
+
+
+def check_kinds(kinds: Any) -> tuple[str, ...]:
+    """A kind filter: None (every kind), one kind or several, each checked; in the order
+    given, without repeats.
+
+    >>> check_kinds(["fact", "Preference", "fact"])
+    ('fact', 'preference')
+    """
+    if kinds is None:
+        return ()
+    if isinstance(kinds, str):
+        return (_filter_kind(kinds),)
+    if isinstance(kinds, (bytes, dict)) or not hasattr(kinds, "__iter__"):
+        raise ValidationError(
+            f"kinds must be a kind, a list of kinds or None, got {kinds!r:.80}")
+    checked = tuple(dict.fromkeys(_filter_kind(k) for k in kinds))
+    if not checked:
+        raise ValidationError("kinds is empty, so nothing could match; leave it out (None) "
+                              "for no kind filter")
+    return checked
 
 @dataclass(frozen=True)
 class KindRule:

@@ -13,8 +13,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage
 
 from htm_core import Memory
-from htm_core._provenance import check_kinds
-from htm_core.consolidation import KINDS
+from htm_core.consolidation import KINDS, check_kinds
 from htm_core.errors import ValidationError
 
 __all__ = ["DEFAULT_MEMORY_HEADER", "memory_line", "message_text", "recall_kinds"]
