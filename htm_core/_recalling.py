@@ -33,7 +33,7 @@ from .working import WorkingMemory
 from .working.context import SEPARATOR, fit
 from .working.resident import ResidentSet
 
-__all__ = ["DIGEST_ROOM", "ContextMaker", "DigestPresence", "Recaller"]
+__all__ = ["DIGEST_ROOM", "ContextMaker", "DigestPresence", "Recaller", "without_digests"]
 
 
 #: How many more candidates a search reads when the store holds digests, which recall
@@ -63,6 +63,11 @@ class DigestPresence:
         """A search met a digest: there are some. True when that is news."""
         news, self._seen = not self._seen, True
         return news
+
+
+def without_digests(by_id: dict[int, Memory]) -> dict[int, Memory]:
+    """``by_id`` less its digests (recall's candidates when ``kinds`` is not given)."""
+    return {i: m for i, m in by_id.items() if m.kind != "digest"}
 
 
 class Recaller:
@@ -105,21 +110,21 @@ class Recaller:
         memory, and one forgotten since it was read is left out."""
         now = self._clock()  # the query's "now" and the hits' access time: one reading
         paths: dict[int, tuple[str, ...]] = {}
-        room = 0
-        if strategy == "tiered":
+        room, tiered = 0, strategy == "tiered"
+        if tiered:
             found = self.tiered(query, limit=rerank_depth(limit) if reranker else limit,
                                 filters=filters, config=config, now=now)
             ranked, paths, strategy = found.ranked, found.paths, "hybrid"
         else:
-            room = DIGEST_ROOM if not filters.kinds and self._digests.present() else 0
+            room = self.digest_room(filters)
             ranked = search(self._store, query=query,
                             query_vector=lambda: self._embedding.query(query), strategy=strategy,
                             limit=(rerank_depth(limit) if reranker else limit) + room,
                             filters=filters, config=config, now=now)
         by_id = {m.id: m for m in self._store.get_many([r.id for r in ranked])}
-        if strategy != "tiered" and not filters.kinds:  # digests only when asked for
-            turns = {i: m for i, m in by_id.items() if m.kind != "digest"}
-            if len(turns) < len(by_id) and not room and self._digests.saw_one():
+        if not filters.kinds:  # digests only when asked for
+            turns = without_digests(by_id)
+            if len(turns) < len(by_id) and not (room or tiered) and self._digests.saw_one():
                 return self._hits(query, strategy, limit, filters, config, floor, reranker)
             by_id = turns
         ranked = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
@@ -129,6 +134,11 @@ class Recaller:
         # A hit forgotten since it was read is not returned (nor entered: the store refused it).
         return [Hit(memory=shown[r.id], score=r.relevance, ranks=dict(r.ranks),
                     path=paths.get(r.id, ())) for r in ranked if r.id in shown]
+
+    def digest_room(self, filters: SearchFilters) -> int:
+        """How many more candidates a search of ``filters`` reads to make up for the
+        digests recall leaves out: none when ``kinds`` is given or the store has none."""
+        return DIGEST_ROOM if not filters.kinds and self._digests.present() else 0
 
     def tiered(self, query: str, *, limit: int, filters: SearchFilters,
                config: RetrievalConfig, now: datetime) -> TieredResult:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import _intake
+from ._recalling import without_digests
 from .clock import to_timestamp
 from .errors import MemoryTooLargeError
 from .models import Memory
@@ -113,14 +114,16 @@ def explain_recall(htm: HTM, query: str, *, timeframe: Any = None, limit: int = 
         ranked, strategy = tiers.ranked, "hybrid"
     else:
         ranked = search(store, query=query, query_vector=vector, strategy=strategy,
-                        limit=limit, filters=filters, config=config, now=now)
+                        limit=limit + htm._recaller.digest_room(filters), filters=filters,
+                        config=config, now=now)
     when = query_timeframe(query, now) if strategy == "hybrid" and config.time_boost else None
     arms = {} if tiers else _arm_lists(htm, query, vector, strategy, limit, filters, now)
     if arm_depth is not None:
         arms = {name: got[:arm_depth] for name, got in arms.items()}
     ids = {r.id for r in ranked} | {mid for got in arms.values() for mid, _ in got}
     by_id = {m.id: m for m in store.get_many(sorted(ids))}
-    scored = finish(query, ranked, by_id, strategy=strategy, config=config, limit=limit,
+    known = by_id if filters.kinds else without_digests(by_id)  # as recall ranks
+    scored = finish(query, ranked, known, strategy=strategy, config=config, limit=limit,
                     now=now)
     paths = tiers.paths if tiers else {}
     fused = [FusedHit(n, r.score, by_id[r.id], dict(r.ranks), relevance=r.relevance,

@@ -53,3 +53,17 @@ def test_presence_is_asked_again_until_a_digest_is_seen(htm_factory) -> None:
     fill_week(htm)
     htm.consolidate("day", at=WEEK[0])
     assert presence.present() is True
+
+
+def test_the_debugger_ranks_as_recall_does(htm_factory) -> None:
+    from htm_core.explain import explain_recall
+
+    htm: HTM = htm_factory(robot="ada")
+    fill_week(htm)
+    htm.consolidate("week", at=WEEK[0])
+    why = explain_recall(htm, "Atlas launch step", limit=5)
+    hits = htm.recall("Atlas launch step", limit=5, min_score=0)
+    assert [h.memory.key for h in why.fused] == [h.memory.key for h in hits]
+    assert all(h.memory.kind != "digest" for h in why.fused)
+    asked = explain_recall(htm, "Atlas launch step", limit=5, kinds="digest")
+    assert asked.fused and {h.memory.kind for h in asked.fused} == {"digest"}
