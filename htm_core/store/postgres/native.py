@@ -1,0 +1,207 @@
+"""The PostgreSQL engine's native async side: an async SQLAlchemy engine (psycopg's async
+driver, the sync engine's URL, connect arguments and pool sizes, pgvector's codec) that
+:class:`~htm_core.store.postgres.engine.PostgresDatabase` uses for its I/O while it runs in
+a greenlet of :func:`htm_core._native.run_native`.
+
+The sync code needs no second copy: SQLAlchemy's ``AsyncEngine.sync_engine`` takes the
+same ``fn(conn)`` callables (each statement awaited on the loop), and :class:`SyncFace`
+gives the recall path's ``fn(pg, info)`` callables the few methods of a
+``psycopg.Connection`` they call, over a ``psycopg.AsyncConnection``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector_async
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from ..._native import in_native, wait_for
+
+__all__ = ["NativeEngine", "SyncFace", "driver_of"]
+
+
+class SyncCursor:
+    """A ``psycopg.AsyncCursor`` with the sync methods the recall path's reads call."""
+
+    def __init__(self, cursor: psycopg.AsyncCursor[Any]) -> None:
+        self._cursor = cursor
+
+    def execute(self, query: Any, params: Any = None) -> SyncCursor:
+        wait_for(self._cursor.execute(query, params))
+        return self
+
+    def fetchone(self) -> Any:
+        return wait_for(self._cursor.fetchone())
+
+    def fetchall(self) -> list[Any]:
+        return wait_for(self._cursor.fetchall())
+
+    def close(self) -> None:
+        wait_for(self._cursor.close())
+
+    def __enter__(self) -> SyncCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def adapters(self) -> Any:
+        return self._cursor.adapters
+
+    @contextlib.contextmanager
+    def copy(self, statement: Any) -> Iterator[SyncCopy]:
+        block = self._cursor.copy(statement)
+        copy = wait_for(block.__aenter__())
+        try:
+            yield SyncCopy(copy)
+        except BaseException:
+            if not wait_for(block.__aexit__(*sys.exc_info())):
+                raise
+        else:
+            wait_for(block.__aexit__(None, None, None))
+
+
+class SyncCopy:
+    """A ``psycopg.AsyncCopy`` with the sync methods a binary COPY in calls."""
+
+    def __init__(self, copy: psycopg.AsyncCopy) -> None:
+        self._copy = copy
+
+    def set_types(self, types: Any) -> None:
+        self._copy.set_types(types)
+
+    def write_row(self, row: Any) -> None:
+        wait_for(self._copy.write_row(row))
+
+
+class SyncFace:
+    """A ``psycopg.AsyncConnection`` seen through the sync methods the recall path's reads
+    (``PostgresDatabase.quick``) and a COPY in (:func:`~._copy.copy_rows`) call:
+    ``execute``, ``cursor`` (with ``copy``), ``transaction``, ``pgconn``; each awaited on
+    the loop."""
+
+    def __init__(self, pg: psycopg.AsyncConnection[Any]) -> None:
+        self._pg = pg
+
+    @property
+    def pgconn(self) -> Any:
+        return self._pg.pgconn
+
+    def execute(self, query: Any, params: Any = None) -> SyncCursor:
+        return SyncCursor(wait_for(self._pg.execute(query, params)))
+
+    def cursor(self, *, row_factory: Any = None) -> SyncCursor:
+        cursor = (self._pg.cursor() if row_factory is None
+                  else self._pg.cursor(row_factory=row_factory))
+        return SyncCursor(cursor)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        block = self._pg.transaction()
+        wait_for(block.__aenter__())
+        try:
+            yield
+        except BaseException:
+            if not wait_for(block.__aexit__(*sys.exc_info())):
+                raise
+        else:
+            wait_for(block.__aexit__(None, None, None))
+
+
+def driver_of(conn: Connection) -> psycopg.Connection[Any]:
+    """The psycopg connection under ``conn``, or in a native call a :class:`SyncFace` over
+    the async one."""
+    pg = conn.connection.driver_connection
+    if isinstance(pg, psycopg.AsyncConnection):
+        return SyncFace(pg)  # type: ignore[return-value]
+    assert pg is not None  # a checked-out connection always has one
+    return pg  # type: ignore[no-any-return]
+
+
+def register_vectors_async(engine: AsyncEngine) -> None:
+    """Give every connection of ``engine`` pgvector's codec (as ``register_vectors`` does
+    for the sync engine), at its first checkout after the extension exists."""
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _register(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        pg = dbapi_connection.driver_connection
+        if pg.adapters.types.get("vector") is not None:
+            return
+        with contextlib.suppress(psycopg.ProgrammingError):  # no vector type yet
+            wait_for(register_vector_async(pg))
+
+
+class NativeEngine:
+    """The async engine of one database, made at its first use in each event loop (an
+    async pool's connections and waits belong to one loop)."""
+
+    def __init__(self, url: str, **options: Any) -> None:
+        self._url = url
+        self._options = options
+        self._lock = threading.Lock()
+        self._engine: AsyncEngine | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether an async engine was made (a native call ran)."""
+        return self._engine is not None
+
+    def engine(self) -> Engine:
+        """The sync face of the running loop's async engine (its statements awaited)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            engine, old = self._engine, None
+            if engine is None or self._loop is not loop:
+                old, engine = engine, create_async_engine(self._url, **self._options)
+                register_vectors_async(engine)
+                self._engine, self._loop = engine, loop
+        if old is not None:
+            old.sync_engine.dispose(close=False)  # another loop's: its connections go with it
+        return engine.sync_engine
+
+    def close(self) -> None:
+        """Close the pooled connections (awaited when native, else on the owning loop if
+        it still runs, else dropped)."""
+        with self._lock:
+            engine, loop, self._engine, self._loop = self._engine, self._loop, None, None
+        if engine is None:
+            return
+        if in_native():
+            wait_for(engine.dispose())
+            return
+        if loop is not None and loop.is_running() and not _on(loop):
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(engine.dispose(), loop).result(10)
+                return
+        _drop(engine)
+
+
+def _on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _drop(engine: AsyncEngine) -> None:
+    """Close ``engine``'s idle connections at the socket, without a loop (one that is
+    closed or is this thread's, busy running this call)."""
+    pool = engine.sync_engine.pool
+    idle = getattr(pool, "_pool", None)
+    while idle is not None and not idle.empty():
+        record = idle.get_nowait()
+        pg = getattr(record.dbapi_connection, "driver_connection", None)
+        if isinstance(pg, psycopg.AsyncConnection):
+            with contextlib.suppress(Exception):
+                pg.pgconn.finish()
+    engine.sync_engine.dispose(close=False)
