@@ -142,7 +142,7 @@ class SharedLock:
             if self._depth:
                 return
             self._owner = None
-            self._freed.notify()
+            self._freed.notify_all()
             waiting, self._waiting = self._waiting, []
         for loop, future in waiting:
             if loop.is_closed():
