@@ -115,6 +115,7 @@ class SharedLock:
 
     def _acquire_native(self, me: Any, blocking: bool, deadline: float | None) -> bool:
         loop = asyncio.get_running_loop()
+        woken = False
         while True:
             with self._guard:
                 if self._take(me):
@@ -123,15 +124,32 @@ class SharedLock:
                 if not blocking or (left is not None and left <= 0):
                     return False
                 entry = (loop, loop.create_future())
-                self._waiting.append(entry)
+                # Woken and beaten to it: first in line again.
+                self._waiting.insert(0 if woken else len(self._waiting), entry)
             try:
                 wait_for(asyncio.wait_for(entry[1], left))
+                woken = True
             except TimeoutError:
                 pass
-            finally:
+            except BaseException:
                 with self._guard:
                     if entry in self._waiting:
                         self._waiting.remove(entry)
+                    elif self._owner is None:
+                        self._wake_next()  # woken, but leaving: the turn passes on
+                raise
+            with self._guard:
+                if entry in self._waiting:
+                    self._waiting.remove(entry)
+
+    def _wake_next(self) -> None:
+        """Wake the longest-waiting native call (the caller holds ``_guard``): one at a
+        time, so a release costs one wake-up however many wait."""
+        while self._waiting:
+            loop, future = self._waiting.pop(0)
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_wake, future)
+                return
 
     def release(self) -> None:
         """Release one level of the caller's hold (RuntimeError when not the owner)."""
@@ -143,11 +161,7 @@ class SharedLock:
                 return
             self._owner = None
             self._freed.notify_all()
-            waiting, self._waiting = self._waiting, []
-        for loop, future in waiting:
-            if loop.is_closed():
-                continue
-            loop.call_soon_threadsafe(_wake, future)
+            self._wake_next()
 
     def __enter__(self) -> bool:
         return self.acquire()
