@@ -324,22 +324,16 @@ class PostgresDatabase:
         return postgres_error(error, self.url, what)
 
     def _quick_native(self, what: str, fn: Quick[T]) -> T:
-        """:meth:`quick` in a native call: ``fn`` on a connection of the async pool (its
-        session notes kept with it), through :class:`~.native.SyncFace`. A dead connection
-        is dropped and ``fn`` run again, once."""
+        """:meth:`quick` in a native call: ``fn`` on one of the async engine's readers (its
+        own autocommit connections, see :class:`~.native.Readers`), through
+        :class:`~.native.SyncFace`. A dead connection is dropped and ``fn`` run again, once."""
         for attempt in range(2):
             try:
-                with self.native.engine().connect().execution_options(
-                        isolation_level="AUTOCOMMIT") as conn:
-                    pg = conn.connection.driver_connection
-                    assert pg is not None  # a checked-out connection always has one
+                with self.native.readers().connection() as (pg, info):
                     try:
-                        return fn(SyncFace(pg), conn.connection.info)  # type: ignore[arg-type]
+                        return fn(SyncFace(pg), info)  # type: ignore[arg-type]
                     except psycopg.Error as exc:
-                        if not (pg.broken or pg.closed):
-                            raise self._driver_error(exc, what) from exc
-                        conn.invalidate()
-                        if attempt:
+                        if attempt or not (pg.broken or pg.closed):
                             raise self._driver_error(exc, what) from exc
             except (DBAPIError, PoolTimeoutError) as exc:
                 raise postgres_error(exc, self.url, what) from exc

@@ -24,7 +24,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from ..._native import in_native, wait_for
+from ..._native import in_native, run_native, wait_for
 
 __all__ = ["NativeEngine", "SyncFace", "driver_of"]
 
@@ -140,9 +140,46 @@ def register_vectors_async(engine: AsyncEngine) -> None:
             wait_for(register_vector_async(pg))
 
 
+class Readers:
+    """The recall path's own autocommit connections in native calls, kept out of the pool
+    (as the sync path keeps one): no checkout, no isolation level set and reset per read,
+    statements prepared per connection, session notes kept. At most ``limit`` at once;
+    a native call beyond waits on the loop."""
+
+    def __init__(self, engine: AsyncEngine, limit: int) -> None:
+        self._engine = engine
+        self._slots = asyncio.Semaphore(limit)
+        self.idle: list[tuple[psycopg.AsyncConnection[Any], dict[str, Any]]] = []
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[tuple[psycopg.AsyncConnection[Any], dict[str, Any]]]:
+        """An idle reader, or a new one; kept for the next read unless it broke."""
+        wait_for(self._slots.acquire())
+        try:
+            pg, info = self.idle.pop() if self.idle else (self._open(), {})
+            try:
+                yield pg, info
+            finally:
+                if pg.broken or pg.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        wait_for(pg.close())
+                else:
+                    self.idle.append((pg, info))
+        finally:
+            self._slots.release()
+
+    def _open(self) -> psycopg.AsyncConnection[Any]:
+        fairy = self._engine.sync_engine.raw_connection()  # connect args, pgvector's codec
+        pg = fairy.dbapi_connection.driver_connection  # type: ignore[union-attr]
+        fairy.detach()  # ours now: never returned to the pool
+        assert isinstance(pg, psycopg.AsyncConnection)
+        wait_for(pg.set_autocommit(True))
+        return pg
+
+
 class NativeEngine:
     """The async engine of one database, made at its first use in each event loop (an
-    async pool's connections and waits belong to one loop)."""
+    async pool's connections and waits belong to one loop), with its :class:`Readers`."""
 
     def __init__(self, url: str, **options: Any) -> None:
         self._url = url
@@ -150,6 +187,13 @@ class NativeEngine:
         self._lock = threading.Lock()
         self._engine: AsyncEngine | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._readers: Readers | None = None
+
+    def readers(self) -> Readers:
+        """The running loop's :class:`Readers`."""
+        self.engine()
+        assert self._readers is not None  # made with the engine
+        return self._readers
 
     @property
     def started(self) -> bool:
@@ -164,26 +208,34 @@ class NativeEngine:
             if engine is None or self._loop is not loop:
                 old, engine = engine, create_async_engine(self._url, **self._options)
                 register_vectors_async(engine)
+                old_readers, self._readers = self._readers, Readers(
+                    engine, self._options["pool_size"])
                 self._engine, self._loop = engine, loop
-        if old is not None:
-            old.sync_engine.dispose(close=False)  # another loop's: its connections go with it
+        if old is not None:  # another loop's: its connections go with it
+            _drop(old, old_readers)
         return engine.sync_engine
 
     def close(self) -> None:
         """Close the pooled connections (awaited when native, else on the owning loop if
         it still runs, else dropped)."""
         with self._lock:
-            engine, loop, self._engine, self._loop = self._engine, self._loop, None, None
+            engine, loop, readers = self._engine, self._loop, self._readers
+            self._engine = self._loop = self._readers = None
         if engine is None:
             return
         if in_native():
+            _close_readers(readers)
             wait_for(engine.dispose())
             return
         if loop is not None and loop.is_running() and not _on(loop):
+            async def dispose() -> None:
+                await run_native(_close_readers, readers)
+                await engine.dispose()
+
             with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(engine.dispose(), loop).result(10)
+                asyncio.run_coroutine_threadsafe(dispose(), loop).result(10)
                 return
-        _drop(engine)
+        _drop(engine, readers)
 
 
 def _on(loop: asyncio.AbstractEventLoop) -> bool:
@@ -193,14 +245,21 @@ def _on(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-def _drop(engine: AsyncEngine) -> None:
-    """Close ``engine``'s idle connections at the socket, without a loop (one that is
-    closed or is this thread's, busy running this call)."""
-    pool = engine.sync_engine.pool
-    idle = getattr(pool, "_pool", None)
+def _close_readers(readers: Readers | None) -> None:
+    """Close the idle readers (in a native call)."""
+    while readers is not None and readers.idle:
+        with contextlib.suppress(psycopg.Error):
+            wait_for(readers.idle.pop()[0].close())
+
+
+def _drop(engine: AsyncEngine, readers: Readers | None) -> None:
+    """Close ``engine``'s idle connections and the idle readers at the socket, without a
+    loop (one that is closed, or this thread's, busy running this call)."""
+    idle = getattr(engine.sync_engine.pool, "_pool", None)
+    pooled = []
     while idle is not None and not idle.empty():
-        record = idle.get_nowait()
-        pg = getattr(record.dbapi_connection, "driver_connection", None)
+        pooled.append(getattr(idle.get_nowait().dbapi_connection, "driver_connection", None))
+    for pg in pooled + [pg for pg, _ in (readers.idle if readers else [])]:
         if isinstance(pg, psycopg.AsyncConnection):
             with contextlib.suppress(Exception):
                 pg.pgconn.finish()
