@@ -2,13 +2,10 @@
 
 Every public method of :class:`~htm_core.HTM` that does I/O has a twin named ``a<name>``,
 declared beside it as ``a<name> = twin(<name>)``: the twin has exactly the sync method's
-signature (parameters, defaults, annotations, return type; for type checkers too) and
-runs the sync method without blocking the event loop: natively (in a greenlet on the
-loop's thread, see :mod:`htm_core._native`) when the ``HTM`` says so
-(``HTM.native_async``: a PostgreSQL store), else in a worker thread
-(:func:`asyncio.to_thread`). A twin declared with ``native=False`` always takes a thread:
-its method waits for threads or runs long (``close``, the flushes, ``reembed``).
-``tests/unit/test_async_twins.py`` checks that every public method has its twin.
+signature (for type checkers too) and runs the sync method off the event loop: natively
+(a greenlet on the loop's thread, :mod:`htm_core._native`) when ``HTM.native_async``
+(PostgreSQL), else in a worker thread; with ``native=False`` always in a thread (methods
+that wait for threads or run long). See docs/postgres.md, "Async (native)".
 """
 
 from __future__ import annotations
