@@ -8,8 +8,9 @@ One process, one ``HTM`` over a store of ``--memories`` memories; in each round:
 - ``arecall x N``: ``N`` recalls started together with ``asyncio.gather`` through the async
   twins, on one event loop: once with ``HTM(native_async=False)`` (each runs the sync
   recall in a worker thread of the loop's default executor) and once natively (each runs
-  in a greenlet on the loop's thread, its reads awaited on psycopg's async driver; the
-  async pool warmed up first in the same loop): recalls per second.
+  in a greenlet on the loop's thread, its reads awaited on psycopg's async driver): recalls
+  per second. All rounds run in one event loop, after an untimed batch of each arm; the
+  two arms take turns going first.
 
 Two ceilings follow from the CPU times, whatever an async path does: one Python process
 runs its Python code on one core at a time (the GIL), so it cannot exceed ``1 / client
@@ -70,27 +71,35 @@ def _postmaster(url: str) -> int | None:
         return None
 
 
-def _round(htm: Any, threaded: Any, queries: Sequence[str], concurrency: int,
-           postmaster: int | None) -> dict[str, float]:
+async def _round(htm: Any, threaded: Any, queries: Sequence[str], concurrency: int,
+                 postmaster: int | None, native_first: bool) -> dict[str, float]:
     wall, cpu, srv = time.perf_counter(), time.process_time(), server_cpu(postmaster)
-    for q in queries:
+    for q in queries:  # nothing else runs on the loop meanwhile
         htm.recall(q, limit=10)
     n = len(queries)
     out = {"sequential_ms": (time.perf_counter() - wall) / n * 1000,
            "client_cpu_ms": (time.process_time() - cpu) / n * 1000,
            "server_cpu_ms": (server_cpu(postmaster) - srv) / n * 1000}
     batch = [queries[i % n] for i in range(concurrency)]
-
-    async def together() -> None:
-        await asyncio.gather(*(htm.arecall(q, limit=10) for q in batch[:20]))  # the pool
-        for key, memory in (("arecall", threaded), ("native", htm)):
-            wall, cpu = time.perf_counter(), time.process_time()
-            await asyncio.gather(*(memory.arecall(q, limit=10) for q in batch))
-            out[f"{key}_per_s"] = concurrency / (time.perf_counter() - wall)
-            out[f"{key}_cpu_ms"] = (time.process_time() - cpu) / concurrency * 1000
-
-    asyncio.run(together())
+    arms = [("arecall", threaded), ("native", htm)]
+    for key, memory in arms[::-1] if native_first else arms:
+        wall, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(memory.arecall(q, limit=10) for q in batch))
+        out[f"{key}_per_s"] = concurrency / (time.perf_counter() - wall)
+        out[f"{key}_cpu_ms"] = (time.process_time() - cpu) / concurrency * 1000
     return out
+
+
+async def _rounds(htm: Any, threaded: Any, queries: Sequence[str], concurrency: int,
+                  postmaster: int | None, rounds: int) -> list[dict[str, float]]:
+    """Every round in one event loop (the native path's connections, like the thread
+    twins' pool, are made once), after one untimed batch of each; the two arms take turns
+    going first."""
+    batch = [queries[i % len(queries)] for i in range(concurrency)]
+    for memory in (threaded, htm):
+        await asyncio.gather(*(memory.arecall(q, limit=10) for q in batch))
+    return [await _round(htm, threaded, queries, concurrency, postmaster, k % 2 == 1)
+            for k in range(rounds)]
 
 
 def measure(url: str, *, memories: int, concurrency: int, rounds: int) -> dict[str, float]:
@@ -105,8 +114,8 @@ def measure(url: str, *, memories: int, concurrency: int, rounds: int) -> dict[s
         htm.add_many(data.texts, working_memory=False)
         for q in data.query_texts[:10]:
             htm.recall(q)
-        samples = [_round(htm, threaded, data.query_texts, concurrency, postmaster)
-                   for _ in range(rounds)]
+        samples = asyncio.run(_rounds(htm, threaded, data.query_texts, concurrency,
+                                      postmaster, rounds))
     result = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
     result["sequential_per_s"] = 1000 / result["sequential_ms"]
     result["gil_ceiling_per_s"] = 1000 / result["client_cpu_ms"]
