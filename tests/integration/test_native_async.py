@@ -221,3 +221,23 @@ async def test_the_twins_read_their_own_writes_with_a_replica(
     for hits in found:  # this process wrote the forget: its reads wait for it
         assert "Ada:tree0" not in keys(hits)
     assert not worker_threads()
+
+
+async def test_cancelled_native_calls_leave_no_broken_connection(
+        pg_url: str, made: Callable[..., HTM]) -> None:
+    """Native recalls cancelled at every point of their reads (a task cancelled while its
+    statement runs): the calls after them answer as the sync method does."""
+    htm = made(pg_url, "bot")
+    for n in range(30):
+        htm.add(f"note {n} about harbour lanterns", key=f"n{n}")
+    expected = keys(htm.recall("harbour lanterns", limit=5))
+    for delay in (0.0, 0.001, 0.003, 0.01):
+        tasks = [asyncio.ensure_future(htm.arecall("harbour lanterns", limit=5))
+                 for _ in range(12)]
+        await asyncio.sleep(delay)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        after = await asyncio.wait_for(asyncio.gather(
+            *(htm.arecall("harbour lanterns", limit=5) for _ in range(12))), BOUND)
+        assert all(keys(hits) == expected for hits in after)

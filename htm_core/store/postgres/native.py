@@ -20,6 +20,7 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector_async
+from psycopg.pq import TransactionStatus
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -160,11 +161,11 @@ class Readers:
             try:
                 yield pg, info
             finally:
-                if pg.broken or pg.closed:
+                if pg.info.transaction_status == TransactionStatus.IDLE:
+                    self.idle.append((pg, info))
+                else:  # broken, or left mid-statement (a cancelled call): not reused
                     with contextlib.suppress(psycopg.Error):
                         wait_for(pg.close())
-                else:
-                    self.idle.append((pg, info))
         finally:
             self._slots.release()
 
