@@ -172,7 +172,9 @@ class PostgresDatabase:
     :meth:`run` is a transaction (retried on deadlock and serialisation failure),
     :meth:`read` autocommit reads on a pooled connection, :meth:`quick` reads on the
     store's own connection kept out of the pool (the recall path). The robot ids it
-    caches stay valid because robots are never deleted.
+    caches stay valid because robots are never deleted. In a native call (a greenlet of
+    :func:`htm_core._native.run_native`) all three do their I/O on :attr:`native`, the
+    async engine, awaited on the event loop.
 
     With ``pooler="transaction"`` (a pooler such as PgBouncer gives each transaction
     whichever server connection is free) no state is kept in a server session:
@@ -292,7 +294,8 @@ class PostgresDatabase:
         holds that connection, ``fn`` runs on a pooled one. A dead connection is replaced
         and ``fn`` run again, once; a process made by ``fork`` opens its own. Behind a
         transaction-mode pooler ``fn`` runs in one transaction, so all its statements
-        meet the same server connection (and nothing is prepared).
+        meet the same server connection (and nothing is prepared). In a native call
+        (:mod:`htm_core._native`) ``fn`` runs on one of the async engine's own readers.
         """
         if self.pooler is not None:
             fn = _in_transaction(fn)
@@ -337,6 +340,8 @@ class PostgresDatabase:
                             raise self._driver_error(exc, what) from exc
             except (DBAPIError, PoolTimeoutError) as exc:
                 raise postgres_error(exc, self.url, what) from exc
+            except psycopg.Error as exc:  # opening a reader
+                raise self._driver_error(exc, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connect_raw(self, what: str) -> psycopg.Connection[Any]:
