@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -65,3 +66,40 @@ async def test_the_adapters_async_methods_run_natively_on_postgres(
     assert bool(worker_threads()) != native
     assert await run_async(htm, htm.stats) is not None
 
+
+
+async def test_the_mcp_tools_run_natively_on_postgres(
+        htm_factory: Callable[..., HTM], store_url: str) -> None:
+    """The MCP server's tools and context resources go through ``run_async``: served in
+    process to two users at once, each recalls only its own notes, and on PostgreSQL no
+    worker thread is started."""
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from htm_integrations.mcp.server import build_server
+
+    native = not store_url.endswith(".db")
+    clients = [Client(build_server(htm_factory(robot="assistant"), user_id=user), cache=None)
+               for user in ("Ada", "ada")]
+    for client in clients:
+        await client.__aenter__()
+    try:
+        async def session(client: Any, user: str) -> list[str]:
+            for n in range(4):
+                result = await client.call_tool(
+                    "remember", {"content": f"{user} keeps lantern {n}", "key": f"l{n}"})
+                assert not result.is_error, result.content
+            found = await client.call_tool("recall", {"query": "lantern", "limit": 10})
+            assert not found.is_error, found.content
+            text = (await client.read_resource("htm://context")).contents[0].text
+            assert f"{user} keeps lantern" in text
+            return [h["content"] for h in found.structured_content["hits"]]
+
+        got = await asyncio.wait_for(asyncio.gather(
+            session(clients[0], "Ada"), session(clients[1], "ada")), BOUND)
+        assert sorted(got[0]) == [f"Ada keeps lantern {n}" for n in range(4)]
+        assert sorted(got[1]) == [f"ada keeps lantern {n}" for n in range(4)]
+        assert bool(worker_threads()) != native
+    finally:
+        for client in reversed(clients):
+            await client.__aexit__(None, None, None)
