@@ -79,8 +79,9 @@ class HTM:
 
     Async: every public method that does I/O has a twin named ``a<name>`` (``aadd``,
     ``arecall``, ``acreate_context``, ``aclose``...) with exactly its signature, which runs
-    the method in a worker thread (``asyncio.to_thread``) so the event loop never waits on
-    the database or the embedder. A new public method gets its twin declared beside it
+    the method without the event loop waiting on the database or the embedder: natively
+    on PostgreSQL (see ``native_async``), else in a worker thread (``asyncio.to_thread``).
+    A new public method gets its twin declared beside it
     (``a<name> = twin(<name>)``, :mod:`htm_core._async`; a test checks every pair).
 
     After :meth:`close`, every method but ``close`` raises
