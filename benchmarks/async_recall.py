@@ -6,7 +6,11 @@ One process, one ``HTM`` over a store of ``--memories`` memories; in each round:
   per recall (``time.process_time``, every thread), and the server's CPU time per recall
   (the PostgreSQL processes' ``/proc`` times, when the server runs on this machine);
 - ``arecall x N``: ``N`` recalls started together with ``asyncio.gather`` through the async
-  twins (each runs the sync recall in a worker thread): recalls per second.
+  twins, on one event loop: once with ``HTM(native_async=False)`` (each runs the sync
+  recall in a worker thread of the loop's default executor) and once natively (each runs
+  in a greenlet on the loop's thread, its reads awaited on psycopg's async driver): recalls
+  per second. All rounds run in one event loop, after an untimed batch of each arm; the
+  two arms take turns going first.
 
 Two ceilings follow from the CPU times, whatever an async path does: one Python process
 runs its Python code on one core at a time (the GIL), so it cannot exceed ``1 / client
@@ -67,24 +71,35 @@ def _postmaster(url: str) -> int | None:
         return None
 
 
-def _round(htm: Any, queries: Sequence[str], concurrency: int,
-           postmaster: int | None) -> dict[str, float]:
+async def _round(htm: Any, threaded: Any, queries: Sequence[str], concurrency: int,
+                 postmaster: int | None, native_first: bool) -> dict[str, float]:
     wall, cpu, srv = time.perf_counter(), time.process_time(), server_cpu(postmaster)
-    for q in queries:
+    for q in queries:  # nothing else runs on the loop meanwhile
         htm.recall(q, limit=10)
     n = len(queries)
     out = {"sequential_ms": (time.perf_counter() - wall) / n * 1000,
            "client_cpu_ms": (time.process_time() - cpu) / n * 1000,
            "server_cpu_ms": (server_cpu(postmaster) - srv) / n * 1000}
     batch = [queries[i % n] for i in range(concurrency)]
-
-    async def together() -> None:
-        await asyncio.gather(*(htm.arecall(q, limit=10) for q in batch))
-
-    wall = time.perf_counter()
-    asyncio.run(together())
-    out["arecall_per_s"] = concurrency / (time.perf_counter() - wall)
+    arms = [("arecall", threaded), ("native", htm)]
+    for key, memory in arms[::-1] if native_first else arms:
+        wall, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(memory.arecall(q, limit=10) for q in batch))
+        out[f"{key}_per_s"] = concurrency / (time.perf_counter() - wall)
+        out[f"{key}_cpu_ms"] = (time.process_time() - cpu) / concurrency * 1000
     return out
+
+
+async def _rounds(htm: Any, threaded: Any, queries: Sequence[str], concurrency: int,
+                  postmaster: int | None, rounds: int) -> list[dict[str, float]]:
+    """Every round in one event loop (the native path's connections, like the thread
+    twins' pool, are made once), after one untimed batch of each; the two arms take turns
+    going first."""
+    batch = [queries[i % len(queries)] for i in range(concurrency)]
+    for memory in (threaded, htm):
+        await asyncio.gather(*(memory.arecall(q, limit=10) for q in batch))
+    return [await _round(htm, threaded, queries, concurrency, postmaster, k % 2 == 1)
+            for k in range(rounds)]
 
 
 def measure(url: str, *, memories: int, concurrency: int, rounds: int) -> dict[str, float]:
@@ -93,11 +108,14 @@ def measure(url: str, *, memories: int, concurrency: int, rounds: int) -> dict[s
 
     data = dataset(memories, queries=50)
     postmaster = _postmaster(url)
-    with HTM("async-bench", database_url=url, embedder=HashingEmbedder()) as htm:
+    with HTM("async-bench", database_url=url, embedder=HashingEmbedder()) as htm, \
+            HTM("async-bench", store=htm.store, embedder=HashingEmbedder(),
+                native_async=False) as threaded:
         htm.add_many(data.texts, working_memory=False)
         for q in data.query_texts[:10]:
             htm.recall(q)
-        samples = [_round(htm, data.query_texts, concurrency, postmaster) for _ in range(rounds)]
+        samples = asyncio.run(_rounds(htm, threaded, data.query_texts, concurrency,
+                                      postmaster, rounds))
     result = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
     result["sequential_per_s"] = 1000 / result["sequential_ms"]
     result["gil_ceiling_per_s"] = 1000 / result["client_cpu_ms"]
@@ -126,11 +144,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         [name, f"{r[key]:,.0f}", fmt_ratio(r[key] / seq)] for name, key in (
             ("sequential", "sequential_per_s"),
             (f"arecall × {args.concurrency} (thread twins)", "arecall_per_s"),
+            (f"arecall × {args.concurrency} (native)", "native_per_s"),
             ("ceiling of one process (1 / client CPU)", "gil_ceiling_per_s"),
             (f"ceiling of the machine ({os.cpu_count()} cores / all CPU)",
              "machine_ceiling_per_s"))]))
     print(f"\nper recall: {r['client_cpu_ms']:.2f} ms client CPU, "
-          f"{r['server_cpu_ms']:.2f} ms server CPU, {r['sequential_ms']:.2f} ms wall")
+          f"{r['server_cpu_ms']:.2f} ms server CPU, {r['sequential_ms']:.2f} ms wall; "
+          f"client CPU per concurrent recall: {r['arecall_cpu_ms']:.2f} ms (thread twins), "
+          f"{r['native_cpu_ms']:.2f} ms (native)")
     payload = {"rounds": rounds, "memories": memories, "concurrency": args.concurrency,
                "result": r}
     if not args.quick:

@@ -12,6 +12,7 @@ memory that never forgets and is searched by hybrid (vector + full-text) recall.
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._async import run_async
 from .clock import FrozenClock
 from .embeddings import Embedder, HashingEmbedder, LocalEmbedder
 from .enrich.errors import EnrichmentError, InvalidModelOutputError, ModelCallError
@@ -124,4 +125,5 @@ __all__ = [
     "WorkingMemory",
     "WorkingMemoryOptions",
     "__version__",
+    "run_async",
 ]

@@ -20,9 +20,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ._native import SharedLock, off_loop
 from ._windows import DEFAULT_WINDOW_WORDS, Span, fill_windows_once, is_long, window_plan, windows_for
 from .background import EmbeddingWorker
-from .embeddings import embedder_name, resolve_embedder, store_embedder_hint
+from .embeddings import HashingEmbedder, embedder_name, resolve_embedder, store_embedder_hint
 from .enrich.documents import embed_text
 from .errors import EmbedderMismatchError, EmbeddingError, HTMError, StoreError
 from .models import Memory
@@ -176,7 +177,7 @@ class EmbeddingService:
         #: ``embed_windows``), by the text's hash, until the windows are written.
         self._windowed: OrderedDict[str, list[Vector]] = OrderedDict()
         self._lock = threading.Lock()
-        self._fill_lock = threading.RLock()
+        self._fill_lock = SharedLock()
         self.worker: EmbeddingWorker | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -261,13 +262,21 @@ class EmbeddingService:
         vectors = self._model_call(lambda: self.embedder.embed_documents(texts), texts, tokens)
         return self._checked_rows(vectors)
 
+    def _off_loop(self, run: Callable[[], _T]) -> _T:
+        """``run()``, a call of the model: in a worker thread during a native async call
+        (:func:`~htm_core._native.off_loop`) unless the model is the hashing embedder,
+        whose microseconds are cheaper than the hand-off."""
+        if isinstance(self.embedder, HashingEmbedder):
+            return run()
+        return off_loop(run)
+
     def _model_call(self, run: Callable[[], _T], texts: list[str],
                     tokens: Sequence[int | None] | None) -> _T:
         """``run()``, one call of the model for ``texts``: its failure an
         :class:`EmbeddingError`, its success counted (calls, and the texts' tokens in the
         metrics, counting only those ``tokens`` does not give)."""
         try:
-            out = run()
+            out = self._off_loop(run)
         except HTMError:
             raise
         except Exception as exc:
@@ -434,7 +443,7 @@ class EmbeddingService:
     def query(self, text: str) -> Vector:
         """The query vector for ``text`` (never cached)."""
         try:
-            vector = self.embedder.embed_query(text)
+            vector = self._off_loop(lambda: self.embedder.embed_query(text))
         except Exception as exc:
             raise EmbeddingError(f"embedder {self.name} failed on the query: {exc}") from exc
         with self._lock:

@@ -7,9 +7,8 @@ coherence of working memories in :class:`~htm_core.working.resident.ResidentSet`
 
 from __future__ import annotations
 
-from threading import RLock
-
 from ._intake import confirm_forget, confirm_purge
+from ._native import SharedLock
 from .clock import Clock
 from .models import Memory
 from .store import LongTermStore
@@ -23,7 +22,7 @@ class Forgetter:
     """``forget``, ``restore`` and ``purge`` for one robot."""
 
     def __init__(self, store: LongTermStore, robot: str, *, resident: ResidentSet,
-                 lock: RLock, clock: Clock) -> None:
+                 lock: SharedLock, clock: Clock) -> None:
         self._store = store
         self._robot = robot
         self._resident = resident

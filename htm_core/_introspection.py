@@ -8,9 +8,9 @@ lock, embedding service, token counter, metrics, enrichment).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from threading import RLock
 
 from ._embedding import EmbeddingService
+from ._native import SharedLock
 from .enrich.attach import FacadeEnrichment
 from .models import Operation, Robot, Stats
 from .observability import Metrics
@@ -28,7 +28,7 @@ class Introspection:
     """``stats``, ``robots``, ``tags`` and ``operations`` for one robot."""
 
     def __init__(self, store: LongTermStore, robot: str, *, resident: ResidentSet,
-                 lock: RLock, embedding: EmbeddingService, counter: TokenCounter,
+                 lock: SharedLock, embedding: EmbeddingService, counter: TokenCounter,
                  metrics: Metrics, enrichment: FacadeEnrichment) -> None:
         self._store = store
         self._robot = robot

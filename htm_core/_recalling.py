@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from threading import RLock
 from typing import Any
 
 from . import _intake
 from ._embedding import EmbeddingService
+from ._native import SharedLock
 from ._provenance import check_kinds
 from ._tiered_context import check_context_strategy, hot_memories, older_digests, tiered_fit
 from ._versions import check_include_history, with_history
@@ -74,7 +74,7 @@ class Recaller:
     """Recall and exact lookup for one robot; hits enter its working memory."""
 
     def __init__(self, store: LongTermStore, *, embedding: EmbeddingService,
-                 resident: ResidentSet, lock: RLock, clock: Clock,
+                 resident: ResidentSet, lock: SharedLock, clock: Clock,
                  retrieval: RetrievalConfig) -> None:
         self._store = store
         self._embedding = embedding
@@ -165,7 +165,7 @@ class ContextMaker:
     in that order, within a token budget."""
 
     def __init__(self, store: LongTermStore, *, wm: WorkingMemory, resident: ResidentSet,
-                 lock: RLock, counter: TokenCounter, enrichment: FacadeEnrichment,
+                 lock: SharedLock, counter: TokenCounter, enrichment: FacadeEnrichment,
                  recall: Callable[..., list[Hit]], clock: Clock = local_now) -> None:
         self._store = store
         self._clock = clock

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from threading import RLock
 from typing import Any, TypeVar
 
 from ._embedding import EmbeddingService
 from ._intake import Intake
+from ._native import SharedLock
 from .clock import Clock
 from .errors import ConflictError, DuplicateKeyError, NotFoundError, ValidationError
 from .models import Hit, Memory
@@ -80,7 +80,7 @@ class Versions:
     with their vectors, working memory and windows brought along."""
 
     def __init__(self, store: LongTermStore, robot: str, *, intake: Intake,
-                 embedding: EmbeddingService, resident: ResidentSet, lock: RLock,
+                 embedding: EmbeddingService, resident: ResidentSet, lock: SharedLock,
                  clock: Clock) -> None:
         self._store = store
         self._robot = robot

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ._native import SharedLock
 from .errors import EmbeddingError
 
 __all__ = ["EmbeddingWorker", "FlushTimer"]
@@ -192,7 +193,7 @@ class FlushTimer:
     >>> timer.close()
     """
 
-    def __init__(self, flush: Callable[[], None], lock: threading.RLock, *,
+    def __init__(self, flush: Callable[[], None], lock: threading.RLock | SharedLock, *,
                  name: str = "htm-write-behind") -> None:
         self._flush = flush
         self._lock = lock

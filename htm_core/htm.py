@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -29,6 +28,7 @@ from ._forgetting import Forgetter
 from ._intake import Intake
 from ._introspection import Introspection
 from ._listing import Lister
+from ._native import SharedLock
 from ._provenance import source_if_valid
 from ._recalling import ContextMaker, Recaller
 from ._versions import Versions, write_readding
@@ -79,8 +79,9 @@ class HTM:
 
     Async: every public method that does I/O has a twin named ``a<name>`` (``aadd``,
     ``arecall``, ``acreate_context``, ``aclose``...) with exactly its signature, which runs
-    the method in a worker thread (``asyncio.to_thread``) so the event loop never waits on
-    the database or the embedder. A new public method gets its twin declared beside it
+    the method without the event loop waiting on the database or the embedder: natively
+    on PostgreSQL (see ``native_async``), else in a worker thread (``asyncio.to_thread``).
+    A new public method gets its twin declared beside it
     (``a<name> = twin(<name>)``, :mod:`htm_core._async`; a test checks every pair).
 
     After :meth:`close`, every method but ``close`` raises
@@ -134,6 +135,12 @@ class HTM:
             are kept either way; see :mod:`htm_core.observability`.
         meter_provider: an OpenTelemetry ``MeterProvider`` to export metrics through.
         tracer_provider: an OpenTelemetry ``TracerProvider`` to make spans with.
+        native_async: run the async methods (``arecall``, ``aadd``, ...) natively on a
+            store that can (PostgreSQL): the sync method runs in a greenlet on the event
+            loop's thread and waits for the database on the loop (psycopg's async driver),
+            so one loop serves any number of calls at once. False, or another store: each
+            runs in a worker thread (:func:`asyncio.to_thread`). See docs/postgres.md,
+            "Async".
         read_only: open the (SQLite) store for reading only: recall, retrieve,
             create_context and export work, access statistics and membership are not saved
             (one warning), writes raise :class:`~htm_core.errors.ReadOnlyError`. A file that
@@ -148,6 +155,7 @@ class HTM:
         store: LongTermStore | None = None,
         read_only: bool = False,
         read_database_url: str | None = None,
+        native_async: bool = True,
         clock: Clock | None = None,
         retrieval: RetrievalConfig | None = None,
         working: WorkingMemoryOptions | None = None,
@@ -189,6 +197,10 @@ class HTM:
                    read_database_url=read_database_url,
                    retrieval=retrieval, working=working, embedding=embedding,
                    enrichment=enrichment, observability=observability)
+        #: Whether the async methods run natively (see :mod:`htm_core._native`): asked
+        #: for by ``native_async`` and possible with the store (PostgreSQL), else they
+        #: run the sync method in a worker thread.
+        self.native_async = native_async and bool(getattr(self._store, "native_async", False))
 
     def _connect(self, robot: str | None, database_url: str | Path | None,
               store: LongTermStore | None, *, read_only: bool, clock: Clock | None,
@@ -209,7 +221,7 @@ class HTM:
                                meter_provider=observability.meter_provider,
                                tracer_provider=observability.tracer_provider)
         self._clock: Clock = clock or local_now
-        self._lock = threading.RLock()
+        self._lock = SharedLock()
         self._retrieval = retrieval or RetrievalConfig()
         self._wm = WorkingMemory(
             check_max_tokens(settings.working_memory_tokens, name="working_memory_tokens"),
@@ -324,7 +336,7 @@ class HTM:
         if self._owns_store:
             self._store.close()
 
-    aclose = twin(close)
+    aclose = twin(close, native=False)
 
     def __repr__(self) -> str:
         return (f"HTM(robot={self.robot!r}, store={self._store.url!r}, "
@@ -363,7 +375,7 @@ class HTM:
         """Create or upgrade the store's schema; return the version now in place."""
         return self._store.migrate()
 
-    amigrate = twin(migrate)
+    amigrate = twin(migrate, native=False)
 
     # -- embeddings ------------------------------------------------------------------
 
@@ -377,7 +389,7 @@ class HTM:
         """
         return self._embedding.retry_failed()
 
-    aretry_failed_embeddings = twin(retry_failed_embeddings)
+    aretry_failed_embeddings = twin(retry_failed_embeddings, native=False)
 
     @property
     def background_embeddings(self) -> bool:
@@ -406,7 +418,7 @@ class HTM:
             self._resident.flush()
         self._embedding.flush(timeout)
 
-    aflush = twin(flush)
+    aflush = twin(flush, native=False)
 
     @_open
     def reembed(self, *, batch_size: int = 256, progress: bool = True,
@@ -431,7 +443,7 @@ class HTM:
         return self._embedding.reembed(self.robot, batch_size=batch_size, progress=progress,
                                        force=force)
 
-    areembed = twin(reembed)
+    areembed = twin(reembed, native=False)
 
     # -- adding ----------------------------------------------------------------------
 
@@ -558,7 +570,7 @@ class HTM:
         """Wait until queued enrichment (tags, importance, summaries) is applied."""
         return self._enrichment.flush(timeout)
 
-    aflush_enrichment = twin(flush_enrichment)
+    aflush_enrichment = twin(flush_enrichment, native=False)
 
     @_open
     def add_document(self, text: str, *, source: str, chunk_tokens: int = 400,
@@ -840,7 +852,7 @@ class HTM:
                                        target_tokens=target_tokens, chat_model=chat_model)
         return self._consolidator.consolidate(plan)
 
-    aconsolidate = twin(consolidate)
+    aconsolidate = twin(consolidate, native=False)
 
     @_open
     def schedule_consolidation(self, period: str = "day", *, at: Any = None,
@@ -858,14 +870,14 @@ class HTM:
                                        target_tokens=target_tokens, chat_model=chat_model)
         return self._consolidator.schedule(plan)
 
-    aschedule_consolidation = twin(schedule_consolidation)
+    aschedule_consolidation = twin(schedule_consolidation, native=False)
 
     @_open
     def flush_consolidation(self, timeout: float | None = None) -> bool:
         """Wait until the queued consolidations are done; False on timeout."""
         return self._consolidator.flush(timeout)
 
-    aflush_consolidation = twin(flush_consolidation)
+    aflush_consolidation = twin(flush_consolidation, native=False)
 
     @_open
     def digests(self, period: str | None = None, *, user_id: str | None = None,

@@ -10,10 +10,10 @@ tags, ids and concurrency: docs/langchain.md ("Message history: ``HTMChatMessage
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from htm_core import run_async
 from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Memory
 from htm_core.validation import check_importance
@@ -126,7 +126,7 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
 
     async def aget_messages(self) -> list[BaseMessage]:
         """Async :attr:`messages`."""
-        return await asyncio.to_thread(lambda: self.messages)
+        return await run_async(self.htm, lambda: self.messages)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append messages, all in one transaction (all stored or none)."""
@@ -156,7 +156,7 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Async :meth:`add_messages`."""
-        await asyncio.to_thread(self.add_messages, list(messages))
+        await run_async(self.htm, self.add_messages, list(messages))
 
     def clear(self) -> None:
         """Forget every message of the session, recoverably (never-forget).
@@ -170,4 +170,4 @@ class HTMChatMessageHistory(BaseChatMessageHistory):
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
-        await asyncio.to_thread(self.clear)
+        await run_async(self.htm, self.clear)

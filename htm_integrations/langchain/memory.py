@@ -12,9 +12,9 @@ chains: ``HTMMemory``").
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
+from htm_core import run_async
 from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Memory
 from htm_core.recall import check_recall_strategy
@@ -193,7 +193,7 @@ class HTMMemory(BaseMemory):
 
     async def aload_memory_variables(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """Async :meth:`load_memory_variables`."""
-        return await asyncio.to_thread(self.load_memory_variables, inputs)
+        return await run_async(self.htm, self.load_memory_variables, inputs)
 
     def _output_value(self, outputs: dict[str, Any]) -> Any:
         if self.output_key is not None:
@@ -220,7 +220,7 @@ class HTMMemory(BaseMemory):
 
     async def asave_context(self, inputs: dict[str, Any], outputs: dict[str, Any]) -> None:
         """Async :meth:`save_context`."""
-        await asyncio.to_thread(self.save_context, inputs, outputs)
+        await run_async(self.htm, self.save_context, inputs, outputs)
 
     def clear(self) -> None:
         """Empty htm's working memory for this robot; long-term memory is untouched.
@@ -233,4 +233,4 @@ class HTMMemory(BaseMemory):
 
     async def aclear(self) -> None:
         """Async :meth:`clear`."""
-        await asyncio.to_thread(self.clear)
+        await run_async(self.htm, self.clear)

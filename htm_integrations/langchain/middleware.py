@@ -11,12 +11,12 @@ keyed by the message id. Turns and block are scoped to the run's user and thread
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
+from htm_core import run_async
 from htm_core.errors import ValidationError, missing_extra
 from htm_core.models import Memory
 from htm_core.recall import check_recall_strategy
@@ -186,7 +186,7 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
         """Async :meth:`wrap_model_call`."""
-        return await handler(await asyncio.to_thread(self._request_with_block, request))
+        return await handler(await run_async(self.htm, self._request_with_block, request))
 
     # -- after the model: store the new turns ----------------------------------------
 
@@ -248,4 +248,4 @@ class HTMMiddleware(AgentMiddleware[HTMAgentState, Any, Any]):
 
     async def aafter_model(self, state: HTMAgentState, runtime: Any) -> dict[str, Any] | None:
         """Async :meth:`after_model`."""
-        return await asyncio.to_thread(self._store, state, runtime)
+        return await run_async(self.htm, self._store, state, runtime)

@@ -10,7 +10,6 @@ forget, recoverably. The whole mapping: docs/langchain.md ("LangGraph store: ``H
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -24,6 +23,7 @@ from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any
 
+from htm_core import run_async
 from htm_core.clock import Clock
 from htm_core.errors import (
     ConflictError,
@@ -274,8 +274,8 @@ class HTMStore(BaseStore):
             cursor = page.next_cursor
 
     async def asweep_ttl(self) -> int:
-        """Async :meth:`sweep_ttl` (runs in a worker thread)."""
-        return await asyncio.to_thread(self.sweep_ttl)
+        """Async :meth:`sweep_ttl` (see :func:`htm_core.run_async`)."""
+        return await run_async(self.htm, self.sweep_ttl)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
         """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default the
@@ -446,6 +446,7 @@ class HTMStore(BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async :meth:`batch` (runs in a worker thread)."""
-        return await asyncio.to_thread(self.batch, list(ops))
+        """Async :meth:`batch`: natively on PostgreSQL, else in a worker thread
+        (:func:`htm_core.run_async`)."""
+        return await run_async(self.htm, self.batch, list(ops))
 

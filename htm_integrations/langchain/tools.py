@@ -10,10 +10,10 @@ tools: ``htm_tools``").
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any
 
+from htm_core import run_async
 from htm_core.errors import HTMError, missing_extra
 from htm_core.scoring import DEFAULT_MIN_SCORE
 
@@ -66,7 +66,7 @@ class _AgentTools:
     async def aremember(self, content: str, importance: float | None = None,
                         kind: str | None = None,
                         runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        return await asyncio.to_thread(self.remember, content, importance, kind, runtime)
+        return await run_async(self.work.htm, self.remember, content, importance, kind, runtime)
 
     def recall(self, query: Annotated[str, "what to look for"],
                limit: Annotated[int | None, "how many memories at most"] = None,
@@ -79,7 +79,7 @@ class _AgentTools:
     async def arecall(self, query: str, limit: int | None = None,
                       kinds: list[str] | None = None,
                       runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        return await asyncio.to_thread(self.recall, query, limit, kinds, runtime)
+        return await run_async(self.work.htm, self.recall, query, limit, kinds, runtime)
 
     def forget(self, key: Annotated[str, "the [key] recall showed"],
                confirm: Annotated[bool, "true to forget; false only shows it"] = False,
@@ -89,7 +89,7 @@ class _AgentTools:
 
     async def aforget(self, key: str, confirm: bool = False,
                       runtime: _Runtime = None) -> str:  # type: ignore[assignment]
-        return await asyncio.to_thread(self.forget, key, confirm, runtime)
+        return await run_async(self.work.htm, self.forget, key, confirm, runtime)
 
     def tool(self, name: str) -> BaseTool:
         """The LangChain tool ``name`` (``remember``, ``recall`` or ``forget``)."""

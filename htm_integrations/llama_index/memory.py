@@ -12,7 +12,6 @@ engines: ``HTMMemory``").
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +21,7 @@ from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.types import BaseMemory
 
-from htm_core import HTM, Memory
+from htm_core import HTM, Memory, run_async
 from htm_core.errors import InvalidBudgetError, ValidationError
 from htm_core.validation import check_importance, check_max_tokens
 
@@ -264,24 +263,24 @@ class HTMMemory(BaseMemory):
     async def aget(self, input: str | ChatMessage | None = None, initial_token_count: int = 0,
                    **kwargs: Any) -> list[ChatMessage]:
         """Async :meth:`get`."""
-        return await asyncio.to_thread(self.get, input, initial_token_count)
+        return await run_async(self.htm, self.get, input, initial_token_count)
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async :meth:`get_all`."""
-        return await asyncio.to_thread(self.get_all)
+        return await run_async(self.htm, self.get_all)
 
     async def aput(self, message: ChatMessage) -> None:
         """Async :meth:`put`."""
-        await asyncio.to_thread(self.put, message)
+        await run_async(self.htm, self.put, message)
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """Async :meth:`put_messages`."""
-        await asyncio.to_thread(self.put_messages, messages)
+        await run_async(self.htm, self.put_messages, messages)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         """Async :meth:`set`."""
-        await asyncio.to_thread(self.set, messages)
+        await run_async(self.htm, self.set, messages)
 
     async def areset(self) -> None:
         """Async :meth:`reset`."""
-        await asyncio.to_thread(self.reset)
+        await run_async(self.htm, self.reset)

@@ -10,10 +10,10 @@ recalled by that user's LangChain agents and chat memories too. See docs/llamain
 
 # No ``from __future__ import annotations`` here: LlamaIndex builds each tool's schema from
 # the functions' evaluated annotations.
-import asyncio
 from collections.abc import Iterable
 from typing import Annotated, Any
 
+from htm_core import run_async
 from htm_core.errors import missing_extra
 from htm_core.scoring import DEFAULT_MIN_SCORE
 
@@ -60,7 +60,7 @@ class _AgentTools:
 
     async def aremember(self, content: str, importance: float | None = None,
                         kind: str | None = None) -> str:
-        return await asyncio.to_thread(self.remember, content, importance, kind)
+        return await run_async(self.htm, self.remember, content, importance, kind)
 
     def recall(self, query: Annotated[str, Field(description="what to look for")],
                limit: Annotated[int | None, Field(description="how many at most")] = None,
@@ -71,14 +71,14 @@ class _AgentTools:
 
     async def arecall(self, query: str, limit: int | None = None,
                       kinds: list[str] | None = None) -> str:
-        return await asyncio.to_thread(self.recall, query, limit, kinds)
+        return await run_async(self.htm, self.recall, query, limit, kinds)
 
     def forget(self, key: Annotated[str, Field(description="the [key] recall showed")],
                confirm: Annotated[bool, Field(description="true to forget")] = False) -> str:
         return self.work.forget(self.scope, key, confirm)
 
     async def aforget(self, key: str, confirm: bool = False) -> str:
-        return await asyncio.to_thread(self.forget, key, confirm)
+        return await run_async(self.htm, self.forget, key, confirm)
 
     def tool(self, name: str) -> FunctionTool:
         """The LlamaIndex tool ``name`` (``remember``, ``recall`` or ``forget``)."""

@@ -11,7 +11,6 @@ See docs/llamaindex.md ("Vector store: ``HTMVectorStore``").
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -27,7 +26,7 @@ from llama_index.core.vector_stores.types import (
 )
 from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 
-from htm_core import HTM, Hit, Memory
+from htm_core import HTM, Hit, Memory, run_async
 from htm_core.errors import NotFoundError, UnknownStrategyError, UnsupportedFilterError, ValidationError
 from htm_core.serialize import memory_metadata
 from htm_core.store import SearchFilters
@@ -157,7 +156,7 @@ class HTMVectorStore(BasePydanticVectorStore):
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """Async :meth:`add`."""
-        return await asyncio.to_thread(self.add, nodes, **kwargs)
+        return await run_async(self.htm, self.add, nodes, **kwargs)
 
     # -- querying -------------------------------------------------------------------------
 
@@ -201,7 +200,7 @@ class HTMVectorStore(BasePydanticVectorStore):
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """Async :meth:`query`."""
-        return await asyncio.to_thread(self.query, query, **kwargs)
+        return await run_async(self.htm, self.query, query, **kwargs)
 
     def _to_node(self, memory: Memory, hit: Hit | None = None) -> BaseNode:
         node: BaseNode
@@ -257,7 +256,7 @@ class HTMVectorStore(BasePydanticVectorStore):
 
     async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Async :meth:`delete`."""
-        await asyncio.to_thread(self.delete, ref_doc_id, **delete_kwargs)
+        await run_async(self.htm, self.delete, ref_doc_id, **delete_kwargs)
 
     def delete_nodes(self, node_ids: list[str] | None = None,
                      filters: MetadataFilters | None = None, **delete_kwargs: Any) -> None:

@@ -12,14 +12,14 @@ docs/mcp.md.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.util
 import logging
-import threading
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-from htm_core import HTM, HTMError
+from htm_core import HTM, HTMError, run_async
 from htm_core import __version__ as htm_version
 from htm_core.errors import MissingDependencyError, install_hint, missing_extra
 from htm_core.models import Context, Robot, Stats
@@ -241,14 +241,16 @@ class ScopedTools:
         return {"tags": self.scope.topics(self.htm.tags())}
 
 
-def guarded(lock: threading.Lock, fn: _F) -> _F:
-    """Run ``fn`` under the server lock; turn HTMError into a tool error result."""
+def guarded(lock: asyncio.Lock, htm: HTM, fn: _F) -> _F:
+    """``fn`` as an async tool: run under the server lock through
+    :func:`htm_core.run_async` (natively on PostgreSQL, else in a worker thread); an
+    HTMError becomes a tool error result."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with lock:
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        async with lock:
             try:
-                return fn(*args, **kwargs)
+                return await run_async(htm, fn, *args, **kwargs)
             except HTMError as exc:
                 logger.info("tool %s refused: %s: %s", fn.__name__, type(exc).__name__, exc)
                 raise ToolError(f"{type(exc).__name__}: {exc}") from exc
@@ -256,28 +258,28 @@ def guarded(lock: threading.Lock, fn: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
-def add_context_resources(server: MCPServer, tools: ScopedTools, lock: threading.Lock) -> None:
+def add_context_resources(server: MCPServer, tools: ScopedTools, lock: asyncio.Lock) -> None:
     """``htm://context`` (balanced) and ``htm://context/{strategy}``: working memory as text."""
 
-    def context_text(strategy: str) -> str:
-        with lock:
+    async def context_text(strategy: str) -> str:
+        async with lock:
             try:
-                return tools.context(strategy).text
+                return (await run_async(tools.htm, tools.context, strategy)).text
             except HTMError as exc:
                 raise ResourceError(f"{type(exc).__name__}: {exc}") from exc
 
     @server.resource(CONTEXT_URI, name="working-memory", mime_type="text/plain",
                      description=f"The working memory of robot {tools.htm.robot!r} as prompt "
                                  "text (balanced strategy).")
-    def working_memory() -> str:
-        return context_text("balanced")
+    async def working_memory() -> str:
+        return await context_text("balanced")
 
     @server.resource(CONTEXT_URI + "/{strategy}", name="working-memory-by-strategy",
                      mime_type="text/plain",
                      description="Working memory as prompt text: strategy is balanced, recent "
                                  "or important.")
-    def working_memory_by(strategy: str) -> str:
-        return context_text(strategy)
+    async def working_memory_by(strategy: str) -> str:
+        return await context_text(strategy)
 
 
 def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING",
@@ -312,9 +314,9 @@ def build_server(htm: HTM, *, name: str = SERVER_NAME, log_level: str = "WARNING
         log_level=log_level.upper(),  # type: ignore[arg-type]
         warn_on_duplicate_tools=True,
     )
-    lock = threading.Lock()
+    lock = asyncio.Lock()
     tools = ScopedTools(htm, scope)
     for fn, hints in tools.table():
-        server.tool(annotations=hints)(guarded(lock, fn))
+        server.tool(annotations=hints)(guarded(lock, htm, fn))
     add_context_resources(server, tools, lock)
     return server

@@ -1,5 +1,5 @@
 """Every public I/O method of ``HTM`` has an async twin with exactly its signature, and the
-twin runs the sync method off the event loop."""
+twin runs the sync method off the event loop (natively on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import greenlet  # type: ignore[import-untyped]
 import pytest
 
 from htm_core import HTM
@@ -56,17 +57,19 @@ def test_every_twin_has_a_sync_namesake() -> None:
     assert not orphans
 
 
-async def test_a_twin_runs_in_another_thread_and_returns_what_the_sync_method_does(
+async def test_a_twin_runs_off_the_event_loop_and_returns_what_the_sync_method_does(
         store_url: str) -> None:
-    """The token counter records the thread each text is counted in: ``add`` counts its
-    content and ``create_context`` its assembled text, so the records show where they ran."""
-    seen: list[tuple[str, int]] = []
+    """The token counter records where each text is counted: ``add`` counts its content and
+    ``create_context`` its assembled text, so the records show where they ran. On SQLite
+    that is a worker thread; on PostgreSQL a greenlet of the loop's own thread (native)."""
+    seen: list[tuple[str, Any]] = []
 
     def counter(text: str) -> int:
-        seen.append((text, threading.get_ident()))
+        seen.append((text, (threading.get_ident(), greenlet.getcurrent())))
         return max(1, len(text) // 4)
 
-    loop_thread = threading.get_ident()
+    loop_thread = (threading.get_ident(), greenlet.getcurrent())
+    native = not store_url.endswith(".db")
     with HTM(robot="twins", database_url=store_url, embedder="hashing",
              token_counter=counter) as htm:
         added = await htm.aadd("kites fly best in a steady wind", key="kite",
@@ -75,6 +78,8 @@ async def test_a_twin_runs_in_another_thread_and_returns_what_the_sync_method_do
                                                        ["food"]}])
         add_threads = {t for text, t in seen if text == "kites fly best in a steady wind"}
         assert add_threads and loop_thread not in add_threads
+        assert htm.native_async == native
+        assert {t[0] == loop_thread[0] for t in add_threads} == {native}
 
         stored = htm.store.get("kite")
         assert stored is not None
@@ -87,6 +92,7 @@ async def test_a_twin_runs_in_another_thread_and_returns_what_the_sync_method_do
         async_ctx = await htm.acreate_context("important", 2_000, **options)
         ctx_threads = {t for text, t in seen if text == async_ctx.text}
         assert ctx_threads and loop_thread not in ctx_threads
+        assert {t[0] == loop_thread[0] for t in ctx_threads} == {native}
         assert async_ctx == htm.create_context("important", 2_000, **options)
         assert [m.key for m in async_ctx.memories] == ["kite"]  # scope_working reached it
 

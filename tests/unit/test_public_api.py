@@ -36,6 +36,7 @@ EXPECTED_CORE = [
         "Operation", "Page", "RetrievalConfig", "Robot", "Stats", "TiktokenCounter",
         "TokenCounter", "WorkingMemory", "WorkingMemoryOptions", *EXPECTED_ERRORS]),
     "__version__",
+    "run_async",
 ]
 
 

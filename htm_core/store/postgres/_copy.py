@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from ._codec import _JSONB_OID, _BinaryPassDumper, _JsonTextDumper
+from .native import driver_of
 
 __all__ = ["KeyRace", "aware", "copy_rows"]
 
@@ -58,8 +59,7 @@ def copy_rows(conn: Connection, statement: str, types: Sequence[str],
     """Stream ``rows`` with a binary COPY on the transaction's own connection; ``during``
     runs once they are all sent, while the server may still be inserting them. A
     ``vector`` column takes bytes made by ``_vectors_binary``."""
-    driver = conn.connection.driver_connection
-    assert driver is not None  # a checked-out connection always has one
+    driver = driver_of(conn)
     if during is not None:
         _room_to_send(driver)
     try:

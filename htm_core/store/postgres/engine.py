@@ -10,7 +10,6 @@ import os
 import random
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -21,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from ..._native import in_native, sleep
 from ...errors import SchemaError, ValidationError
 from ...validation import check_int
 from .._common import mask_url
@@ -31,6 +31,7 @@ from ._codec import register_vectors
 from ._errors import map_postgres_errors, postgres_error, sqlstate
 from ._schema import _MIGRATE_LOCK, _MIGRATIONS
 from .listener import NOTIFY_DDL, NOTIFY_TRIGGERS_SQL, HeardVersions, Listener, local_write
+from .native import NativeEngine, SyncFace
 
 logger = logging.getLogger("htm_core.store.postgres")
 
@@ -171,7 +172,9 @@ class PostgresDatabase:
     :meth:`run` is a transaction (retried on deadlock and serialisation failure),
     :meth:`read` autocommit reads on a pooled connection, :meth:`quick` reads on the
     store's own connection kept out of the pool (the recall path). The robot ids it
-    caches stay valid because robots are never deleted.
+    caches stay valid because robots are never deleted. In a native call (a greenlet of
+    :func:`htm_core._native.run_native`) all three do their I/O on :attr:`native`, the
+    async engine, awaited on the event loop.
 
     With ``pooler="transaction"`` (a pooler such as PgBouncer gives each transaction
     whichever server connection is free) no state is kept in a server session:
@@ -194,16 +197,14 @@ class PostgresDatabase:
             connect_args["prepare_threshold"] = None  # a prepared statement is session state
         #: The database's address with the password masked (for messages).
         self.url = mask_url(full)
+        pool = {"pool_size": check_int("pool_size", pool_size, 1, 1000),
+                "max_overflow": check_int("max_overflow", max_overflow, 0, 1000),
+                "pool_timeout": pool_timeout, "pool_recycle": 1800, "connect_args": connect_args}
         #: The SQLAlchemy engine (its pool gives every connection pgvector's codec).
-        self.engine: Engine = create_engine(
-            full,
-            pool_size=check_int("pool_size", pool_size, 1, 1000),
-            max_overflow=check_int("max_overflow", max_overflow, 0, 1000),
-            pool_timeout=pool_timeout,
-            pool_recycle=1800,
-            connect_args=connect_args,
-        )
+        self.engine: Engine = create_engine(full, **pool)
         register_vectors(self.engine)
+        #: The async engine native calls use (see :mod:`.native`), made at their first one.
+        self.native = NativeEngine(full, **pool)
         self._robot_ids: dict[str, int] = {}
         #: Held while a thread reads on the recall path's own connection (see :meth:`quick`).
         self.raw_lock = threading.Lock()
@@ -222,6 +223,11 @@ class PostgresDatabase:
 
     # -- transactions ----------------------------------------------------------------
 
+    def _engine(self) -> Engine:
+        """The engine for this call: the async engine's sync face in a native call (each
+        statement awaited on the event loop), else the sync engine."""
+        return self.native.engine() if in_native() else self.engine
+
     def run(self, what: str, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in one transaction; retry on deadlock or serialisation failure, and
         once on a dead pooled connection when it failed before the commit."""
@@ -229,7 +235,7 @@ class PostgresDatabase:
         for attempt in range(_RETRIES):
             before_commit = False
             try:
-                with self.engine.begin() as conn:
+                with self._engine().begin() as conn:
                     before_commit = True
                     result = fn(conn)
                     before_commit = False
@@ -239,7 +245,7 @@ class PostgresDatabase:
                 return result
             except DBAPIError as exc:
                 if sqlstate(exc) in _RETRYABLE and attempt < _RETRIES - 1:
-                    time.sleep(random.uniform(0.005, 0.02) * 2**attempt)
+                    sleep(random.uniform(0.005, 0.02) * 2**attempt)
                     continue
                 if before_commit and exc.connection_invalidated and not reconnected:
                     reconnected = True  # nothing was committed: run it again, once
@@ -269,7 +275,8 @@ class PostgresDatabase:
         replaced and ``fn`` run again, once."""
         for attempt in range(2):
             try:
-                with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                with self._engine().connect().execution_options(
+                        isolation_level="AUTOCOMMIT") as conn:
                     return fn(conn)
             except DBAPIError as exc:
                 if exc.connection_invalidated and attempt == 0:
@@ -287,10 +294,13 @@ class PostgresDatabase:
         holds that connection, ``fn`` runs on a pooled one. A dead connection is replaced
         and ``fn`` run again, once; a process made by ``fork`` opens its own. Behind a
         transaction-mode pooler ``fn`` runs in one transaction, so all its statements
-        meet the same server connection (and nothing is prepared).
+        meet the same server connection (and nothing is prepared). In a native call
+        (:mod:`htm_core._native`) ``fn`` runs on one of the async engine's own readers.
         """
         if self.pooler is not None:
             fn = _in_transaction(fn)
+        if in_native():
+            return self._quick_native(what, fn)
         if not self.raw_lock.acquire(blocking=False):
             return self.read(what, lambda conn: fn(
                 conn.connection.driver_connection,  # type: ignore[arg-type]
@@ -305,11 +315,33 @@ class PostgresDatabase:
                         self._drop_raw()
                         if attempt == 0:
                             continue
-                    error = DBAPIError.instance(None, None, exc, psycopg.Error)
-                    assert isinstance(error, DBAPIError)  # a driver error always makes one
-                    raise postgres_error(error, self.url, what) from exc
+                    raise self._driver_error(exc, what) from exc
         finally:
             self.raw_lock.release()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _driver_error(self, exc: psycopg.Error, what: str) -> Exception:
+        """The :class:`~htm_core.errors.StoreError` for a driver error of ``what``."""
+        error = DBAPIError.instance(None, None, exc, psycopg.Error)
+        assert isinstance(error, DBAPIError)  # a driver error always makes one
+        return postgres_error(error, self.url, what)
+
+    def _quick_native(self, what: str, fn: Quick[T]) -> T:
+        """:meth:`quick` in a native call: ``fn`` on one of the async engine's readers (its
+        own autocommit connections, see :class:`~.native.Readers`), through
+        :class:`~.native.SyncFace`. A dead connection is dropped and ``fn`` run again, once."""
+        for attempt in range(2):
+            try:
+                with self.native.readers().connection() as (pg, info):
+                    try:
+                        return fn(SyncFace(pg), info)  # type: ignore[arg-type]
+                    except psycopg.Error as exc:
+                        if attempt or not (pg.broken or pg.closed):
+                            raise self._driver_error(exc, what) from exc
+            except (DBAPIError, PoolTimeoutError) as exc:
+                raise postgres_error(exc, self.url, what) from exc
+            except psycopg.Error as exc:  # opening a reader
+                raise self._driver_error(exc, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connect_raw(self, what: str) -> psycopg.Connection[Any]:
@@ -483,6 +515,7 @@ class PostgresDatabase:
             self.heard.listener.close()
         with self.raw_lock:
             self._drop_raw()
+        self.native.close()
         self.engine.dispose()
 
     # -- meta ------------------------------------------------------------------------

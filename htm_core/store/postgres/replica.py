@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from sqlalchemy import text
 
+from ..._native import sleep
 from ...errors import StoreError
 from .engine import PostgresDatabase
 
@@ -87,7 +88,7 @@ class ReplicaReads:
                 logger.debug("%s: the replica %s is behind this process's writes; reading "
                              "the primary", what, self.replica.url)
                 return False
-            time.sleep(pause)
+            sleep(pause)
             pause = min(pause * 2, 0.02)
 
     def _lost(self, what: str, exc: StoreError) -> None:

@@ -143,6 +143,9 @@ class PostgresStore:
     """
 
     backend = "postgres"
+    #: Its I/O can run natively in async code (see ``HTM(native_async=...)``): in a greenlet
+    #: of :func:`htm_core._native.run_native` the engine uses psycopg's async driver.
+    native_async = True
 
     def __init__(
         self,
