@@ -122,10 +122,11 @@ class ScopeSizes:
     """The counted sizes of tag filters (users' scopes), kept for ``seconds`` each.
 
     A size only chooses the plan of a scoped search (read the scope whole, or go
-    through the index with the tag tested on each row), never its answer: a scope
-    counted small that has grown is still read whole and sorted, exactly; one counted
-    large that has shrunk goes through the index, and a vector search that comes back
-    short of its limit is run again exactly. So a size may be stale for a while, and
+    through the index with the tag tested on each row): a scope counted small that has
+    grown is still read whole and sorted, exactly, every hit found; one counted large
+    that has shrunk goes through the index as a large scope does, and a vector search
+    that comes back short of its limit is run again exactly. So a size may be stale for
+    a while, and
     this process's own writes drop the sizes of the scopes they touch (:meth:`wrote`)
     at once. Keyed by the filter's tags exactly as given (``Ada`` and ``ada`` are two
     scopes) and the cap they were counted up to; at most ``kept`` sizes, the least
