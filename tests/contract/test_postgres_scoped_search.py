@@ -295,3 +295,31 @@ def test_a_kept_count_expires(scoped, pg_url: str) -> None:
     with closing(PostgresStore(pg_url)) as other:
         other.add_many(memories_of("Ada", list(rng.standard_normal((10, DIM))), start=0))
     assert fenced(store, "Ada")
+
+
+def test_a_large_scope_is_searched_with_more_candidates(scoped) -> None:
+    """A scope through the index is searched at ``hnsw.ef_search`` >= ``scoped_ef_search``,
+    one of ``large_scope_rows`` or more at >= ``large_scope_ef_search`` (its neighbourhoods
+    are dense with its own memories); a search holding both kinds of arm takes the larger;
+    a scope read whole keeps the store's ``ef_search``. Each still gets its exact top."""
+    store, vectors = scoped
+    searcher = store.searcher
+    searcher.exact_scope_rows, searcher.large_scope_rows = 50, 200
+    searcher.scoped_ef_search, searcher.large_scope_ef_search = 100, 300
+
+    def ef_after(*users: str) -> int:
+        q = queries(1)[0]
+        found = store.search_arms([ArmQuery(vector=q, limit=10, filters=SearchFilters(
+            tags=(tag_of(u),))) for u in users])
+        for user, hits in zip(users, found, strict=True):
+            assert [h[0] for h in hits] == exact(vectors[user], q, 10), user
+        return int(store.database.quick("reading ef_search", lambda pg, _info: pg.execute(
+            "SELECT current_setting('hnsw.ef_search')").fetchone()[0]))
+
+    assert ef_after("adam") == 100  # 60 memories: through the index
+    assert ef_after("ada") == 300  # 240 memories: a large scope
+    assert ef_after("adam", "ada") == 300
+    assert ef_after("Ada") == store.ef_search  # 6 memories: read whole
+    plan = store.explain_search(vector=queries(1)[0], filters=SearchFilters(
+        tags=(tag_of("ada"),)), seqscan=False)
+    assert "memories_embedding_hnsw" in plan
