@@ -385,21 +385,19 @@ class PostgresStore:
 
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
         """Write ``records`` in one transaction (see :class:`~.writer.PostgresWriter`)."""
-        try:
-            return self.writer.add_many(records)
-        finally:
-            self._wrote({tag for r in records for tag in r.tags})
+        done = self.writer.add_many(records)
+        self._wrote({tag for r in records for tag in r.tags})
+        return done
 
     def add_and_enter(self, records: Sequence[NewMemory], *,
                       working: Callable[[list[AddResult]], WorkingChange | None],
                       expected_version: int | None = None,
                       ) -> tuple[list[AddResult], WorkingResult | None]:
         """``add_many`` and a working-memory change in one transaction (see ``LongTermStore``)."""
-        try:
-            return self.writer.add_and_enter(records, working=working,
-                                             expected_version=expected_version)
-        finally:
-            self._wrote({tag for r in records for tag in r.tags})
+        done = self.writer.add_and_enter(records, working=working,
+                                         expected_version=expected_version)
+        self._wrote({tag for r in records for tag in r.tags})
+        return done
 
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         """Record an access: ``last_accessed`` (never moved back) and ``access_count``."""
@@ -578,17 +576,15 @@ class PostgresStore:
 
     def purge(self, *, robot: str, key: str | None = None) -> int:
         """Delete forgotten memories for good (one, or all); return how many."""
-        try:
-            return self.forgetting.purge(robot=robot, key=key)
-        finally:
-            self._wrote(None)
+        done = self.forgetting.purge(robot=robot, key=key)
+        self._wrote(None)
+        return done
 
     def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
         """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
-        try:
-            return self.record_changes.add_tags(key, tags, robot=robot)
-        finally:
-            self._wrote(tags)
+        done = self.record_changes.add_tags(key, tags, robot=robot)
+        self._wrote(tags)
+        return done
 
     def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
         """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
@@ -614,12 +610,11 @@ class PostgresStore:
                       strict: bool = False) -> Memory:
         """Set ``fields`` of the memory under ``record.key`` to ``record``'s, as a new
         version (see :class:`~htm_core.store._sql.versions.Versions`)."""
-        try:
-            return self.versioning.update_memory(record, robot=robot, at=at,
-                                                 read_version=read_version, fields=fields,
-                                                 strict=strict)
-        finally:
-            self._wrote(None if "tags" in fields else ())
+        done = self.versioning.update_memory(record, robot=robot, at=at,
+                                             read_version=read_version, fields=fields,
+                                             strict=strict)
+        self._wrote(None if "tags" in fields else ())
+        return done
 
     def versions(self, key: str) -> list[Memory]:
         """Every version of the memory under ``key``, oldest first, the current one last."""
