@@ -26,7 +26,10 @@ Plus the load: COPY phase, the index builds (HNSW build time, ``maintenance_work
 the building backends' peak memory, index and table sizes).
 
 Run: ``python -m benchmarks.scale [--memories 1000000] [--users 1000] [--database-url URL]``;
-``--smoke`` (or ``--quick``) is a few-second run (used by the test suite). Without
+``--m`` / ``--ef-construction`` are the HNSW build parameters (``PostgresStore(hnsw_m=,
+hnsw_ef_construction=)``); ``--passes N`` times each user's queries N times over and reports
+the medians of the passes' p50 and p95 (the one-minute load average is recorded with each
+user). ``--smoke`` (or ``--quick``) is a few-second run (used by the test suite). Without
 ``--database-url`` (or ``HTM_BENCH_DATABASE_URL``) it starts a throwaway pgserver.
 ``--keep`` / ``--load-only`` keep the loaded database, ``--reuse URL`` measures on it
 again (with the same sizes), ``--exact-scope-rows`` overrides the store's threshold (a
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import threading
@@ -356,8 +360,24 @@ class PathCounter:
         searcher._fenced, searcher._exact_vector_search = fenced, exact
 
 
+def hybrid_times(htm: Any, texts: Sequence[str], tag: str, passes: int) -> tuple[float, float]:
+    """Scoped hybrid recall of each of ``texts``, ``passes`` times over: the median of the
+    passes' p50 and of their p95."""
+    p50s, p95s = [], []
+    for _ in range(passes):
+        times = []
+        for t in texts:
+            t0 = time.perf_counter()
+            htm.recall(t, tags=[tag], limit=K)
+            times.append(time.perf_counter() - t0)
+        p50s.append(statistics.median(times))
+        p95s.append(percentile(times, 0.95))
+    return statistics.median(p50s), statistics.median(p95s)
+
+
 def measure_user(htm: Any, store: Any, data: Tenants, user: int, ids: np.ndarray, *,
-                 n_queries: int, efs: Sequence[int], plain: bool) -> dict[str, Any]:
+                 n_queries: int, efs: Sequence[int], plain: bool,
+                 passes: int = 1) -> dict[str, Any]:
     """One user's figures on ``store`` (see the module docstring)."""
     from htm_core.scope import ChatScope
     from htm_core.store import SearchFilters
@@ -371,11 +391,8 @@ def measure_user(htm: Any, store: Any, data: Tenants, user: int, ids: np.ndarray
     want = [min(K, len(rows))] * n_queries
     for t in texts[:2]:  # warm the connection, the caches and the plan
         htm.recall(t, tags=[tag], limit=K)
-    hybrid = []
-    for t in texts:
-        t0 = time.perf_counter()
-        htm.recall(t, tags=[tag], limit=K)
-        hybrid.append(time.perf_counter() - t0)
+    load_before = os.getloadavg()[0]
+    hybrid_p50, hybrid_p95 = hybrid_times(htm, texts, tag, passes)
     counter = PathCounter(store.searcher)
     arm, arm_recall = [], []
     try:
@@ -388,7 +405,8 @@ def measure_user(htm: Any, store: Any, data: Tenants, user: int, ids: np.ndarray
         counter.close()
     out: dict[str, Any] = {
         "user": user, "memories": len(rows), "share": len(rows) / len(data.owner),
-        "hybrid_p50_s": statistics.median(hybrid), "hybrid_p95_s": percentile(hybrid, 0.95),
+        "hybrid_p50_s": hybrid_p50, "hybrid_p95_s": hybrid_p95,
+        "load_average": (load_before + os.getloadavg()[0]) / 2,
         "vector_p50_s": statistics.median(arm), "vector_recall": statistics.mean(arm_recall),
         "vector_recall_min": min(arm_recall), "indexed_share": counter.indexed / n_queries,
         "rerun_share": counter.rerun / n_queries}
@@ -444,6 +462,7 @@ class Plan:
     ef_construction: int
     solo: bool
     exact_scope_rows: int | None = None
+    passes: int = 1
 
 
 def run(server: str, plan: Plan, *, keep: bool = False, reuse: str | None = None,
@@ -495,7 +514,7 @@ def measure_all(store: Any, data: Tenants, plan: Plan, ids: np.ndarray,
             for u in users:
                 result["users"][str(u)] = {"class": cls, **measure_user(
                     htm, store, data, u, ids, n_queries=plan.queries, efs=plan.efs,
-                    plain=True)}
+                    plain=True, passes=plan.passes)}
                 print(f"{cls} {u}: {result['users'][str(u)]}", flush=True)
 
 
@@ -511,7 +530,11 @@ def reopen(url: str, data: Tenants) -> tuple[Any, dict[str, Any], np.ndarray]:
     with store.engine.connect() as conn:
         for mid, key in conn.execute(text("SELECT id, key FROM memories")):
             ids[int(key.rsplit(":m", 1)[1])] = int(mid)
-    return store, {"memories": len(data.owner), "reused": True, **sizes(store)}, ids
+        built = json.loads(conn.execute(text(
+            "SELECT value FROM htm_meta WHERE key = 'hnsw'")).scalar() or "{}")
+    return store, {"memories": len(data.owner), "reused": True,
+                   "hnsw_m": built.get("m"), "hnsw_ef_construction": built.get("ef_construction"),
+                   **sizes(store)}, ids
 
 
 def _checkpoint(store: Any) -> None:
@@ -535,7 +558,7 @@ def solo(server: str, data: Tenants, user: int, plan: Plan) -> dict[str, Any]:
         try:
             with HTM(robot=ROBOT, store=store, embedder=QueryEmbedder()) as htm:
                 out = measure_user(htm, store, data, user, ids, n_queries=plan.queries,
-                                   efs=(), plain=False)
+                                   efs=(), plain=False, passes=plan.passes)
         finally:
             store.close()
     return {**out, "load_s": figures["load_s"], "indexes_s": figures["indexes_s"]}
@@ -566,6 +589,9 @@ def report(result: dict[str, Any]) -> list[str]:
     else:
         print(f"(measured on a store loaded earlier: table {load_['table_mb']:,.0f} MB, "
               f"HNSW index {load_['hnsw_mb']:,.0f} MB, GIN index {load_['gin_mb']:,.0f} MB)")
+    print(f"(HNSW m = {load_.get('hnsw_m')}, ef_construction = {load_.get('hnsw_ef_construction')}; "
+          f"load average during the timed recalls {_load_span(result)}; hybrid p50 / p95: "
+          f"medians of {plan.get('passes', 1)} pass(es) over each user's queries)")
     rows, goals = [], []
     for key, fig in result["users"].items():
         own = result["solo"].get(key)
@@ -598,6 +624,13 @@ def report(result: dict[str, Any]) -> list[str]:
     return goals
 
 
+def _load_span(result: dict[str, Any]) -> str:
+    """The one-minute load average while the users were measured: lowest–highest."""
+    seen = [f["load_average"] for part in ("users", "solo") for f in result[part].values()
+            if "load_average" in f]
+    return f"{min(seen):.1f}–{max(seen):.1f}" if seen else "not recorded"
+
+
 def _print_plain(result: dict[str, Any]) -> None:
     efs = [k for k in next(iter(result["users"].values()))["plain"] if k != "None"]
     header = ["class", "user", "share"] + [f"HNSW, ef {e}: rows / recall / p50" for e in efs] + [
@@ -620,6 +653,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--users", type=int, default=1_000)
     parser.add_argument("--zipf", type=float, default=1.0, help="the Zipf exponent s")
     parser.add_argument("--queries", type=int, default=20, help="queries per sampled user")
+    parser.add_argument("--passes", type=int, default=1,
+                        help="passes over each user's queries; the hybrid p50 / p95 are the "
+                             "medians of the passes'")
     parser.add_argument("--heavy", type=int, default=3)
     parser.add_argument("--medium", type=int, default=2)
     parser.add_argument("--light", type=int, default=5)
@@ -647,7 +683,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 efs=tuple(int(x) for x in args.ef_search.split(",")),
                 memory_mb=args.maintenance_work_mem, batch=args.batch, m=args.m,
                 ef_construction=args.ef_construction, solo=not args.no_solo,
-                exact_scope_rows=args.exact_scope_rows)
+                exact_scope_rows=args.exact_scope_rows, passes=args.passes)
     if args.smoke:
         plan = Plan(memories=3000, users=30, zipf=args.zipf, queries=4, heavy=1, medium=1,
                     light=1, efs=(40,), memory_mb=64, batch=1000, m=args.m,

@@ -10,6 +10,7 @@ hundred memories takes both paths.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -184,3 +185,141 @@ def test_a_short_search_through_the_index_is_run_again_with_the_tag_as_a_join(sc
     hits = store.vector_search(q, limit=10, filters=SearchFilters(tags=(tag_of("ada:x"),)))
     assert [h[0] for h in hits] == exact(vectors["ada:x"], q, 10)
     assert len(again) == 1 and "OFFSET 0" not in again[0] and "JOIN tags" in again[0]
+
+
+def memories_of(user: str, vectors: list[np.ndarray], *, start: int,
+                session: bool = False) -> list[NewMemory]:
+    """New memories of ``user`` (in its session below the user's tag with ``session``)."""
+    scope = ChatScope.of(user_id=user)
+    tag = ChatScope.of(user_id=user, session_id="s1").tag if session else scope.tag
+    return [NewMemory(
+        key=scope.own_key(f"n{start + i}"), content=f"{user} wrote the garden note n{i}",
+        robot="service", importance=1.0, token_count=6,
+        created_at=T0 + timedelta(days=1, minutes=i), tags=(tag,),
+        embedding=(v / np.linalg.norm(v)).tolist(), embedder=EMBEDDER, explicit_key=True)
+        for i, v in enumerate(vectors)]
+
+
+def fenced(store: PostgresStore, user: str) -> bool:
+    """Whether ``store`` sends a search of ``user``'s scope through the index."""
+    pg = store.database.engine.raw_connection()
+    try:
+        return store.searcher._fenced(pg.dbapi_connection, SearchFilters(tags=(tag_of(user),)))
+    finally:
+        pg.close()
+
+
+def test_a_scope_that_grows_past_the_threshold_after_being_counted_gets_every_hit(
+        scoped, pg_url: str) -> None:
+    """``Ada``'s scope is counted small (read whole); another store (another process)
+    then adds 100 memories to it, nearer the query than any before. Within the time the
+    count is kept the first store still reads the scope whole: every arm still finds
+    the new memories, as a store counting afresh (through the index) does."""
+    store, vectors = scoped
+    store.searcher.exact_scope_rows = 50
+    q = queries(1)[0]
+    scope = SearchFilters(tags=(tag_of("Ada"),))
+    assert len(store.vector_search(q, limit=10, filters=scope)) == USERS["Ada"]
+    rng = np.random.default_rng(17)
+    new = [q + 0.05 * rng.standard_normal(DIM) for _ in range(100)]
+    with closing(PostgresStore(pg_url)) as other:
+        added = other.add_many(memories_of("Ada", new, start=0))
+    own = {**vectors["Ada"], **{r.memory.id: v / np.linalg.norm(v)
+                                for r, v in zip(added, new, strict=True)}}
+    arms = [ArmQuery(vector=q, limit=10, filters=scope),
+            ArmQuery(text="wrote garden", limit=10, filters=scope)]
+    assert not fenced(store, "Ada")  # the kept count: the plan for a small scope
+    got = store.search_arms(arms)
+    assert [h[0] for h in got[0]] == exact(own, q, 10)
+    with closing(PostgresStore(pg_url)) as fresh:
+        fresh.searcher.exact_scope_rows = 50
+        assert fenced(fresh, "Ada")
+        assert [[h[0] for h in arm] for arm in fresh.search_arms(arms)] == [
+            [h[0] for h in arm] for arm in got]
+    assert len(got[1]) == 10 and set(h[0] for h in got[1]) <= set(own)
+
+
+def test_a_scope_that_shrinks_after_being_counted_still_gets_its_exact_top(
+        scoped, pg_url: str) -> None:
+    """``ada``'s scope is counted large (through the index); another store then deletes
+    all but five of its memories. The first store still goes through the index, comes
+    back short, and runs the search again exactly: the five that are left."""
+    store, vectors = scoped
+    store.searcher.exact_scope_rows = 50
+    q = queries(1)[0]
+    scope = SearchFilters(tags=(tag_of("ada"),))
+    assert len(store.vector_search(q, limit=10, filters=scope)) == 10
+    keys = sorted(m.key for m in store.list_memories(scope, limit=1000))
+    with closing(PostgresStore(pg_url)) as other:
+        for key in keys[5:]:
+            other.forget(key, robot="service", at=T0 + timedelta(days=2))
+        other.purge(robot="service")
+    assert fenced(store, "ada")  # the kept count: the plan for a large scope
+    left = {m.id: vectors["ada"][m.id] for m in store.list_memories(scope, limit=1000)}
+    assert len(left) == 5
+    hits = store.vector_search(q, limit=10, filters=scope)
+    assert [h[0] for h in hits] == exact(left, q, 10)
+
+
+def test_a_scopes_count_is_kept_and_dropped_by_this_stores_writes_to_it(
+        scoped, pg_url: str) -> None:
+    """The count of a scope is kept (another store's writes do not change the plan at
+    once), dropped when this store writes to the scope or below it, and never shared
+    between scopes whose tags collide: writing to ``ada`` (or ``adam``) leaves
+    ``Ada``'s count, writing in ``Ada``'s session drops it."""
+    store, _ = scoped
+    store.searcher.exact_scope_rows = 10
+    assert not fenced(store, "Ada") and fenced(store, "ada")
+    rng = np.random.default_rng(5)
+    with closing(PostgresStore(pg_url)) as other:
+        other.add_many(memories_of("Ada", list(rng.standard_normal((10, DIM))), start=0))
+    assert not fenced(store, "Ada")  # kept
+    store.add_many(memories_of("ada", list(rng.standard_normal((2, DIM))), start=0))
+    store.add_many(memories_of("adam", list(rng.standard_normal((2, DIM))), start=0))
+    assert not fenced(store, "Ada")  # other scopes' writes leave it
+    store.add_many(memories_of("Ada", list(rng.standard_normal((1, DIM))), start=10,
+                               session=True))
+    assert fenced(store, "Ada")  # counted again: 6 + 10 + 1
+    with closing(PostgresStore(pg_url)) as other:
+        other.searcher.exact_scope_rows = 10
+        assert fenced(other, "Ada") and fenced(other, "ada")
+
+
+def test_a_kept_count_expires(scoped, pg_url: str) -> None:
+    """A count older than ``seconds`` is read again (another process's writes show)."""
+    store, _ = scoped
+    store.searcher.exact_scope_rows = 10
+    store.searcher.scope_sizes.seconds = 0.0
+    assert not fenced(store, "Ada")
+    rng = np.random.default_rng(6)
+    with closing(PostgresStore(pg_url)) as other:
+        other.add_many(memories_of("Ada", list(rng.standard_normal((10, DIM))), start=0))
+    assert fenced(store, "Ada")
+
+
+def test_a_large_scope_is_searched_with_more_candidates(scoped) -> None:
+    """A scope through the index is searched at ``hnsw.ef_search`` >= ``scoped_ef_search``,
+    one of ``large_scope_rows`` or more at >= ``large_scope_ef_search`` (its neighbourhoods
+    are dense with its own memories); a search holding both kinds of arm takes the larger;
+    a scope read whole keeps the store's ``ef_search``. Each still gets its exact top."""
+    store, vectors = scoped
+    searcher = store.searcher
+    searcher.exact_scope_rows, searcher.large_scope_rows = 50, 200
+    searcher.scoped_ef_search, searcher.large_scope_ef_search = 100, 300
+
+    def ef_after(*users: str) -> int:
+        q = queries(1)[0]
+        found = store.search_arms([ArmQuery(vector=q, limit=10, filters=SearchFilters(
+            tags=(tag_of(u),))) for u in users])
+        for user, hits in zip(users, found, strict=True):
+            assert [h[0] for h in hits] == exact(vectors[user], q, 10), user
+        return int(store.database.quick("reading ef_search", lambda pg, _info: pg.execute(
+            "SELECT current_setting('hnsw.ef_search')").fetchone()[0]))
+
+    assert ef_after("adam") == 100  # 60 memories: through the index
+    assert ef_after("ada") == 300  # 240 memories: a large scope
+    assert ef_after("adam", "ada") == 300
+    assert ef_after("Ada") == store.ef_search  # 6 memories: read whole
+    plan = store.explain_search(vector=queries(1)[0], filters=SearchFilters(
+        tags=(tag_of("ada"),)), seqscan=False)
+    assert "memories_embedding_hnsw" in plan

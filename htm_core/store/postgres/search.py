@@ -4,8 +4,10 @@ arms of a recall in one statement, briefs, the vector centroid, ``explain_search
 from __future__ import annotations
 
 import re
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,6 +20,7 @@ from ...errors import (
     SchemaError,
     ValidationError,
 )
+from ...tags import SEPARATOR
 from ...text import TextQuery, parse_query
 from ...validation import check_int
 from .._sql.dialect import POSTGRES
@@ -70,6 +73,18 @@ EXACT_SCOPE_ROWS = 2000
 #: The least ``hnsw.ef_search`` of a search through the HNSW index with a tag filter: the
 #: filter drops the candidates of other scopes, so the scan needs more of them.
 SCOPED_EF_SEARCH = 400
+#: A scope of at least this many memories is searched with ``hnsw.ef_search`` at least
+#: :data:`LARGE_SCOPE_EF_SEARCH`: a large scope's neighbourhoods are dense with its own
+#: memories, and the scan needs more candidates to find the nearest of them.
+LARGE_SCOPE_ROWS = 20_000
+LARGE_SCOPE_EF_SEARCH = 1000
+
+#: How long a scope's counted size (:class:`ScopeSizes`) is used before it is counted again.
+SCOPE_ROWS_SECONDS = 30.0
+#: How many scopes' sizes a searcher keeps (the least recently used go first).
+SCOPE_ROWS_KEPT = 10_000
+#: A counted scope: (the cap it was counted up to, the filter's tags).
+ScopeKey = tuple[int, tuple[str, ...]]
 
 #: pgvector's version in the database.
 VECTOR_VERSION = "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
@@ -108,6 +123,76 @@ def memory_vector_sql(unit: np.ndarray, limit: int, filters: SearchFilters,
         "ORDER BY m.embedding <=> CAST(:q AS vector) LIMIT :limit", params)
 
 
+class ScopeSizes:
+    """The counted sizes of tag filters (users' scopes), kept for ``seconds`` each.
+
+    A size only chooses the plan of a scoped search (read the scope whole, or go
+    through the index with the tag tested on each row): a scope counted small that has
+    grown is still read whole and sorted, exactly, every hit found; one counted large
+    that has shrunk goes through the index as a large scope does, and a vector search
+    that comes back short of its limit is run again exactly. So a size may be stale for
+    a while, and
+    this process's own writes drop the sizes of the scopes they touch (:meth:`wrote`)
+    at once. Keyed by the filter's tags exactly as given (``Ada`` and ``ada`` are two
+    scopes) and the cap they were counted up to; at most ``kept`` sizes, the least
+    recently used dropped first.
+    """
+
+    def __init__(self, *, seconds: float = SCOPE_ROWS_SECONDS, kept: int = SCOPE_ROWS_KEPT) -> None:
+        self.seconds = seconds
+        self.kept = kept
+        # (cap, tags) -> (monotonic time counted, size up to cap)
+        self._sizes: OrderedDict[ScopeKey, tuple[float, int]] = OrderedDict()
+        # Each filter tag -> the keys naming it (what a write of a tag at or below drops).
+        self._by_tag: dict[str, set[ScopeKey]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, cap: int, tags: tuple[str, ...]) -> int | None:
+        """The size of ``tags`` counted up to ``cap`` within the last ``seconds``, or None."""
+        with self._lock:
+            found = self._sizes.get((cap, tags))
+            if found is None or time.monotonic() - found[0] >= self.seconds:
+                return None
+            self._sizes.move_to_end((cap, tags))
+            return found[1]
+
+    def put(self, cap: int, tags: tuple[str, ...], size: int) -> None:
+        """Keep ``size``, the count of ``tags`` up to ``cap``."""
+        key = (cap, tags)
+        with self._lock:
+            self._sizes[key] = (time.monotonic(), size)
+            self._sizes.move_to_end(key)
+            for tag in tags:
+                self._by_tag.setdefault(tag, set()).add(key)
+            while len(self._sizes) > self.kept:
+                self._drop(next(iter(self._sizes)))
+
+    def wrote(self, tags: Iterable[str] | None) -> None:
+        """Memories tagged ``tags`` were written (added, tagged, deleted): drop the sizes of
+        the filters they fall under (a filter tag that is one of them or above one);
+        None drops every size."""
+        with self._lock:
+            if tags is None:
+                self._sizes.clear()
+                self._by_tag.clear()
+                return
+            for tag in set(tags):
+                # The tag itself and every tag it is below ("a:b:c": "a:b", "a").
+                parts = tag.split(SEPARATOR)
+                for n in range(1, len(parts) + 1):
+                    for key in list(self._by_tag.get(SEPARATOR.join(parts[:n]), ())):
+                        self._drop(key)
+
+    def _drop(self, key: ScopeKey) -> None:
+        self._sizes.pop(key, None)
+        for tag in key[1]:
+            keys = self._by_tag.get(tag)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_tag[tag]
+
+
 class VectorSQL(Protocol):
     """The statement of a vector search (``windows``: each memory's windows count too;
     ``fenced``: the tag filter tested on each row of the index scan)."""
@@ -126,10 +211,12 @@ class PostgresSearcher:
     drops both.
 
     A search with a tag filter (a user's scope) first counts the scope's memories, up
-    to ``exact_scope_rows``: a smaller scope is read whole and sorted (exact, and
-    cheaper than an index scan); a larger one is searched through the HNSW index with
-    the tag tested on each row the scan gives and ``hnsw.ef_search`` at least
-    ``scoped_ef_search``. ``iterative`` (pgvector 0.8 and later, which the store
+    to ``large_scope_rows`` (the count kept for a while, :class:`ScopeSizes`, in
+    ``scope_sizes``): a scope smaller than ``exact_scope_rows`` is read whole and
+    sorted (exact, and cheaper than an index scan); a larger one is searched through
+    the HNSW index with the tag tested on each row the scan gives and
+    ``hnsw.ef_search`` at least ``scoped_ef_search``, or ``large_scope_ef_search`` for
+    a scope of ``large_scope_rows`` or more. ``iterative`` (pgvector 0.8 and later, which the store
     detects when it opens) turns on ``hnsw.iterative_scan``, so that a filtered index
     scan goes on until it has found enough rows. Whatever the path, a vector search
     that comes back short of its limit is run again exactly.
@@ -143,7 +230,11 @@ class PostgresSearcher:
         self.ef_search = ef_search
         self.exact_scope_rows = EXACT_SCOPE_ROWS
         self.scoped_ef_search = SCOPED_EF_SEARCH
+        self.large_scope_rows = LARGE_SCOPE_ROWS
+        self.large_scope_ef_search = LARGE_SCOPE_EF_SEARCH
         self.iterative = False
+        #: The scopes' counted sizes (see :meth:`_scope_rows`).
+        self.scope_sizes = ScopeSizes()
         #: The words too common to widen a full-text match (read at most once a minute).
         self.common_lexemes = CommonLexemes(db)
         # (newest id, monotonic time, embedder, centroid) of vector_centroid's last estimate.
@@ -205,15 +296,34 @@ class PostgresSearcher:
                 pg.execute(f"SELECT set_config('{name}', %s, false)", (value,))
                 info[name] = value
 
+    def _scope_rows(self, pg: psycopg.Connection[Any], filters: SearchFilters) -> int:
+        """How many memories ``filters``' tags hold, counted up to the larger of
+        :attr:`exact_scope_rows` and :attr:`large_scope_rows` (0 without tags); the count
+        is kept for a while (:attr:`scope_sizes`)."""
+        if not filters.tags:
+            return 0
+        cap = max(self.exact_scope_rows, self.large_scope_rows)
+        size = self.scope_sizes.get(cap, filters.tags)
+        if size is None:
+            sql, params = scope_rows_sql(filters, cap)
+            size = int(driver_rows(pg, sql, params)[0][0])
+            self.scope_sizes.put(cap, filters.tags, size)
+        return size
+
     def _fenced(self, pg: psycopg.Connection[Any], filters: SearchFilters) -> bool:
         """Whether a search with ``filters`` tests its tags on each row an index scan
         gives (HNSW in distance order, GIN for the words): it has a tag filter matching
         at least :attr:`exact_scope_rows` memories. A smaller scope is read whole first
         (PostgreSQL's own plan for the tag test, whose size it cannot estimate)."""
-        if not filters.tags:
-            return False
-        sql, params = scope_rows_sql(filters, self.exact_scope_rows)
-        return int(driver_rows(pg, sql, params)[0][0]) >= self.exact_scope_rows
+        return bool(filters.tags) and self._scope_rows(pg, filters) >= self.exact_scope_rows
+
+    def _scoped_ef(self, pg: psycopg.Connection[Any], filters: SearchFilters) -> int:
+        """The least ``hnsw.ef_search`` of a search of ``filters`` through the index:
+        :attr:`large_scope_ef_search` for a scope of at least :attr:`large_scope_rows`
+        memories, else :attr:`scoped_ef_search`."""
+        if self._scope_rows(pg, filters) >= self.large_scope_rows:
+            return max(self.scoped_ef_search, self.large_scope_ef_search)
+        return self.scoped_ef_search
 
     @staticmethod
     def _stored_dim(pg: psycopg.Connection[Any]) -> int | None:
@@ -332,8 +442,8 @@ class PostgresSearcher:
                       arms: Sequence[ArmQuery], fenced_arms: Sequence[bool],
                       ef: int) -> dict[int, tuple[str, dict[str, Any]]]:
         """The statements of the vector arms (by position), ``hnsw.ef_search`` set to
-        ``ef`` (at least :attr:`scoped_ef_search` when an arm goes through the index with
-        a tag filter, at most 1000)."""
+        ``ef`` (at least :meth:`_scoped_ef` of each arm going through the index with a
+        tag filter, at most 1000)."""
         units: dict[int, tuple[np.ndarray, bool]] = {}
         for k, arm in enumerate(arms):
             if arm.vector is not None:
@@ -342,8 +452,8 @@ class PostgresSearcher:
                     units[k] = unit, fenced_arms[k]
         if not units:
             return {}
-        if any(fenced for _, fenced in units.values()):
-            ef = max(ef, self.scoped_ef_search)
+        ef = max([ef, *(self._scoped_ef(pg, arms[k].filters)
+                        for k, (_, fenced) in units.items() if fenced)])
         self._session_ef(pg, info, min(1000, ef))
         return {k: self.vector_sql(unit, arms[k].limit, arms[k].filters, arms[k].windows, fenced)
                 for k, (unit, fenced) in units.items() if np.any(unit)}
@@ -379,8 +489,9 @@ class PostgresSearcher:
                 pg = conn.connection.driver_connection
                 fenced = self._fenced(pg, chosen)  # type: ignore[arg-type]
                 ef = ef_search or self.ef_search
-                unit = self._prepare_vector_query(
-                    conn, vector, min(1000, max(ef, self.scoped_ef_search)) if fenced else ef)
+                if fenced:
+                    ef = min(1000, max(ef, self._scoped_ef(pg, chosen)))  # type: ignore[arg-type]
+                unit = self._prepare_vector_query(conn, vector, ef)
                 if unit is None:
                     raise SchemaError("the store holds no vectors yet; add some before explaining")
                 sql, params = self.vector_sql(unit, limit, chosen, True, fenced)

@@ -9,7 +9,7 @@ call to the part that owns it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -247,6 +247,13 @@ class PostgresStore:
         if self.replica_searcher is not self.searcher:
             self.replica_searcher.vectors_reset()
 
+    def _wrote(self, tags: Iterable[str] | None) -> None:
+        """Memories tagged ``tags`` (None: any) were written: the searchers count those
+        scopes again (see :class:`~.search.ScopeSizes`)."""
+        self.searcher.scope_sizes.wrote(tags)
+        if self.replica_searcher is not self.searcher:
+            self.replica_searcher.scope_sizes.wrote(tags)
+
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
 
@@ -381,15 +388,19 @@ class PostgresStore:
 
     def add_many(self, records: Sequence[NewMemory]) -> list[AddResult]:
         """Write ``records`` in one transaction (see :class:`~.writer.PostgresWriter`)."""
-        return self.writer.add_many(records)
+        done = self.writer.add_many(records)
+        self._wrote({tag for r in records for tag in r.tags})
+        return done
 
     def add_and_enter(self, records: Sequence[NewMemory], *,
                       working: Callable[[list[AddResult]], WorkingChange | None],
                       expected_version: int | None = None,
                       ) -> tuple[list[AddResult], WorkingResult | None]:
         """``add_many`` and a working-memory change in one transaction (see ``LongTermStore``)."""
-        return self.writer.add_and_enter(records, working=working,
+        done = self.writer.add_and_enter(records, working=working,
                                          expected_version=expected_version)
+        self._wrote({tag for r in records for tag in r.tags})
+        return done
 
     def touch(self, ids: Sequence[int], *, at: datetime) -> None:
         """Record an access: ``last_accessed`` (never moved back) and ``access_count``."""
@@ -568,11 +579,15 @@ class PostgresStore:
 
     def purge(self, *, robot: str, key: str | None = None) -> int:
         """Delete forgotten memories for good (one, or all); return how many."""
-        return self.forgetting.purge(robot=robot, key=key)
+        done = self.forgetting.purge(robot=robot, key=key)
+        self._wrote(None)
+        return done
 
     def add_tags(self, key: str, tags: Sequence[str], *, robot: str) -> Memory:
         """Link more tags to a memory (merged with its own; logged). ``NotFoundError``."""
-        return self.record_changes.add_tags(key, tags, robot=robot)
+        done = self.record_changes.add_tags(key, tags, robot=robot)
+        self._wrote(tags)
+        return done
 
     def set_importance(self, key: str, importance: float, *, robot: str) -> Memory:
         """Change a memory's importance (enrichment; logged). ``NotFoundError``."""
@@ -598,9 +613,11 @@ class PostgresStore:
                       strict: bool = False) -> Memory:
         """Set ``fields`` of the memory under ``record.key`` to ``record``'s, as a new
         version (see :class:`~htm_core.store._sql.versions.Versions`)."""
-        return self.versioning.update_memory(record, robot=robot, at=at,
+        done = self.versioning.update_memory(record, robot=robot, at=at,
                                              read_version=read_version, fields=fields,
                                              strict=strict)
+        self._wrote(None if "tags" in fields else ())
+        return done
 
     def versions(self, key: str) -> list[Memory]:
         """Every version of the memory under ``key``, oldest first, the current one last."""
