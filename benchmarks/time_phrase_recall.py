@@ -9,7 +9,8 @@ once to warm up, then in alternating blocks, ``--runs`` rounds; the medians are 
 SQLite by default; ``--postgres [URL]`` on a fresh database of that server (a throwaway
 pgserver without a URL).
 
-Run: ``python -m benchmarks.time_phrase_recall [--postgres [URL]] [--size 600] [--runs 3]``
+Run: ``python -m benchmarks.time_phrase_recall [--postgres [URL]] [--size 600] [--runs 3]
+[--quick]``
 """
 
 from __future__ import annotations
@@ -77,7 +78,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=600)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--postgres", nargs="?", const="", metavar="URL")
+    parser.add_argument("--quick", action="store_true", help="100 memories, one round")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.size, args.runs = 100, 1
     with ExitStack() as stack:
         if args.postgres is None:
             url = str(Path(stack.enter_context(tempfile.TemporaryDirectory())) / "t.db")
