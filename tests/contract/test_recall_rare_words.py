@@ -8,13 +8,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from sqlalchemy import text
 
 from htm_core import HTM
 from htm_core.explain import explain_recall
 from htm_core.recall import RetrievalConfig
 from htm_core.store import SearchFilters
 
-pytestmark = pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
+both = pytest.mark.parametrize("store_url", ["sqlite", "postgres"], indirect=True)
 
 CHATTER = ["had a quiet evening with tea", "watched the rain over the harbour",
            "called my sister about the weekend", "cooked a big pot of lentil soup",
@@ -46,6 +47,7 @@ def _arms(htm: HTM, query: str, tags: list[str] | None = None) -> set[str]:
     return set(explain_recall(htm, query, limit=10, tags=tags).arms)
 
 
+@both
 def test_the_atypical_arm_runs_only_without_a_rare_word(
         htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory()
@@ -64,6 +66,7 @@ def test_the_atypical_arm_runs_only_without_a_rare_word(
     assert not {a for a in _arms(htm, "When did Ada go camping?") if a.endswith("@time")}
 
 
+@both
 def test_the_option_off_runs_the_arm_for_every_time_phrase(
         htm_factory: Callable[..., HTM]) -> None:
     htm = htm_factory(retrieval=RetrievalConfig(atypical_only_without_rare_words=False))
@@ -71,6 +74,7 @@ def test_the_option_off_runs_the_arm_for_every_time_phrase(
     assert "atypical@time" in _arms(htm, PRECISE)
 
 
+@both
 def test_rare_words_are_counted_inside_the_scope(htm_factory: Callable[..., HTM]) -> None:
     """``user:Ada`` and ``user:ada`` are two scopes (tags are compared exactly). "camping"
     is common among Ada's memories and rare in the store; "kayak" is common in the store
@@ -90,3 +94,22 @@ def test_rare_words_are_counted_inside_the_scope(htm_factory: Callable[..., HTM]
     assert "atypical@time" not in _arms(htm, "When did Ada kayak last May?", ["user:ada"])
     assert "atypical@time" in _arms(htm, "When did Ada kayak last May?", ["user:Ada"])
     assert "atypical@time" in _arms(htm, "When did Ada kayak last May?")
+
+
+@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+def test_postgres_counts_the_same_with_the_tables_statistics(
+        htm_factory: Callable[..., HTM]) -> None:
+    """Without filters, a word all of whose lexemes ``ANALYZE`` found in more than a tenth
+    of the rows is common without a count; the answer is the one the counts give."""
+    htm = htm_factory()
+    _chat(htm, "user:Ada", {"camping": 30, "kayak": 60})
+    _chat(htm, "user:ada", {"kayak": 3})
+    store = htm.store
+    terms = ["ada", "camping", "kayak", "skydiving"]
+    store.searcher.common_lexemes.cached = None
+    counted = store.rare_terms(terms, SearchFilters())
+    store.searcher.db.run("analyzing", lambda conn: conn.execute(text("ANALYZE memories")))
+    store.searcher.common_lexemes.cached = None  # read the statistics now
+    assert {"ada", "kayak"} <= set(store.searcher.common_lexemes() or [])
+    assert store.rare_terms(terms, SearchFilters()) == counted == ["camping"]
+    assert store.rare_terms(terms, SearchFilters(tags=("user:ada",))) == ["kayak"]

@@ -136,7 +136,7 @@ def term_counts_sql(terms: Sequence[str], filters: SearchFilters,
 
 
 def read_rare_terms(db: PostgresDatabase, terms: Sequence[str], filters: SearchFilters,
-               common: Sequence[str] | None, filter_sql: FilterSQL) -> list[str]:
+                    common: Sequence[str] | None, filter_sql: FilterSQL) -> list[str]:
     """The ``terms`` found in at least one and at most ``COMMON_TERM_SHARE`` of the
     memories passing ``filters`` (:func:`~htm_core.store._common.rare_terms`), counted
     in one statement (:func:`term_counts_sql`)."""
