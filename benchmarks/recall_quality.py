@@ -216,6 +216,32 @@ def summarise(result: ArmResult, questions: Sequence[dict[str, Any]]) -> dict[st
     return out
 
 
+def paired_markdown(questions: Sequence[dict[str, Any]], results: dict[str, ArmResult],
+                    base: str = "htm hybrid (default)") -> str:
+    """Each arm's R@10 less ``base``'s, question by question: the mean difference ± its
+    standard error per kind, and how many questions gained and lost."""
+    if base not in results:
+        return ""
+    kinds = [k for k in (*ALL_KINDS, "all") if any(_in_row(k, q) for q in questions)]
+    lines = [f"\n**R@10 paired with {base}** (mean difference ± its standard error; "
+             "questions gained / lost)\n",
+             "| arm | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
+    for name, arm in results.items():
+        if name == base:
+            continue
+        cells = []
+        for kind in kinds:
+            qs = [q for q in questions if _in_row(kind, q) and q["id"] in arm.ranked
+                  and q["id"] in results[base].ranked]
+            diff = [recall_at(arm.ranked[q["id"]], q["evidence"], 10)
+                    - recall_at(results[base].ranked[q["id"]], q["evidence"], 10) for q in qs]
+            se = statistics.stdev(diff) / len(diff) ** 0.5 if len(diff) > 1 else 0.0
+            cells.append(f"{statistics.fmean(diff) if diff else 0.0:+.3f} ± {se:.3f} "
+                         f"({sum(d > 0 for d in diff)}/{sum(d < 0 for d in diff)})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 # -- arms ----------------------------------------------------------------------------
 
 
@@ -481,6 +507,8 @@ def htm_configs(ablation: bool, rows: Sequence[str] = ()
             "hybrid, candidates=2": ("hybrid", default.with_options(candidates=2)),
             "hybrid, no atypical time arm": ("hybrid", default.with_options(
                 weights={**w, "atypical@time": 0.0})),
+            "hybrid, atypical time arm for rare words too": ("hybrid", default.with_options(
+                atypical_only_without_rare_words=False)),
             "hybrid, atypical time arm weight 12": ("hybrid", default.with_options(
                 weights={**w, "atypical@time": 12.0})),
             "hybrid, long memories borrow alike": ("hybrid", default.with_options(
@@ -808,6 +836,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
                   f"memories, embedder {embedder.name} ({embedder.computed - computed} texts "
                   f"embedded, rest cached), {time.perf_counter() - t0:.1f} s")
             print(markdown(questions, results))
+            print(paired_markdown(questions, results))
             out[name] = {arm: summarise(r, questions) for arm, r in results.items()}
             print(_margins(out[name], "htm hybrid (default)"))
             if args.tiered:

@@ -13,6 +13,7 @@ import numpy as np
 from ..clock import local_now
 from ..querytime import QueryTime, query_timeframe
 from ..store.base import ArmQuery, Search, SearchFilters
+from ..text import parse_query
 from .centering import center
 from .config import RetrievalConfig
 
@@ -51,11 +52,25 @@ def hybrid_arms(store: Search, query: str, query_vector: Callable[[], Sequence[f
         asked["vector@time"] = ArmQuery(vector=vector, limit=depth, filters=window,
                                         windows=windows)
         asked["fulltext@time"] = ArmQuery(text=text, limit=depth, filters=window)
-        if centroid is not None and config.weights.get("atypical@time", 0.0) > 0:
+        if centroid is not None and _atypical_arm_runs(store, text, filters, config):
             # The window's memories least like the average memory: events, not small talk.
             asked["atypical@time"] = ArmQuery(vector=[-x for x in centroid], limit=depth,
                                               filters=window, windows=False)
     return asked, when
+
+
+def _atypical_arm_runs(store: Search, text: str, filters: SearchFilters,
+                       config: RetrievalConfig) -> bool:
+    """Whether a query naming a time, ``text`` once its time phrase is taken out, gets
+    the ``atypical@time`` arm: weighted, and (with
+    ``config.atypical_only_without_rare_words``) none of its words rare among the memories
+    ``filters`` admit (:meth:`~htm_core.store.base.Search.rare_terms`), so that the window
+    is all it has to go on ("What did Zoe do last May?", not "When did Zoe go camping
+    in May?")."""
+    if config.weights.get("atypical@time", 0.0) <= 0:
+        return False
+    words = parse_query(text).words if config.atypical_only_without_rare_words else ()
+    return not words or not store.rare_terms(words, filters)
 
 
 def similarities(*arms: Sequence[tuple[int, float]]) -> dict[int, float]:

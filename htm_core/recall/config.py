@@ -29,6 +29,15 @@ class RetrievalConfig:
         weights: per-arm RRF weights: ``vector``, ``fulltext``, and the time-window arms
             ``vector@time``, ``fulltext@time`` and ``atypical@time`` (0 switches it off).
         time_boost: resolve time expressions in the query and add the time-window arms.
+        atypical_only_without_rare_words: the ``atypical@time`` arm runs only for a query
+            that, less its time phrase, has no rare word: none found in at least one and
+            at most a tenth of the memories the recall's filters admit (its scope; the
+            rule by which the full-text arm drops a speaker's name as too common, asked of
+            the store: :meth:`~htm_core.store.base.Search.rare_terms`). "What did Zoe do
+            last May?" has only the window to go on and gets the arm; in "When did Zoe go
+            camping in May?" the words say what is wanted, and the window's least typical
+            memories would crowd it. The store is asked only when a time phrase was
+            found. ``False``: the arm runs for every query naming a time.
         neighbors: how many adjacent memories on each side lend a hit their score (0: off).
         neighbor_weight: the share of a better neighbor's score a memory gains (raised to
             the power of the distance).
@@ -75,6 +84,7 @@ class RetrievalConfig:
         "vector": 1.0, "fulltext": 1.0, "vector@time": 6.0, "fulltext@time": 6.0,
         "atypical@time": 6.0})
     time_boost: bool = True
+    atypical_only_without_rare_words: bool = True
     neighbors: int = 1
     neighbor_weight: float = 0.3
     neighbor_gap: float = 3600.0

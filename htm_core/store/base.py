@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ..errors import UnsupportedError
 from ..models import Memory, Operation, Robot
+from ._common import rare_terms
 from .values import (
     AddResult,
     ArmQuery,
@@ -71,6 +72,7 @@ __all__ = [
     "capability",
     "content_hash",
     "generated_key",
+    "rare_terms",
 ]
 
 #: The schema version this code writes and understands.
@@ -196,6 +198,16 @@ class Search(Protocol):
     def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
         """Id, content, robot and creation time of those ``ids`` that are visible and pass
         ``filters``: one light read for the ranking steps of hybrid recall."""
+        ...
+
+    def rare_terms(self, terms: Sequence[str], filters: SearchFilters) -> list[str]:
+        """The ``terms`` (words or phrases of :func:`~htm_core.text.parse_query`) found in
+        at least one and at most ``COMMON_TERM_SHARE`` (a tenth) of the memories passing
+        ``filters`` (the recall's scope), in the order given: the words that say which
+        memories a query wants, by the rule with which the full-text arm drops a word as
+        too common (:func:`rare_terms`). Hybrid recall asks it
+        only of a query naming a time, to decide whether the window's least typical
+        memories should be an arm (:class:`~htm_core.recall.RetrievalConfig`)."""
         ...
 
     def vector_centroid(self) -> list[float] | None:

@@ -514,6 +514,21 @@ class StoreConformance:
         with pytest.raises(ValidationError, match="exactly one"):
             ArmQuery(limit=3, filters=SearchFilters())
 
+    def test_rare_terms_are_counted_among_the_memories_the_filters_admit(self, store: Any
+                                                                         ) -> None:
+        """A term is rare when found in at least one and at most a tenth of the memories
+        passing the filters: "kayak" is in 2 of scope ``a``'s 40 and 10 of ``b``'s."""
+        store.add_many([rec(f"tea chat {i}" + (" kayak" if i < 2 else ""), tags=("a",))
+                        for i in range(40)])
+        store.add_many([rec(f"tea talk {i}" + (" kayak" if i < 10 else ""), tags=("b",))
+                        for i in range(40)])
+        terms = ["kayak", "tea", "chat", "talk", "skydiving"]
+        assert store.rare_terms(terms, SearchFilters()) == []
+        assert store.rare_terms(terms, SearchFilters(tags=("a",))) == ["kayak"]
+        assert store.rare_terms(terms, SearchFilters(tags=("b",))) == []
+        assert store.rare_terms(["chat 3", "tea"], SearchFilters(tags=("a",))) == ["chat 3"]
+        assert store.rare_terms([], SearchFilters()) == []
+
     def test_vector_centroid_is_the_mean_direction(self, store: Any) -> None:
         assert store.vector_centroid() is None
         texts = ["alpha beta", "beta gamma", "gamma delta", "delta alpha epsilon"]

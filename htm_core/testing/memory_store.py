@@ -37,6 +37,7 @@ from ..store.base import (
     WorkingResult,
     WorkingRow,
     WorkingState,
+    rare_terms,
 )
 from ..store.merging import merge_update, update_fields
 
@@ -286,6 +287,11 @@ class InMemoryStore:
     def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
         return {i: Brief(i, m.content, m.robot, m.created_at) for i in ids
                 if (m := self._memories.get(i)) is not None and self._visible(m, filters)}
+
+    def rare_terms(self, terms: Sequence[str], filters: SearchFilters) -> list[str]:
+        held = [_words(m.content) for m in self._memories.values() if self._visible(m, filters)]
+        return rare_terms(terms, len(held), lambda term, _cap: sum(
+            set(term.split()) <= words for words in held))
 
     def vector_centroid(self) -> list[float] | None:
         vectors = [m.embedding for m in self._memories.values()

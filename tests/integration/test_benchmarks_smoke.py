@@ -206,3 +206,10 @@ def test_digests_quick(tmp_path: Path) -> None:
 def test_kinds_quick(tmp_path: Path, what: str) -> None:
     out = run("kinds", what, "--quick", cache=tmp_path)
     assert ("µs a memory" if what == "intake" else "migrate 7 -> 8 of 2,000 memories") in out
+
+
+def test_time_phrase_recall_quick(tmp_path: Path) -> None:
+    out = run("time_phrase_recall", "--quick", cache=tmp_path)
+    assert "40 questions naming a time, 100 memories, SQLite" in out
+    assert [line.split(":")[0] for line in out.splitlines() if line.startswith("- ")] == [
+        "- rare-word gate (default)", "- arm for every time phrase"]

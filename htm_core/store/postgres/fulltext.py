@@ -12,10 +12,10 @@ from sqlalchemy.engine import Connection
 from ...text import CJK_REGEX, TextQuery
 from .. import _common
 from ..base import SearchFilters
-from .engine import PostgresDatabase
+from .engine import PostgresDatabase, driver_rows
 from .rows import FilterSQL
 
-__all__ = ["CommonLexemes", "fulltext_sql"]
+__all__ = ["CommonLexemes", "fulltext_sql", "read_rare_terms", "term_counts_sql"]
 
 
 def fulltext_sql(parsed: TextQuery, limit: int, filters: SearchFilters,
@@ -68,13 +68,10 @@ def _words_sql(terms: Sequence[str], filters: SearchFilters, common: Sequence[st
         params["share"] = _common.COMMON_TERM_SHARE
         params["small"] = _common.MIN_MEMORIES_FOR_COMMON
         if common is None:
-            # `SELECT FROM` (no columns) lets the count skip the heap's all-visible pages.
-            rare = [f"numnode({w}) > 0 AND (SELECT count(*) FROM (SELECT FROM memories "
-                    f"WHERE tsv @@ {w} LIMIT n.cap + 1) s) <= n.cap" for w in words]
+            rare = [f"numnode({w}) > 0 AND {_capped_count(w, None)} <= n.cap" for w in words]
         else:
             params["common"] = list(common)
-            lexemes = [f"tsvector_to_array(to_tsvector('english', :w{i}))"
-                       for i in range(len(terms))]
+            lexemes = [_lexemes(i) for i in range(len(terms))]
             rare = [f"cardinality({x}) > 0 AND NOT ({x} <@ CAST(:common AS text[]))"
                     for x in lexemes]
         kept = " || ".join(f"CASE WHEN c.k[{i + 1}] THEN {w} ELSE ''::tsquery END"
@@ -94,6 +91,62 @@ def _words_sql(terms: Sequence[str], filters: SearchFilters, common: Sequence[st
         f"SELECT m.id, CAST(ts_rank(m.tsv, {query}) AS double precision) AS rank "
         f"FROM memories m WHERE m.tsv @@ {match} AND {where} "
         "ORDER BY rank DESC, m.id LIMIT :limit")
+
+
+def _capped_count(word: str, where: str | None) -> str:
+    """How many memories (those passing ``where``, on ``memories m``; None: every row)
+    match the tsquery ``word``, counted up to ``n.cap + 1``."""
+    # `SELECT FROM` (no columns) lets the count skip the heap's all-visible pages.
+    test = f"m.tsv @@ {word}" if where is None else f"m.tsv @@ {word} AND {where}"
+    return f"(SELECT count(*) FROM (SELECT FROM memories m WHERE {test} LIMIT n.cap + 1) s)"
+
+
+def _lexemes(i: int) -> str:
+    """The lexemes of the term bound as ``:w{i}``, as a text array."""
+    return f"tsvector_to_array(to_tsvector('english', :w{i}))"
+
+
+def term_counts_sql(terms: Sequence[str], filters: SearchFilters,
+                    common: Sequence[str] | None, filter_sql: FilterSQL
+                    ) -> tuple[str, dict[str, Any]]:
+    """How many memories pass ``filters`` and, for each term, how many of them hold it,
+    counted up to one past the rare-word cap (``COMMON_TERM_SHARE`` of them), as the
+    full-text arm counts (:func:`_words_sql`): without filters, every row written (the
+    newest id) and, with ``common``, a word all of whose lexemes the statistics call
+    common counted as past the cap without a scan. A term with no lexeme holds none."""
+    params: dict[str, Any] = {f"w{i}": t for i, t in enumerate(terms)}
+    params["share"] = _common.COMMON_TERM_SHARE
+    if filters.is_empty:
+        where, total = None, "SELECT coalesce(max(id), 0) AS total FROM memories"
+    else:
+        where = filter_sql(filters, params)
+        total = f"SELECT count(*) AS total FROM memories m WHERE {where}"
+    counts = []
+    for i in range(len(terms)):
+        word = f"phraseto_tsquery('english', :w{i})"
+        known = ""
+        if common is not None and where is None:
+            params["common"] = list(common)
+            known = (f"WHEN cardinality({_lexemes(i)}) > 0 "
+                     f"AND {_lexemes(i)} <@ CAST(:common AS text[]) THEN n.cap + 1 ")
+        counts.append(f"CASE WHEN numnode({word}) = 0 THEN 0 {known}"
+                      f"ELSE {_capped_count(word, where)} END")
+    return (f"SELECT n.total, ARRAY[{', '.join(counts)}]::bigint[] FROM (SELECT t.total, "
+            f"floor(t.total * :share)::bigint AS cap FROM ({total}) t) n", params)
+
+
+def read_rare_terms(db: PostgresDatabase, terms: Sequence[str], filters: SearchFilters,
+                    common: Sequence[str] | None, filter_sql: FilterSQL) -> list[str]:
+    """The ``terms`` found in at least one and at most ``COMMON_TERM_SHARE`` of the
+    memories passing ``filters`` (:func:`~htm_core.store._common.rare_terms`), counted
+    in one statement (:func:`term_counts_sql`)."""
+    if not terms:
+        return []
+    sql, params = term_counts_sql(terms, filters, common, filter_sql)
+    [(total, counts)] = db.quick("counting the query's words",
+                                 lambda pg, _info: driver_rows(pg, sql, params))
+    found = dict(zip(terms, counts, strict=True))
+    return _common.rare_terms(terms, int(total), lambda term, _cap: int(found[term]))
 
 
 class CommonLexemes:

@@ -32,7 +32,7 @@ from ..base import (
 )
 from ..vector_index import normalise, not_finite
 from .engine import PARAM, PostgresDatabase, driver_rows
-from .fulltext import CommonLexemes, fulltext_sql
+from .fulltext import CommonLexemes, fulltext_sql, read_rare_terms
 from .rows import FilterSQL
 
 #: The memories' estimated mean direction: (newest id, monotonic time checked, the
@@ -340,6 +340,11 @@ class PostgresSearcher:
             pg, "SELECT m.id, m.content, r.name, m.created_at FROM memories m "
             f"JOIN robots r ON r.id = m.robot_id WHERE m.id = ANY(:ids) AND {where}", params))
         return {int(r[0]): Brief(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in found}
+
+    def rare_terms(self, terms: Sequence[str], filters: SearchFilters) -> list[str]:
+        """The rare ``terms`` among the memories passing ``filters`` (:func:`read_rare_terms`)."""
+        common = self.common_lexemes() if terms and filters.is_empty else None
+        return read_rare_terms(self.db, terms, filters, common, self.filter_sql)
 
     def vector_centroid(self) -> list[float] | None:
         """The mean direction of the newest 20,000 vectors (an estimate, see

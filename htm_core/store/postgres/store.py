@@ -458,6 +458,11 @@ class PostgresStore:
         """Id, content, robot and creation time of the visible ``ids`` that pass ``filters``."""
         return self._searcher("reading briefs")(lambda s: s.briefs(ids, filters))
 
+    def rare_terms(self, terms: Sequence[str], filters: SearchFilters) -> list[str]:
+        """The rare ``terms`` among the memories passing ``filters`` (one statement)."""
+        return self._searcher("counting the query's words")(
+            lambda s: s.rare_terms(terms, filters))
+
     def vector_centroid(self) -> list[float] | None:
         """The mean direction of the newest 20,000 vectors (an estimate)."""
         return self.searcher.vector_centroid()

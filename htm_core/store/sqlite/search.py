@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...clock import utc_from_timestamp
@@ -13,7 +13,7 @@ from ...errors import (
     DimensionMismatchError,
 )
 from ...text import merge_hits, parse_query
-from .._common import chunks, informative_terms
+from .._common import chunks, informative_terms, rare_terms
 from .._sql.dialect import SQLITE
 from .._sql.filters import VISIBLE, filter_sql
 from ..base import ArmQuery, Brief, SearchFilters
@@ -36,6 +36,17 @@ _UNJOINED_FROM = 100
 #: What :meth:`SQLiteSearch.briefs` has not read since the mark (a brief, None: hidden).
 _UNREAD: Any = object()
 
+_UNFILTERED = SearchFilters()
+
+#: A count of the rare-word rule: (filters, term, cap); a term of None: the memories
+#: passing the filters.
+_CountKey = tuple[SearchFilters, "str | None", int]
+
+
+def _quoted(term: str) -> str:
+    """``term`` as an FTS5 string (a phrase when it holds several words)."""
+    return '"' + term.replace('"', '""') + '"'
+
 
 class SQLiteSearch:
     """Full-text and vector search (with the window arm) and briefs."""
@@ -48,9 +59,9 @@ class SQLiteSearch:
         #: as of ``_passed_at``: the read connection and its ``data_version`` then.
         self._passed: dict[int, Brief | None] | None = None
         self._passed_at: Mark | None = None
-        #: The full-text counts of the rare-word rule (by term and cap; None: the newest id)
-        #: as of ``_counts_at``.
-        self._counts: dict[tuple[str, int] | None, int] | None = None
+        #: The full-text counts of the rare-word rule (see ``_CountKey``) as of
+        #: ``_counts_at``.
+        self._counts: dict[_CountKey, int] | None = None
         self._counts_at: Mark | None = None
 
     def search_arms(self, arms: Sequence[ArmQuery]) -> list[list[tuple[int, float]]]:
@@ -104,38 +115,25 @@ class SQLiteSearch:
                    filters: SearchFilters) -> list[tuple[int, float]]:
         if not terms:
             return []
-
-        def quoted(term: str) -> str:
-            return '"' + term.replace('"', '""') + '"'
-
         params: dict[str, Any] = {"limit": limit}
         where = filter_sql(SQLITE, filters, params)
         sql = ("SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
                "JOIN memories m ON m.id = memories_fts.rowid "
                f"WHERE memories_fts MATCH :match AND {where} ORDER BY rank, m.id LIMIT :limit")
-        count_sql = ("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
-                     "WHERE memories_fts MATCH :t LIMIT :cap)")
-        memo = self._counts_memo(cur)
-        total = memo.get(None)
-        if total is None:
-            total = memo[None] = int(cur.execute(
-                "SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
+        # The rule counts in the whole store, whatever the filters.
+        total, count = self._term_counts(cur, _UNFILTERED)
         counted: dict[str, int] = {}
 
         def doc_count(term: str, cap: int) -> int:
-            n = memo.get((term, cap))
-            if n is None:
-                n = memo[term, cap] = int(cur.execute(
-                    count_sql, {"t": quoted(term), "cap": cap + 1}).fetchone()[0])
-            counted[term] = n
+            n = counted[term] = count(term, cap)
             return n
 
         rare = informative_terms(terms, total, doc_count)
-        match = " OR ".join(quoted(t) for t in rare)
+        match = " OR ".join(_quoted(t) for t in rare)
         if len(rare) < len(terms):
             # Candidates must hold a rare word; bm25 still scores every query
             # word, so common ones (a speaker's name) break ties among them.
-            match = f"({match}) AND ({' OR '.join(quoted(t) for t in terms)})"
+            match = f"({match}) AND ({' OR '.join(_quoted(t) for t in terms)})"
         params["match"] = match
         # Many matches (as counted, when the words were counted): reading them unjoined pays.
         if filters.is_empty and sum(counted.get(t, 0) for t in rare) >= _UNJOINED_FROM:
@@ -144,7 +142,49 @@ class SQLiteSearch:
                 return found
         return [(int(r[0]), -float(r[1])) for r in cur.execute(sql, params).fetchall()]
 
-    def _counts_memo(self, cur: sqlite3.Cursor) -> dict[tuple[str, int] | None, int]:
+    def rare_terms(self, terms: Sequence[str], filters: SearchFilters) -> list[str]:
+        """The ``terms`` found in at least one and at most ``COMMON_TERM_SHARE`` of the
+        memories passing ``filters`` (:func:`~htm_core.store._common.rare_terms`), counted
+        as the full-text arm counts them."""
+        if not terms:
+            return []
+        with self._reads.cursor(snapshot=False) as cur:
+            total, count = self._term_counts(cur, filters)
+            return rare_terms(terms, total, count)
+
+    def _term_counts(self, cur: sqlite3.Cursor, filters: SearchFilters
+                     ) -> tuple[int, Callable[[str, int], int]]:
+        """The rare-word rule's counts among the memories passing ``filters``: how many
+        there are, and ``count(term, cap)``, how many hold ``term`` (stopping one past
+        ``cap``); kept until the next commit. Without filters the memories counted are
+        every one written (the newest id; forgotten ones too, as the index holds them),
+        read from the full-text index alone."""
+        memo = self._counts_memo(cur)
+        params: dict[str, Any] = {}
+        if filters.is_empty:
+            total_sql = "SELECT coalesce(max(id), 0) FROM memories"
+            count_sql = ("SELECT count(*) FROM (SELECT 1 FROM memories_fts "
+                         "WHERE memories_fts MATCH :t LIMIT :cap)")
+        else:
+            where = filter_sql(SQLITE, filters, params)
+            total_sql = f"SELECT count(*) FROM memories m WHERE {where}"
+            count_sql = ("SELECT count(*) FROM (SELECT 1 FROM memories_fts JOIN memories m "
+                         f"ON m.id = memories_fts.rowid WHERE memories_fts MATCH :t AND {where} "
+                         "LIMIT :cap)")
+        total = memo.get((filters, None, 0))
+        if total is None:
+            total = memo[filters, None, 0] = int(cur.execute(total_sql, params).fetchone()[0])
+
+        def count(term: str, cap: int) -> int:
+            n = memo.get((filters, term, cap))
+            if n is None:
+                n = memo[filters, term, cap] = int(cur.execute(
+                    count_sql, {**params, "t": _quoted(term), "cap": cap + 1}).fetchone()[0])
+            return n
+
+        return total, count
+
+    def _counts_memo(self, cur: sqlite3.Cursor) -> dict[_CountKey, int]:
         """The rare-word rule's counts read since the last commit to the database (the
         same words come back query after query); a fresh dict when the mark moved."""
         mark = self._reads.mark(cur)

@@ -213,6 +213,9 @@ class SQLiteStore:
     def briefs(self, ids: Sequence[int], filters: SearchFilters) -> dict[int, Brief]:
         return self.searcher.briefs(ids, filters)
 
+    def rare_terms(self, terms: Sequence[str], filters: SearchFilters) -> list[str]:
+        return self.searcher.rare_terms(terms, filters)
+
     def vector_centroid(self) -> list[float] | None:
         return self.searcher.vector_centroid()
 
