@@ -32,8 +32,11 @@ ruff check htm_core htm_integrations tests benchmarks examples
 echo "== mypy (strict on htm_core)"
 mypy htm_core
 echo "== pytest"
+# Two worker processes (pytest-xdist), each with its own PostgreSQL, PgBouncer, replica and
+# chromium; a test file stays on one worker. HTM_TEST_WORKERS sets the count (0: no workers).
 status=0
-python -m pytest -q -p no:cacheprovider "$@" || status=$?
+python -m pytest -q -p no:cacheprovider -n "${HTM_TEST_WORKERS:-2}" --dist loadfile "$@" \
+    || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: failing" >&2
     status=1

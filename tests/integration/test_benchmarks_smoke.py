@@ -67,7 +67,8 @@ def test_coherence_quick(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_postgres_ops_quick(tmp_path: Path) -> None:
-    """Starts its own throwaway pgserver (PostgreSQL 16 + pgvector)."""
+    """Starts its own throwaway pgserver (PostgreSQL 16 + pgvector): the benchmarks' path
+    without a server URL."""
     pytest.importorskip("pgserver")
     out = run("postgres_ops", "--quick", cache=tmp_path)
     rows = table_rows(out)
@@ -119,13 +120,10 @@ def test_e2e_words_data_quick(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("what", [["bulk"], ["bulk", "--working-memory", "off"], ["live"]])
-def test_e2e_postgres_quick(tmp_path: Path, what: list[str]) -> None:
-    """On the test server when HTM_TEST_DATABASE_URL is set, else a throwaway pgserver."""
-    url = os.environ.get("HTM_TEST_DATABASE_URL")
-    if not url:
-        pytest.importorskip("pgserver")
-    out = run("e2e_postgres", *what, "--quick", *(["--url", url] if url else []),
-              cache=tmp_path)
+def test_e2e_postgres_quick(tmp_path: Path, what: list[str], postgres_server_url: str) -> None:
+    """On the suite's server (a throwaway server of a benchmark's own is what
+    test_postgres_ops_quick runs)."""
+    out = run("e2e_postgres", *what, "--quick", "--url", postgres_server_url, cache=tmp_path)
     if what[1:]:
         assert "working memory off" in out
     rows = table_rows(out)
@@ -133,14 +131,11 @@ def test_e2e_postgres_quick(tmp_path: Path, what: list[str]) -> None:
 
 
 @pytest.mark.postgres
-def test_scale_smoke(tmp_path: Path) -> None:
+def test_scale_smoke(tmp_path: Path, postgres_server_url: str) -> None:
     """Many users in one store, at its smoke size: each sampled user's scoped recall in
     the shared store and alone, the vector arm's recall@10 against exact, and the two
-    paths of a scoped search. On the test server when HTM_TEST_DATABASE_URL is set."""
-    url = os.environ.get("HTM_TEST_DATABASE_URL")
-    if not url:
-        pytest.importorskip("pgserver")
-    out = run("scale", "--smoke", *(["--database-url", url] if url else []), cache=tmp_path)
+    paths of a scoped search. On the suite's server."""
+    out = run("scale", "--smoke", "--database-url", postgres_server_url, cache=tmp_path)
     assert "memories of 30 users" in out and "pgvector" in out
     rows = table_rows(out)
     users = [r for r in rows if r[0] in ("heavy", "medium", "light") and len(r) == 11]

@@ -26,6 +26,10 @@ def run(db: Path, *argv: str) -> tuple[int, str, str]:
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("HTM_DATABASE_URL", "HTM_ROBOT", "HTM_EMBEDDER", "HTM_USER"):
         monkeypatch.delenv(name, raising=False)
+    # The table's last column is cut to the terminal's width: a wide one shows the whole
+    # digest whatever terminal the suite runs in (or COLUMNS: GNU readline, once imported
+    # by pytest, exports COLUMNS=80 to the pytest-xdist workers).
+    monkeypatch.setenv("COLUMNS", "200")
     path = tmp_path / "cli.db"
     ada, other = ChatScope.of(user_id="ada"), ChatScope.of(user_id="Ada")
     with HTM(database_url=str(path), embedder=HashingEmbedder()) as htm:

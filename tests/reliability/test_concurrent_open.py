@@ -21,6 +21,12 @@ from tests.pg import fresh_database
 
 PROCESSES = 8
 TRIALS = 20
+#: Imported once by the forkserver, so that the released processes reach the open together
+#: instead of each first importing for a few hundred milliseconds: this module (pytest with
+#: it), both stores and what opening one imports on first use.
+PRELOAD = [__name__, "htm_core", "htm_core.store.sqlite", "htm_core.store.postgres",
+           "sqlalchemy.dialects.sqlite", "sqlalchemy.dialects.postgresql.psycopg",
+           "tiktoken", "tiktoken_ext.openai_public"]
 
 
 def _open(url: str, barrier: Any, results: Any) -> None:
@@ -39,7 +45,7 @@ def _open_together(url: str) -> list[tuple[str, Any]]:
     # from a server with no other thread (a fork of the test process could copy a lock
     # that one of its threads, left by an earlier test, holds, and hang).
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["htm_core"])
+    ctx.set_forkserver_preload(PRELOAD)
     barrier, results = ctx.Barrier(PROCESSES), ctx.Queue()
     procs = [ctx.Process(target=_open, args=(url, barrier, results)) for _ in range(PROCESSES)]
     for p in procs:
