@@ -61,8 +61,11 @@ def session_pooler(server_url: str) -> Iterator[str]:
     port = _free_port()
     ini = _config(server_url, folder, port)
     ini.chmod(0o644)
+    # PgBouncer logs each connection to stderr as well as to its log file: to a file here,
+    # since a pipe nobody reads fills up and PgBouncer then blocks, accepting no client.
+    stderr = (folder / "stderr.log").open("wb")
     process = subprocess.Popen(_as_service_user([binary, str(ini)]),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                               stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -71,14 +74,14 @@ def session_pooler(server_url: str) -> Iterator[str]:
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    log = (folder / "pgbouncer.log")
+                    log = folder / "pgbouncer.log"
                     raise RuntimeError("pgbouncer did not start: " + (
-                        log.read_text() if log.exists() else process.stderr.read().decode()
-                        if process.stderr else "")) from None
+                        log if log.exists() else folder / "stderr.log").read_text()) from None
                 time.sleep(0.05)
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         _stop(process, ini)
+        stderr.close()
         shutil.rmtree(folder, ignore_errors=True)
 
 
