@@ -60,6 +60,13 @@ def off_loop(fn: Callable[[], T]) -> T:
     return fn()
 
 
+def _root(glet: Any) -> Any:
+    """The main greenlet of the thread ``glet`` runs on (each thread has its own)."""
+    while glet is not None and glet.parent is not None:
+        glet = glet.parent
+    return glet
+
+
 def _wake(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -77,6 +84,10 @@ class SharedLock:
     store can run natively; a ``threading`` lock held only around work that never waits
     (no store call, no callback that may make one) cannot be met by a second greenlet
     while held, and stays as it is.
+
+    A plain (not native) call on the loop's own thread that would wait for a native call
+    of that loop raises RuntimeError instead: the holder can only go on when the loop
+    does, so waiting would never end.
 
     Methods: ``acquire(blocking=True, timeout=-1)``, ``release()``, and the ``with``
     statement, as ``threading.RLock``.
@@ -107,6 +118,11 @@ class SharedLock:
             while not native:
                 if self._take(me):
                     return True
+                if blocking and deadline is None and _root(self._owner) is _root(me):
+                    raise RuntimeError(
+                        "a sync method was called on the event loop's thread while an async "
+                        "call on that loop holds the lock it needs: it would wait forever; "
+                        "await the method's async twin instead")
                 left = None if deadline is None else deadline - time.monotonic()
                 if not blocking or (left is not None and left <= 0):
                     return False

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from htm_core._native import SharedLock, in_native, run_native, sleep
+from htm_core._native import SharedLock, in_native, run_native, sleep, wait_for
 from htm_core.background import FlushTimer
 
 BOUND = 30.0
@@ -169,3 +169,37 @@ def test_threads_use_it_as_an_rlock_and_the_flush_timer_takes_it() -> None:
     timer.fire(timeout=1)
     timer.close()
     assert flushed == [1]
+
+
+async def test_a_sync_call_on_the_loop_thread_is_refused_instead_of_waiting_forever() -> None:
+    """Code on the loop's thread that is not a native call (a coroutine calling a sync
+    method) and finds the lock held by a suspended native call of the same loop would
+    block the loop, so the holder could never release: it gets a RuntimeError at once.
+    A thread of its own still waits, and gets the lock once the holder is done."""
+    lock = SharedLock()
+    holding, release = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def holder() -> None:
+        with lock:
+            loop.call_soon_threadsafe(holding.set)
+            wait_for(release.wait())
+
+    task = asyncio.ensure_future(run_native(holder))
+    await asyncio.wait_for(holding.wait(), BOUND)
+    assert not in_native()
+    with pytest.raises(RuntimeError, match="async twin"):
+        lock.acquire()
+    assert lock.acquire(blocking=False) is False  # not blocking: a plain False, as before
+    got: list[bool] = []
+
+    def wait_in_a_thread() -> None:
+        got.append(lock.acquire(timeout=BOUND))
+        lock.release()
+
+    waiter = threading.Thread(target=wait_in_a_thread)
+    waiter.start()
+    release.set()
+    await asyncio.wait_for(task, BOUND)
+    await asyncio.to_thread(waiter.join, BOUND)
+    assert got == [True]
