@@ -15,6 +15,7 @@ from typing import Any
 
 from .consolidation.kinds import DEFAULT_KIND, RuleKindClassifier, check_kind, check_kinds
 from .errors import ValidationError
+from .validation import check_filter
 
 __all__ = ["MAX_SOURCE_LENGTH", "check_confidence", "check_kinds", "check_min_confidence",
            "check_source", "check_sources", "provenance", "provenance_filters",
@@ -105,18 +106,8 @@ def check_sources(sources: Any) -> tuple[str, ...]:
     >>> check_sources(["user", "User", "user"])
     ('user', 'User')
     """
-    if sources is None:
-        return ()
-    if isinstance(sources, str):
-        return (_filter_source(sources),)
-    if isinstance(sources, (bytes, dict)) or not hasattr(sources, "__iter__"):
-        raise ValidationError(
-            f"sources must be a source, a list of sources or None, got {sources!r:.80}")
-    checked = tuple(dict.fromkeys(_filter_source(s) for s in sources))
-    if not checked:
-        raise ValidationError("sources is empty, so nothing could match; leave it out (None) "
-                              "for any source")
-    return checked
+    return check_filter(sources, _filter_source, what="sources", each="a source",
+                        empty_means="any source")
 
 
 def _filter_source(source: Any) -> str:

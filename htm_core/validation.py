@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from numbers import Real
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = [
     "MAX_CONTENT_BYTES",
     "MAX_KEY_LENGTH",
     "check_content",
+    "check_filter",
     "check_float",
     "check_importance",
     "check_int",
@@ -76,6 +77,26 @@ def check_content(content: Any) -> str:
             "section or paragraph)"
         )
     return content
+
+
+def check_filter(values: Any, check_one: Callable[[Any], str], *, what: str, each: str,
+                 empty_means: str) -> tuple[str, ...]:
+    """A filter of ``what`` (kinds, sources): None (no filter, an empty tuple), one value
+    or several, each checked by ``check_one``; in the order given, without repeats. An
+    empty list is refused: it would match nothing (``empty_means`` says what None does).
+    """
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        return (check_one(values),)
+    if isinstance(values, (bytes, dict)) or not hasattr(values, "__iter__"):
+        raise ValidationError(
+            f"{what} must be {each}, a list of {what} or None, got {values!r:.80}")
+    checked = tuple(dict.fromkeys(check_one(v) for v in values))
+    if not checked:
+        raise ValidationError(f"{what} is empty, so nothing could match; leave it out (None) "
+                              f"for {empty_means}")
+    return checked
 
 
 def check_importance(importance: Any) -> float:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ValidationError
+from ..validation import check_filter
 
 __all__ = ["DEFAULT_KIND", "KINDS", "KindRule", "RuleKindClassifier", "check_kind",
            "check_kinds"]
@@ -54,18 +55,8 @@ def check_kinds(kinds: Any) -> tuple[str, ...]:
     >>> check_kinds(["fact", "Preference", "fact"])
     ('fact', 'preference')
     """
-    if kinds is None:
-        return ()
-    if isinstance(kinds, str):
-        return (_filter_kind(kinds),)
-    if isinstance(kinds, (bytes, dict)) or not hasattr(kinds, "__iter__"):
-        raise ValidationError(
-            f"kinds must be a kind, a list of kinds or None, got {kinds!r:.80}")
-    checked = tuple(dict.fromkeys(_filter_kind(k) for k in kinds))
-    if not checked:
-        raise ValidationError("kinds is empty, so nothing could match; leave it out (None) "
-                              "for no kind filter")
-    return checked
+    return check_filter(kinds, _filter_kind, what="kinds", each="a kind",
+                        empty_means="no kind filter")
 
 @dataclass(frozen=True)
 class KindRule:
