@@ -375,6 +375,29 @@ def hybrid_times(htm: Any, texts: Sequence[str], tag: str, passes: int) -> tuple
     return statistics.median(p50s), statistics.median(p95s)
 
 
+def paired_times(pair: Sequence[Any], texts: Sequence[str], tag: str,
+                 passes: int) -> dict[str, Any]:
+    """Scoped hybrid recall of ``texts`` on each ``HTM`` of ``pair`` (the shared store,
+    the store alone), a pass on one then a pass on the other, so that both sides see the
+    same load: each side's median p50 and p95 over the passes, and the median of the
+    passes' p50 ratios (shared / alone)."""
+    for htm in pair:  # warm both: the connections, the plans, the pages
+        for t in texts:
+            htm.recall(t, tags=[tag], limit=K)
+    load_before = os.getloadavg()[0]
+    runs: list[list[tuple[float, float]]] = [[], []]
+    for _ in range(max(1, passes)):
+        for side, htm in enumerate(pair):
+            runs[side].append(hybrid_times(htm, texts, tag, 1))
+    ratios = [s[0] / a[0] for s, a in zip(runs[0], runs[1], strict=True) if a[0]]
+    return {"shared_p50_s": statistics.median(p50 for p50, _ in runs[0]),
+            "shared_p95_s": statistics.median(p95 for _, p95 in runs[0]),
+            "alone_p50_s": statistics.median(p50 for p50, _ in runs[1]),
+            "alone_p95_s": statistics.median(p95 for _, p95 in runs[1]),
+            "ratio": statistics.median(ratios) if ratios else None,
+            "load_average": (load_before + os.getloadavg()[0]) / 2}
+
+
 def measure_user(htm: Any, store: Any, data: Tenants, user: int, ids: np.ndarray, *,
                  n_queries: int, efs: Sequence[int], plain: bool,
                  passes: int = 1) -> dict[str, Any]:
@@ -495,17 +518,14 @@ def run(server: str, plan: Plan, *, keep: bool = False, reuse: str | None = None
         result["strategy"] = {"exact_scope_rows": store.searcher.exact_scope_rows,
                               "scoped_ef_search": store.searcher.scoped_ef_search,
                               "iterative_scan": store.searcher.iterative}
-        measure_all(store, data, plan, ids, result)
-    if plan.solo:
-        for cls, users in sample_users(data.counts, plan.heavy, plan.medium, plan.light).items():
-            for u in users:
-                result["solo"][str(u)] = solo(server, data, u, plan)
-                print(f"solo {cls} {u}: {result['solo'][str(u)]}", flush=True)
+        measure_all(server, store, data, plan, ids, result)
     return result
 
 
-def measure_all(store: Any, data: Tenants, plan: Plan, ids: np.ndarray,
+def measure_all(server: str, store: Any, data: Tenants, plan: Plan, ids: np.ndarray,
                 result: dict[str, Any]) -> None:
+    """Every sampled user's figures on the shared ``store``, then (``plan.solo``) on a
+    store of that user alone, timed in turn with the shared one."""
     from htm_core import HTM
 
     picks = sample_users(data.counts, plan.heavy, plan.medium, plan.light)
@@ -516,6 +536,12 @@ def measure_all(store: Any, data: Tenants, plan: Plan, ids: np.ndarray,
                     htm, store, data, u, ids, n_queries=plan.queries, efs=plan.efs,
                     plain=True, passes=plan.passes)}
                 print(f"{cls} {u}: {result['users'][str(u)]}", flush=True)
+        if not plan.solo:
+            return
+        for cls, users in picks.items():
+            for u in users:
+                result["solo"][str(u)] = solo(server, data, u, plan, htm)
+                print(f"solo {cls} {u}: {result['solo'][str(u)]}", flush=True)
 
 
 def reopen(url: str, data: Tenants) -> tuple[Any, dict[str, Any], np.ndarray]:
@@ -544,9 +570,12 @@ def _checkpoint(store: Any) -> None:
         conn.commit()
 
 
-def solo(server: str, data: Tenants, user: int, plan: Plan) -> dict[str, Any]:
-    """The same figures on a store holding only ``user``'s memories."""
+def solo(server: str, data: Tenants, user: int, plan: Plan, shared: Any) -> dict[str, Any]:
+    """The same figures on a store holding only ``user``'s memories, and the scoped
+    hybrid recall timed in turn on it and on the ``shared`` store's ``HTM``
+    (:func:`paired_times`)."""
     from htm_core import HTM
+    from htm_core.scope import ChatScope
 
     with fresh_database(server, prefix="htm_bench_solo") as url:
         store, figures, ids = load(url, data, data.rows_of(user), memory_mb=min(
@@ -559,6 +588,10 @@ def solo(server: str, data: Tenants, user: int, plan: Plan) -> dict[str, Any]:
             with HTM(robot=ROBOT, store=store, embedder=QueryEmbedder()) as htm:
                 out = measure_user(htm, store, data, user, ids, n_queries=plan.queries,
                                    efs=(), plain=False, passes=plan.passes)
+                texts, _ = queries(data, user, plan.queries)
+                out["paired"] = paired_times(
+                    (shared, htm), texts, ChatScope.of(user_id=user_id(user)).recall_tag,
+                    plan.passes)
         finally:
             store.close()
     return {**out, "load_s": figures["load_s"], "indexes_s": figures["indexes_s"]}
@@ -591,15 +624,16 @@ def report(result: dict[str, Any]) -> list[str]:
               f"HNSW index {load_['hnsw_mb']:,.0f} MB, GIN index {load_['gin_mb']:,.0f} MB)")
     print(f"(HNSW m = {load_.get('hnsw_m')}, ef_construction = {load_.get('hnsw_ef_construction')}; "
           f"load average during the timed recalls {_load_span(result)}; hybrid p50 / p95: "
-          f"medians of {plan.get('passes', 1)} pass(es) over each user's queries)")
+          f"medians of {plan.get('passes', 1)} pass(es) over each user's queries, the "
+          f"shared store's and the store alone's in turn; the ratio: the passes' median)")
     rows, goals = [], []
     for key, fig in result["users"].items():
         own = result["solo"].get(key)
-        ratio = fig["hybrid_p50_s"] / own["hybrid_p50_s"] if own else None
+        pair = hybrid_pair(fig, own)
         rows.append([fig["class"], key, f"{fig['memories']:,}", f"{fig['share']:.3%}",
-                     f"{fmt_time(fig['hybrid_p50_s'])} / {fmt_time(fig['hybrid_p95_s'])}",
-                     f"{fmt_time(own['hybrid_p50_s'])} / {fmt_time(own['hybrid_p95_s'])}"
-                     if own else "–", f"{ratio:.2f}×" if ratio else "–",
+                     f"{fmt_time(pair['shared_p50_s'])} / {fmt_time(pair['shared_p95_s'])}",
+                     f"{fmt_time(pair['alone_p50_s'])} / {fmt_time(pair['alone_p95_s'])}"
+                     if own else "–", f"{pair['ratio']:.2f}×" if pair["ratio"] else "–",
                      f"{fig['vector_recall']:.3f}", f"{own['vector_recall']:.3f}" if own else "–",
                      f"{fig['indexed_share']:.0%} / {fig['rerun_share']:.0%}", fmt_time(fig["vector_p50_s"])])
     print("\n### Scoped recall per user (big store against a store of that user alone)\n")
@@ -615,8 +649,8 @@ def report(result: dict[str, Any]) -> list[str]:
         worst = min(f["vector_recall"] for _, f in figs)
         goals.append(goal_line(f"{cls} users, vector recall@10 (worst user)", worst,
                                RECALL_GOAL, lower_is_better=False, unit=lambda x: f"{x:.3f}"))
-        ratios = [f["hybrid_p50_s"] / result["solo"][k]["hybrid_p50_s"]
-                  for k, f in figs if k in result["solo"]]
+        ratios = [hybrid_pair(f, result["solo"][k])["ratio"] for k, f in figs
+                  if k in result["solo"]]
         if ratios:
             goals.append(goal_line(f"{cls} users, hybrid p50 against alone (worst user)",
                                    max(ratios), LATENCY_GOAL, unit=lambda x: f"{x:.2f}×"))
@@ -624,10 +658,22 @@ def report(result: dict[str, Any]) -> list[str]:
     return goals
 
 
+def hybrid_pair(shared: dict[str, Any], alone: dict[str, Any] | None) -> dict[str, Any]:
+    """A user's hybrid p50 / p95 shared and alone, and their ratio: the passes timed in
+    turn (:func:`paired_times`) where the run has them, else each store's own passes."""
+    if alone is not None and "paired" in alone:
+        return dict(alone["paired"])
+    return {"shared_p50_s": shared["hybrid_p50_s"], "shared_p95_s": shared["hybrid_p95_s"],
+            "alone_p50_s": alone["hybrid_p50_s"] if alone else None,
+            "alone_p95_s": alone["hybrid_p95_s"] if alone else None,
+            "ratio": shared["hybrid_p50_s"] / alone["hybrid_p50_s"] if alone else None}
+
+
 def _load_span(result: dict[str, Any]) -> str:
     """The one-minute load average while the users were measured: lowest–highest."""
     seen = [f["load_average"] for part in ("users", "solo") for f in result[part].values()
             if "load_average" in f]
+    seen += [f["paired"]["load_average"] for f in result["solo"].values() if "paired" in f]
     return f"{min(seen):.1f}–{max(seen):.1f}" if seen else "not recorded"
 
 
