@@ -14,7 +14,8 @@ For a sample of heavy, medium and light users it measures, on the big store and 
 store holding only that user's memories (same rows, same queries):
 
 - scoped hybrid recall (``HTM.recall(query, tags=[scope tag])``, as every adapter
-  scopes it): p50 / p95;
+  scopes it): p50 / p95, the big store and the store alone timed pass by pass in turn
+  (their ratio: the median of the passes'), so that both see the same load;
 - the vector arm (``store.vector_search`` with the scope's tag filter): recall@10
   against the exact top 10 of the user's own vectors, and how many searches the store
   answered exactly;
