@@ -38,9 +38,10 @@ def merge_best(hits: list[tuple[int, float]], windows: list[tuple[int, float]],
 
 
 def _window_rows(todo: Sequence[tuple[int, Sequence[Sequence[float]]]], dim: int | None
-                 ) -> list[dict[str, Any]]:
-    """The ``memory_windows`` rows of ``(memory id, window vectors)``: unit float32 blobs
-    made at once; a vector of another dimension than the store's is refused."""
+                 ) -> list[tuple[int, int, bytes]]:
+    """The ``memory_windows`` rows ``(memory id, n, vector)`` of ``(memory id, window
+    vectors)``: unit float32 blobs made at once (one ``tobytes``, a slice of it per row); a
+    vector of another dimension than the store's is refused."""
     for mid, vectors in todo:
         if any(dim is None or len(v) != dim for v in vectors):
             raise DimensionMismatchError(
@@ -51,7 +52,32 @@ def _window_rows(todo: Sequence[tuple[int, Sequence[Sequence[float]]]], dim: int
         return []
     matrix = unit_rows([v for _, vectors in todo for v in vectors],
                        lambda row: f"window {owners[row][1]} of memory {owners[row][0]}")
-    return [{"m": mid, "n": n, "e": matrix[k].tobytes()} for k, (mid, n) in enumerate(owners)]
+    blobs, width = matrix.tobytes(), matrix.shape[1] * matrix.itemsize
+    return [(mid, n, blobs[k * width:(k + 1) * width]) for k, (mid, n) in enumerate(owners)]
+
+
+def _write_windows(cur: sqlite3.Cursor,
+                   items: Sequence[tuple[int, str, Sequence[Sequence[float]]]],
+                   dim: int | None) -> int:
+    """:meth:`SQLiteWindows.set_windows`'s statements on ``cur``, in its transaction."""
+    ids = ", ".join(str(int(mid)) for mid, _, _ in items)
+    owners = {int(r[0]): (str(r[1]), bool(r[2]))
+              for r in cur.execute(OWNERS_SQL.format(ids=ids))}
+    # updated, purged or without a vector meanwhile: skipped
+    todo = [(int(mid), vectors) for mid, digest, vectors in items
+            if owners.get(int(mid)) == (digest, True)]
+    if not todo:
+        return 0
+    rows = _window_rows(todo, dim)
+    cur.execute("DELETE FROM memory_windows WHERE memory_id IN ({})".format(
+        ", ".join(str(mid) for mid, _ in todo)))
+    if rows:
+        cur.executemany("INSERT INTO memory_windows(memory_id, n, embedding) VALUES (?, ?, ?)",
+                        rows)
+    none = [{"m": mid} for mid, vectors in todo if not len(vectors)]
+    if none:
+        cur.executemany(NONE_SQL, none)
+    return len(todo)
 
 
 class SQLiteWindows:
@@ -68,23 +94,11 @@ class SQLiteWindows:
             return 0
         with self._db.write() as conn:
             dim = self._db.meta(conn, "embedding_dim")
-            owners = {int(r[0]): (str(r[1]), bool(r[2])) for r in conn.execute(text(
-                OWNERS_SQL.format(ids=", ".join(str(int(mid)) for mid, _, _ in items))))}
-            # updated, purged or without a vector meanwhile: skipped
-            todo = [(int(mid), vectors) for mid, digest, vectors in items
-                    if owners.get(int(mid)) == (digest, True)]
-            if not todo:
-                return 0
-            rows = _window_rows(todo, None if dim is None else int(dim))
-            conn.execute(text("DELETE FROM memory_windows WHERE memory_id IN ({})".format(
-                ", ".join(str(mid) for mid, _ in todo))))
-            if rows:
-                conn.execute(text("INSERT INTO memory_windows(memory_id, n, embedding) "
-                                  "VALUES (:m, :n, :e)"), rows)
-            none = [{"m": mid} for mid, vectors in todo if not len(vectors)]
-            if none:
-                conn.execute(text(NONE_SQL), none)
-        return len(todo)
+            cur = conn.connection.cursor()  # raw statements: this runs after every add_many
+            try:
+                return _write_windows(cur, items, None if dim is None else int(dim))
+            finally:
+                cur.close()
 
     def missing_windows(self, *, window_words: int, limit: int
                         ) -> list[tuple[int, str, str, dict[str, Any]]]:
