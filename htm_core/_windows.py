@@ -45,12 +45,14 @@ def is_long(text: str, window_words: int) -> bool:
 
 
 def _sentences(text: str) -> list[str]:
+    if "```" not in text:  # no code block: the text is one part
+        return [s for s in map(str.strip, _SENTENCE_END.split(text)) if s]
     out: list[str] = []
     for part in _CODE.split(text):
         if part.startswith("```"):
             out.append(part.strip())
         else:
-            out.extend(s.strip() for s in _SENTENCE_END.split(part) if s.strip())
+            out.extend(s for s in map(str.strip, _SENTENCE_END.split(part)) if s)
     return out
 
 
@@ -60,17 +62,26 @@ Span = tuple[int, int]
 def _packed(sizes: Sequence[int], window_words: int) -> list[tuple[int, int]]:
     """Runs ``[start, end)`` of sentences of ``sizes`` words packed into windows."""
     runs: list[tuple[int, int]] = []
-    start = 0
-    while start < len(sizes):
-        end, words = start, 0
-        while end < len(sizes) and (end == start or words + sizes[end] <= window_words):
+    start, count = 0, len(sizes)
+    while start < count:
+        end, words = start + 1, sizes[start]
+        while end < count and words + sizes[end] <= window_words:
             words += sizes[end]
             end += 1
         runs.append((start, end))
-        if end >= len(sizes):
+        if end >= count:
             break
         start = max(start + 1, end - 1)
     return runs if len(runs) > 1 else []
+
+
+def _runs(text: str, window_words: int) -> tuple[list[str], list[tuple[int, int]]]:
+    """The sentences of ``text`` and the runs of them that make its windows (none when the
+    text is not long or makes a single window)."""
+    if not is_long(text, window_words):
+        return [], []
+    sentences = _sentences(text)
+    return sentences, _packed([len(s.split()) for s in sentences], window_words)
 
 
 def window_plan(text: str, window_words: int) -> tuple[list[str], list[Span]]:
@@ -82,16 +93,15 @@ def window_plan(text: str, window_words: int) -> tuple[list[str], list[Span]]:
     >>> window_plan("One two three. Four five. Six seven eight nine.", 6)[1]
     [(0, 25), (15, 47)]
     """
-    if not is_long(text, window_words):
+    sentences, runs = _runs(text, window_words)
+    if not runs:
         return [], []
-    sentences = _sentences(text)
     spans: list[Span] = []
     at = 0
     for sentence in sentences:  # each a stripped piece of text, in order
         begin = text.find(sentence, at)
         spans.append((begin, begin + len(sentence)))
         at = begin + len(sentence)
-    runs = _packed([len(s.split()) for s in sentences], window_words)
     return ([" ".join(sentences[a:b]) for a, b in runs],
             [(spans[a][0], spans[b - 1][1]) for a, b in runs])
 
@@ -104,7 +114,8 @@ def split_windows(text: str, window_words: int) -> list[str]:
     >>> split_windows("One two three. Four five. Six seven eight nine.", 6)
     ['One two three. Four five.', 'Four five. Six seven eight nine.']
     """
-    return window_plan(text, window_words)[0]
+    sentences, runs = _runs(text, window_words)
+    return [" ".join(sentences[a:b]) for a, b in runs]
 
 
 #: Window vectors of texts from their spans: ``(texts, spans of each) -> vectors of each``
@@ -126,7 +137,9 @@ def windows_for(items: Sequence[tuple[int, str, str, dict[str, Any]]], embed: Em
     list too (its whole vector alone scores it) unless ``probe`` fails as well: then the
     embedder is down and the error is raised, nothing is written.
     """
-    plans = [(mid, digest, text, *window_plan(text, window_words))
+    spans = pooled is not None  # only an embedder that pools windows needs their spans
+    plans = [(mid, digest, text, *(window_plan(text, window_words) if spans
+                                   else (split_windows(text, window_words), [])))
              for mid, digest, text in ((mid, digest, embed_text(content, metadata))
                                        for mid, digest, content, metadata in items
                                        if is_long(content, window_words))]
