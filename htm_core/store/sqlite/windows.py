@@ -22,6 +22,7 @@ from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
 from ..base import SearchFilters
 from ..vector_index import normalise, unit_rows
 from ..window_index import WindowIndex
+from ._schema import _LARGE_BATCH, _LARGE_BATCH_CACHE_KIB
 from .engine import SQLiteDatabase
 from .mirror import VectorMirror
 from .reads import Mark, SQLiteReads
@@ -92,7 +93,9 @@ class SQLiteWindows:
     def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
         if not items:
             return 0
-        with self._db.write() as conn:
+        # Like a large add_many, many windows get a page cache that holds them until the commit.
+        big = sum(len(vectors) for _, _, vectors in items) >= _LARGE_BATCH
+        with self._db.write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None) as conn:
             dim = self._db.meta(conn, "embedding_dim")
             cur = conn.connection.cursor()  # raw statements: this runs after every add_many
             try:
