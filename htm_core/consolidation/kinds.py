@@ -122,7 +122,7 @@ _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
 _WORDS = {"remember-that": ("remember", "note", "keep in mind", "forget"),
           "my-name": ("name", "call"), "prefer": ("prefer", "rather", "favo"),
           "like": ("like", "love", "enjoy", "hate", "stand", "detest"),
-          "know-how": ("know how", "able to", "good at", "speak"), "i-can": ("can",),
+          "know-how": ("know how", "able to", "good at", "speak"), "i-can": ("i can",),
           "my-x-is": ("my",), "about-me": ("live in", "work", "born", "grew up", "allergic")}
 
 
