@@ -29,7 +29,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_WINDOW_WORDS = 20
 
 _CODE = re.compile(r"(```.*?```)", re.S)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+#: Where sentences end: the whitespace after ``.``, ``!`` or ``?`` (group 1), or a run of
+#: newlines. Matched from the mark rather than behind it (``(?<=[.!?])\s+``): the search
+#: then skips to the next mark or newline instead of trying every character.
+_SENTENCE_END = re.compile(r"[.!?](\s+)|\n+")
 
 Embed = Callable[[list[str]], Sequence[Any]]
 
@@ -44,15 +47,32 @@ def is_long(text: str, window_words: int) -> bool:
     return text.count(" ") >= window_words
 
 
+def _pieces(text: str) -> list[str]:
+    """``text`` cut at each sentence end (:data:`_SENTENCE_END`), stripped, empty ones
+    left out."""
+    out: list[str] = []
+    at = 0
+    for end in _SENTENCE_END.finditer(text):
+        cut = end.start(1)
+        piece = text[at:end.start() if cut < 0 else cut].strip()
+        if piece:
+            out.append(piece)
+        at = end.end()
+    last = text[at:].strip()
+    if last:
+        out.append(last)
+    return out
+
+
 def _sentences(text: str) -> list[str]:
     if "```" not in text:  # no code block: the text is one part
-        return [s for s in map(str.strip, _SENTENCE_END.split(text)) if s]
+        return _pieces(text)
     out: list[str] = []
     for part in _CODE.split(text):
         if part.startswith("```"):
             out.append(part.strip())
         else:
-            out.extend(s for s in map(str.strip, _SENTENCE_END.split(part)) if s)
+            out.extend(_pieces(part))
     return out
 
 
