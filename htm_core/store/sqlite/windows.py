@@ -57,8 +57,7 @@ def _window_rows(todo: Sequence[tuple[int, Sequence[Sequence[float]]]], dim: int
     return [(mid, n, blobs[k * width:(k + 1) * width]) for k, (mid, n) in enumerate(owners)]
 
 
-def _write_windows(cur: sqlite3.Cursor,
-                   items: Sequence[tuple[int, str, Sequence[Sequence[float]]]],
+def _write_windows(cur: Any, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]],
                    dim: int | None) -> int:
     """:meth:`SQLiteWindows.set_windows`'s statements on ``cur``, in its transaction."""
     ids = ", ".join(str(int(mid)) for mid, _, _ in items)
