@@ -197,28 +197,96 @@ def _raw_rows(path: Path, texts: Sequence[str], vector: Sequence[float], batch: 
     return elapsed
 
 
-def run_add(n: int, runs: int, batch: int) -> dict[str, Any]:
-    from htm_core import HTM, RetrievalConfig
+def _htm_rows(path: Path, texts: Sequence[str], embedder: FreeEmbedder, batch: int,
+              windows: Sequence[int]) -> float:
+    """Seconds to write what ``HTM.add_many`` writes for ``texts`` (rows, full text, log
+    lines, then ``windows[i]`` window rows of text i in a second transaction) straight through
+    ``sqlite3`` into an htm store, with none of htm's Python work: the floor of its add path."""
+    import hashlib
+    import zlib
 
-    texts = thirty_word_texts(n)
+    from htm_core import HTM
+
+    with HTM(robot=ROBOT, database_url=path, embedder=embedder) as htm:
+        htm.add_many([{"content": "the store's embedder", "key": "first"}], working_memory=False)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA cache_size=-32768")
+    blob = np.asarray(embedder.embed_query(""), dtype=np.float32).tobytes()
+    columns = ("id, key, content, content_hash, content_crc, robot_id, importance, token_count, "
+               "created_at, last_accessed, access_count, metadata, embedding, embedder, "
+               "forgotten_at, kind, source, confidence")
+    now = time.time()
+    t0 = time.perf_counter()
+    for start in range(0, len(texts), batch):
+        ids = range(start + 2, min(start + batch, len(texts)) + 2)
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO htm_meta(key, value) VALUES ('fts_batch_insert', '1')")
+        db.executemany(f"INSERT INTO memories({columns}) VALUES ({', '.join('?' * 18)})", [
+            (i, f"k{i}", texts[i - 2], hashlib.sha256(texts[i - 2].encode()).hexdigest(),
+             zlib.crc32(texts[i - 2].encode()), 1, 1.0, 40, now, now, 0, "{}", blob,
+             embedder.name, None, "episodic", None, None) for i in ids])
+        db.execute("INSERT INTO memories_fts(rowid, content) SELECT id, content FROM memories "
+                   "WHERE id BETWEEN ? AND ?", (ids[0], ids[-1]))
+        db.execute("DELETE FROM htm_meta WHERE key = 'fts_batch_insert'")
+        db.execute("INSERT INTO operations(at, op, robot_id, memory_id, key, detail) SELECT ?, "
+                   "'add', robot_id, id, key, '{}' FROM memories WHERE id BETWEEN ? AND ? "
+                   "ORDER BY id", (now, ids[0], ids[-1]))
+        db.execute("COMMIT")
+        if any(windows[i - 2] for i in ids):
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT INTO memory_windows(memory_id, n, embedding) VALUES (?, ?, ?)",
+                           [(i, k, blob) for i in ids for k in range(windows[i - 2])])
+            db.execute("COMMIT")
+    elapsed = time.perf_counter() - t0
+    db.close()
+    return elapsed
+
+
+def _add_round(folder: Path, texts: Sequence[str], batch: int, embedder: FreeEmbedder,
+               rates: dict[str, list[float]]) -> int:
+    """One run of :func:`run_add` in ``folder``: each rate appended; the window rows made."""
+    from htm_core import HTM, RetrievalConfig
+    from htm_core._windows import split_windows
+
+    n, windows = len(texts), 0
     items = [{"content": t, "key": f"k{i}"} for i, t in enumerate(texts)]
+    cpu = time.process_time()
+    rates["raw"].append(n / _raw_rows(folder / "raw.db", texts, embedder.embed_query(""), batch))
+    rates["cpu_raw"].append((time.process_time() - cpu) / n)
+    for name, config in (("htm", RetrievalConfig()),
+                         ("no_windows", RetrievalConfig(window_words=None))):
+        with HTM(robot=ROBOT, database_url=folder / f"{name}.db", embedder=embedder,
+                 retrieval=config) as htm:
+            t0, cpu = time.perf_counter(), time.process_time()
+            for start in range(0, n, batch):
+                htm.add_many(items[start:start + batch], working_memory=False)
+            rates[name].append(n / (time.perf_counter() - t0))
+            rates[f"cpu_{name}"].append((time.process_time() - cpu) / n)
+            windows = max(windows, htm.store.window_count())
+    counts = [len(split_windows(t, 20)) for t in texts]
+    rates["rows"].append(n / _htm_rows(folder / "rows.db", texts, embedder, batch, counts))
+    rates["rows_no_windows"].append(
+        n / _htm_rows(folder / "rows0.db", texts, embedder, batch, [0] * n))
+    return windows
+
+
+def run_add(n: int, runs: int, batch: int) -> dict[str, Any]:
+    texts = thirty_word_texts(n)
     embedder = FreeEmbedder()
-    rates: dict[str, list[float]] = {"htm": [], "no_windows": [], "raw": []}
+    rates: dict[str, list[float]] = {k: [] for k in ("htm", "no_windows", "raw", "rows",
+                                                     "rows_no_windows", "cpu_htm",
+                                                     "cpu_no_windows", "cpu_raw")}
     windows = 0
+    warm = Path(tempfile.mkdtemp(prefix="htm-add30-warm-"))
+    try:  # the token counter's tables and lazy imports load here, not in the first run
+        _add_round(warm, texts[:50], batch, embedder, {k: [] for k in rates})
+    finally:
+        shutil.rmtree(warm, ignore_errors=True)
     for _ in range(runs):
         folder = Path(tempfile.mkdtemp(prefix="htm-add30-"))
         try:
-            rates["raw"].append(n / _raw_rows(folder / "raw.db", texts,
-                                              embedder.embed_query(""), batch))
-            for name, config in (("htm", RetrievalConfig()),
-                                 ("no_windows", RetrievalConfig(window_words=None))):
-                with HTM(robot=ROBOT, database_url=folder / f"{name}.db", embedder=embedder,
-                         retrieval=config) as htm:
-                    t0 = time.perf_counter()
-                    for start in range(0, n, batch):
-                        htm.add_many(items[start:start + batch], working_memory=False)
-                    rates[name].append(n / (time.perf_counter() - t0))
-                    windows = max(windows, htm.store.window_count())
+            windows = _add_round(folder, texts, batch, embedder, rates)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         gc.collect()
@@ -231,8 +299,21 @@ def run_add(n: int, runs: int, batch: int) -> dict[str, Any]:
          "sqlite3 rows + FTS5", "raw / HTM", "raw / HTM windows off", "window rows written"],
         [[f"{n:,}", f"{htm_rate:,.0f}/s", f"{bare:,.0f}/s", f"{raw_rate:,.0f}/s",
           f"{raw_rate / htm_rate:.1f}", f"{raw_rate / bare:.1f}", f"{windows:,}"]]))
+    rows, rows0 = _p50(rates["rows"]), _p50(rates["rows_no_windows"])
+    print(f"\nhtm's own rows written by sqlite3 alone (no htm code; the floor of its add path): "
+          f"{rows:,.0f}/s with windows (raw / it {raw_rate / rows:.1f}), {rows0:,.0f}/s "
+          f"without (raw / it {raw_rate / rows0:.1f})")
+    cpu = {k: _p50(rates[f"cpu_{k}"]) for k in ("htm", "no_windows", "raw")}
+    print(f"\nprocess CPU time per memory: HTM.add_many {fmt_time(cpu['htm'])}, windows off "
+          f"{fmt_time(cpu['no_windows'])}, sqlite3 rows + FTS5 {fmt_time(cpu['raw'])} (HTM / "
+          f"raw {cpu['htm'] / cpu['raw']:.1f}, windows off {cpu['no_windows'] / cpu['raw']:.1f})")
+    print("\nruns (HTM.add_many, windows off, sqlite3 rows + FTS5; raw / HTM in that run): "
+          + "; ".join(f"{h:,.0f}/s, {b:,.0f}/s, {r:,.0f}/s ({r / h:.1f}, {r / b:.1f})"
+                      for h, b, r in zip(rates["htm"], rates["no_windows"], rates["raw"],
+                                         strict=True)))
     return {"size": n, "htm": htm_rate, "no_windows": bare, "raw": raw_rate,
-            "ratio": raw_rate / htm_rate, "windows": windows, "samples": rates}
+            "ratio": raw_rate / htm_rate, "windows": windows, "floor": rows,
+            "floor_no_windows": rows0, "cpu": cpu, "samples": rates}
 
 
 # -- passes ----------------------------------------------------------------------------

@@ -29,7 +29,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_WINDOW_WORDS = 20
 
 _CODE = re.compile(r"(```.*?```)", re.S)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+#: Where sentences end: the whitespace after ``.``, ``!`` or ``?`` (group 1), or a run of
+#: newlines. Matched from the mark rather than behind it (``(?<=[.!?])\s+``): the search
+#: then skips to the next mark or newline instead of trying every character.
+_SENTENCE_END = re.compile(r"[.!?](\s+)|\n+")
 
 Embed = Callable[[list[str]], Sequence[Any]]
 
@@ -44,13 +47,32 @@ def is_long(text: str, window_words: int) -> bool:
     return text.count(" ") >= window_words
 
 
+def _pieces(text: str) -> list[str]:
+    """``text`` cut at each sentence end (:data:`_SENTENCE_END`), stripped, empty ones
+    left out."""
+    out: list[str] = []
+    at = 0
+    for end in _SENTENCE_END.finditer(text):
+        cut = end.start(1)
+        piece = text[at:end.start() if cut < 0 else cut].strip()
+        if piece:
+            out.append(piece)
+        at = end.end()
+    last = text[at:].strip()
+    if last:
+        out.append(last)
+    return out
+
+
 def _sentences(text: str) -> list[str]:
+    if "```" not in text:  # no code block: the text is one part
+        return _pieces(text)
     out: list[str] = []
     for part in _CODE.split(text):
         if part.startswith("```"):
             out.append(part.strip())
         else:
-            out.extend(s.strip() for s in _SENTENCE_END.split(part) if s.strip())
+            out.extend(_pieces(part))
     return out
 
 
@@ -60,17 +82,26 @@ Span = tuple[int, int]
 def _packed(sizes: Sequence[int], window_words: int) -> list[tuple[int, int]]:
     """Runs ``[start, end)`` of sentences of ``sizes`` words packed into windows."""
     runs: list[tuple[int, int]] = []
-    start = 0
-    while start < len(sizes):
-        end, words = start, 0
-        while end < len(sizes) and (end == start or words + sizes[end] <= window_words):
+    start, count = 0, len(sizes)
+    while start < count:
+        end, words = start + 1, sizes[start]
+        while end < count and words + sizes[end] <= window_words:
             words += sizes[end]
             end += 1
         runs.append((start, end))
-        if end >= len(sizes):
+        if end >= count:
             break
         start = max(start + 1, end - 1)
     return runs if len(runs) > 1 else []
+
+
+def _runs(text: str, window_words: int) -> tuple[list[str], list[tuple[int, int]]]:
+    """The sentences of ``text`` and the runs of them that make its windows (none when the
+    text is not long or makes a single window)."""
+    if not is_long(text, window_words):
+        return [], []
+    sentences = _sentences(text)
+    return sentences, _packed([len(s.split()) for s in sentences], window_words)
 
 
 def window_plan(text: str, window_words: int) -> tuple[list[str], list[Span]]:
@@ -82,16 +113,15 @@ def window_plan(text: str, window_words: int) -> tuple[list[str], list[Span]]:
     >>> window_plan("One two three. Four five. Six seven eight nine.", 6)[1]
     [(0, 25), (15, 47)]
     """
-    if not is_long(text, window_words):
+    sentences, runs = _runs(text, window_words)
+    if not runs:
         return [], []
-    sentences = _sentences(text)
     spans: list[Span] = []
     at = 0
     for sentence in sentences:  # each a stripped piece of text, in order
         begin = text.find(sentence, at)
         spans.append((begin, begin + len(sentence)))
         at = begin + len(sentence)
-    runs = _packed([len(s.split()) for s in sentences], window_words)
     return ([" ".join(sentences[a:b]) for a, b in runs],
             [(spans[a][0], spans[b - 1][1]) for a, b in runs])
 
@@ -104,7 +134,8 @@ def split_windows(text: str, window_words: int) -> list[str]:
     >>> split_windows("One two three. Four five. Six seven eight nine.", 6)
     ['One two three. Four five.', 'Four five. Six seven eight nine.']
     """
-    return window_plan(text, window_words)[0]
+    sentences, runs = _runs(text, window_words)
+    return [" ".join(sentences[a:b]) for a, b in runs]
 
 
 #: Window vectors of texts from their spans: ``(texts, spans of each) -> vectors of each``
@@ -126,7 +157,9 @@ def windows_for(items: Sequence[tuple[int, str, str, dict[str, Any]]], embed: Em
     list too (its whole vector alone scores it) unless ``probe`` fails as well: then the
     embedder is down and the error is raised, nothing is written.
     """
-    plans = [(mid, digest, text, *window_plan(text, window_words))
+    spans = pooled is not None  # only an embedder that pools windows needs their spans
+    plans = [(mid, digest, text, *(window_plan(text, window_words) if spans
+                                   else (split_windows(text, window_words), [])))
              for mid, digest, text in ((mid, digest, embed_text(content, metadata))
                                        for mid, digest, content, metadata in items
                                        if is_long(content, window_words))]

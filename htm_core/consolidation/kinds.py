@@ -11,6 +11,7 @@ empties the statement ("my name is not Bob", "I can't swim") stops the rule.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,9 +122,8 @@ _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
 _WORDS = {"remember-that": ("remember", "note", "keep in mind", "forget"),
           "my-name": ("name", "call"), "prefer": ("prefer", "rather", "favo"),
           "like": ("like", "love", "enjoy", "hate", "stand", "detest"),
-          "know-how": ("know how", "able to", "good at", "speak"), "i-can": ("can",),
+          "know-how": ("know how", "able to", "good at", "speak"), "i-can": ("i can",),
           "my-x-is": ("my",), "about-me": ("live in", "work", "born", "grew up", "allergic")}
-_ANY_RULE = tuple(word for words in _WORDS.values() for word in words)
 
 
 def _folded(text: str) -> str:
@@ -133,24 +133,27 @@ def _folded(text: str) -> str:
     return text.casefold()
 
 
-def _may_fire(text: str) -> bool:
-    """Whether any rule could fire in ``text`` (False: none can)."""
-    return any(map(_folded(text).__contains__, _ANY_RULE))
-
-
-def _candidates(sentence: str) -> list[KindRule]:
-    """The rules, best first, whose words ``sentence`` holds."""
-    holds = _folded(sentence).__contains__
+def _possible(text: str) -> list[KindRule]:
+    """The rules, best first, whose words ``text`` holds: only they can fire in a sentence
+    of it (case folding works character by character, so a sentence's folded words are
+    in the folded text)."""
+    holds = _folded(text).__contains__
     return [rule for rule in RULES if any(map(holds, _WORDS[rule.name]))]
+
+
+def _candidates(sentence: str, rules: Sequence[KindRule] = RULES) -> list[KindRule]:
+    """Those of ``rules``, best first, whose words ``sentence`` holds."""
+    holds = _folded(sentence).__contains__
+    return [rule for rule in rules if any(map(holds, _WORDS[rule.name]))]
 
 
 def _is_question(sentence: str) -> bool:
     return bool(_QUESTION.search(sentence)) and not _POLITE.search(sentence)
 
 
-def _fired(sentence: str) -> KindRule | None:
-    """The first rule that fires in one sentence (none for a question)."""
-    candidates = _candidates(sentence)
+def _fired(sentence: str, rules: Sequence[KindRule] = RULES) -> KindRule | None:
+    """The first of ``rules`` that fires in one sentence (none for a question)."""
+    candidates = _candidates(sentence, rules)
     if not candidates or _is_question(sentence):
         return None
     for rule in candidates:
@@ -181,9 +184,10 @@ class RuleKindClassifier:
     def rules(self, content: str) -> list[KindRule]:
         """The rules that decide each sentence of ``content`` (in order; none for some)."""
         plain = content.replace("\u2019", "'")  # a typographic apostrophe: don’t, I’m
-        if not _may_fire(plain):
+        possible = _possible(plain)
+        if not possible:
             return []
-        found = (_fired(match.group().strip()) for match in _SENTENCE.finditer(plain))
+        found = (_fired(match.group().strip(), possible) for match in _SENTENCE.finditer(plain))
         return [rule for rule in found if rule is not None]
 
     def explain(self, content: str) -> list[str]:

@@ -7,6 +7,8 @@ import re
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from htm_core import HTM, RetrievalConfig
 from htm_core._windows import is_long, split_windows, windows_for
@@ -123,3 +125,31 @@ def test_an_empty_window_index_finds_nothing() -> None:
     query = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
     assert windows.best(query, 5, VectorIndex(4), start=None, end=None, robot=None,
                         allowed_ids=None) == []
+
+
+def _reference_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` by the plain definition: code blocks whole, else cut at
+    whitespace after ``.``, ``!`` or ``?`` and at newlines (a lookbehind split)."""
+    out: list[str] = []
+    for part in re.split(r"(```.*?```)", text, flags=re.S):
+        if part.startswith("```"):
+            out.append(part.strip())
+        else:
+            out.extend(s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", part) if s.strip())
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a", "bb", " ", "  ", ".", "!", "?", "\n", "\n\n", "\t", "```",
+                                 "x```y", "\u00a0", "\u2003", "\x85", "\r\n", "?!", "...", "。"]),
+                max_size=50), st.sampled_from([1, 2, 3, 5, 20]))
+def test_windows_are_made_of_the_sentences_of_the_plain_definition(parts: list[str],
+                                                                    words: int) -> None:
+    """The quick sentence cut (from each mark, one pass without a code-block split when
+    there is no fence) gives the sentences of the plain definition."""
+    from htm_core._windows import _sentences, window_plan
+
+    text = "".join(parts)
+    assert _sentences(text) == _reference_sentences(text)
+    windows, spans = window_plan(text, words)
+    assert windows == split_windows(text, words) and len(spans) == len(windows)

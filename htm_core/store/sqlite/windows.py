@@ -22,6 +22,7 @@ from .._sql.windows import COUNT_SQL, MISSING_SQL, NONE_SQL, OWNERS_SQL
 from ..base import SearchFilters
 from ..vector_index import normalise, unit_rows
 from ..window_index import WindowIndex
+from ._schema import _LARGE_BATCH, _LARGE_BATCH_CACHE_KIB
 from .engine import SQLiteDatabase
 from .mirror import VectorMirror
 from .reads import Mark, SQLiteReads
@@ -38,9 +39,10 @@ def merge_best(hits: list[tuple[int, float]], windows: list[tuple[int, float]],
 
 
 def _window_rows(todo: Sequence[tuple[int, Sequence[Sequence[float]]]], dim: int | None
-                 ) -> list[dict[str, Any]]:
-    """The ``memory_windows`` rows of ``(memory id, window vectors)``: unit float32 blobs
-    made at once; a vector of another dimension than the store's is refused."""
+                 ) -> list[tuple[int, int, bytes]]:
+    """The ``memory_windows`` rows ``(memory id, n, vector)`` of ``(memory id, window
+    vectors)``: unit float32 blobs made at once (one ``tobytes``, a slice of it per row); a
+    vector of another dimension than the store's is refused."""
     for mid, vectors in todo:
         if any(dim is None or len(v) != dim for v in vectors):
             raise DimensionMismatchError(
@@ -51,7 +53,31 @@ def _window_rows(todo: Sequence[tuple[int, Sequence[Sequence[float]]]], dim: int
         return []
     matrix = unit_rows([v for _, vectors in todo for v in vectors],
                        lambda row: f"window {owners[row][1]} of memory {owners[row][0]}")
-    return [{"m": mid, "n": n, "e": matrix[k].tobytes()} for k, (mid, n) in enumerate(owners)]
+    blobs, width = matrix.tobytes(), matrix.shape[1] * matrix.itemsize
+    return [(mid, n, blobs[k * width:(k + 1) * width]) for k, (mid, n) in enumerate(owners)]
+
+
+def _write_windows(cur: Any, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]],
+                   dim: int | None) -> int:
+    """:meth:`SQLiteWindows.set_windows`'s statements on ``cur``, in its transaction."""
+    ids = ", ".join(str(int(mid)) for mid, _, _ in items)
+    owners = {int(r[0]): (str(r[1]), bool(r[2]))
+              for r in cur.execute(OWNERS_SQL.format(ids=ids))}
+    # updated, purged or without a vector meanwhile: skipped
+    todo = [(int(mid), vectors) for mid, digest, vectors in items
+            if owners.get(int(mid)) == (digest, True)]
+    if not todo:
+        return 0
+    rows = _window_rows(todo, dim)
+    cur.execute("DELETE FROM memory_windows WHERE memory_id IN ({})".format(
+        ", ".join(str(mid) for mid, _ in todo)))
+    if rows:
+        cur.executemany("INSERT INTO memory_windows(memory_id, n, embedding) VALUES (?, ?, ?)",
+                        rows)
+    none = [{"m": mid} for mid, vectors in todo if not len(vectors)]
+    if none:
+        cur.executemany(NONE_SQL, none)
+    return len(todo)
 
 
 class SQLiteWindows:
@@ -66,25 +92,15 @@ class SQLiteWindows:
     def set_windows(self, items: Sequence[tuple[int, str, Sequence[Sequence[float]]]]) -> int:
         if not items:
             return 0
-        with self._db.write() as conn:
+        # Like a large add_many, many windows get a page cache that holds them until the commit.
+        big = sum(len(vectors) for _, _, vectors in items) >= _LARGE_BATCH
+        with self._db.write(cache_kib=_LARGE_BATCH_CACHE_KIB if big else None) as conn:
             dim = self._db.meta(conn, "embedding_dim")
-            owners = {int(r[0]): (str(r[1]), bool(r[2])) for r in conn.execute(text(
-                OWNERS_SQL.format(ids=", ".join(str(int(mid)) for mid, _, _ in items))))}
-            # updated, purged or without a vector meanwhile: skipped
-            todo = [(int(mid), vectors) for mid, digest, vectors in items
-                    if owners.get(int(mid)) == (digest, True)]
-            if not todo:
-                return 0
-            rows = _window_rows(todo, None if dim is None else int(dim))
-            conn.execute(text("DELETE FROM memory_windows WHERE memory_id IN ({})".format(
-                ", ".join(str(mid) for mid, _ in todo))))
-            if rows:
-                conn.execute(text("INSERT INTO memory_windows(memory_id, n, embedding) "
-                                  "VALUES (:m, :n, :e)"), rows)
-            none = [{"m": mid} for mid, vectors in todo if not len(vectors)]
-            if none:
-                conn.execute(text(NONE_SQL), none)
-        return len(todo)
+            cur = conn.connection.cursor()  # raw statements: this runs after every add_many
+            try:
+                return _write_windows(cur, items, None if dim is None else int(dim))
+            finally:
+                cur.close()
 
     def missing_windows(self, *, window_words: int, limit: int
                         ) -> list[tuple[int, str, str, dict[str, Any]]]:
