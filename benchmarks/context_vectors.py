@@ -22,8 +22,12 @@ windows. The context text of a turn, in the same session:
 - ``prev-full``: the whole previous turn, a newline, the whole turn (the embedder's 256
   word pieces cut what is longer).
 
+- ``blend``: no text: the turn's own vector plus half its previous turn's, made unit
+  (:func:`blended`; the context pulls less than a vector of the two texts).
+
 Variants (``--variants``): ``prev``, ``short`` (``prev`` only for turns under the window
-size, which get no windows), ``next``, ``both`` (``prev`` and ``next``), ``prev-full``.
+size, which get no windows), ``next``, ``both`` (``prev`` and ``next``), ``prev-full``,
+``blend``.
 The report is the R@10 table per category with standard errors and the paired
 difference of each variant against the default, question by question.
 """
@@ -38,6 +42,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from htm_core import HTM, FrozenClock, RetrievalConfig
 from htm_core._windows import DEFAULT_WINDOW_WORDS, _sentences, is_long, windows_for
@@ -61,7 +67,10 @@ EDGE_WORDS = DEFAULT_WINDOW_WORDS
 #: The variants: name -> (context kinds, only turns without windows).
 VARIANTS: dict[str, tuple[tuple[str, ...], bool]] = {
     "prev": (("prev",), False), "short": (("prev",), True), "next": (("next",), False),
-    "both": (("prev", "next"), False), "prev-full": (("prev-full",), False)}
+    "both": (("prev", "next"), False), "prev-full": (("prev-full",), False),
+    "blend": (("blend",), False)}
+#: The previous turn's share of a ``blend`` vector.
+BLEND = 0.5
 BASE = "htm hybrid (default)"
 #: The control: the default asked again on the same store after the variants.
 AGAIN = "default, asked again"
@@ -102,6 +111,20 @@ def context_texts(conv: dict[str, Any], kind: str) -> dict[str, str]:
     return out
 
 
+def blended(conv: dict[str, Any], embedder: CachedEmbedder) -> dict[str, list[float]]:
+    """Each turn's own vector plus :data:`BLEND` times its previous turn's (in the same
+    session), made unit: no text embedded beyond the turns themselves."""
+    out: dict[str, list[float]] = {}
+    for session in conv["sessions"]:
+        said = [(t["id"], f"{t['speaker']}: {t['text']}") for t in session["turns"]]
+        rows = np.asarray(embedder.embed_documents([text for _, text in said]))
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        for i in range(1, len(said)):
+            mix = rows[i] + BLEND * rows[i - 1]
+            out[said[i][0]] = (mix / np.linalg.norm(mix)).tolist()
+    return out
+
+
 def _ask(facade: HTM, clock: FrozenClock, questions: Sequence[dict[str, Any]],
          result: ArmResult, depth: int) -> None:
     for q in questions:
@@ -123,10 +146,11 @@ def _conversation(conv: dict[str, Any], questions: list[dict[str, Any]],
             [(m.id, m.content_hash, m.content, m.metadata) for m in memories],
             embedder.embed_documents, DEFAULT_WINDOW_WORDS)}
         _ask(htm, clock, questions, results[BASE], depth)
-        kinds = sorted({k for v in variants for k in VARIANTS[v][0]})
+        kinds = sorted({k for v in variants for k in VARIANTS[v][0]} - {"blend"})
         texts = {k: context_texts(conv, k) for k in kinds}
         vectors = {k: dict(zip(t, embedder.embed_documents(list(t.values())), strict=True))
                    for k, t in texts.items()}
+        vectors["blend"] = blended(conv, embedder)
         embedder.save()
         for name in variants:
             ctx_kinds, short_only = VARIANTS[name]

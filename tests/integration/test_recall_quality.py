@@ -641,7 +641,7 @@ def test_context_vectors_benchmark_runs_each_variant_and_the_control(locomo_dir:
     from benchmarks import context_vectors as cv
 
     result = cv.main(["--locomo", str(locomo_dir), "--embedder", "hashing",
-                      "--variants", "prev,short"])
+                      "--variants", "prev,short,blend"])
     arms = result["locomo"]
-    assert list(arms) == [cv.BASE, "prev", "short", cv.AGAIN]
+    assert list(arms) == [cv.BASE, "prev", "short", "blend", cv.AGAIN]
     assert arms[cv.AGAIN] == arms[cv.BASE]
