@@ -614,3 +614,34 @@ def test_benchmark_tiered_arms_on_the_periods_set(capsys: pytest.CaptureFixture[
             assert 0.0 <= row["R@5"] <= row["R@10"] <= row["R@25"] <= 1.0
     assert "**tiered cost**" in printed and "digests scored" in printed
     assert "tiered 1000 tokens, 28+ days" in printed and "balanced 2000 tokens, 7+ days" in printed
+
+
+def test_context_texts_join_a_turn_with_its_neighbour_in_the_same_session() -> None:
+    from benchmarks import context_vectors as cv
+
+    long = "One two three four five six seven eight nine ten. " * 3  # 30 words, 3 sentences
+    conv = {"sessions": [
+        {"turns": [{"id": "a", "speaker": "Ada", "text": "How did the school event go?"},
+                   {"id": "b", "speaker": "Bo", "text": "It went great."}]},
+        {"turns": [{"id": "c", "speaker": "Ada", "text": long.strip()},
+                   {"id": "d", "speaker": "Bo", "text": "Nice."}]}]}
+    prev = cv.context_texts(conv, "prev")
+    assert set(prev) == {"b", "d"}  # no neighbour across sessions
+    assert prev["b"] == "Ada: How did the school event go?\nBo: It went great."
+    # A long neighbour gives its last whole sentences, up to 20 words: two of its three.
+    ten = "One two three four five six seven eight nine ten."
+    assert prev["d"] == f"{ten} {ten}\nBo: Nice."
+    after = cv.context_texts(conv, "next")
+    assert set(after) == {"a", "c"}
+    assert after["c"].startswith("One two three") and after["c"].endswith("\nBo: Nice.")
+    assert cv.context_texts(conv, "prev-full")["d"] == f"Ada: {long.strip()}\nBo: Nice."
+
+
+def test_context_vectors_benchmark_runs_each_variant_and_the_control(locomo_dir: Path) -> None:
+    from benchmarks import context_vectors as cv
+
+    result = cv.main(["--locomo", str(locomo_dir), "--embedder", "hashing",
+                      "--variants", "prev,short,blend"])
+    arms = result["locomo"]
+    assert list(arms) == [cv.BASE, "prev", "short", "blend", cv.AGAIN]
+    assert arms[cv.AGAIN] == arms[cv.BASE]
