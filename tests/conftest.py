@@ -3,7 +3,9 @@
 ``store_url`` / ``htm_factory`` are parametrized over every backend: contract tests written
 once run on SQLite and on PostgreSQL. PostgreSQL comes from ``HTM_TEST_DATABASE_URL`` when
 set, else from a throwaway ``pgserver`` (PostgreSQL 16 + pgvector) started for the session;
-each test gets a fresh database with a unique name.
+each test gets a fresh database with a unique name: for ``store_url``, a copy of a database
+already holding htm's current schema (``tests.pg.migrated_template``); for ``pg_url`` and for
+tests marked ``empty_database``, an empty one.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     yield from session_server(tmp_path_factory)
 
 
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server_url: str) -> Iterator[str]:
+    """Name of a database holding htm's current schema, copied by ``store_url``."""
+    from tests.pg import migrated_template
+
+    yield from migrated_template(postgres_server_url)
+
+
 @pytest.fixture
 def pg_url(postgres_server_url: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database (dropped afterwards)."""
@@ -62,14 +72,18 @@ def pooler_url(postgres_server_url: str) -> Iterator[str]:
 
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database on each backend."""
+    """A fresh database on each backend: on PostgreSQL it already holds htm's current
+    schema (as opening a store on an empty one would leave it), unless the test is marked
+    ``empty_database``; on SQLite it is a new file."""
     if request.param == "sqlite":
         yield str(tmp_path / "htm.db")
         return
     from tests.pg import fresh_database
 
     server = request.getfixturevalue("postgres_server_url")
-    yield from fresh_database(server)
+    empty = request.node.get_closest_marker("empty_database") is not None
+    template = None if empty else request.getfixturevalue("postgres_template")
+    yield from fresh_database(server, template)
 
 
 @pytest.fixture

@@ -250,6 +250,7 @@ def _version_1_store(url: str) -> None:
     engine.dispose()
 
 
+@pytest.mark.empty_database
 def test_a_version_1_store_upgrades_and_its_memories_follow_the_new_rules(store_url):
     _version_1_store(store_url)
     s = open_store(store_url)

@@ -194,6 +194,7 @@ def _make_v1(url: str) -> None:
     engine.dispose()
 
 
+@pytest.mark.empty_database
 def test_a_version_1_store_is_upgraded_and_keeps_its_memories(store_url: str) -> None:
     _make_v1(store_url)
     with HTM(database_url=store_url, embedder="hashing:64", robot="new") as htm:

@@ -37,6 +37,7 @@ class TestInMemoryStore(StoreConformance):
         return make
 
 
+@pytest.mark.empty_database
 def test_unmigrated_store_without_migrate_is_an_error(store_url: str) -> None:
     with pytest.raises(SchemaError, match="migrate"):
         open_store(store_url, migrate=False)

@@ -237,6 +237,7 @@ def _make_v2(url: str) -> None:
     engine.dispose()
 
 
+@pytest.mark.empty_database
 def test_a_version_2_store_is_upgraded_and_its_memories_can_be_updated(store_url):
     _make_v2(store_url)
     with HTM(database_url=store_url, embedder="hashing:64", robot="new") as htm:

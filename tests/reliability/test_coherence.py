@@ -212,6 +212,7 @@ def test_two_instances_of_one_robot_share_one_working_memory(htm_factory):
     assert set(job.working_memory.keys()) == set(web.working_memory.keys()) == persisted(web)
 
 
+@pytest.mark.empty_database
 def test_schema_upgrade_from_version_1_keeps_working_memory_and_ids(store_url: str,
                                                                     clock: FrozenClock):
     """A v1 store (made by executing the v1 statements) upgrades in place: membership gets
