@@ -625,8 +625,9 @@ def report(result: dict[str, Any]) -> list[str]:
               f"HNSW index {load_['hnsw_mb']:,.0f} MB, GIN index {load_['gin_mb']:,.0f} MB)")
     print(f"(HNSW m = {load_.get('hnsw_m')}, ef_construction = {load_.get('hnsw_ef_construction')}; "
           f"load average during the timed recalls {_load_span(result)}; hybrid p50 / p95: "
-          f"medians of {plan.get('passes', 1)} pass(es) over each user's queries, the "
-          f"shared store's and the store alone's in turn; the ratio: the passes' median)")
+          f"medians of {plan.get('passes', 1)} pass(es) over each user's queries"
+          + ("; the shared store's and the store alone's in turn, the ratio the passes' "
+             "median)" if any("paired" in f for f in result["solo"].values()) else ")"))
     rows, goals = [], []
     for key, fig in result["users"].items():
         own = result["solo"].get(key)
