@@ -132,9 +132,9 @@ class ScopeSizes:
     that has shrunk goes through the index as a large scope does, and a vector search
     that comes back short of its limit is run again exactly. So a size may be stale for
     a while, and this process's own writes drop the sizes of the scopes they touch
-    (:meth:`wrote`) at once. Keyed by the filter's tags exactly as given (``Ada`` and ``ada`` are two
-    scopes) and the cap they were counted up to; at most ``kept`` sizes, the least
-    recently used dropped first.
+    (:meth:`wrote`) at once. Keyed by the filter's tags exactly as given (``Ada`` and
+    ``ada`` are two scopes) and the cap they were counted up to; at most ``kept`` sizes,
+    the least recently used dropped first.
     """
 
     def __init__(self, *, seconds: float = SCOPE_ROWS_SECONDS, kept: int = SCOPE_ROWS_KEPT) -> None:
