@@ -645,3 +645,51 @@ def test_context_vectors_benchmark_runs_each_variant_and_the_control(locomo_dir:
     arms = result["locomo"]
     assert list(arms) == [cv.BASE, "prev", "short", "blend", cv.AGAIN]
     assert arms[cv.AGAIN] == arms[cv.BASE]
+
+
+def test_score_normalisations_put_the_best_hit_at_one_whatever_the_sign() -> None:
+    from benchmarks import score_fusion as sf
+
+    bm25 = [(1, -4.0), (2, -3.0), (3, -2.0)]  # SQLite's bm25: lower is better
+    assert sf.normalised(bm25, "min-max") == {1: 1.0, 2: 0.5, 3: 0.0}
+    assert sf.normalised([(1, 0.8), (2, 0.4), (3, -0.1)], "max") == {1: 1.0, 2: 0.5, 3: 0.0}
+    assert sf.normalised([(5, 0.3)], "min-max") == {5: 1.0}
+    with pytest.raises(ValueError, match="unknown normalisation"):
+        sf.normalised(bm25, "z")
+
+
+def test_score_fusion_swaps_the_rank_term_only_inside_its_block(tmp_path: Path) -> None:
+    """With no score term the experiment's fusion is the default's, hit for hit; a
+    score-only variant reorders; the library's fusion is back after the block."""
+    from benchmarks import score_fusion as sf
+    from htm_core.recall import pipeline
+    from htm_core.recall.fusion import coverage_scores
+
+    run_arms = pipeline.run_arms
+    clock = FrozenClock(datetime(2024, 5, 1, 12, tzinfo=UTC))
+    texts = ["Ada adopted a grey cat named Miso", "The cat Miso sleeps all day",
+             "Bo painted a sunset over the lake", "Ada painted the cat for Bo",
+             "We talked about the weather", "Miso knocked a cup off the table"]
+    with HTM(robot="r", database_url=f"sqlite:///{tmp_path / 'f.db'}",
+             embedder=HashingEmbedder(), clock=clock) as htm:
+        htm.add_many(texts)
+
+        def order(query: str) -> list[tuple[str, float]]:
+            return [(h.memory.content, h.score) for h in htm.recall(query, limit=6)]
+
+        default = order("what did Ada paint of the cat")
+        with sf.fusing(sf.Variant("min-max", 0.0, mix=0.0)):
+            assert order("what did Ada paint of the cat") == default
+        with sf.fusing(sf.Variant("max", 1.0)):
+            by_score = order("what did Ada paint of the cat")
+        assert [t for t, _ in by_score] != [t for t, _ in default]
+        assert order("what did Ada paint of the cat") == default
+    assert pipeline.coverage_scores is coverage_scores and pipeline.run_arms is run_arms
+
+
+def test_score_fusion_benchmark_runs_the_default_and_each_variant(locomo_dir: Path) -> None:
+    from benchmarks import score_fusion as sf
+
+    result = sf.main(["--locomo", str(locomo_dir), "--embedder", "hashing",
+                      "--variants", "cc max,rrf + 0.2 min-max"])
+    assert list(result["locomo"]) == [sf.BASE, "cc max", "rrf + 0.2 min-max"]
