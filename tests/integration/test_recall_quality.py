@@ -693,3 +693,31 @@ def test_score_fusion_benchmark_runs_the_default_and_each_variant(locomo_dir: Pa
     result = sf.main(["--locomo", str(locomo_dir), "--embedder", "hashing",
                       "--variants", "cc max,rrf + 0.2 min-max"])
     assert list(result["locomo"]) == [sf.BASE, "cc max", "rrf + 0.2 min-max"]
+
+
+def test_rerank_headroom_counts_the_evidence_a_reranker_could_put_first() -> None:
+    from benchmarks import rerank_headroom as rh
+
+    questions = [{"id": "q1", "kind": "multi-hop", "evidence": ["a", "b", "c", "d"]},
+                 {"id": "q2", "kind": "temporal", "evidence": ["e"]},
+                 {"id": "q3", "kind": "adversarial", "evidence": ["f"]}]
+    filler = [f"x{i}" for i in range(30)]
+    ranked = {"q1": ["a", *filler[:9], "b", *filler[9:25], "c", *filler[25:]],
+              "q2": [*filler[:12], "e"], "q3": ["f"]}
+    table = rh.headroom(questions, ranked, depths=(10, 25, 50))
+    assert table["multi-hop"] == {10: 0.25, 25: 0.5, 50: 0.75}  # "d" is never found
+    assert table["temporal"] == {10: 0.0, 25: 1.0, 50: 1.0}
+    assert table["all"] == {10: 0.125, 25: 0.75, 50: 0.875}  # adversarial kept apart
+    # More than ten evidence turns: the first ten places are all a reranker has.
+    many = [{"id": "m", "kind": "single-hop", "evidence": [f"e{i}" for i in range(20)]}]
+    assert rh.headroom(many, {"m": [f"e{i}" for i in range(20)]}, depths=(25,)) == {
+        "single-hop": {25: 0.5}, "all": {25: 0.5}}
+
+
+def test_rerank_headroom_benchmark_prints_each_depth(locomo_dir: Path) -> None:
+    from benchmarks import rerank_headroom as rh
+
+    table = rh.main(["--locomo", str(locomo_dir), "--embedder", "hashing"])["locomo"]
+    rows = list(table.values())
+    assert rows and all(list(row) == list(rh.DEPTHS) for row in rows)
+    assert all(row[10] <= row[20] <= row[25] <= row[50] <= row[100] for row in rows)
