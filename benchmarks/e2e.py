@@ -425,7 +425,7 @@ def _rate(v: float) -> str:
     return f"{v:,.0f}/s"
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=["add", "recall", "conversation", "cli"])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for CI smoke runs")
@@ -437,7 +437,101 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--url", default=None, help="PostgreSQL server URL (default: pgserver)")
     parser.add_argument("--no-local", action="store_true", help="cli: skip the local model")
     parser.add_argument("--save", action="store_true", help="write benchmarks/results/*.json")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _run_add(args: argparse.Namespace, sizes: list[int] | None, runs: int) -> dict[str, Any]:
+    """``add``: HTM.add_many against the store's own, printed as a table."""
+    rows = [bench_add(n, kind=args.data, runs=runs, batch=args.batch, budget=128_000)
+            for n in sizes or ([300] if args.quick else [20_000])]
+    print(f"## HTM.add_many, ready vectors, SQLite ({args.data} data; medians of "
+          f"{runs})\n")
+    print(markdown_table(
+        ["memories", "HTM.add_many (working memory on)", "HTM.add_many (off)",
+         "store.add_many", "HTM (on) / store"],
+        [[f"{r['size']:,}", _rate(r["htm_wm"]), _rate(r["htm_no_wm"]),
+          _rate(r["store"]), f"{r['htm_wm'] / r['store']:.2f}"] for r in rows]))
+    big = [r for r in rows if r["size"] >= 100_000]
+    if big:
+        print()
+        print(goal_line("HTM.add_many 100k, working memory on, SQLite", big[0]["htm_wm"],
+                        20_000, lower_is_better=False, unit=_rate))
+    return {"rows": rows}
+
+
+def _run_recall(args: argparse.Namespace, sizes: list[int] | None, folder: Path
+                ) -> dict[str, Any]:
+    """``recall``: HTM.recall against its numpy + FTS5 analogue, on either backend."""
+    quick = args.quick
+    rows = []
+    for n in sizes or ([400] if quick else [20_000]):
+        if args.backend == "postgres":
+            # shared_buffers as the other PostgreSQL benchmarks set it: with the
+            # 128 MB default a 100k store's table and HNSW graph do not fit, and
+            # every search reads its pages through the operating system's cache.
+            with postgres_server(args.url, shared_buffers=None if quick else min(
+                    2_048, shared_buffers_mb())) as server, \
+                    fresh_database(server) as url:
+                rows.append(bench_recall(url, n, kind=args.data, queries=40 if quick
+                                         else 200, budget=2_000, backend="postgres"))
+        else:
+            url = str(folder / f"recall-{n}.db")
+            rows.append(bench_recall(url, n, kind=args.data,
+                                     queries=40 if quick else 200, budget=2_000,
+                                     backend="sqlite"))
+        gc.collect()
+    print(f"## HTM.recall hybrid top 10, full working memory, {args.backend} "
+          f"({args.data} data; medians)\n")
+    print(markdown_table(
+        ["memories", "HTM.recall", "numpy exact + FTS5 + RRF", "HTM / analogue",
+         "evictions per recall", "hybrid search alone"],
+        [[f"{r['size']:,}", fmt_time(r["htm_recall"]), fmt_time(r["analogue"]),
+          f"{r['ratio']:.2f}", f"{r['evictions_per_recall']:.1f}",
+          fmt_time(r["search"])] for r in rows]))
+    return {"rows": rows}
+
+
+def _run_conversation(args: argparse.Namespace, sizes: list[int] | None, folder: Path
+                      ) -> dict[str, Any]:
+    """``conversation``: HTM.recall on one conversation against BM25 and its fusion."""
+    rows = [bench_conversation(n, queries=20 if args.quick else 100, folder=folder)
+            for n in sizes or [600]]
+    print("## HTM.recall hybrid top 10 on one conversation, SQLite (medians)\n")
+    print(markdown_table(
+        ["memories", "HTM.recall", "BM25", "RRF(BM25, exact vectors)"],
+        [[f"{r['size']:,}", fmt_time(r["htm_recall"]), fmt_time(r["bm25"]),
+          fmt_time(r["bm25_rrf"])] for r in rows]))
+    print()
+    print(goal_line(f"HTM.recall, {rows[0]['size']}-memory store", rows[0]["htm_recall"],
+                    1e-3))
+    return {"rows": rows}
+
+
+def _run_cli(args: argparse.Namespace, sizes: list[int] | None, runs: int, folder: Path
+             ) -> dict[str, Any]:
+    """``cli``: wall and CPU time of each ``htm`` command, with the load while measuring."""
+    quick = args.quick
+    row = bench_cli(folder, n=(sizes or [50 if quick else 1_000])[0], runs=runs,
+                    local=not args.no_local and not quick)
+    print(f"## The htm command, wall time per command (medians of {runs})\n")
+    print(markdown_table(["command", "wall time", "CPU time (user + system)"],
+                         [[k, fmt_time(v["wall"]), fmt_time(v["cpu"])]
+                          for k, v in row.items() if k != "memories"]))
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = -1.0
+    print(f"\n(load average while measuring: {load:.1f} on {os.cpu_count()} cores)")
+    for k, v in row.items():
+        if k.startswith("htm recall"):
+            print(goal_line(f"{k}, wall", v["wall"], 4.0))
+        elif k.startswith("htm "):
+            print(goal_line(f"{k}, wall", v["wall"], 1.5))
+    return {"row": row}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = _parser().parse_args(argv)
     quick = args.quick
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else None
     runs = args.runs or (1 if quick else 3)
@@ -445,78 +539,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="htm-e2e-"))
     try:
         if args.what == "add":
-            rows = [bench_add(n, kind=args.data, runs=runs, batch=args.batch, budget=128_000)
-                    for n in sizes or ([300] if quick else [20_000])]
-            print(f"## HTM.add_many, ready vectors, SQLite ({args.data} data; medians of "
-                  f"{runs})\n")
-            print(markdown_table(
-                ["memories", "HTM.add_many (working memory on)", "HTM.add_many (off)",
-                 "store.add_many", "HTM (on) / store"],
-                [[f"{r['size']:,}", _rate(r["htm_wm"]), _rate(r["htm_no_wm"]),
-                  _rate(r["store"]), f"{r['htm_wm'] / r['store']:.2f}"] for r in rows]))
-            result = {"rows": rows}
-            big = [r for r in rows if r["size"] >= 100_000]
-            if big:
-                print()
-                print(goal_line("HTM.add_many 100k, working memory on, SQLite", big[0]["htm_wm"],
-                                20_000, lower_is_better=False, unit=_rate))
+            result = _run_add(args, sizes, runs)
         elif args.what == "recall":
-            rows = []
-            for n in sizes or ([400] if quick else [20_000]):
-                if args.backend == "postgres":
-                    # shared_buffers as the other PostgreSQL benchmarks set it: with the
-                    # 128 MB default a 100k store's table and HNSW graph do not fit, and
-                    # every search reads its pages through the operating system's cache.
-                    with postgres_server(args.url, shared_buffers=None if quick else min(
-                            2_048, shared_buffers_mb())) as server, \
-                            fresh_database(server) as url:
-                        rows.append(bench_recall(url, n, kind=args.data, queries=40 if quick
-                                                 else 200, budget=2_000, backend="postgres"))
-                else:
-                    url = str(folder / f"recall-{n}.db")
-                    rows.append(bench_recall(url, n, kind=args.data,
-                                             queries=40 if quick else 200, budget=2_000,
-                                             backend="sqlite"))
-                gc.collect()
-            print(f"## HTM.recall hybrid top 10, full working memory, {args.backend} "
-                  f"({args.data} data; medians)\n")
-            print(markdown_table(
-                ["memories", "HTM.recall", "numpy exact + FTS5 + RRF", "HTM / analogue",
-                 "evictions per recall", "hybrid search alone"],
-                [[f"{r['size']:,}", fmt_time(r["htm_recall"]), fmt_time(r["analogue"]),
-                  f"{r['ratio']:.2f}", f"{r['evictions_per_recall']:.1f}",
-                  fmt_time(r["search"])] for r in rows]))
-            result = {"rows": rows}
+            result = _run_recall(args, sizes, folder)
         elif args.what == "conversation":
-            rows = [bench_conversation(n, queries=20 if quick else 100, folder=folder)
-                    for n in sizes or [600]]
-            print("## HTM.recall hybrid top 10 on one conversation, SQLite (medians)\n")
-            print(markdown_table(
-                ["memories", "HTM.recall", "BM25", "RRF(BM25, exact vectors)"],
-                [[f"{r['size']:,}", fmt_time(r["htm_recall"]), fmt_time(r["bm25"]),
-                  fmt_time(r["bm25_rrf"])] for r in rows]))
-            print()
-            print(goal_line(f"HTM.recall, {rows[0]['size']}-memory store", rows[0]["htm_recall"],
-                            1e-3))
-            result = {"rows": rows}
+            result = _run_conversation(args, sizes, folder)
         else:
-            row = bench_cli(folder, n=(sizes or [50 if quick else 1_000])[0], runs=runs,
-                            local=not args.no_local and not quick)
-            print(f"## The htm command, wall time per command (medians of {runs})\n")
-            print(markdown_table(["command", "wall time", "CPU time (user + system)"],
-                                 [[k, fmt_time(v["wall"]), fmt_time(v["cpu"])]
-                                  for k, v in row.items() if k != "memories"]))
-            try:
-                load = os.getloadavg()[0]
-            except OSError:
-                load = -1.0
-            print(f"\n(load average while measuring: {load:.1f} on {os.cpu_count()} cores)")
-            for k, v in row.items():
-                if k.startswith("htm recall"):
-                    print(goal_line(f"{k}, wall", v["wall"], 4.0))
-                elif k.startswith("htm "):
-                    print(goal_line(f"{k}, wall", v["wall"], 1.5))
-            result = {"row": row}
+            result = _run_cli(args, sizes, runs, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     if args.save and not quick:

@@ -68,11 +68,68 @@ def minilm(ds: Dataset) -> Dataset:
     return replace(ds, vectors=docs, query_vectors=queries)
 
 
-def run(n: int, n_queries: int, efs: Sequence[int], *, url: str | None, m: int,
-        ef_construction: int, data: str = "clustered", k: int = 10) -> dict[str, Any]:
+def _load(store: Any, ds: Dataset, n: int) -> tuple[list[int], float]:
+    """Every memory through ``add_many`` in batches of 1,000: their ids in row order and
+    the seconds it took (the HNSW index built as rows arrive)."""
+    from htm_core.store import NewMemory
+
+    t0 = time.perf_counter()
+    ids: list[int] = []
+    for start in range(0, n, 1000):
+        batch = [NewMemory(key=f"bench-{i}", content=ds.texts[i], robot=ROBOT,
+                           importance=1.0, token_count=len(ds.texts[i]) // 4,
+                           created_at=ds.created[i], embedding=ds.vectors[i],
+                           embedder=EMBEDDER)
+                 for i in range(start, min(n, start + 1000))]
+        ids += [r.memory.id for r in store.add_many(batch)]
+    return ids, time.perf_counter() - t0
+
+
+def _ef_rows(store: Any, ds: Dataset, ids: list[int], truth: np.ndarray, efs: Sequence[int],
+             k: int) -> list[dict[str, Any]]:
+    """Recall@k against ``truth`` and latency of the vector search at each ``ef_search``."""
+    from htm_core.store import SearchFilters
+
+    row_of = {mid: i for i, mid in enumerate(ids)}
+    empty = SearchFilters()
+    for q in ds.query_vectors:  # warm the caches once so the first row is not penalised
+        store.vector_search(q, limit=k, filters=empty, ef_search=max(efs))
+    rows = []
+    for ef in efs:
+        recalls, times = [], []
+        for qi, q in enumerate(ds.query_vectors):
+            t = time.perf_counter()
+            hits = store.vector_search(q, limit=k, filters=empty, ef_search=ef)
+            times.append(time.perf_counter() - t)
+            got = {row_of[mid] for mid, _ in hits}
+            recalls.append(len(got & set(truth[qi].tolist())) / k)
+        rows.append({"ef_search": ef, "recall_at_10": statistics.mean(recalls),
+                     "min_recall": min(recalls), "median_s": statistics.median(times),
+                     "p95_s": percentile(times, 0.95)})
+    return rows
+
+
+def _exact_times(store: Any, ds: Dataset, n_queries: int, k: int) -> list[float]:
+    """Seconds of the exact in-database search (index scans off), for up to 50 queries."""
     from sqlalchemy import text
 
-    from htm_core.store import NewMemory, SearchFilters
+    exact_times = []
+    with store.engine.connect() as conn:
+        for q in ds.query_vectors[: min(50, n_queries)]:
+            literal = "[" + ",".join(f"{x:.9g}" for x in q.tolist()) + "]"
+            t = time.perf_counter()
+            with conn.begin():
+                conn.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
+                conn.execute(text(
+                    "SELECT id FROM memories WHERE embedding IS NOT NULL AND "
+                    "forgotten_at IS NULL ORDER BY embedding <=> CAST(:q AS vector) "
+                    "LIMIT :k"), {"q": literal, "k": k}).all()
+            exact_times.append(time.perf_counter() - t)
+    return exact_times
+
+
+def run(n: int, n_queries: int, efs: Sequence[int], *, url: str | None, m: int,
+        ef_construction: int, data: str = "clustered", k: int = 10) -> dict[str, Any]:
     from htm_core.store.postgres import PostgresStore
 
     ds = dataset(n, queries=n_queries, seed=7)
@@ -84,44 +141,9 @@ def run(n: int, n_queries: int, efs: Sequence[int], *, url: str | None, m: int,
     with postgres_server(url) as server_url, fresh_database(server_url) as db_url:
         store = PostgresStore(db_url, hnsw_m=m, hnsw_ef_construction=ef_construction)
         try:
-            t0 = time.perf_counter()
-            ids: list[int] = []
-            for start in range(0, n, 1000):
-                batch = [NewMemory(key=f"bench-{i}", content=ds.texts[i], robot=ROBOT,
-                                   importance=1.0, token_count=len(ds.texts[i]) // 4,
-                                   created_at=ds.created[i], embedding=ds.vectors[i],
-                                   embedder=EMBEDDER)
-                         for i in range(start, min(n, start + 1000))]
-                ids += [r.memory.id for r in store.add_many(batch)]
-            build = time.perf_counter() - t0
-            row_of = {mid: i for i, mid in enumerate(ids)}
-            empty = SearchFilters()
-            for q in ds.query_vectors:  # warm the caches once so the first row is not penalised
-                store.vector_search(q, limit=k, filters=empty, ef_search=max(efs))
-            rows = []
-            for ef in efs:
-                recalls, times = [], []
-                for qi, q in enumerate(ds.query_vectors):
-                    t = time.perf_counter()
-                    hits = store.vector_search(q, limit=k, filters=empty, ef_search=ef)
-                    times.append(time.perf_counter() - t)
-                    got = {row_of[mid] for mid, _ in hits}
-                    recalls.append(len(got & set(truth[qi].tolist())) / k)
-                rows.append({"ef_search": ef, "recall_at_10": statistics.mean(recalls),
-                             "min_recall": min(recalls), "median_s": statistics.median(times),
-                             "p95_s": percentile(times, 0.95)})
-            exact_times = []
-            with store.engine.connect() as conn:
-                for q in ds.query_vectors[: min(50, n_queries)]:
-                    literal = "[" + ",".join(f"{x:.9g}" for x in q.tolist()) + "]"
-                    t = time.perf_counter()
-                    with conn.begin():
-                        conn.execute(text("SELECT set_config('enable_indexscan', 'off', true)"))
-                        conn.execute(text(
-                            "SELECT id FROM memories WHERE embedding IS NOT NULL AND "
-                            "forgotten_at IS NULL ORDER BY embedding <=> CAST(:q AS vector) "
-                            "LIMIT :k"), {"q": literal, "k": k}).all()
-                    exact_times.append(time.perf_counter() - t)
+            ids, build = _load(store, ds, n)
+            rows = _ef_rows(store, ds, ids, truth, efs, k)
+            exact_times = _exact_times(store, ds, n_queries, k)
         finally:
             store.close()
     good = [r["ef_search"] for r in rows if r["recall_at_10"] >= TARGET]

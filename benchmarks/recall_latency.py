@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,22 +48,12 @@ def _cycle(items: Sequence[Any]):  # type: ignore[no-untyped-def]
     return nxt
 
 
-def bench_size(n: int, *, queries: int, baseline_queries: int, baselines: bool) -> dict[str, Any]:
-    """Time every contender at size ``n``; returns medians in seconds."""
-    from htm_core import HTM
+def _htm_searches(store: Any, nxt: Callable[[], Any], queries: int) -> dict[str, float]:
+    """htm's vector arm, hybrid search (default and plain RRF) and full-text arm."""
     from htm_core.recall import RetrievalConfig, search
     from htm_core.store.base import SearchFilters
-    from htm_core.store.sqlite import SQLiteStore
 
-    ds = dataset(n, queries=queries)
-    path = store_path(n)
-    store = SQLiteStore(path)
-    index = store.mirror.index
-    if index is not None and hasattr(index, "ensure_graph"):
-        index.ensure_graph()
-    qs = [(ds.query_texts[i], ds.query_vectors[i].tolist()) for i in range(queries)]
-    out: dict[str, Any] = {"size": n}
-    nxt = _cycle(qs)
+    out: dict[str, float] = {}
     out["htm_vector"] = median_time(
         lambda: store.vector_search(nxt()[1], limit=10, filters=SearchFilters()), runs=queries)
 
@@ -79,57 +69,86 @@ def bench_size(n: int, *, queries: int, baseline_queries: int, baselines: bool) 
     def fulltext() -> None:
         store.fulltext_search(nxt()[0], limit=20, filters=SearchFilters())
     out["htm_fulltext"] = median_time(fulltext, runs=queries)
+    return out
 
-    emb = VectorTableEmbedder(ds.query_texts, ds.query_vectors)
-    with HTM(robot="bench-recall", store=store, embedder=emb, working_memory_tokens=8_000) as htm:
-        out["htm_recall"] = median_time(lambda: htm.recall(nxt()[0], limit=10), runs=queries)
+
+def _exact(store: Any, ds: Any, qs: list[tuple[str, list[float]]], queries: int
+           ) -> dict[str, float]:
+    """The floor, exact numpy top-10, and the recall@10 of htm's vector arm against it."""
+    from htm_core.store.base import SearchFilters
 
     matrix = ds.vectors
     # The floor: exact top-10 over the same matrix, single-threaded (einsum), which is
     # steadier than a BLAS call on busy cores.
     qcycle = _cycle(list(ds.query_vectors))
-    out["numpy_exact"] = median_time(
+    numpy_exact = median_time(
         lambda: np.argpartition(-np.einsum("ij,j->i", matrix, qcycle()), 10)[:10], runs=queries)
     hits = 0
     for _text, vec in qs:
         got = {m for m, _ in store.vector_search(vec, limit=10, filters=SearchFilters())}
         exact = np.argsort(-(matrix @ np.asarray(vec, dtype=np.float32)))[:10]
         hits += len(got & {int(i) + 1 for i in exact})  # store ids are 1-based in load order
-    out["recall_at_10"] = hits / (10 * len(qs))
+    return {"numpy_exact": numpy_exact, "recall_at_10": hits / (10 * len(qs))}
+
+
+def _langchain(ds: Any, n: int, nxt: Callable[[], Any], runs: int) -> float | None:
+    """LangChain's InMemoryVectorStore, top-10 by vector (``None`` when not installed)."""
+    try:
+        from langchain_core.documents import Document
+        from langchain_core.vectorstores import InMemoryVectorStore
+
+        table = VectorTableEmbedder(ds.texts, ds.vectors)
+        lc = InMemoryVectorStore(embedding=_LCEmbeddings(table))
+        for begin in range(0, n, 5_000):
+            lc.add_documents([Document(page_content=t) for t in ds.texts[begin:begin + 5_000]])
+        return median_time(lambda: lc.similarity_search_by_vector(nxt()[1], k=10), runs=runs)
+    except ImportError:
+        return None
+
+
+def _llamaindex(ds: Any, n: int, nxt: Callable[[], Any], runs: int) -> float | None:
+    """LlamaIndex's SimpleVectorStore, top-10 by vector (``None`` when not installed)."""
+    try:
+        from llama_index.core.schema import TextNode
+        from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery
+
+        li = SimpleVectorStore()
+        for begin in range(0, n, 5_000):
+            li.add([TextNode(text=ds.texts[i], id_=f"n{i}", embedding=ds.vectors[i].tolist())
+                    for i in range(begin, min(n, begin + 5_000))])
+        return median_time(
+            lambda: li.query(VectorStoreQuery(query_embedding=nxt()[1], similarity_top_k=10)),
+            runs=runs)
+    except ImportError:
+        return None
+
+
+def bench_size(n: int, *, queries: int, baseline_queries: int, baselines: bool) -> dict[str, Any]:
+    """Time every contender at size ``n``; returns medians in seconds."""
+    from htm_core import HTM
+    from htm_core.store.sqlite import SQLiteStore
+
+    ds = dataset(n, queries=queries)
+    path = store_path(n)
+    store = SQLiteStore(path)
+    index = store.mirror.index
+    if index is not None and hasattr(index, "ensure_graph"):
+        index.ensure_graph()
+    qs = [(ds.query_texts[i], ds.query_vectors[i].tolist()) for i in range(queries)]
+    out: dict[str, Any] = {"size": n}
+    nxt = _cycle(qs)
+    out.update(_htm_searches(store, nxt, queries))
+    emb = VectorTableEmbedder(ds.query_texts, ds.query_vectors)
+    with HTM(robot="bench-recall", store=store, embedder=emb, working_memory_tokens=8_000) as htm:
+        out["htm_recall"] = median_time(lambda: htm.recall(nxt()[0], limit=10), runs=queries)
+    out.update(_exact(store, ds, qs, queries))
     out["ann_rows"] = getattr(index, "graph_rows", 0)
     store.close()
-
-    if baselines:
-        runs = baseline_queries
-        try:
-            from langchain_core.documents import Document
-            from langchain_core.vectorstores import InMemoryVectorStore
-
-            table = VectorTableEmbedder(ds.texts, ds.vectors)
-            lc = InMemoryVectorStore(embedding=_LCEmbeddings(table))
-            for begin in range(0, n, 5_000):
-                lc.add_documents([Document(page_content=t) for t in ds.texts[begin:begin + 5_000]])
-            out["langchain"] = median_time(
-                lambda: lc.similarity_search_by_vector(nxt()[1], k=10), runs=runs)
-            del lc, table
-            gc.collect()
-        except ImportError:
-            out["langchain"] = None
-        try:
-            from llama_index.core.schema import TextNode
-            from llama_index.core.vector_stores import SimpleVectorStore, VectorStoreQuery
-
-            li = SimpleVectorStore()
-            for begin in range(0, n, 5_000):
-                li.add([TextNode(text=ds.texts[i], id_=f"n{i}", embedding=ds.vectors[i].tolist())
-                        for i in range(begin, min(n, begin + 5_000))])
-            out["llamaindex"] = median_time(
-                lambda: li.query(VectorStoreQuery(query_embedding=nxt()[1], similarity_top_k=10)),
-                runs=runs)
-            del li
-            gc.collect()
-        except ImportError:
-            out["llamaindex"] = None
+    if baselines:  # each baseline's index is freed before the next one is built
+        out["langchain"] = _langchain(ds, n, nxt, baseline_queries)
+        gc.collect()
+        out["llamaindex"] = _llamaindex(ds, n, nxt, baseline_queries)
+        gc.collect()
     return out
 
 

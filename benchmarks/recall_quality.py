@@ -761,9 +761,7 @@ def load_set(name: str, devset: Path = DEVSET, seed: int | None = None,
     return build_assistant_set() if seed is None else build_assistant_set(seed)
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
-    """Run the benchmark, print markdown tables; return the per-arm summaries of each set
-    (keyed by set name) and, with two sets, their mean (key ``"mean"``)."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Recall quality on multi-session conversations")
     parser.add_argument("--quick", action="store_true", help="one conversation of each set, a "
                         "quarter of its questions (the CI smoke run)")
@@ -799,6 +797,55 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
     parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
                         help="run htm's arms on PostgreSQL: the server at URL, or a throwaway "
                         "pgserver when no URL is given (one database per conversation)")
+    return parser
+
+
+def _postgres_databases(stack: ExitStack, url: str | None
+                        ) -> Callable[[str], AbstractContextManager[str]] | None:
+    """With ``--postgres``, a fresh database per conversation on a server that lives as long
+    as ``stack``; without it, ``None`` (a SQLite file each)."""
+    if url is None:
+        return None
+    from ._common import fresh_database, postgres_server
+
+    server = stack.enter_context(postgres_server(url or None, prefix="htm-recall-pg-"))
+
+    def database(_conversation: str) -> AbstractContextManager[str]:
+        return fresh_database(server, prefix="htm_recall")
+    return database
+
+
+def _run_set(name: str, args: argparse.Namespace, embedder: CachedEmbedder,
+             database: Callable[[str], AbstractContextManager[str]] | None
+             ) -> dict[str, dict[str, float]]:
+    """Evaluate one set, print its tables and reports; return its per-arm summaries."""
+    data = load_set(name, args.devset, args.assistant_seed, args.locomo)
+    t0 = time.perf_counter()
+    computed = embedder.computed
+    questions, results = evaluate(data, embedder=embedder, quick=args.quick,
+                                  ablation=args.ablation, rows=args.rows,
+                                  baselines=not args.no_baselines, database=database,
+                                  tiered=args.tiered)
+    turns = sum(len(s["turns"]) for c in data["conversations"][: 1 if args.quick else None]
+                for s in c["sessions"])
+    print(f"# Recall quality, set {name!r}: {len(questions)} questions over {turns} "
+          f"memories, embedder {embedder.name} ({embedder.computed - computed} texts "
+          f"embedded, rest cached), {time.perf_counter() - t0:.1f} s")
+    print(markdown(questions, results))
+    print(paired_markdown(questions, results))
+    summary = {arm: summarise(r, questions) for arm, r in results.items()}
+    print(_margins(summary, "htm hybrid (default)"))
+    if args.tiered:
+        print(cost_report(COST, turns))
+    if args.scores:
+        print(score_report(data, embedder, 1 if args.quick else 2))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """Run the benchmark, print markdown tables; return the per-arm summaries of each set
+    (keyed by set name) and, with two sets, their mean (key ``"mean"``)."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.keep_common_terms:
         from htm_core.store import _common
@@ -813,36 +860,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[st
     embedder = make_embedder(args.embedder, args.cache, pooled=args.pooled_windows)
     out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     with ExitStack() as stack:
-        database: Callable[[str], AbstractContextManager[str]] | None = None
-        if args.postgres is not None:
-            from ._common import fresh_database, postgres_server
-
-            server = stack.enter_context(postgres_server(args.postgres or None,
-                                                         prefix="htm-recall-pg-"))
-
-            def database(_conversation: str) -> AbstractContextManager[str]:
-                return fresh_database(server, prefix="htm_recall")
+        database = _postgres_databases(stack, args.postgres)
         for name in sets:
-            data = load_set(name, args.devset, args.assistant_seed, args.locomo)
-            t0 = time.perf_counter()
-            computed = embedder.computed
-            questions, results = evaluate(data, embedder=embedder, quick=args.quick,
-                                          ablation=args.ablation, rows=args.rows,
-                                          baselines=not args.no_baselines, database=database,
-                                          tiered=args.tiered)
-            turns = sum(len(s["turns"]) for c in data["conversations"][: 1 if args.quick else None]
-                        for s in c["sessions"])
-            print(f"# Recall quality, set {name!r}: {len(questions)} questions over {turns} "
-                  f"memories, embedder {embedder.name} ({embedder.computed - computed} texts "
-                  f"embedded, rest cached), {time.perf_counter() - t0:.1f} s")
-            print(markdown(questions, results))
-            print(paired_markdown(questions, results))
-            out[name] = {arm: summarise(r, questions) for arm, r in results.items()}
-            print(_margins(out[name], "htm hybrid (default)"))
-            if args.tiered:
-                print(cost_report(COST, turns))
-            if args.scores:
-                print(score_report(data, embedder, 1 if args.quick else 2))
+            out[name] = _run_set(name, args, embedder, database)
     if len(generated) > 1:
         out["mean"] = mean_of_sets({name: out[name] for name in generated})
         print(_mean_markdown(out["mean"], generated))

@@ -308,24 +308,10 @@ def bench_open(n: int) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, object]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, for CI smoke runs")
-    parser.add_argument("--sizes", default=None, help="comma-separated store sizes")
-    args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (
-        [500] if args.quick else [1_000, 10_000, 100_000])
-    single = bench_single_add(20 if args.quick else 300)
-    runs, batch = (1, 500) if args.quick else (5, 1_000)
-    bulk = bench_bulk(1_000 if args.quick else 20_000, batch=batch, runs=runs)
-    big_n = max(sizes)
-    into = bench_bulk_into(big_n) if big_n >= 20_000 else None
-    opens = []
-    for n in sizes:
-        opened = bench_open(n)
-        opened["size"] = n
-        opens.append(opened)
-    print("## SQLite store operations (no embedding)\n")
+def _operation_rows(single: dict[str, Any], bulk: dict[str, Any], into: dict[str, Any] | None,
+                    *, batch: int, runs: int, big_n: int) -> list[list[str]]:
+    """The rows of the operations table: single add, bulk add_many in its variants and,
+    at 20,000 memories and up, add_many into the largest store."""
     rows = [["single `add` + commit (median)", fmt_time(single["single_add"]), "–", "–", "–"],
             [f"bulk `add_many`, batches of {batch:,} (median of {runs})",
              f"{bulk['htm_bulk_per_s']:,.0f}/s (runs: "
@@ -349,14 +335,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
                      "after open / with its HNSW graph loaded / inside `bulk_load()`",
                      f"{into['after_open']:,.0f}/s / {into['graph_loaded']:,.0f}/s / "
                      f"{into['bulk_load']:,.0f}/s", "–", "–", "–"])
-    print(markdown_table(["operation", "htm (SQLite, durable)", "raw sqlite3, same rows and statements",
-                          "LangChain in-memory", "LlamaIndex in-memory"], rows))
-    print()
-    print(markdown_table(
-        ["memories", "open + first hybrid recall", "RSS after 5 recalls", "RSS before open"],
-        [[f"{o['size']:,}", fmt_time(o["open_first_recall"]), f"{o['rss_mb']:.0f} MB",
-          f"{o['rss_before_open_mb']:.0f} MB"] for o in opens]))
-    print()
+    return rows
+
+
+def _print_goals(single: dict[str, Any], bulk: dict[str, Any], opens: list[dict[str, Any]]
+                 ) -> None:
+    """Each operation against its goal; open and RSS at 100,000 memories when measured."""
     print(goal_line("single add + commit", single["single_add"], 0.5e-3))
     print(goal_line("bulk add_many", bulk["htm_bulk_per_s"], 40_000, lower_is_better=False,
                     unit=lambda v: f"{v:,.0f}/s"))
@@ -368,6 +352,36 @@ def main(argv: Sequence[str] | None = None) -> dict[str, object]:
     if big:
         print(goal_line("open 100k store + first recall", big["open_first_recall"], 1.0))
         print(goal_line("RSS, 100k memories", big["rss_mb"], 300, unit=lambda v: f"{v:.0f} MB"))
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, object]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, for CI smoke runs")
+    parser.add_argument("--sizes", default=None, help="comma-separated store sizes")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (
+        [500] if args.quick else [1_000, 10_000, 100_000])
+    single = bench_single_add(20 if args.quick else 300)
+    runs, batch = (1, 500) if args.quick else (5, 1_000)
+    bulk = bench_bulk(1_000 if args.quick else 20_000, batch=batch, runs=runs)
+    big_n = max(sizes)
+    into = bench_bulk_into(big_n) if big_n >= 20_000 else None
+    opens = []
+    for n in sizes:
+        opened = bench_open(n)
+        opened["size"] = n
+        opens.append(opened)
+    print("## SQLite store operations (no embedding)\n")
+    rows = _operation_rows(single, bulk, into, batch=batch, runs=runs, big_n=big_n)
+    print(markdown_table(["operation", "htm (SQLite, durable)", "raw sqlite3, same rows and statements",
+                          "LangChain in-memory", "LlamaIndex in-memory"], rows))
+    print()
+    print(markdown_table(
+        ["memories", "open + first hybrid recall", "RSS after 5 recalls", "RSS before open"],
+        [[f"{o['size']:,}", fmt_time(o["open_first_recall"]), f"{o['rss_mb']:.0f} MB",
+          f"{o['rss_before_open_mb']:.0f} MB"] for o in opens]))
+    print()
+    _print_goals(single, bulk, opens)
     payload = {"single": single, "bulk": bulk, "bulk_into_largest": into, "opens": opens,
                "when": datetime.now().isoformat(timespec="seconds")}
     if not args.quick:

@@ -347,7 +347,14 @@ def _filler(rng: random.Random, session: _Session, n: int) -> None:
         _exchange(rng, session, request, pool=words)
 
 
-def _user_set(rng: random.Random, cid: str, n_sessions: int) -> tuple[_User, dict[str, Any]]:
+def _topic_request(rng: random.Random, session: _Session) -> str:
+    """An everyday request on the session's topic, the carrier of a stated fact."""
+    return rng.choice(TOPICS[session.topic]).format(
+        a=rng.choice(TOPIC_WORDS[session.topic]), b=rng.choice(CITIES))
+
+
+def _sessions(rng: random.Random, cid: str, n_sessions: int) -> list[_Session]:
+    """The user's sessions, five to nine days apart, each on one topic."""
     start = datetime(2024, 2, rng.randint(1, 20), tzinfo=timezone.utc)
     sessions: list[_Session] = []
     day = start
@@ -355,54 +362,61 @@ def _user_set(rng: random.Random, cid: str, n_sessions: int) -> tuple[_User, dic
         day += timedelta(days=rng.randint(5, 9))
         sessions.append(_Session(f"{cid}-s{i + 1}", day.replace(hour=rng.randint(7, 22)),
                                  rng.choice(sorted(TOPICS))))
-    user = _User(cid, sessions)
-    end = sessions[-1].date + timedelta(days=rng.randint(3, 20))
-    slots = list(range(n_sessions))
-    rng.shuffle(slots)
+    return sessions
 
-    def take() -> _Session:
-        return sessions[slots.pop()]
 
-    # Facts stated once: direct and paraphrased questions about each.
+def _facts(rng: random.Random, user: _User, slots: list[int], end: datetime) -> None:
+    """Facts stated once: direct and paraphrased questions about each."""
     for fact in rng.sample(FACTS, len(FACTS)):
         values = {k: rng.choice(v) for k, v in fact.slots.items()}
-        session = take()
-        mid = _exchange(rng, session, rng.choice(TOPICS[session.topic]).format(
-            a=rng.choice(TOPIC_WORDS[session.topic]), b=rng.choice(CITIES)),
-            rng.choice(fact.say).format(**values), late=rng.random() < 0.5)
+        session = user.sessions[slots.pop()]
+        mid = _exchange(rng, session, _topic_request(rng, session),
+                        rng.choice(fact.say).format(**values), late=rng.random() < 0.5)
         user.ask("single-fact", rng.choice(fact.ask).format(**values), [mid], end)
         para = [p for p in fact.para
                 if not shares_keywords(p.format(**values), [session.text(mid)])]
         if para:
             user.ask("paraphrased", rng.choice(para).format(**values), [mid], end)
-    # Values that change; the move is the anchor of a temporal question.
+
+
+def _changing_values(rng: random.Random, user: _User, end: datetime) -> None:
+    """Values that change; the move is the anchor of a temporal question."""
+    sessions = user.sessions
     for changing in rng.sample(CHANGING, 7):
         values = rng.sample(changing.values, rng.randint(2, 3))
-        order = sorted(rng.sample(range(n_sessions), len(values)))
+        order = sorted(rng.sample(range(len(sessions)), len(values)))
         ids = []
         for i, (where, value) in enumerate(zip(order, values, strict=True)):
             text = (rng.choice(changing.first) if i == 0 else rng.choice(changing.change)
                     ).format(v=value, old=values[i - 1] if i else "")
             session = sessions[where]
-            ids.append(_exchange(rng, session, rng.choice(TOPICS[session.topic]).format(
-                a=rng.choice(TOPIC_WORDS[session.topic]), b=rng.choice(CITIES)), text,
-                late=rng.random() < 0.3))
+            ids.append(_exchange(rng, session, _topic_request(rng, session), text,
+                                 late=rng.random() < 0.3))
         kind = "preference" if changing.preference else "latest-value"
         user.ask(kind, rng.choice(changing.ask), [ids[-1]], end)
         if changing.kind == "home":
-            moved = sessions[order[-1]]
-            later = [s for s in sessions if 10 <= (s.date - moved.date).days <= 18]
-            if later:
-                target = later[0]
-                dish = rng.choice(FOODS)
-                mid = _exchange(rng, target, f"I want to cook {dish} for friends who are "
-                                "visiting the new place. How do I scale it for six people?",
-                                pool=FOODS)
-                user.ask("temporal", "Which dish did I want to cook for guests about two "
-                         "weeks after the move?", [ids[-1], mid], end)
-    # Projects over several sessions.
+            _after_the_move(rng, user, sessions[order[-1]], ids[-1], end)
+
+
+def _after_the_move(rng: random.Random, user: _User, moved: _Session, move_id: str,
+                    end: datetime) -> None:
+    """A dish cooked for guests about two weeks after the move, asked about relative to it."""
+    later = [s for s in user.sessions if 10 <= (s.date - moved.date).days <= 18]
+    if later:
+        target = later[0]
+        dish = rng.choice(FOODS)
+        mid = _exchange(rng, target, f"I want to cook {dish} for friends who are "
+                        "visiting the new place. How do I scale it for six people?",
+                        pool=FOODS)
+        user.ask("temporal", "Which dish did I want to cook for guests about two "
+                 "weeks after the move?", [move_id, mid], end)
+
+
+def _projects(rng: random.Random, user: _User, end: datetime) -> None:
+    """Projects over several sessions: three choices, then a bug."""
+    sessions = user.sessions
     for name, blurb in rng.sample(PROJECTS, 3):
-        stages = sorted(rng.sample(range(n_sessions), 4))
+        stages = sorted(rng.sample(range(len(sessions)), 4))
         picks: list[tuple[_Session, str, str, str]] = []
         for where, part in zip(stages[:3], rng.sample(sorted(CHOICES), 3), strict=True):
             session = sessions[where]
@@ -417,22 +431,32 @@ def _user_set(rng: random.Random, cid: str, n_sessions: int) -> tuple[_User, dic
         bug_id = _exchange(rng, bug_session, f"The {name} has {bug}. Here is the code; where "
                            "would you start looking?", late=True,
                            pool=[c for v in CHOICES.values() for c in v])
-        user.ask("multi-session", f"Which tools and libraries did I pick for the {name}?",
-                 [mid for _, mid, _, _ in picks], end)
-        user.ask("multi-session", f"Summarise everything I have told you about the {name} "
-                 "so far.", [mid for _, mid, _, _ in picks] + [bug_id], end)
-        session, mid, part, lib = rng.choice(picks)
-        month = MONTHS[session.date.month - 1]
-        window = query_timeframe(f"in {month}", end)
-        inside = [m for s, m, _, _ in picks if window and window.start <= s.date < window.end]
-        if inside:
-            user.ask("temporal", f"What did I choose for the {name} in {month}?", inside, end,
-                     timeframe=f"in {month}")
-        user.ask("temporal", f"When did I run into {bug.split(' that ')[0]} on the {name}?",
-                 [bug_id], end)
-    # Trips, planned in the travel sessions: where (multi-session) and when (a season).
+        _ask_about_project(rng, user, name, picks, bug, bug_id, end)
+
+
+def _ask_about_project(rng: random.Random, user: _User, name: str,
+                       picks: list[tuple[_Session, str, str, str]], bug: str, bug_id: str,
+                       end: datetime) -> None:
+    """What was picked, everything said, a choice within a month, and when the bug came."""
+    user.ask("multi-session", f"Which tools and libraries did I pick for the {name}?",
+             [mid for _, mid, _, _ in picks], end)
+    user.ask("multi-session", f"Summarise everything I have told you about the {name} "
+             "so far.", [mid for _, mid, _, _ in picks] + [bug_id], end)
+    session = rng.choice(picks)[0]
+    month = MONTHS[session.date.month - 1]
+    window = query_timeframe(f"in {month}", end)
+    inside = [m for s, m, _, _ in picks if window and window.start <= s.date < window.end]
+    if inside:
+        user.ask("temporal", f"What did I choose for the {name} in {month}?", inside, end,
+                 timeframe=f"in {month}")
+    user.ask("temporal", f"When did I run into {bug.split(' that ')[0]} on the {name}?",
+             [bug_id], end)
+
+
+def _trips(rng: random.Random, user: _User, end: datetime) -> None:
+    """Trips, planned in the travel sessions: where (multi-session) and when (a season)."""
     trips = []
-    for session in sessions:
+    for session in user.sessions:
         if session.topic == "travel":
             a, b = rng.sample(CITIES, 2)
             request = rng.choice(TRIPS).format(a=a, b=b)
@@ -447,6 +471,20 @@ def _user_set(rng: random.Random, cid: str, n_sessions: int) -> tuple[_User, dic
         if inside:
             user.ask("temporal", f"Which trips did I plan with you last {season}?", inside,
                      end, timeframe=f"last {season}")
+
+
+def _user_set(rng: random.Random, cid: str, n_sessions: int) -> tuple[_User, dict[str, Any]]:
+    """One user's sessions and questions: facts, changing values, projects and trips,
+    then everyday filler in every session."""
+    sessions = _sessions(rng, cid, n_sessions)
+    user = _User(cid, sessions)
+    end = sessions[-1].date + timedelta(days=rng.randint(3, 20))
+    slots = list(range(n_sessions))
+    rng.shuffle(slots)
+    _facts(rng, user, slots, end)
+    _changing_values(rng, user, end)
+    _projects(rng, user, end)
+    _trips(rng, user, end)
     for session in sessions:
         _filler(rng, session, rng.randint(1, 3) if session.exchanges else rng.randint(2, 4))
     return user, _numbered(user)

@@ -366,67 +366,100 @@ def _plan(rng: random.Random, people: list[str], sessions: int) -> list[tuple[in
     return plan
 
 
-def _conversation(rng: random.Random, cid: str, sessions: int, turns_per_session: int
-                  ) -> tuple[dict[str, Any], list[_Occurrence]]:
-    people = rng.sample(NAMES, 2)
+@dataclass
+class _Turns:
+    """The turns of one session as they are said, numbered in order."""
+
+    sid: str
+    turns: list[dict[str, str]] = field(default_factory=list)
+
+    def say(self, speaker: str, text: str) -> str:
+        tid = f"{self.sid}-t{len(self.turns) + 1}"
+        self.turns.append({"id": tid, "speaker": speaker, "text": text})
+        return tid
+
+
+def _session_dates(rng: random.Random, sessions: int) -> list[datetime]:
+    """When each session happens: five to fourteen days apart, at a daytime quarter hour."""
     start = datetime(2023, rng.randint(1, 3), rng.randint(1, 28), tzinfo=timezone.utc)
     dates = []
     day = start
     for _ in range(sessions):
         day = day + timedelta(days=rng.randint(5, 14))
         dates.append(day.replace(hour=rng.randint(8, 21), minute=rng.choice([0, 15, 30, 45])))
+    return dates
+
+
+def _tell(rng: random.Random, turns: _Turns, people: list[str], event: Event,
+          occ: _Occurrence) -> None:
+    """One planned event told in the session: said outright, or brought up, asked about
+    and answered; the friend reacts."""
+    person, values = occ.person, occ.values
+    other = people[1 - people.index(person)]
+    if event.intro and rng.random() < 0.4:
+        occ.turns.append(turns.say(person, _fill(rng.choice(event.intro), values, person)))
+        turns.say(other, _fill(rng.choice(event.ask), values, other))
+        occ.turns.append(turns.say(person, _fill(rng.choice(event.answer), values, person)))
+    else:
+        occ.turns.append(turns.say(person, _fill(rng.choice(event.say), values, person)))
+    turns.say(other, rng.choice(REACT))
+
+
+def _chat(rng: random.Random, turns: _Turns, speaker: str, friend: str) -> None:
+    """A turn of small talk: now and then a passing mention of the friend's event."""
+    roll = rng.random()
+    if roll < 0.18:
+        event = rng.choice([e for e in EVENTS if e.mention])
+        values = _values(event, rng, set())
+        turns.say(speaker, _fill(rng.choice(event.mention), values, friend))
+    else:
+        line = rng.choice(CHAT)
+        lead = rng.choice(LEAD)
+        if lead:
+            line = lead + line[0].lower() + line[1:]
+        turns.say(speaker, line + rng.choice(TAIL))
+
+
+def _session(rng: random.Random, turns: _Turns, people: list[str],
+             today: list[tuple[str, Event]], budget: int, when: tuple[int, datetime],
+             used: set[str]) -> list[_Occurrence]:
+    """One session of ``budget`` turns: an opening exchange, then small talk with the
+    day's planned events told at random places. ``when`` is (session number, date)."""
+    opener = rng.choice(people)
+    turns.say(opener, rng.choice(CHAT[:3]))
+    turns.say(people[1 - people.index(opener)], rng.choice(CHAT))
+    slots = sorted(rng.sample(range(2, budget - 4), k=min(len(today), budget - 6)))
+    k = 0
+    occurrences: list[_Occurrence] = []
+    while len(turns.turns) < budget:
+        speaker = people[len(turns.turns) % 2]
+        friend = people[1 - people.index(speaker)]
+        if k < len(slots) and len(turns.turns) >= slots[k]:
+            person, event = today[k]
+            k += 1
+            occ = _Occurrence(event, person, _values(event, rng, used), *when)
+            _tell(rng, turns, people, event, occ)
+            occurrences.append(occ)
+            continue
+        _chat(rng, turns, speaker, friend)
+    return occurrences
+
+
+def _conversation(rng: random.Random, cid: str, sessions: int, turns_per_session: int
+                  ) -> tuple[dict[str, Any], list[_Occurrence]]:
+    """Two friends' sessions, with the events they told (the evidence of the questions)."""
+    people = rng.sample(NAMES, 2)
+    dates = _session_dates(rng, sessions)
     plan = _plan(rng, people, sessions)
     used: set[str] = set()
     occurrences: list[_Occurrence] = []
     out_sessions = []
     for s, when in enumerate(dates, start=1):
-        sid = f"{cid}-s{s}"
-        turns: list[dict[str, str]] = []
-
-        def say(speaker: str, text: str, *, _turns: list[dict[str, str]] = turns,
-                _sid: str = sid) -> str:
-            tid = f"{_sid}-t{len(_turns) + 1}"
-            _turns.append({"id": tid, "speaker": speaker, "text": text})
-            return tid
-
+        turns = _Turns(f"{cid}-s{s}")
         today = [(p, e) for (i, p, e) in plan if i == s - 1]
         rng.shuffle(today)
-        budget = turns_per_session
-        opener = rng.choice(people)
-        say(opener, rng.choice(CHAT[:3]))
-        say(people[1 - people.index(opener)], rng.choice(CHAT))
-        slots = sorted(rng.sample(range(2, budget - 4), k=min(len(today), budget - 6)))
-        k = 0
-        while len(turns) < budget:
-            speaker = people[len(turns) % 2]
-            friend = people[1 - people.index(speaker)]
-            if k < len(slots) and len(turns) >= slots[k]:
-                person, event = today[k]
-                k += 1
-                other = people[1 - people.index(person)]
-                values = _values(event, rng, used)
-                occ = _Occurrence(event, person, values, s, when)
-                if event.intro and rng.random() < 0.4:
-                    occ.turns.append(say(person, _fill(rng.choice(event.intro), values, person)))
-                    say(other, _fill(rng.choice(event.ask), values, other))
-                    occ.turns.append(say(person, _fill(rng.choice(event.answer), values, person)))
-                else:
-                    occ.turns.append(say(person, _fill(rng.choice(event.say), values, person)))
-                say(other, rng.choice(REACT))
-                occurrences.append(occ)
-                continue
-            roll = rng.random()
-            if roll < 0.18:
-                event = rng.choice([e for e in EVENTS if e.mention])
-                values = _values(event, rng, set())
-                say(speaker, _fill(rng.choice(event.mention), values, friend))
-            else:
-                line = rng.choice(CHAT)
-                lead = rng.choice(LEAD)
-                if lead:
-                    line = lead + line[0].lower() + line[1:]
-                say(speaker, line + rng.choice(TAIL))
-        out_sessions.append({"id": sid, "date": when.isoformat(), "turns": turns})
+        occurrences += _session(rng, turns, people, today, turns_per_session, (s, when), used)
+        out_sessions.append({"id": turns.sid, "date": when.isoformat(), "turns": turns.turns})
     return {"id": cid, "speakers": people, "sessions": out_sessions}, occurrences
 
 
@@ -434,26 +467,39 @@ def _texts(conv: dict[str, Any]) -> dict[str, str]:
     return {t["id"]: f"{t['speaker']}: {t['text']}" for s in conv["sessions"] for t in s["turns"]}
 
 
-def _questions(rng: random.Random, conv: dict[str, Any], occs: list[_Occurrence],
-               per_kind: int) -> list[dict[str, Any]]:
-    texts = _texts(conv)
-    names = conv["speakers"]
-    last = datetime.fromisoformat(conv["sessions"][-1]["date"])
-    out: list[dict[str, Any]] = []
+@dataclass
+class _Asked:
+    """The questions about one conversation, numbered in the order they are asked."""
 
-    def add(kind: str, question: str, evidence: list[str], now: datetime, **extra: Any) -> None:
-        qid = f"{conv['id']}-q{len(out) + 1}"
-        out.append({"id": qid, "conversation": conv["id"], "kind": kind, "question": question,
-                    "now": now.isoformat(), "evidence": sorted(set(evidence)), **extra})
+    conv: dict[str, Any]
+    out: list[dict[str, Any]] = field(default_factory=list)
 
-    def after(occ: _Occurrence) -> datetime:
-        return max(last, occ.when) + timedelta(days=rng.randint(1, 20))
+    def add(self, kind: str, question: str, evidence: list[str], now: datetime, **extra: Any
+            ) -> None:
+        qid = f"{self.conv['id']}-q{len(self.out) + 1}"
+        self.out.append({"id": qid, "conversation": self.conv["id"], "kind": kind,
+                         "question": question, "now": now.isoformat(),
+                         "evidence": sorted(set(evidence)), **extra})
 
-    pool = occs[:]
-    rng.shuffle(pool)
+    @property
+    def last(self) -> datetime:
+        """The date of the conversation's last session."""
+        return datetime.fromisoformat(self.conv["sessions"][-1]["date"])
+
+
+def _after(rng: random.Random, asked: _Asked, occ: _Occurrence) -> datetime:
+    """When a question about ``occ`` is asked: up to twenty days after the conversation."""
+    return max(asked.last, occ.when) + timedelta(days=rng.randint(1, 20))
+
+
+def _single_hop(rng: random.Random, asked: _Asked, pool: list[_Occurrence], per_kind: int
+                ) -> None:
+    """Direct questions, then paraphrased ones that share no keyword with their evidence."""
+    texts = _texts(asked.conv)
+    names = asked.conv["speakers"]
     for occ in pool[:per_kind]:
         q = _fill(rng.choice(occ.event.single), occ.values, occ.person)
-        add("single-hop", q, occ.turns, after(occ))
+        asked.add("single-hop", q, occ.turns, _after(rng, asked, occ))
     count = 0
     for occ in pool[per_kind:] + pool[:per_kind]:
         if count >= per_kind:
@@ -462,12 +508,18 @@ def _questions(rng: random.Random, conv: dict[str, Any], occs: list[_Occurrence]
                    if not shares_keywords(_fill(p, occ.values, occ.person),
                                           [texts[t] for t in occ.turns], names)]
         if options:
-            add("paraphrased", _fill(rng.choice(options), occ.values, occ.person), occ.turns,
-                after(occ))
+            asked.add("paraphrased", _fill(rng.choice(options), occ.values, occ.person),
+                      occ.turns, _after(rng, asked, occ))
             count += 1
+
+
+def _temporal(rng: random.Random, asked: _Asked, pool: list[_Occurrence],
+              occs: list[_Occurrence], per_kind: int) -> None:
+    """When an event happened, then what a person did in a month named by a time phrase."""
     for occ in pool[:per_kind // 2]:
         verb = _fill(rng.choice(occ.event.when), occ.values, occ.person)
-        add("temporal", f"When did {occ.person} {verb}?", occ.turns, after(occ))
+        asked.add("temporal", f"When did {occ.person} {verb}?", occ.turns,
+                  _after(rng, asked, occ))
     months: dict[tuple[str, int, int], list[_Occurrence]] = {}
     for occ in occs:
         months.setdefault((occ.person, occ.when.year, occ.when.month), []).append(occ)
@@ -484,7 +536,14 @@ def _questions(rng: random.Random, conv: dict[str, Any], occs: list[_Occurrence]
             now, phrase = nxt, "last month"
         template = rng.choice(["What did {P} do {t}?", "What happened in {P}'s life {t}?",
                                "What was {P} up to {t}?"])
-        add("temporal", template.format(P=person, t=phrase), evidence, now, timeframe=phrase)
+        asked.add("temporal", template.format(P=person, t=phrase), evidence, now,
+                  timeframe=phrase)
+
+
+def _multi_hop(rng: random.Random, asked: _Asked, occs: list[_Occurrence], per_kind: int
+               ) -> None:
+    """Events of one kind over several sessions, then the order of two events."""
+    last = asked.last
     by_kind: dict[tuple[str, str], list[_Occurrence]] = {}
     for occ in occs:
         by_kind.setdefault((occ.person, occ.event.kind), []).append(occ)
@@ -493,8 +552,8 @@ def _questions(rng: random.Random, conv: dict[str, Any], occs: list[_Occurrence]
     rng.shuffle(groups)
     for group in groups[: per_kind // 2]:
         evidence = [t for o in group for t in o.turns]
-        add("multi-hop", group[0].event.agg.format(P=group[0].person), evidence, last
-            + timedelta(days=3))
+        asked.add("multi-hop", group[0].event.agg.format(P=group[0].person), evidence, last
+                  + timedelta(days=3))
         multi += 1
     pairs = [(a, b) for a in occs for b in occs
              if a.person == b.person and a.session < b.session and a.event.kind != b.event.kind]
@@ -503,8 +562,19 @@ def _questions(rng: random.Random, conv: dict[str, Any], occs: list[_Occurrence]
         first, second = (a, b) if rng.random() < 0.5 else (b, a)
         q = (f"Did {a.person} {_fill(first.event.when[0], first.values, a.person)} before or "
              f"after they {_fill(second.event.what, second.values, a.person)}?")
-        add("multi-hop", q, first.turns + second.turns, last + timedelta(days=3))
-    return out
+        asked.add("multi-hop", q, first.turns + second.turns, last + timedelta(days=3))
+
+
+def _questions(rng: random.Random, conv: dict[str, Any], occs: list[_Occurrence],
+               per_kind: int) -> list[dict[str, Any]]:
+    """The questions about one conversation, ``per_kind`` of each kind at most."""
+    asked = _Asked(conv)
+    pool = occs[:]
+    rng.shuffle(pool)
+    _single_hop(rng, asked, pool, per_kind)
+    _temporal(rng, asked, pool, occs, per_kind)
+    _multi_hop(rng, asked, occs, per_kind)
+    return asked.out
 
 
 def build_devset(seed: int = 7, conversations: int = 6, sessions: int = 24,
