@@ -34,10 +34,7 @@ difference of each variant against the default, question by question.
 
 from __future__ import annotations
 
-import argparse
-import os
 import tempfile
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -49,15 +46,10 @@ from htm_core import HTM, FrozenClock, RetrievalConfig
 from htm_core._windows import DEFAULT_WINDOW_WORDS, _sentences, is_long, windows_for
 
 from .recall_quality import (
-    CACHE,
     ArmResult,
     CachedEmbedder,
     _turns,
-    load_set,
-    make_embedder,
-    option_table,
-    paired_markdown,
-    summarise,
+    variant_experiment,
 )
 
 __all__ = ["VARIANTS", "context_texts", "main"]
@@ -186,35 +178,7 @@ def run(data: dict[str, Any], embedder: CachedEmbedder, variants: Sequence[str],
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
     """Run the variants on each set, print the tables; return each set's summaries."""
-    parser = argparse.ArgumentParser(description="Context vectors as windows (experiment)")
-    parser.add_argument("--locomo", type=Path, metavar="DIR")
-    parser.add_argument("--set", choices=("dev", "assistant", "both", "none"), default="none")
-    parser.add_argument("--variants", default=",".join(VARIANTS),
-                        help="comma-separated: " + ", ".join(VARIANTS))
-    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
-    parser.add_argument("--cache", type=Path, default=CACHE)
-    args = parser.parse_args(argv)
-    variants = [v for v in args.variants.split(",") if v]
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sets = {"both": ["dev", "assistant"], "none": []}.get(args.set, [args.set])
-    if args.locomo:
-        sets = ["locomo", *sets]
-    if not sets:
-        parser.error("nothing to run: give --locomo DIR or --set")
-    embedder = make_embedder(args.embedder, args.cache)
-    per_set: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
-    for name in sets:
-        t0, computed = time.perf_counter(), embedder.computed
-        questions, results = run(load_set(name, locomo=args.locomo), embedder, variants)
-        print(f"# set {name!r}: {len(questions)} questions, {embedder.computed - computed} "
-              f"texts embedded, {time.perf_counter() - t0:.0f} s")
-        print(paired_markdown(questions, results, BASE), flush=True)
-        per_set[name] = {arm: summarise(r, questions) for arm, r in results.items()}
-    print(option_table(per_set))
-    return per_set
+    return variant_experiment("Context vectors as windows (experiment)", list(VARIANTS), run, argv)
 
 
 if __name__ == "__main__":

@@ -72,8 +72,9 @@ SETS = ("dev", "assistant")
 #: The LoCoMo kinds, in report order (categories 1-4; ``all`` is these together).
 LOCOMO_KINDS = ("multi-hop", "temporal", "open-domain", "single-hop")
 
-__all__ = ["CachedEmbedder", "evaluate", "load_set", "main", "mean_of_sets", "recall_at",
-           "summarise"]
+__all__ = ["CachedEmbedder", "evaluate", "experiment_parser", "experiment_sets",
+           "experiment_variants", "load_set", "main", "mean_of_sets", "recall_at", "summarise",
+           "variant_experiment"]
 
 
 class CachedEmbedder:
@@ -759,6 +760,69 @@ def load_set(name: str, devset: Path = DEVSET, seed: int | None = None,
     from .data.assistant import build_assistant_set
 
     return build_assistant_set() if seed is None else build_assistant_set(seed)
+
+
+def experiment_parser(description: str, variants: Sequence[str] = ()
+                      ) -> argparse.ArgumentParser:
+    """The options of an experiment on these sets (``benchmarks.context_vectors``,
+    ``score_fusion``, ``rerank_headroom``): ``--locomo``, ``--set``, ``--embedder``,
+    ``--cache``, and ``--variants`` (all by default) when it has ``variants``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--locomo", type=Path, metavar="DIR")
+    parser.add_argument("--set", choices=("dev", "assistant", "both", "none"), default="none")
+    if variants:
+        parser.add_argument("--variants", default=",".join(variants),
+                            help="comma-separated: " + ", ".join(variants))
+    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
+    parser.add_argument("--cache", type=Path, default=CACHE)
+    return parser
+
+
+def experiment_variants(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                        known: Sequence[str]) -> list[str]:
+    """The ``--variants`` an experiment's ``args`` name (the parser's error for one not in
+    ``known``)."""
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in known]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; choose from {list(known)}")
+    return variants
+
+
+def experiment_sets(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The sets an experiment's ``args`` name, LoCoMo first (the parser's error when none)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sets = {"both": ["dev", "assistant"], "none": []}.get(args.set, [args.set])
+    if args.locomo:
+        sets = ["locomo", *sets]
+    if not sets:
+        parser.error("nothing to run: give --locomo DIR or --set")
+    return sets
+
+
+def variant_experiment(description: str, known: Sequence[str],
+                       run: Callable[[dict[str, Any], CachedEmbedder, Sequence[str]],
+                                     tuple[list[dict[str, Any]], dict[str, ArmResult]]],
+                       argv: list[str] | None) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """The command line of an experiment with ``known`` variants: ``run(set, embedder,
+    variants)`` on each set named, its tables and its rankings paired with the default's;
+    return each set's summaries."""
+    parser = experiment_parser(description, known)
+    args = parser.parse_args(argv)
+    variants = experiment_variants(parser, args, known)
+    sets = experiment_sets(parser, args)
+    embedder = make_embedder(args.embedder, args.cache)
+    per_set: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for name in sets:
+        t0, computed = time.perf_counter(), embedder.computed
+        questions, results = run(load_set(name, locomo=args.locomo), embedder, variants)
+        print(f"# set {name!r}: {len(questions)} questions, {embedder.computed - computed} "
+              f"texts embedded, {time.perf_counter() - t0:.0f} s")
+        print(markdown(questions, results))
+        print(paired_markdown(questions, results), flush=True)
+        per_set[name] = {arm: summarise(r, questions) for arm, r in results.items()}
+    print(option_table(per_set))
+    return per_set
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,14 +13,19 @@ gap between the default's row and its depth's.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from .recall_quality import ALL_KINDS, CACHE, _in_row, evaluate, load_set, make_embedder
+from .recall_quality import (
+    ALL_KINDS,
+    _in_row,
+    evaluate,
+    experiment_parser,
+    experiment_sets,
+    load_set,
+    make_embedder,
+)
 
 __all__ = ["DEPTHS", "headroom", "main"]
 
@@ -45,18 +50,9 @@ def headroom(questions: Sequence[dict[str, Any]], ranked: dict[str, list[str]],
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[int, float]]]:
     """Print the table per set; return it (set -> kind -> depth -> R@10)."""
-    parser = argparse.ArgumentParser(description="Best R@10 of a reranker of the first hits")
-    parser.add_argument("--locomo", type=Path, metavar="DIR")
-    parser.add_argument("--set", choices=("dev", "assistant", "both", "none"), default="none")
-    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
-    parser.add_argument("--cache", type=Path, default=CACHE)
+    parser = experiment_parser("Best R@10 of a reranker of the first hits")
     args = parser.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sets = {"both": ["dev", "assistant"], "none": []}.get(args.set, [args.set])
-    if args.locomo:
-        sets = ["locomo", *sets]
-    if not sets:
-        parser.error("nothing to run: give --locomo DIR or --set")
+    sets = experiment_sets(parser, args)
     embedder = make_embedder(args.embedder, args.cache)
     out: dict[str, dict[str, dict[int, float]]] = {}
     for name in sets:

@@ -31,13 +31,9 @@ of each variant against the default, question by question.
 
 from __future__ import annotations
 
-import argparse
-import os
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from htm_core.recall import pipeline
@@ -47,15 +43,9 @@ from htm_core.recall.coverage import sharer, stem
 from htm_core.text import parse_query
 
 from .recall_quality import (
-    CACHE,
     ArmResult,
     evaluate,
-    load_set,
-    make_embedder,
-    markdown,
-    option_table,
-    paired_markdown,
-    summarise,
+    variant_experiment,
 )
 
 __all__ = ["VARIANTS", "Variant", "fused", "fusing", "main", "normalised"]
@@ -175,35 +165,7 @@ def run(data: dict[str, Any], embedder: Any, variants: Sequence[str]
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
     """Run the variants on each set, print the tables; return each set's summaries."""
-    parser = argparse.ArgumentParser(description="Score fusion against RRF (experiment)")
-    parser.add_argument("--locomo", type=Path, metavar="DIR")
-    parser.add_argument("--set", choices=("dev", "assistant", "both", "none"), default="none")
-    parser.add_argument("--variants", default=",".join(VARIANTS),
-                        help="comma-separated: " + ", ".join(VARIANTS))
-    parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
-    parser.add_argument("--cache", type=Path, default=CACHE)
-    args = parser.parse_args(argv)
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sets = {"both": ["dev", "assistant"], "none": []}.get(args.set, [args.set])
-    if args.locomo:
-        sets = ["locomo", *sets]
-    if not sets:
-        parser.error("nothing to run: give --locomo DIR or --set")
-    embedder = make_embedder(args.embedder, args.cache)
-    per_set: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
-    for name in sets:
-        t0 = time.perf_counter()
-        questions, results = run(load_set(name, locomo=args.locomo), embedder, variants)
-        print(f"# set {name!r}: {len(questions)} questions, {time.perf_counter() - t0:.0f} s")
-        print(markdown(questions, results))
-        print(paired_markdown(questions, results, BASE), flush=True)
-        per_set[name] = {arm: summarise(r, questions) for arm, r in results.items()}
-    print(option_table(per_set))
-    return per_set
+    return variant_experiment("Score fusion against RRF (experiment)", list(VARIANTS), run, argv)
 
 
 if __name__ == "__main__":
