@@ -129,6 +129,10 @@ class SQLiteReads:
         """An :class:`OwnWrite` for one write of this store."""
         return OwnWrite(self)
 
+    def known_as(self, mark: Mark) -> Mark:
+        """``mark``, or the mark before the own writes that led to it (see :meth:`same_as`)."""
+        return self._same.get(mark, mark)
+
     def same_as(self, after: Mark, before: Mark) -> None:
         """Read ``after`` as ``before`` (an :class:`OwnWrite` found nothing else between
         them); the working-set versions read are dropped, as the write moved one."""
@@ -155,8 +159,8 @@ class SQLiteReads:
         held = self._snapshot_mark
         if held is not None and held[0] is conn and conn.in_transaction:
             return held
-        mark = (conn, int(cur.execute("PRAGMA data_version").fetchone()[0]))
-        mark = self.last_mark = self._same.get(mark, mark)
+        mark = self.last_mark = self.known_as(
+            (conn, int(cur.execute("PRAGMA data_version").fetchone()[0])))
         if conn.in_transaction:
             self._snapshot_mark = mark
         return mark
@@ -201,8 +205,8 @@ class OwnWrite:
     connection. A connection's ``data_version`` moves only with other connections'
     commits: the writer's, the same before and after, says none landed in between, so the
     read connection's new one (read before the writer's second) counts this write alone.
-    The write's caller drops what the write does change (see :meth:`SQLiteReads.same_as`).
-    A failed read here only leaves the marks as they are.
+    What such a write does change, the working-set versions read, is read again (see
+    :meth:`SQLiteReads.same_as`). A failed read here only leaves the marks as they are.
     """
 
     def __init__(self, reads: SQLiteReads) -> None:
@@ -218,8 +222,7 @@ class OwnWrite:
             conn = reads.db.reader()
             if conn.in_transaction:  # a snapshot's mark is not the newest state's
                 return
-            mark = (conn, _data_version(conn))
-            self._before = (_data_version(writer), reads._same.get(mark, mark))
+            self._before = (_data_version(writer), reads.known_as((conn, _data_version(conn))))
         except sqlite3.Error:
             self._before = None
 
