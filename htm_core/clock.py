@@ -102,4 +102,4 @@ def to_timestamp(when: datetime) -> float:
 
 def utc_from_timestamp(ts: float) -> datetime:
     """Aware UTC datetime from POSIX seconds."""
-    return datetime.fromtimestamp(ts, tz=timezone.utc)
+    return datetime.fromtimestamp(ts, timezone.utc)  # positional: a keyword costs more

@@ -150,8 +150,10 @@ class ResidentSet:
         version, hidden = self._store.recall_check(self._robot, [m.id for m in memories])
         self.refresh(flush=False, version=version)
         accessed = at.astimezone(timezone.utc)
+        # Marked resident in the same copy: :meth:`_enter` keeps the mark on each one that
+        # enters and takes it off one too large for the budget.
         touched = [checked_instance(Memory, m, access_count=m.access_count + 1,
-                                    last_accessed=accessed)
+                                    last_accessed=accessed, in_working_memory=True)
                    for m in memories if m.id not in hidden]
         if not touched:
             return {}

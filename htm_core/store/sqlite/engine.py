@@ -231,7 +231,8 @@ class SQLiteDatabase:
 
     @contextmanager
     def write(self, *, cache_kib: int | None = None, what: str = "write",
-              landed: Callable[[sqlite3.Connection], bool] | None = None
+              landed: Callable[[sqlite3.Connection], bool] | None = None,
+              after: Callable[[Any], None] | None = None
               ) -> Iterator[Connection]:
         """A write transaction: all or nothing. Waits (bounded) for another process's lock.
 
@@ -243,6 +244,9 @@ class SQLiteDatabase:
         full disk, an I/O error) after the commit record reached the WAL. Then ``landed``
         is asked, on a fresh connection, whether the transaction is in the database; if
         so, it counts as done (with a warning): an error always means nothing was written.
+
+        ``after`` is called with the connection once the transaction committed, before
+        the connection goes back to the pool (it must not raise).
         """
         if self.read_only is not None:
             raise ReadOnlyError(
@@ -268,6 +272,8 @@ class SQLiteDatabase:
                 self._commit(trans, what, landed)
                 committed = True
                 self._commits.record(count)
+                if after is not None:
+                    after(conn.connection.dbapi_connection)
             except DRIVER_ERRORS as exc:
                 raise sqlite_error(exc, self.url, what) from exc
             finally:

@@ -14,17 +14,21 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
+from typing import Any
 
 from ._errors import read_error
 from .engine import SQLiteDatabase
 
-__all__ = ["Mark", "SQLiteReads", "Seen"]
+__all__ = ["Mark", "OwnWrite", "SQLiteReads", "Seen"]
 
 #: A read connection and its ``data_version``: see :meth:`SQLiteReads.mark`.
 Mark = tuple[sqlite3.Connection, int]
 
 #: How many visible ids a :class:`Seen` keeps before it starts again.
 _SEEN_KEPT = 20_000
+
+#: How many marks :meth:`SQLiteReads.same_as` keeps before it starts again.
+_SAME_KEPT = 64
 
 
 class Seen:
@@ -107,6 +111,9 @@ class SQLiteReads:
         self._seen_at: Seen | None = None
         #: The mark :meth:`mark` read last (None: none yet, or an in-memory database).
         self.last_mark: Mark | None = None
+        #: Marks after this store's own writes that change nothing a read keeps, each to
+        #: the mark before it (see :class:`OwnWrite`).
+        self._same: dict[Mark, Mark] = {}
 
     def cursor(self, what: str = "read", *, snapshot: bool = True) -> _ReadCursor:
         """A raw cursor in a read transaction (one snapshot), as :meth:`SQLiteDatabase.read`'s but without
@@ -117,6 +124,23 @@ class SQLiteReads:
         transaction: each statement then reads the newest state. Driver errors become
         htm's, as in :func:`~htm_core.store.sqlite._errors.map_sqlite_errors`."""
         return _ReadCursor(self, what, snapshot)
+
+    def own_write(self) -> OwnWrite:
+        """An :class:`OwnWrite` for one write of this store."""
+        return OwnWrite(self)
+
+    def known_as(self, mark: Mark) -> Mark:
+        """``mark``, or the mark before the own writes that led to it (see :meth:`same_as`)."""
+        return self._same.get(mark, mark)
+
+    def same_as(self, after: Mark, before: Mark) -> None:
+        """Read ``after`` as ``before`` (an :class:`OwnWrite` found nothing else between
+        them); the working-set versions read are dropped, as the write moved one."""
+        if len(self._same) >= _SAME_KEPT:
+            self._same.clear()
+        self._same[after] = before
+        if self._seen_at is not None:
+            self._seen_at.versions.clear()
 
     def mark(self, cur: sqlite3.Cursor) -> Mark | None:
         """The read connection and its ``data_version`` (read once per snapshot), which
@@ -135,7 +159,8 @@ class SQLiteReads:
         held = self._snapshot_mark
         if held is not None and held[0] is conn and conn.in_transaction:
             return held
-        mark = self.last_mark = (conn, int(cur.execute("PRAGMA data_version").fetchone()[0]))
+        mark = self.last_mark = self.known_as(
+            (conn, int(cur.execute("PRAGMA data_version").fetchone()[0])))
         if conn.in_transaction:
             self._snapshot_mark = mark
         return mark
@@ -168,3 +193,54 @@ class SQLiteReads:
         if seen is None or seen.mark != mark or len(seen.visible) > _SEEN_KEPT:
             seen = self._seen_at = Seen(mark)
         return seen
+
+
+class OwnWrite:
+    """One write of this store that changes nothing its reads keep (working-set membership,
+    access statistics), after which they keep: when no other connection commits around
+    it, the read connection's mark after it is read as the mark before it.
+
+    :meth:`before` runs inside the write transaction, after its statements (the write lock
+    is held: nothing else commits before it), :meth:`after` once it committed, on the same
+    connection. A connection's ``data_version`` moves only with other connections'
+    commits: the writer's, the same before and after, says none landed in between, so the
+    read connection's new one (read before the writer's second) counts this write alone.
+    What such a write does change, the working-set versions read, is read again (see
+    :meth:`SQLiteReads.same_as`). A failed read here only leaves the marks as they are.
+    """
+
+    def __init__(self, reads: SQLiteReads) -> None:
+        self._reads = reads
+        self._before: tuple[int, Mark] | None = None
+
+    def before(self, writer: Any) -> None:
+        """Read both marks inside the write transaction (the caller holds the store's lock)."""
+        reads = self._reads
+        if reads.db.memory_db:
+            return
+        try:
+            conn = reads.db.reader()
+            if conn.in_transaction:  # a snapshot's mark is not the newest state's
+                return
+            self._before = (_data_version(writer), reads.known_as((conn, _data_version(conn))))
+        except sqlite3.Error:
+            self._before = None
+
+    def after(self, writer: Any) -> None:
+        """Once committed: the read connection's new mark is the one before, if nothing
+        else committed (the caller holds the store's lock)."""
+        if self._before is None or writer.in_transaction:
+            return
+        try:
+            conn = self._reads.db.reader()
+            mark = (conn, _data_version(conn))
+            if _data_version(writer) != self._before[0] or conn is not self._before[1][0]:
+                return
+        except sqlite3.Error:
+            return
+        self._reads.same_as(mark, self._before[1])
+
+
+def _data_version(conn: Any) -> int:
+    """The ``data_version`` of a driver connection (sqlite3's)."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])

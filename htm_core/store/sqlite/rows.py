@@ -22,7 +22,7 @@ from ..one_embedder import (
     EmbeddingFailure,
     list_failures,
 )
-from ..values import check_stored_text, checked_instance
+from ..values import check_stored_text, checked_from
 from ._schema import _HASH_INDEX_EXISTS, _HASH_PREFIX, _MEMORY_COLUMNS
 from .engine import SQLiteDatabase
 from .reads import SQLiteReads
@@ -64,17 +64,18 @@ class SQLiteRows:
          last_accessed, access_count, metadata, embedder, forgotten_at, version,
          crc, kind, source, confidence) = row[:18]
         check_stored_text(key, mid, content, crc, content_hash, self._db.url)
-        return checked_instance(Memory,
-            id=mid, key=key, content=content, content_hash=content_hash,
-            robot=robot, importance=importance, token_count=token_count,
-            created_at=utc_from_timestamp(created_at),
-            last_accessed=utc_from_timestamp(last_accessed),
-            access_count=access_count, tags=tuple(tags),
-            metadata=json.loads(metadata) if metadata != "{}" else {},
-            embedder=embedder,
-            embedding=np.frombuffer(embedding, dtype=np.float32).tolist() if embedding else None,
-            forgotten_at=utc_from_timestamp(forgotten_at) if forgotten_at else None,
-            version=int(version), kind=kind, source=source, confidence=confidence)
+        return checked_from(Memory, {
+            "id": mid, "key": key, "content": content, "content_hash": content_hash,
+            "robot": robot, "importance": importance, "token_count": token_count,
+            "created_at": utc_from_timestamp(created_at),
+            "last_accessed": utc_from_timestamp(last_accessed),
+            "access_count": access_count, "tags": tuple(tags),
+            "metadata": json.loads(metadata) if metadata != "{}" else {},
+            "embedder": embedder,
+            "embedding": np.frombuffer(embedding, dtype=np.float32).tolist() if embedding
+            else None,
+            "forgotten_at": utc_from_timestamp(forgotten_at) if forgotten_at else None,
+            "version": int(version), "kind": kind, "source": source, "confidence": confidence})
 
     def fetch(self, conn: Connection, where: str, params: dict[str, Any],
               include_embedding: bool) -> list[Memory]:

@@ -110,8 +110,12 @@ class SQLiteWorkingSet:
     def apply_working(self, change: WorkingChange, *,
                       expected_version: int | None = None) -> WorkingResult:
         def write() -> WorkingResult:
-            with self._db.write() as conn:
-                return self.apply_in(conn, change, expected_version)
+            # Membership and access statistics: the reads' caches outlive the write.
+            own = self._reads.own_write()
+            with self._db.write(after=own.after) as conn:
+                result = self.apply_in(conn, change, expected_version)
+                own.before(conn.connection.dbapi_connection)
+                return result
 
         return self._db.optional_write(  # read-only or full disk: kept in this process only
             "working-memory membership and access statistics", write,
