@@ -138,6 +138,20 @@ def median_time(fn: Callable[[], Any], *, runs: int, warmup: int = 1) -> float:
     return statistics.median(samples)
 
 
+def hybrid_searcher(store: Any, nxt: Callable[[], tuple[str, Sequence[float]]]
+                    ) -> Callable[..., None]:
+    """A function running one hybrid top-10 search of ``store`` (the recall pipeline, no
+    facade) for the next query ``nxt()`` gives, with the ``config`` it is passed."""
+    from htm_core.recall import search
+    from htm_core.store.base import SearchFilters
+
+    def hybrid(config: Any = None) -> None:
+        text, vec = nxt()
+        search(store, query=text, query_vector=lambda: vec, strategy="hybrid", limit=10,
+               filters=SearchFilters(), config=config)
+    return hybrid
+
+
 def fmt_time(seconds: float | None) -> str:
     """Seconds as a short human figure (µs / ms / s)."""
     if seconds is None:

@@ -40,6 +40,7 @@ from ._common import (
     fmt_time,
     fresh_database,
     goal_line,
+    hybrid_searcher,
     markdown_table,
     median_time,
     postgres_server,
@@ -82,7 +83,7 @@ def _cycle(qs: list[tuple[str, list[float]]]) -> Callable[[], tuple[str, list[fl
 def _latencies(store: Any, queries: int, qs: list[tuple[str, list[float]]],
                nxt: Callable[[], tuple[str, list[float]]]) -> dict[str, float]:
     """Single add + commit, vector top-10, and hybrid with the default and plain configs."""
-    from htm_core.recall import RetrievalConfig, search
+    from htm_core.recall import RetrievalConfig
     from htm_core.store.base import SearchFilters
 
     out: dict[str, float] = {}
@@ -92,10 +93,7 @@ def _latencies(store: Any, queries: int, qs: list[tuple[str, list[float]]],
     out["vector"] = median_time(
         lambda: store.vector_search(nxt()[1], limit=10, filters=SearchFilters()), runs=queries)
 
-    def hybrid(config: Any = None) -> None:
-        text, vec = nxt()
-        search(store, query=text, query_vector=lambda: vec, strategy="hybrid", limit=10,
-               filters=SearchFilters(), config=config)
+    hybrid = hybrid_searcher(store, nxt)
     # Warm both configurations over every query first: right after a load the full-text
     # pages are cold, and whichever ran first paid for reading them (at 1M the first
     # measured config took 7x longer than the same config measured again).

@@ -31,6 +31,7 @@ from ._common import (
     fmt_ratio,
     fmt_time,
     goal_line,
+    hybrid_searcher,
     markdown_table,
     median_time,
     save_results,
@@ -50,17 +51,14 @@ def _cycle(items: Sequence[Any]):  # type: ignore[no-untyped-def]
 
 def _htm_searches(store: Any, nxt: Callable[[], Any], queries: int) -> dict[str, float]:
     """htm's vector arm, hybrid search (default and plain RRF) and full-text arm."""
-    from htm_core.recall import RetrievalConfig, search
+    from htm_core.recall import RetrievalConfig
     from htm_core.store.base import SearchFilters
 
     out: dict[str, float] = {}
     out["htm_vector"] = median_time(
         lambda: store.vector_search(nxt()[1], limit=10, filters=SearchFilters()), runs=queries)
 
-    def hybrid(config: Any = None) -> None:
-        text, vec = nxt()
-        search(store, query=text, query_vector=lambda: vec, strategy="hybrid", limit=10,
-               filters=SearchFilters(), config=config)
+    hybrid = hybrid_searcher(store, nxt)
     out["htm_hybrid"] = median_time(hybrid, runs=queries)
     plain = getattr(RetrievalConfig, "plain", None)
     if plain is not None:  # plain RRF of the two arms, without the quality extras
