@@ -29,19 +29,20 @@ def checked_instance(cls: type[T], like: T | None = None, /, **values: Any) -> T
     instead of by the generated ``__init__``'s ``object.__setattr__`` per field, which is a
     good part of the add path's cost for values made once per memory. Fields without a
     plain default (``default_factory``) must be given."""
-    out: T = object.__new__(cls)
-    held = out.__dict__
-    held.update(_plain_defaults(cls) if like is None else like.__dict__)
-    held.update(values)
-    return out
+    return _filled(cls, _plain_defaults(cls) if like is None else like.__dict__, values)
 
 
 def checked_from(cls: type[T], values: dict[str, Any]) -> T:
     """:func:`checked_instance` of ``values`` given as a dict: a read makes one per row,
     and a dict literal costs less to hand over than as many keyword arguments."""
+    return _filled(cls, _plain_defaults(cls), values)
+
+
+def _filled(cls: type[T], base: dict[str, Any], values: dict[str, Any]) -> T:
+    """A ``cls`` whose fields are ``base`` updated with ``values``, no ``__init__`` run."""
     out: T = object.__new__(cls)
     held = out.__dict__
-    held.update(_plain_defaults(cls))
+    held.update(base)
     held.update(values)
     return out
 
