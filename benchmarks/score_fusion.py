@@ -39,8 +39,7 @@ from typing import Any
 from htm_core.recall import pipeline
 from htm_core.recall.briefs import Briefs
 from htm_core.recall.config import RetrievalConfig
-from htm_core.recall.coverage import sharer, stem
-from htm_core.text import parse_query
+from htm_core.recall.fusion import full_text_shares
 
 from .recall_quality import (
     ArmResult,
@@ -101,11 +100,9 @@ def fused(found: Mapping[str, Sequence[tuple[int, float]]], text: str,
           ) -> tuple[list[int], dict[int, float], dict[int, dict[str, int]]]:
     """What :func:`htm_core.recall.fusion.coverage_scores` returns, with ``variant``'s
     term in place of the rank term."""
-    parsed = parse_query(text)
-    of = sharer([stem(w) for w in parsed.coverage_words()], parsed.runs)
-    ids = {mid for arm, hits in found.items() if arm.startswith("fulltext") for mid, _ in hits}
-    known = briefs.fetch(ids)
-    shares = {mid: of(known[mid].content) if mid in known else 0.0 for mid in ids}
+    shares = full_text_shares(
+        {mid for arm, hits in found.items() if arm.startswith("fulltext") for mid, _ in hits},
+        text, briefs)
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     for arm, hits in found.items():

@@ -133,16 +133,10 @@ def _folded(text: str) -> str:
     return text.casefold()
 
 
-def _possible(text: str) -> list[KindRule]:
-    """The rules, best first, whose words ``text`` holds: only they can fire in a sentence
-    of it (case folding works character by character, so a sentence's folded words are
-    in the folded text)."""
-    holds = _folded(text).__contains__
-    return [rule for rule in RULES if any(map(holds, _WORDS[rule.name]))]
-
-
 def _candidates(sentence: str, rules: Sequence[KindRule] = RULES) -> list[KindRule]:
-    """Those of ``rules``, best first, whose words ``sentence`` holds."""
+    """Those of ``rules``, best first, whose words ``sentence`` holds. Of a whole text,
+    the only rules that can fire in a sentence of it (case folding works character by
+    character, so a sentence's folded words are in the folded text)."""
     holds = _folded(sentence).__contains__
     return [rule for rule in rules if any(map(holds, _WORDS[rule.name]))]
 
@@ -184,7 +178,7 @@ class RuleKindClassifier:
     def rules(self, content: str) -> list[KindRule]:
         """The rules that decide each sentence of ``content`` (in order; none for some)."""
         plain = content.replace("\u2019", "'")  # a typographic apostrophe: don’t, I’m
-        possible = _possible(plain)
+        possible = _candidates(plain)
         if not possible:
             return []
         found = (_fired(match.group().strip(), possible) for match in _SENTENCE.finditer(plain))

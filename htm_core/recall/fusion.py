@@ -4,7 +4,7 @@ recall, :func:`coverage_scores`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..text import parse_query
@@ -15,7 +15,7 @@ from .ranked import RankedId
 if TYPE_CHECKING:
     from .config import RetrievalConfig
 
-__all__ = ["FusionFn", "coverage_rrf", "coverage_scores", "may_reach_top",
+__all__ = ["FusionFn", "coverage_rrf", "coverage_scores", "full_text_shares", "may_reach_top",
            "reciprocal_rank_fusion"]
 
 FusionFn = Callable[[Mapping[str, Sequence[int]], int], list[RankedId]]
@@ -74,17 +74,22 @@ def coverage_rrf(arms: Mapping[str, Sequence[int]], text: str, config: Retrieval
     return [RankedId(m, scores[m], ranks[m]) for m in ordered]
 
 
+def full_text_shares(ids: Collection[int], text: str, briefs: Briefs) -> dict[int, float]:
+    """Each of the full-text hits ``ids``'s share of the query ``text``'s words (0 for one
+    no longer readable), worked out once per hit."""
+    parsed = parse_query(text)
+    of = sharer([stem(w) for w in parsed.coverage_words()], parsed.runs)
+    known = briefs.fetch(ids)
+    return {mid: of(known[mid].content) if mid in known else 0.0 for mid in ids}
+
+
 def coverage_scores(arms: Mapping[str, Sequence[int]], text: str, config: RetrievalConfig,
                      briefs: Briefs
                      ) -> tuple[list[int], dict[int, float], dict[int, dict[str, int]]]:
     """:func:`coverage_rrf` as the ids (best first), their scores and their ranks."""
-    parsed = parse_query(text)
-    stems = [stem(w) for w in parsed.coverage_words()]
-    ids = {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got}
-    known = briefs.fetch(ids)
-    of = sharer(stems, parsed.runs)
-    shares = {mid: of(known[mid].content) if mid in known else 0.0  # each hit's, once
-              for mid in ids}
+    shares = full_text_shares(
+        {mid for arm, got in arms.items() if arm.startswith("fulltext") for mid in got},
+        text, briefs)
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     for arm, got in arms.items():
